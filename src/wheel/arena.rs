@@ -1,0 +1,327 @@
+//! The entry arena: generation-stamped storage for pending timers.
+//!
+//! Why not `slab`: a slab forgets everything about a vacant entry, but a generation must
+//! outlive its timer (that is what makes stale keys harmless), so with `slab` the generations
+//! would sit in a second array and every operation would touch two cache lines. Here an entry
+//! is one 24-byte enum for `T = u64` (the vacant variant fits beside the niche of `stamp`), so
+//! a cancel touches one cache line.
+//!
+//! # The stamp
+//!
+//! Besides the key's generation, every entry carries a 32-bit *stamp* describing where the
+//! wheel filed it:
+//!
+//! ```text
+//!  31                      12 11          0
+//! +--------------------------+-------------+
+//! |  epoch (20 bits)         | position    |   position: 1 + level·64 + slot, or DUE
+//! +--------------------------+-------------+
+//! ```
+//!
+//! Each time the wheel files the entry somewhere (insert, cascade, a reset that moves it,
+//! entering the due queue) the epoch goes up by one, also across reuse of the index. A slot
+//! holds *references*, `index << 32 | stamp`; a reference is current exactly when its stamp
+//! equals the entry's, so a reference left behind by a cancel or a move is recognised as stale
+//! without being found and removed. Positions are never 0, so the stamp is never 0, which
+//! gives the enum its niche.
+//!
+//! The epoch wraps after 2^20 filings of one index. A stale reference could then look current
+//! only if it also sits at the same position; it then names the live timer at a slot where
+//! that timer really is, so the worst it can do is move that timer earlier among the timers
+//! of the same tick. It can never fire a timer twice (firing vacates the entry) nor early.
+
+use std::num::NonZeroU32;
+
+use super::key::TimerKey;
+
+/// Bits of the stamp that hold the position.
+const POS_BITS: u32 = 12;
+const POS_MASK: u32 = (1 << POS_BITS) - 1;
+/// Position of an entry in the due queue.
+pub(crate) const POS_DUE: u32 = POS_MASK;
+/// Position of an entry between its insertion and its first filing.
+pub(crate) const POS_UNFILED: u32 = POS_MASK - 1;
+/// No next free entry.
+const NIL: u32 = u32::MAX;
+
+/// The position code for a wheel slot (never 0, never DUE/UNFILED).
+#[inline]
+pub(crate) fn slot_position(level: usize, slot: usize) -> u32 {
+    1 + (level * super::level::SLOTS + slot) as u32
+}
+
+/// The (level, slot) of a slot position code; `None` for DUE/UNFILED.
+#[inline]
+pub(crate) fn position_slot(pos: u32) -> Option<(usize, usize)> {
+    if pos == 0 || pos >= POS_UNFILED {
+        return None;
+    }
+    let p = (pos - 1) as usize;
+    Some((p / super::level::SLOTS, p % super::level::SLOTS))
+}
+
+/// A pending timer.
+#[derive(Debug)]
+pub(crate) struct Live<T> {
+    pub(crate) deadline: u64,
+    pub(crate) value: T,
+    pub(crate) stamp: NonZeroU32,
+    pub(crate) generation: u32,
+}
+
+impl<T> Live<T> {
+    #[inline]
+    pub(crate) fn position(&self) -> u32 {
+        self.stamp.get() & POS_MASK
+    }
+}
+
+#[derive(Debug)]
+struct Free {
+    next: u32,
+    generation: u32,
+    stamp: u32,
+}
+
+#[derive(Debug)]
+enum Entry<T> {
+    Live(Live<T>),
+    Free(Free),
+}
+
+/// Generation-stamped storage; indexes are stable while an entry is live.
+#[derive(Debug)]
+pub(crate) struct Arena<T> {
+    entries: Vec<Entry<T>>,
+    free_head: u32,
+    len: usize,
+    /// Generation for entries pushed at indexes that `shrink_to_fit` truncated: at least the
+    /// generation those indexes had, so a stale key for a truncated index stays stale.
+    fresh_generation: u32,
+}
+
+#[inline]
+fn next_stamp(old: u32, pos: u32) -> NonZeroU32 {
+    let stamp = (old & !POS_MASK).wrapping_add(1 << POS_BITS) | pos;
+    NonZeroU32::new(stamp).unwrap_or(NonZeroU32::MIN)
+}
+
+/// A reference as slots hold it: index in the high half, stamp in the low half.
+#[inline]
+pub(crate) fn make_ref(index: u32, stamp: NonZeroU32) -> u64 {
+    ((index as u64) << 32) | stamp.get() as u64
+}
+
+impl<T> Arena<T> {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Arena { entries: Vec::with_capacity(n), free_head: NIL, len: 0, fresh_generation: 0 }
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
+    pub(crate) fn bytes_held(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<Entry<T>>()
+    }
+
+    /// Stores a new, not yet filed timer. `Err` gives the value back when all `u32::MAX`
+    /// indexes are in use.
+    pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Result<TimerKey, T> {
+        if self.free_head != NIL {
+            let index = self.free_head;
+            let slot = &mut self.entries[index as usize];
+            let Entry::Free(free) = slot else {
+                unreachable!("free list points at a live entry");
+            };
+            let (generation, stamp) = (free.generation, next_stamp(free.stamp, POS_UNFILED));
+            self.free_head = free.next;
+            *slot = Entry::Live(Live { deadline, value, stamp, generation });
+            self.len += 1;
+            return Ok(TimerKey { index, generation });
+        }
+        let Ok(index) = u32::try_from(self.entries.len()) else {
+            return Err(value);
+        };
+        if index == NIL {
+            return Err(value);
+        }
+        let generation = self.fresh_generation;
+        let stamp = next_stamp(0, POS_UNFILED);
+        self.entries.push(Entry::Live(Live { deadline, value, stamp, generation }));
+        self.len += 1;
+        Ok(TimerKey { index, generation })
+    }
+
+    /// The live entry a key names; `None` when the key is stale or foreign.
+    #[inline]
+    pub(crate) fn get(&self, key: TimerKey) -> Option<&Live<T>> {
+        match self.entries.get(key.index as usize) {
+            Some(Entry::Live(live)) if live.generation == key.generation => Some(live),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get_mut(&mut self, key: TimerKey) -> Option<&mut Live<T>> {
+        match self.entries.get_mut(key.index as usize) {
+            Some(Entry::Live(live)) if live.generation == key.generation => Some(live),
+            _ => None,
+        }
+    }
+
+    /// The index a slot reference names, if the reference is current (its stamp matches).
+    #[inline]
+    pub(crate) fn resolve(&self, r: u64) -> Option<u32> {
+        let index = (r >> 32) as u32;
+        match self.entries.get(index as usize) {
+            Some(Entry::Live(live)) if live.stamp.get() == r as u32 => Some(index),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn live(&self, index: u32) -> Option<&Live<T>> {
+        match self.entries.get(index as usize) {
+            Some(Entry::Live(live)) => Some(live),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn live_mut(&mut self, index: u32) -> Option<&mut Live<T>> {
+        match self.entries.get_mut(index as usize) {
+            Some(Entry::Live(live)) => Some(live),
+            _ => None,
+        }
+    }
+
+    /// Files a live entry at `pos`: a new epoch, so every older reference becomes stale.
+    /// Returns the reference to store there.
+    #[inline]
+    pub(crate) fn refile(&mut self, index: u32, pos: u32) -> Option<u64> {
+        let live = self.live_mut(index)?;
+        live.stamp = next_stamp(live.stamp.get(), pos);
+        Some(make_ref(index, live.stamp))
+    }
+
+    /// Vacates a live entry; its generation moves on, so its key becomes stale.
+    pub(crate) fn remove(&mut self, index: u32) -> Option<Live<T>> {
+        let slot = self.entries.get_mut(index as usize)?;
+        let Entry::Live(live) = slot else {
+            return None;
+        };
+        let free = Free {
+            next: self.free_head,
+            generation: live.generation.wrapping_add(1),
+            stamp: live.stamp.get(),
+        };
+        let Entry::Live(live) = std::mem::replace(slot, Entry::Free(free)) else {
+            return None;
+        };
+        self.free_head = index;
+        self.len -= 1;
+        Some(live)
+    }
+
+    /// Indexes of every live entry, in index order.
+    pub(crate) fn live_indexes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.entries.iter().enumerate().filter_map(|(i, e)| match e {
+            Entry::Live(_) => Some(i as u32),
+            Entry::Free(_) => None,
+        })
+    }
+
+    /// Drops vacant entries at the end and gives spare capacity back. Callers must first
+    /// remove every reference to a truncated index (they are all stale: the entries are free).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        while let Some(Entry::Free(free)) = self.entries.last() {
+            self.fresh_generation = self.fresh_generation.max(free.generation);
+            self.entries.pop();
+        }
+        // Rebuild the free list: truncation may have cut it anywhere.
+        self.free_head = NIL;
+        for (i, e) in self.entries.iter_mut().enumerate().rev() {
+            if let Entry::Free(free) = e {
+                free.next = self.free_head;
+                self.free_head = i as u32;
+            }
+        }
+        self.entries.shrink_to_fit();
+    }
+
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        let free = self.entries.len() - self.len;
+        self.entries.reserve(additional.saturating_sub(free));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_for_u64_is_24_bytes() {
+        // The vacant variant lives beside the niche of `stamp`; if a compiler change stopped
+        // that, every timer would cost 8 more bytes and this test says so.
+        assert_eq!(std::mem::size_of::<Entry<u64>>(), 24);
+    }
+
+    #[test]
+    fn stale_key_after_reuse() {
+        let mut arena = Arena::with_capacity(0);
+        let a = arena.insert(5, "a").unwrap();
+        assert!(arena.remove(a.index).is_some());
+        let b = arena.insert(6, "b").unwrap();
+        assert_eq!(a.index, b.index, "the index is reused");
+        assert_ne!(a.generation, b.generation);
+        assert!(arena.get(a).is_none());
+        assert_eq!(arena.get(b).map(|l| l.value), Some("b"));
+    }
+
+    #[test]
+    fn refile_makes_old_reference_stale() {
+        let mut arena = Arena::with_capacity(0);
+        let k = arena.insert(5, ()).unwrap();
+        let r1 = arena.refile(k.index, slot_position(0, 5)).unwrap();
+        assert_eq!(arena.resolve(r1), Some(k.index));
+        let r2 = arena.refile(k.index, slot_position(0, 5)).unwrap();
+        assert_eq!(arena.resolve(r1), None, "same position, older epoch");
+        assert_eq!(arena.resolve(r2), Some(k.index));
+        arena.remove(k.index);
+        assert_eq!(arena.resolve(r2), None);
+    }
+
+    #[test]
+    fn positions_round_trip() {
+        for level in 0..super::super::level::LEVELS {
+            for slot in 0..super::super::level::SLOTS {
+                let pos = slot_position(level, slot);
+                assert!(pos != 0 && pos < POS_UNFILED);
+                assert_eq!(position_slot(pos), Some((level, slot)));
+            }
+        }
+        assert_eq!(position_slot(POS_DUE), None);
+        assert_eq!(position_slot(POS_UNFILED), None);
+    }
+
+    #[test]
+    fn shrink_keeps_truncated_keys_stale() {
+        let mut arena = Arena::with_capacity(0);
+        let keys: Vec<_> = (0..4).map(|i| arena.insert(i, i).unwrap()).collect();
+        for k in &keys[1..] {
+            arena.remove(k.index);
+        }
+        arena.shrink_to_fit();
+        let fresh = arena.insert(9, 9).unwrap();
+        assert_eq!(fresh.index, 1);
+        for k in &keys[1..] {
+            assert!(arena.get(*k).is_none(), "{k:?} must stay stale");
+        }
+    }
+}

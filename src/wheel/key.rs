@@ -1,0 +1,86 @@
+//! Keys, expired timers and statistics: the small public types of the core wheel.
+
+use std::fmt;
+
+/// A handle to one timer in a [`Wheel`](crate::Wheel), returned by
+/// [`Wheel::insert`](crate::Wheel::insert).
+///
+/// A key names one arena index *and* the generation that index had when the timer was
+/// inserted. The generation changes every time a timer at that index ends (fires or is
+/// cancelled), so a key outlives its timer harmlessly: once the timer has ended, every
+/// operation through the key answers `None`/`false` and never touches the timer that reuses
+/// the index afterwards. This is the difference from `tokio_util::time::DelayQueue`, whose
+/// keys are bare slab indexes.
+///
+/// A key is 8 bytes, `Copy`, and only meaningful for the wheel that issued it. A key from
+/// another wheel is *foreign*: it is either rejected like a stale key, or, if its index and
+/// generation happen to match, it names whatever timer sits there (keys carry no wheel id).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TimerKey {
+    pub(crate) index: u32,
+    pub(crate) generation: u32,
+}
+
+impl TimerKey {
+    /// Builds a key from its raw parts, for callers that store keys in their own packed form.
+    ///
+    /// A key built this way is checked like any other: if no pending timer has this index and
+    /// generation, every operation through it answers `None`/`false`.
+    pub const fn from_raw_parts(index: u32, generation: u32) -> Self {
+        TimerKey { index, generation }
+    }
+
+    /// The arena index this key points at.
+    pub const fn index(self) -> u32 {
+        self.index
+    }
+
+    /// The generation the timer had when it was inserted.
+    pub const fn generation(self) -> u32 {
+        self.generation
+    }
+
+    /// The key packed into one `u64`: index in the high 32 bits, generation in the low 32.
+    pub const fn to_u64(self) -> u64 {
+        ((self.index as u64) << 32) | self.generation as u64
+    }
+
+    /// The inverse of [`TimerKey::to_u64`].
+    pub const fn from_u64(raw: u64) -> Self {
+        TimerKey { index: (raw >> 32) as u32, generation: raw as u32 }
+    }
+}
+
+impl fmt::Debug for TimerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TimerKey({}v{})", self.index, self.generation)
+    }
+}
+
+/// A timer that [`Wheel::poll`](crate::Wheel::poll) found due and took out of the wheel.
+///
+/// After it is returned the timer is no longer pending: its key is stale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expired<T> {
+    /// The key the timer had; now stale.
+    pub key: TimerKey,
+    /// The deadline the timer had, in ticks (never later than the `now` it was polled at).
+    pub deadline: u64,
+    /// The value that was inserted with the timer.
+    pub value: T,
+}
+
+/// A snapshot of a wheel's occupancy and memory, from [`Wheel::stats`](crate::Wheel::stats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WheelStats {
+    /// Pending timers (the same as `len()`).
+    pub live: usize,
+    /// References in slots and in the due queue that no longer name a pending timer there
+    /// (left by cancel and by resets that moved a timer earlier). Bounded by
+    /// `live + 8 × (slots) + 8`; removed when their slot is processed or compacted.
+    pub stale: usize,
+    /// Entries the arena can hold without reallocating.
+    pub capacity: usize,
+    /// Heap bytes the wheel holds: arena, slot references and the due queue, by capacity.
+    pub bytes_held: usize,
+}

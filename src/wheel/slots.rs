@@ -1,0 +1,170 @@
+//! The levels: per slot a vector of references and a count of the live ones, per level an
+//! occupancy bitmap.
+//!
+//! Cancel leaves its reference where it is (O(1), no search); the slot's live count drops
+//! instead. A slot whose live count reaches zero is emptied at once, and one whose stale
+//! references outnumber its live ones by more than [`STALE_SLACK`] is compacted; both keep
+//! stale references below `live + STALE_SLACK` per slot, and compaction costs at most twice
+//! the cancels that caused it, so cancel stays amortised O(1).
+
+use super::level::{LEVELS, SLOTS};
+
+/// Stale references a slot may hold beyond its live count before it is compacted.
+pub(crate) const STALE_SLACK: usize = 8;
+
+/// A slot keeps an emptied vector only up to this capacity, so a burst does not pin memory.
+const KEEP_CAPACITY: usize = 1024;
+
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    pub(crate) refs: Vec<u64>,
+    /// References in `refs` that name a timer filed here. Bit set in the bitmap iff > 0.
+    pub(crate) live: u32,
+}
+
+#[derive(Debug)]
+pub(crate) struct Level {
+    /// Bit `s` set: slot `s` holds at least one live timer.
+    pub(crate) occupied: u64,
+    pub(crate) slots: [Slot; SLOTS],
+}
+
+impl Level {
+    fn new() -> Self {
+        Level { occupied: 0, slots: std::array::from_fn(|_| Slot::default()) }
+    }
+}
+
+/// All levels of a wheel.
+#[derive(Debug)]
+pub(crate) struct Levels {
+    levels: Box<[Level; LEVELS]>,
+    /// References in all slots, live or stale.
+    total_refs: usize,
+}
+
+impl Levels {
+    pub(crate) fn new() -> Self {
+        let levels: Vec<Level> = (0..LEVELS).map(|_| Level::new()).collect();
+        let levels: Box<[Level; LEVELS]> = match levels.into_boxed_slice().try_into() {
+            Ok(levels) => levels,
+            Err(_) => unreachable!("exactly LEVELS levels were built"),
+        };
+        Levels { levels, total_refs: 0 }
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, level: usize, slot: usize, r: u64) {
+        let lvl = &mut self.levels[level];
+        let s = &mut lvl.slots[slot];
+        s.refs.push(r);
+        s.live += 1;
+        lvl.occupied |= 1 << slot;
+        self.total_refs += 1;
+    }
+
+    /// One live timer left the slot (cancelled or moved); its reference stays behind.
+    /// Returns true when the slot should be compacted.
+    #[inline]
+    pub(crate) fn unlink(&mut self, level: usize, slot: usize) -> bool {
+        let lvl = &mut self.levels[level];
+        let s = &mut lvl.slots[slot];
+        debug_assert!(s.live > 0, "unlink from a slot with no live timers: L{level} S{slot}");
+        s.live -= 1;
+        if s.live == 0 {
+            // Every reference left is stale: drop them all without looking.
+            self.total_refs -= s.refs.len();
+            s.refs.clear();
+            lvl.occupied &= !(1 << slot);
+            return false;
+        }
+        s.refs.len() - s.live as usize > s.live as usize + STALE_SLACK
+    }
+
+    /// Keeps only the references for which `current` is true.
+    pub(crate) fn compact(&mut self, level: usize, slot: usize, current: impl Fn(u64) -> bool) {
+        let s = &mut self.levels[level].slots[slot];
+        let before = s.refs.len();
+        s.refs.retain(|&r| current(r));
+        self.total_refs -= before - s.refs.len();
+    }
+
+    /// Takes every reference out of a slot, leaving it empty.
+    #[inline]
+    pub(crate) fn take(&mut self, level: usize, slot: usize) -> Vec<u64> {
+        let lvl = &mut self.levels[level];
+        lvl.occupied &= !(1 << slot);
+        let s = &mut lvl.slots[slot];
+        s.live = 0;
+        self.total_refs -= s.refs.len();
+        std::mem::take(&mut s.refs)
+    }
+
+    /// Gives an emptied vector back to the slot so its capacity is reused.
+    #[inline]
+    pub(crate) fn restore(&mut self, level: usize, slot: usize, mut refs: Vec<u64>) {
+        let s = &mut self.levels[level].slots[slot];
+        if s.refs.capacity() == 0 && refs.capacity() <= KEEP_CAPACITY {
+            refs.clear();
+            s.refs = refs;
+        }
+    }
+
+    /// The lowest occupied slot of the lowest occupied level.
+    #[inline]
+    pub(crate) fn first_occupied(&self) -> Option<(usize, usize)> {
+        self.levels
+            .iter()
+            .enumerate()
+            .find(|(_, l)| l.occupied != 0)
+            .map(|(i, l)| (i, l.occupied.trailing_zeros() as usize))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn live_in(&self, level: usize, slot: usize) -> u32 {
+        self.levels[level].slots[slot].live
+    }
+
+    #[cfg(test)]
+    pub(crate) fn refs_in(&self, level: usize, slot: usize) -> &[u64] {
+        &self.levels[level].slots[slot].refs
+    }
+
+    #[cfg(test)]
+    pub(crate) fn occupied(&self, level: usize) -> u64 {
+        self.levels[level].occupied
+    }
+
+    pub(crate) fn total_refs(&self) -> usize {
+        self.total_refs
+    }
+
+    pub(crate) fn bytes_held(&self) -> usize {
+        let refs: usize =
+            self.levels.iter().flat_map(|l| l.slots.iter()).map(|s| s.refs.capacity() * 8).sum();
+        refs + std::mem::size_of::<[Level; LEVELS]>()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        for lvl in self.levels.iter_mut() {
+            lvl.occupied = 0;
+            for s in lvl.slots.iter_mut() {
+                s.refs.clear();
+                s.live = 0;
+            }
+        }
+        self.total_refs = 0;
+    }
+
+    /// Compacts every slot with `current` and gives spare capacity back.
+    pub(crate) fn shrink_to_fit(&mut self, current: impl Fn(u64) -> bool) {
+        for lvl in self.levels.iter_mut() {
+            for s in lvl.slots.iter_mut() {
+                let before = s.refs.len();
+                s.refs.retain(|&r| current(r));
+                self.total_refs -= before - s.refs.len();
+                s.refs.shrink_to_fit();
+            }
+        }
+    }
+}
