@@ -1,9 +1,14 @@
-//! tickwheel — placeholder crate docs, replaced below.
+//! tickwheel — crate docs are written in README.md and included here.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod clock;
+pub mod indexed;
+pub mod sync;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 pub mod wheel;
 
 pub use clock::TimerWheel;
+
 pub use wheel::{CapacityError, Expired, TimerKey, Wheel, WheelStats};

@@ -1,0 +1,1 @@
+//! Layer 4: the concurrent scheduler. (Being built: issue 3.)

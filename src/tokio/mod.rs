@@ -1,0 +1,1 @@
+//! Layer 5: tokio integration. (Being built: issue 5.)
