@@ -1,1 +1,290 @@
-pub struct TimerWheel;
+//! Layer 2: the clock adapter, [`TimerWheel<T>`]: a [`Wheel`] addressed by `Instant`.
+//!
+//! Ticks count whole `resolution`s since an origin `Instant`. The two roundings are chosen so
+//! that a timer is never early:
+//!
+//! ```text
+//! origin        tick 1        tick 2        tick 3
+//!   |-------------|-------------|-------------|
+//!                      ^ deadline            -> tick 2 (rounded up)
+//!                      ^ now                 -> tick 1 (rounded down)
+//! ```
+//!
+//! A deadline rounds *up* to the next tick boundary and `now` rounds *down*, so a poll at an
+//! instant fires only timers whose whole tick has passed: lateness is below one resolution
+//! plus however late the caller polls. Instants before the origin count as tick 0; instants
+//! too far ahead for a `u64` of ticks saturate at `u64::MAX`. No conversion panics.
+
+use std::time::{Duration, Instant};
+
+use crate::wheel::{Expired, TimerKey, Wheel};
+
+/// Converts between `Instant` and ticks of a fixed resolution since an origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TickClock {
+    origin: Instant,
+    resolution_nanos: u64,
+}
+
+impl TickClock {
+    /// A clock with ticks of `resolution` counted from `origin`.
+    ///
+    /// # Panics
+    ///
+    /// If `resolution` is zero or longer than `u64::MAX` nanoseconds (584 years).
+    #[track_caller]
+    pub fn new(origin: Instant, resolution: Duration) -> Self {
+        let nanos = u64::try_from(resolution.as_nanos()).unwrap_or(0);
+        assert!(
+            nanos > 0,
+            "tickwheel: resolution must be between 1 ns and u64::MAX ns, got {resolution:?}"
+        );
+        TickClock {
+            origin,
+            resolution_nanos: nanos,
+        }
+    }
+
+    /// The instant of tick 0.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// The length of one tick.
+    pub fn resolution(&self) -> Duration {
+        Duration::from_nanos(self.resolution_nanos)
+    }
+
+    /// The first tick at or after `instant` (rounds up): the tick a deadline files at.
+    /// Instants at or before the origin give 0; far instants saturate at `u64::MAX`.
+    pub fn deadline_tick(&self, instant: Instant) -> u64 {
+        let nanos = instant.saturating_duration_since(self.origin).as_nanos();
+        let ticks = nanos.div_ceil(u128::from(self.resolution_nanos));
+        u64::try_from(ticks).unwrap_or(u64::MAX)
+    }
+
+    /// The last tick at or before `instant` (rounds down): the tick a `now` polls at.
+    pub fn now_tick(&self, instant: Instant) -> u64 {
+        let nanos = instant.saturating_duration_since(self.origin).as_nanos();
+        u64::try_from(nanos / u128::from(self.resolution_nanos)).unwrap_or(u64::MAX)
+    }
+
+    /// The instant at which `tick` begins, or `None` if it is too far ahead for `Instant`.
+    pub fn instant_of(&self, tick: u64) -> Option<Instant> {
+        let nanos = u128::from(tick) * u128::from(self.resolution_nanos);
+        let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
+        let duration = Duration::new(secs, (nanos % 1_000_000_000) as u32);
+        self.origin.checked_add(duration)
+    }
+}
+
+/// A [`Wheel`] with an `Instant` clock: deadlines are instants, ticks are `resolution` long.
+///
+/// Deadlines round up to the next tick and `now` rounds down (see the [module
+/// docs](self)), so a timer never fires before its deadline instant. Every operation costs
+/// what the same [`Wheel`] operation costs plus a division.
+///
+/// # Example
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tickwheel::TimerWheel;
+///
+/// let origin = Instant::now();
+/// let mut timers = TimerWheel::with_origin(origin, Duration::from_millis(1));
+/// let key = timers.insert_at(origin + Duration::from_millis(250), "retry");
+/// assert!(timers.poll(origin + Duration::from_millis(249)).is_none());
+/// let fired = timers.poll(origin + Duration::from_secs(1)).unwrap();
+/// assert_eq!((fired.key, fired.value), (key, "retry"));
+/// ```
+#[derive(Debug)]
+pub struct TimerWheel<T> {
+    clock: TickClock,
+    wheel: Wheel<T>,
+}
+
+impl<T> TimerWheel<T> {
+    /// An empty wheel with ticks of `resolution`, starting now.
+    ///
+    /// # Panics
+    ///
+    /// If `resolution` is zero (see [`TickClock::new`]).
+    #[track_caller]
+    pub fn new(resolution: Duration) -> Self {
+        Self::with_origin(Instant::now(), resolution)
+    }
+
+    /// An empty wheel with ticks of `resolution` counted from `origin`.
+    ///
+    /// # Panics
+    ///
+    /// If `resolution` is zero (see [`TickClock::new`]).
+    #[track_caller]
+    pub fn with_origin(origin: Instant, resolution: Duration) -> Self {
+        TimerWheel {
+            clock: TickClock::new(origin, resolution),
+            wheel: Wheel::new(),
+        }
+    }
+
+    /// The tick clock: origin, resolution and conversions.
+    pub fn clock(&self) -> &TickClock {
+        &self.clock
+    }
+
+    /// The underlying tick wheel, for tick-level inspection.
+    pub fn wheel(&self) -> &Wheel<T> {
+        &self.wheel
+    }
+
+    /// Adds a timer due at `deadline`; an instant already passed fires on the next poll.
+    /// O(1) amortised.
+    ///
+    /// # Panics
+    ///
+    /// As [`Wheel::insert`]: only with `u32::MAX - 1` timers pending.
+    #[track_caller]
+    pub fn insert_at(&mut self, deadline: Instant, value: T) -> TimerKey {
+        self.wheel.insert(self.clock.deadline_tick(deadline), value)
+    }
+
+    /// Adds a timer due `delay` from now (`Instant::now()`); O(1) amortised.
+    ///
+    /// # Panics
+    ///
+    /// As [`Wheel::insert`].
+    #[track_caller]
+    pub fn insert(&mut self, delay: Duration, value: T) -> TimerKey {
+        let tick = self.delay_tick(delay);
+        self.wheel.insert(tick, value)
+    }
+
+    /// Cancels a pending timer; `None` for a stale or foreign key. O(1) amortised.
+    pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
+        self.wheel.cancel(key)
+    }
+
+    /// Moves a pending timer to `deadline`; `false` for a stale or foreign key. O(1) amortised.
+    pub fn reset_at(&mut self, key: TimerKey, deadline: Instant) -> bool {
+        self.wheel.reset(key, self.clock.deadline_tick(deadline))
+    }
+
+    /// The deadline of a pending timer, rounded up to its tick; `None` for a stale or foreign
+    /// key, or a deadline too far ahead for `Instant` to represent.
+    pub fn deadline(&self, key: TimerKey) -> Option<Instant> {
+        self.wheel
+            .deadline(key)
+            .and_then(|tick| self.clock.instant_of(tick))
+    }
+
+    /// The value of a pending timer; `None` for a stale or foreign key.
+    pub fn get(&self, key: TimerKey) -> Option<&T> {
+        self.wheel.get(key)
+    }
+
+    /// Takes out the next timer due by `now`, as [`Wheel::poll`] does at `now`'s tick
+    /// (rounded down). The returned [`Expired::deadline`] is in ticks; convert it with
+    /// [`TickClock::instant_of`].
+    pub fn poll(&mut self, now: Instant) -> Option<Expired<T>> {
+        self.wheel.poll(self.clock.now_tick(now))
+    }
+
+    /// Up to `limit` due timers into `out`, as [`Wheel::poll_into`]; returns how many.
+    pub fn poll_into(&mut self, now: Instant, limit: usize, out: &mut Vec<Expired<T>>) -> usize {
+        self.wheel.poll_into(self.clock.now_tick(now), limit, out)
+    }
+
+    /// When the next poll may return something, never later than the earliest deadline;
+    /// `None` when empty. A far deadline that `Instant` cannot represent also gives `None`.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.wheel
+            .next_expiration()
+            .and_then(|tick| self.clock.instant_of(tick))
+    }
+
+    /// Pending timers.
+    pub fn len(&self) -> usize {
+        self.wheel.len()
+    }
+
+    /// Whether no timer is pending.
+    pub fn is_empty(&self) -> bool {
+        self.wheel.is_empty()
+    }
+
+    /// Cancels every pending timer; all keys become stale.
+    pub fn clear(&mut self) {
+        self.wheel.clear();
+    }
+
+    fn delay_tick(&self, delay: Duration) -> u64 {
+        match Instant::now().checked_add(delay) {
+            Some(deadline) => self.clock.deadline_tick(deadline),
+            None => u64::MAX,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_rounds_up_and_now_rounds_down() {
+        let origin = Instant::now();
+        let clock = TickClock::new(origin, Duration::from_millis(10));
+        let at = |ms: u64| origin + Duration::from_micros(ms * 1000);
+        assert_eq!(clock.deadline_tick(at(0)), 0);
+        assert_eq!(clock.deadline_tick(at(1)), 1);
+        assert_eq!(clock.deadline_tick(at(10)), 1);
+        assert_eq!(clock.deadline_tick(at(11)), 2);
+        assert_eq!(clock.now_tick(at(19)), 1);
+        assert_eq!(clock.now_tick(at(20)), 2);
+    }
+
+    #[test]
+    fn before_origin_is_tick_zero_and_far_saturates() {
+        let origin = Instant::now() + Duration::from_secs(100);
+        let clock = TickClock::new(origin, Duration::from_nanos(1));
+        assert_eq!(clock.deadline_tick(Instant::now()), 0);
+        assert_eq!(clock.now_tick(Instant::now()), 0);
+        let far = origin + Duration::from_secs(1 << 40); // 2^40 s = 1.1e21 ns > u64::MAX
+        assert_eq!(clock.deadline_tick(far), u64::MAX);
+        assert_eq!(clock.now_tick(far), u64::MAX);
+    }
+
+    #[test]
+    fn instant_of_inverts_deadline_tick_on_boundaries() {
+        let origin = Instant::now();
+        let clock = TickClock::new(origin, Duration::from_micros(1500));
+        for tick in [0u64, 1, 63, 64, 4096, 1 << 30] {
+            let at = clock.instant_of(tick).unwrap();
+            assert_eq!(clock.deadline_tick(at), tick);
+            assert_eq!(clock.now_tick(at), tick);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "resolution must be")]
+    fn zero_resolution_panics_with_message() {
+        let _ = TickClock::new(Instant::now(), Duration::ZERO);
+    }
+
+    #[test]
+    fn never_early_across_sub_tick_instants() {
+        let origin = Instant::now();
+        let mut timers = TimerWheel::with_origin(origin, Duration::from_millis(1));
+        for us in [1u64, 999, 1000, 1001, 1999, 2000] {
+            timers.insert_at(origin + Duration::from_micros(us), us);
+        }
+        let mut t = 0;
+        while t <= 3000 {
+            let now = origin + Duration::from_micros(t);
+            while let Some(e) = timers.poll(now) {
+                assert!(e.value <= t, "timer for {}us fired at {t}us", e.value);
+            }
+            t += 7;
+        }
+        assert!(timers.is_empty());
+    }
+}

@@ -114,7 +114,12 @@ pub(crate) fn make_ref(index: u32, stamp: NonZeroU32) -> u64 {
 
 impl<T> Arena<T> {
     pub(crate) fn with_capacity(n: usize) -> Self {
-        Arena { entries: Vec::with_capacity(n), free_head: NIL, len: 0, fresh_generation: 0 }
+        Arena {
+            entries: Vec::with_capacity(n),
+            free_head: NIL,
+            len: 0,
+            fresh_generation: 0,
+        }
     }
 
     #[inline]
@@ -141,7 +146,12 @@ impl<T> Arena<T> {
             };
             let (generation, stamp) = (free.generation, next_stamp(free.stamp, POS_UNFILED));
             self.free_head = free.next;
-            *slot = Entry::Live(Live { deadline, value, stamp, generation });
+            *slot = Entry::Live(Live {
+                deadline,
+                value,
+                stamp,
+                generation,
+            });
             self.len += 1;
             return Ok(TimerKey { index, generation });
         }
@@ -153,7 +163,12 @@ impl<T> Arena<T> {
         }
         let generation = self.fresh_generation;
         let stamp = next_stamp(0, POS_UNFILED);
-        self.entries.push(Entry::Live(Live { deadline, value, stamp, generation }));
+        self.entries.push(Entry::Live(Live {
+            deadline,
+            value,
+            stamp,
+            generation,
+        }));
         self.len += 1;
         Ok(TimerKey { index, generation })
     }
@@ -231,10 +246,13 @@ impl<T> Arena<T> {
 
     /// Indexes of every live entry, in index order.
     pub(crate) fn live_indexes(&self) -> impl Iterator<Item = u32> + '_ {
-        self.entries.iter().enumerate().filter_map(|(i, e)| match e {
-            Entry::Live(_) => Some(i as u32),
-            Entry::Free(_) => None,
-        })
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e {
+                Entry::Live(_) => Some(i as u32),
+                Entry::Free(_) => None,
+            })
     }
 
     /// Drops vacant entries at the end and gives spare capacity back. Callers must first

@@ -63,7 +63,11 @@ impl DueQueue {
             (None, Some(_)) => true,
             (Some(a), Some(Reverse(b))) => b < a,
         };
-        if take_past { self.past.pop().map(|Reverse(d)| d) } else { self.ready.pop_front() }
+        if take_past {
+            self.past.pop().map(|Reverse(d)| d)
+        } else {
+            self.ready.pop_front()
+        }
     }
 
     /// A live timer was taken out (returned, cancelled or moved away).

@@ -47,7 +47,10 @@ impl TimerKey {
 
     /// The inverse of [`TimerKey::to_u64`].
     pub const fn from_u64(raw: u64) -> Self {
-        TimerKey { index: (raw >> 32) as u32, generation: raw as u32 }
+        TimerKey {
+            index: (raw >> 32) as u32,
+            generation: raw as u32,
+        }
     }
 }
 

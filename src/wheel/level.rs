@@ -24,7 +24,10 @@ pub(crate) const LEVELS: usize = 11;
 /// `| (SLOTS - 1)` makes a difference only in the low digit still count as level 0.
 #[inline]
 pub(crate) fn level_for(elapsed: u64, deadline: u64) -> usize {
-    debug_assert!(deadline > elapsed, "only future deadlines are filed: {deadline} <= {elapsed}");
+    debug_assert!(
+        deadline > elapsed,
+        "only future deadlines are filed: {deadline} <= {elapsed}"
+    );
     let masked = (elapsed ^ deadline) | (SLOTS as u64 - 1);
     let significant = 63 - masked.leading_zeros();
     (significant / SLOT_BITS) as usize
@@ -59,7 +62,12 @@ mod tests {
             assert_eq!(level_for(0, edge - 1), level - 1, "0 -> {:#b}", edge - 1);
             assert_eq!(level_for(0, edge), level, "0 -> {edge:#b}");
             assert_eq!(level_for(0, edge + 1), level, "0 -> {:#b}", edge + 1);
-            assert_eq!(level_for(edge - 1, edge), level, "{:#b} -> {edge:#b}", edge - 1);
+            assert_eq!(
+                level_for(edge - 1, edge),
+                level,
+                "{:#b} -> {edge:#b}",
+                edge - 1
+            );
         }
         assert_eq!(level_for(0, 1), 0);
         assert_eq!(level_for(0, 63), 0);
@@ -89,7 +97,17 @@ mod tests {
 
     #[test]
     fn slot_start_is_never_before_elapsed_for_the_filed_slot() {
-        let samples = [0u64, 1, 63, 64, 4095, 4096, 1 << 30, (1 << 32) + 7, (1 << 36) - 1];
+        let samples = [
+            0u64,
+            1,
+            63,
+            64,
+            4095,
+            4096,
+            1 << 30,
+            (1 << 32) + 7,
+            (1 << 36) - 1,
+        ];
         let extra = [1u64, 2, 63, 64, 65, 4096, 1 << 20, 1 << 40, u64::MAX];
         for &e in &samples {
             for &d in &extra {
@@ -100,7 +118,10 @@ mod tests {
                 let level = level_for(e, deadline);
                 let start = slot_start(e, level, slot_for(deadline, level));
                 assert!(start > e, "slot start {start:#b} not after elapsed {e:#b}");
-                assert!(start <= deadline, "slot start {start:#b} after deadline {deadline:#b}");
+                assert!(
+                    start <= deadline,
+                    "slot start {start:#b} after deadline {deadline:#b}"
+                );
             }
         }
     }

@@ -57,7 +57,11 @@ pub struct CapacityError<T>(pub T);
 
 impl<T> std::fmt::Display for CapacityError<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "timer wheel is full: {} timers are pending", u32::MAX - 1)
+        write!(
+            f,
+            "timer wheel is full: {} timers are pending",
+            u32::MAX - 1
+        )
     }
 }
 
@@ -107,7 +111,12 @@ impl<T> Wheel<T> {
 
     /// An empty wheel with room for `n` timers before its arena reallocates.
     pub fn with_capacity(n: usize) -> Self {
-        Wheel { arena: Arena::with_capacity(n), levels: Levels::new(), due: DueQueue::default(), elapsed: 0 }
+        Wheel {
+            arena: Arena::with_capacity(n),
+            levels: Levels::new(),
+            due: DueQueue::default(),
+            elapsed: 0,
+        }
     }
 
     /// An empty wheel whose `elapsed()` starts at `tick`, as if it had already run that long.
@@ -348,7 +357,8 @@ impl<T> Wheel<T> {
         } else if let Some((level, slot)) = position_slot(pos) {
             if self.levels.unlink(level, slot) {
                 let arena = &self.arena;
-                self.levels.compact(level, slot, |r| arena.resolve(r).is_some());
+                self.levels
+                    .compact(level, slot, |r| arena.resolve(r).is_some());
             }
         } else {
             debug_assert_eq!(pos, POS_UNFILED, "a live entry is filed somewhere");
@@ -385,7 +395,11 @@ impl<T> Wheel<T> {
             return false;
         };
         let start = slot_start(self.elapsed, level, slot);
-        debug_assert!(start > self.elapsed, "occupied slots lie ahead: L{level} S{slot} at {start} <= {}", self.elapsed);
+        debug_assert!(
+            start > self.elapsed,
+            "occupied slots lie ahead: L{level} S{slot} at {start} <= {}",
+            self.elapsed
+        );
         if start > now {
             self.elapsed = self.elapsed.max(now);
             return false;
@@ -424,20 +438,38 @@ impl<T> Wheel<T> {
             let occupied = self.levels.occupied(level);
             for slot in 0..SLOTS {
                 let live = self.levels.live_in(level, slot);
-                assert_eq!(occupied >> slot & 1 == 1, live > 0, "bitmap bit iff live timers: L{level} S{slot}");
+                assert_eq!(
+                    occupied >> slot & 1 == 1,
+                    live > 0,
+                    "bitmap bit iff live timers: L{level} S{slot}"
+                );
                 let current = self
                     .levels
                     .refs_in(level, slot)
                     .iter()
                     .filter(|&&r| self.arena.resolve(r).is_some())
                     .count();
-                assert_eq!(current, live as usize, "live count matches current references: L{level} S{slot}");
+                assert_eq!(
+                    current, live as usize,
+                    "live count matches current references: L{level} S{slot}"
+                );
                 if live > 0 {
-                    assert!(slot_start(self.elapsed, level, slot) > self.elapsed, "occupied slot L{level} S{slot} lies ahead of {}", self.elapsed);
+                    assert!(
+                        slot_start(self.elapsed, level, slot) > self.elapsed,
+                        "occupied slot L{level} S{slot} lies ahead of {}",
+                        self.elapsed
+                    );
                 }
                 live_filed += live as usize;
             }
         }
-        assert_eq!(live_filed + self.due.live(), self.len(), "every pending timer is filed once");
+        assert_eq!(
+            live_filed + self.due.live(),
+            self.len(),
+            "every pending timer is filed once"
+        );
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -31,7 +31,10 @@ pub(crate) struct Level {
 
 impl Level {
     fn new() -> Self {
-        Level { occupied: 0, slots: std::array::from_fn(|_| Slot::default()) }
+        Level {
+            occupied: 0,
+            slots: std::array::from_fn(|_| Slot::default()),
+        }
     }
 }
 
@@ -50,7 +53,10 @@ impl Levels {
             Ok(levels) => levels,
             Err(_) => unreachable!("exactly LEVELS levels were built"),
         };
-        Levels { levels, total_refs: 0 }
+        Levels {
+            levels,
+            total_refs: 0,
+        }
     }
 
     #[inline]
@@ -69,7 +75,10 @@ impl Levels {
     pub(crate) fn unlink(&mut self, level: usize, slot: usize) -> bool {
         let lvl = &mut self.levels[level];
         let s = &mut lvl.slots[slot];
-        debug_assert!(s.live > 0, "unlink from a slot with no live timers: L{level} S{slot}");
+        debug_assert!(
+            s.live > 0,
+            "unlink from a slot with no live timers: L{level} S{slot}"
+        );
         s.live -= 1;
         if s.live == 0 {
             // Every reference left is stale: drop them all without looking.
@@ -140,8 +149,12 @@ impl Levels {
     }
 
     pub(crate) fn bytes_held(&self) -> usize {
-        let refs: usize =
-            self.levels.iter().flat_map(|l| l.slots.iter()).map(|s| s.refs.capacity() * 8).sum();
+        let refs: usize = self
+            .levels
+            .iter()
+            .flat_map(|l| l.slots.iter())
+            .map(|s| s.refs.capacity() * 8)
+            .sum();
         refs + std::mem::size_of::<[Level; LEVELS]>()
     }
 
