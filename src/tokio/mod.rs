@@ -1,1 +1,43 @@
-//! Layer 5: tokio integration. (Being built: issue 5.)
+//! Layer 5: tokio integration (cargo feature `tokio`).
+//!
+//! [`DelayQueue`] is a drop-in for `tokio_util::time::DelayQueue`: the same methods,
+//! argument and return types (`tokio::time::Instant`, `Duration`, [`Key`], [`Expired`]), the
+//! same `Stream` implementation, the same documented semantics. To switch, change the `use`
+//! line:
+//!
+//! ```
+//! // use tokio_util::time::{DelayQueue, delay_queue::{Expired, Key}};
+//! use tickwheel::tokio::{DelayQueue, delay_queue::{Expired, Key}};
+//! ```
+//!
+//! # What is better than tokio-util, and why
+//!
+//! | | tokio-util | here |
+//! |---|---|---|
+//! | key of an entry that expired or was removed | a bare slab index: removes, resets or reads whatever entry reuses the slot | carries a generation: `try_*` answers `None`/`false`, `remove`/`reset`/`deadline` panic naming the key |
+//! | task waiting in `poll_expired` | was left asleep by some resets, removals of the last entry, `clear` | woken whenever its answer can change before its sleep ends |
+//! | deadline range | panics past about 2.2 years | any `Instant`, any `Duration` |
+//! | equal deadlines | no order | insertion order |
+//! | timer | one `Sleep`, re-allocated on many polls | one `Sleep`, reset |
+//!
+//! What it costs: [`DelayQueue::peek`] scans the queue after a change (O(len)) until the core
+//! wheel can name its earliest timer, and [`DelayQueue::compact`] does not renumber keys.
+//!
+//! # How it is built
+//!
+//! The entries live in a core [`Wheel`](crate::Wheel) whose tick is one millisecond after
+//! the queue's creation (`ticks.rs`: deadlines round up, `now` rounds down, so nothing comes
+//! out early). `poll_expired` polls the wheel at the current tick; when nothing is due it arms
+//! the queue's one `Sleep` for the wheel's next expiration and records that tick beside the
+//! task's waker. Every change compares its new deadline with that tick and wakes the task
+//! when it must (`waiter.rs` has the rules and the lost-wakeup cases they close).
+//!
+//! `Scheduler::due_stream`, the async dispatcher for [`sync`](crate::sync), will live here too.
+
+pub mod delay_queue;
+mod key;
+mod peek;
+mod ticks;
+mod waiter;
+
+pub use delay_queue::{DelayQueue, Expired, Key};

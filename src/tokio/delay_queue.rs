@@ -1,0 +1,715 @@
+//! [`DelayQueue`]: a queue of values that come out once their deadline has passed, with the
+//! API of `tokio_util::time::DelayQueue` on the core wheel. See the [module](super) docs for
+//! what differs from tokio-util and why.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::time::{Duration, Instant, Sleep, sleep_until};
+
+pub use super::key::{Expired, Key};
+use super::peek::PeekIndex;
+use super::ticks;
+use super::waiter::Waiter;
+use crate::{Wheel, wheel};
+
+/// A queue of delayed values: each comes out of the queue once its deadline has passed.
+/// A drop-in for `tokio_util::time::DelayQueue`.
+///
+/// Insert a value with a timeout ([`insert`](Self::insert)) or a deadline
+/// ([`insert_at`](Self::insert_at)) and keep the [`Key`] to [`remove`](Self::remove) it or
+/// [`reset`](Self::reset) its deadline. Expired values come out of
+/// [`poll_expired`](Self::poll_expired) or, equivalently, the [`Stream`](futures_core::Stream)
+/// implementation (`StreamExt::next`).
+///
+/// - **Resolution** 1 ms. A deadline rounds up to the next whole millisecond after the
+///   queue was created, so a value never comes out early.
+/// - **Order**: by deadline; equal deadlines (same millisecond) in insertion order, for
+///   entries never reset.
+/// - **Range**: any `Instant` and any `Duration` (`Duration::MAX` included); deadlines in the
+///   past come out on the next poll. No deadline panics, however far, and a queue that has
+///   existed for years behaves like a new one.
+/// - **Cost**: insert, remove and reset are O(1) amortised; a poll costs O(1) amortised per
+///   value it yields plus O(levels) when nothing is due. Memory: one entry per value plus
+///   about 18 KiB of wheel levels; one `Sleep`, allocated on the first poll and then reset.
+/// - **One consumer**: only the task that polled last is woken.
+///
+/// # Where it differs from tokio-util
+///
+/// - **Stale keys are harmless.** A key whose entry expired or was removed never names
+///   another entry, even one stored in the same slot later; `try_remove` answers `None`,
+///   and `remove`, `reset` and `deadline` panic with a message naming the key. (tokio-util's
+///   key is a bare slab index: a stale key silently removes or resets the next entry.)
+/// - **No lost wakeups.** A task waiting in `poll_expired` is woken when an insert or reset
+///   makes the next deadline earlier (or past), and when `remove`, `try_remove` or `clear`
+///   empties the queue. See `waiter.rs` for the rules.
+/// - **No range panics**, see above; tokio-util panics past about 2.2 years.
+/// - **Past deadlines are kept as asked.** tokio-util moves them up to its internal clock;
+///   here [`Expired::deadline`] and [`deadline`](Self::deadline) report the instant asked
+///   for (an instant before the queue was created reads as its creation instant).
+/// - **Keys never move**, so [`compact`](Self::compact) cannot renumber entries into a
+///   smaller slab: it gives back what [`shrink_to_fit`](Self::shrink_to_fit) can.
+/// - **[`peek`](Self::peek) is O(live) after a change** (O(1) when repeated), until the core
+///   wheel can name its earliest timer.
+///
+/// # Example: idle timeouts
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::time::Duration;
+///
+/// use futures_util::StreamExt;
+/// use tickwheel::tokio::{DelayQueue, Key};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// const IDLE: Duration = Duration::from_secs(30);
+/// let mut timeouts = DelayQueue::new();
+/// let mut connections: HashMap<u32, Key> = HashMap::new();
+/// for id in [1, 2, 3] {
+///     connections.insert(id, timeouts.insert(id, IDLE));
+/// }
+///
+/// tokio::time::sleep(Duration::from_secs(20)).await;
+/// // Connection 2 saw traffic: it is idle again only 30 s from now.
+/// timeouts.reset(&connections[&2], IDLE);
+///
+/// let start = tokio::time::Instant::now();
+/// let mut closed = Vec::new();
+/// while let Some(idle) = timeouts.next().await {
+///     connections.remove(idle.get_ref());
+///     closed.push((idle.into_inner(), start.elapsed().as_secs()));
+/// }
+/// assert_eq!(closed, [(1, 10), (3, 10), (2, 30)]);
+/// assert!(connections.is_empty());
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct DelayQueue<T> {
+    /// The entries, by deadline in ticks: milliseconds since `origin`, rounded up.
+    wheel: Wheel<T>,
+    /// Tick 0: the instant the queue was created.
+    origin: Instant,
+    /// Armed by `poll_expired` only, for the tick it recorded in `waiter`. Created on the first
+    /// `Pending` (creating a `Sleep` needs a runtime; creating a queue does not), then reset.
+    sleep: Option<Pin<Box<Sleep>>>,
+    waiter: Waiter,
+    peek: PeekIndex,
+}
+
+// `T` is never pinned: `poll_expired` takes `&mut self`.
+impl<T> Unpin for DelayQueue<T> {}
+
+impl<T> Default for DelayQueue<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> DelayQueue<T> {
+    /// An empty queue whose clock starts now. Allocates the wheel's level table only; needs no
+    /// runtime (the first poll does).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// let queue: DelayQueue<u32> = DelayQueue::new();
+    /// assert!(queue.is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Self::with_capacity(0)
+    }
+
+    /// An empty queue with room for `capacity` entries before it reallocates.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// let queue: DelayQueue<u32> = DelayQueue::with_capacity(10);
+    /// assert!(queue.capacity() >= 10);
+    /// ```
+    pub fn with_capacity(capacity: usize) -> Self {
+        DelayQueue {
+            wheel: Wheel::with_capacity(capacity),
+            origin: Instant::now(),
+            sleep: None,
+            waiter: Waiter::default(),
+            peek: PeekIndex::default(),
+        }
+    }
+
+    /// Inserts `value`, to come out once `when` has passed, and returns its key. O(1)
+    /// amortised.
+    ///
+    /// `when` rounds up to the queue's next whole millisecond. A `when` already passed
+    /// (before the queue was created included) comes out on the next poll. Any instant is
+    /// accepted, however far ahead. Wakes the task waiting in
+    /// [`poll_expired`](Self::poll_expired) if `value` is now the first to come out.
+    ///
+    /// # Panics
+    ///
+    /// If the queue already holds `u32::MAX - 1` entries (tokio-util's limit is 2^30 − 1).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tickwheel::tokio::DelayQueue;
+    /// use tokio::time::{Duration, Instant};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// let when = Instant::now() + Duration::from_secs(5);
+    /// let key = queue.insert_at("foo", when);
+    /// assert_eq!(queue.deadline(&key), when);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn insert_at(&mut self, value: T, when: Instant) -> Key {
+        self.insert_tick(value, ticks::deadline_tick(self.origin, when))
+    }
+
+    /// Inserts `value`, to come out once `timeout` has elapsed from now, and returns its key.
+    /// O(1) amortised.
+    ///
+    /// The same as [`insert_at`](Self::insert_at) with `Instant::now() + timeout`, except that
+    /// a timeout too large for an `Instant` (such as `Duration::MAX`) means "never" instead of
+    /// a panic. A zero timeout comes out on the next poll.
+    ///
+    /// # Panics
+    ///
+    /// If the queue already holds `u32::MAX - 1` entries.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use futures_util::StreamExt;
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// queue.insert("later", Duration::from_secs(10));
+    /// queue.insert("sooner", Duration::from_secs(5));
+    /// assert_eq!(queue.next().await.unwrap().into_inner(), "sooner");
+    /// assert_eq!(queue.next().await.unwrap().into_inner(), "later");
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn insert(&mut self, value: T, timeout: Duration) -> Key {
+        let tick = ticks::timeout_tick(self.origin, Instant::now(), timeout);
+        self.insert_tick(value, tick)
+    }
+
+    #[track_caller]
+    fn insert_tick(&mut self, value: T, tick: u64) -> Key {
+        let key = self.wheel.insert(tick, value);
+        self.peek.inserted(key, &self.wheel);
+        self.waiter.deadline_added(tick);
+        Key(key)
+    }
+
+    /// The deadline of the entry `key` names: the instant asked for, rounded up to the queue's
+    /// 1 ms resolution. O(1).
+    ///
+    /// # Panics
+    ///
+    /// If `key` is stale (its entry expired, was removed or cleared) or from another queue;
+    /// [`try_deadline`](Self::try_deadline) returns `None` instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// let foo = queue.insert("foo", Duration::from_secs(5));
+    /// let bar = queue.insert("bar", Duration::from_secs(10));
+    /// assert!(queue.deadline(&foo) < queue.deadline(&bar));
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn deadline(&self, key: &Key) -> Instant {
+        match self.try_deadline(key) {
+            Some(deadline) => deadline,
+            None => absent("deadline", key),
+        }
+    }
+
+    /// The deadline of the entry `key` names, or `None` when `key` is stale or from another
+    /// queue. O(1). Not in tokio-util.
+    pub fn try_deadline(&self, key: &Key) -> Option<Instant> {
+        let tick = self.wheel.deadline(key.0)?;
+        Some(ticks::saturating_instant(self.origin, tick))
+    }
+
+    /// Whether `key` names an entry in the queue (not stale, not foreign). O(1). Not in
+    /// tokio-util.
+    pub fn contains(&self, key: &Key) -> bool {
+        self.wheel.contains(key.0)
+    }
+
+    /// Removes the entry `key` names and returns it with its deadline. O(1) amortised.
+    ///
+    /// Wakes the task waiting in [`poll_expired`](Self::poll_expired) if the queue is now
+    /// empty, so that it sees `Ready(None)`.
+    ///
+    /// # Panics
+    ///
+    /// If `key` is stale (its entry expired, was removed or cleared) or from another queue;
+    /// the message names the key. [`try_remove`](Self::try_remove) returns `None` instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// let key = queue.insert("foo", Duration::from_secs(5));
+    /// let item = queue.remove(&key);
+    /// assert_eq!(*item.get_ref(), "foo");
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn remove(&mut self, key: &Key) -> Expired<T> {
+        match self.try_remove(key) {
+            Some(expired) => expired,
+            None => absent("remove", key),
+        }
+    }
+
+    /// Removes the entry `key` names and returns it with its deadline, or `None` when `key` is
+    /// stale or from another queue: then no entry is touched. O(1) amortised.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// let foo = queue.insert("foo", Duration::from_secs(5));
+    /// assert_eq!(queue.try_remove(&foo).unwrap().into_inner(), "foo");
+    /// assert!(queue.try_remove(&foo).is_none());
+    ///
+    /// // The stale key does not reach the entry that took over its storage slot.
+    /// let bar = queue.insert("bar", Duration::from_secs(5));
+    /// assert!(queue.try_remove(&foo).is_none());
+    /// assert!(queue.contains(&bar));
+    /// # }
+    /// ```
+    pub fn try_remove(&mut self, key: &Key) -> Option<Expired<T>> {
+        let tick = self.wheel.deadline(key.0)?;
+        let data = self.wheel.cancel(key.0)?;
+        self.peek.removed(&self.wheel);
+        if self.wheel.is_empty() {
+            self.waiter.wake();
+        }
+        Some(Expired {
+            data,
+            deadline: ticks::saturating_instant(self.origin, tick),
+            key: *key,
+        })
+    }
+
+    /// Moves the entry `key` names to the deadline `when`. O(1) amortised.
+    ///
+    /// Afterwards the entry behaves as if inserted at `when` (rounded up to 1 ms): a past
+    /// `when` makes it come out on the next poll, also if it had already been due but not
+    /// yet polled; a future one makes it wait again. Wakes the task waiting in
+    /// [`poll_expired`](Self::poll_expired) if the entry now comes out first.
+    ///
+    /// # Panics
+    ///
+    /// If `key` is stale or from another queue; [`try_reset_at`](Self::try_reset_at) returns
+    /// `false` instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tickwheel::tokio::DelayQueue;
+    /// use tokio::time::{Duration, Instant};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// let key = queue.insert("foo", Duration::from_secs(5));
+    /// let later = Instant::now() + Duration::from_secs(10);
+    /// queue.reset_at(&key, later);
+    /// assert_eq!(queue.deadline(&key), later);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn reset_at(&mut self, key: &Key, when: Instant) {
+        if !self.try_reset_at(key, when) {
+            absent("reset_at", key);
+        }
+    }
+
+    /// Moves the entry `key` names to `timeout` from now: [`reset_at`](Self::reset_at) with
+    /// `Instant::now() + timeout`, where a timeout too large for an `Instant` means "never".
+    /// O(1) amortised.
+    ///
+    /// # Panics
+    ///
+    /// If `key` is stale or from another queue; [`try_reset`](Self::try_reset) returns `false`
+    /// instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// let key = queue.insert("foo", Duration::from_secs(5));
+    /// queue.reset(&key, Duration::from_secs(10));
+    /// assert_eq!(queue.deadline(&key), tokio::time::Instant::now() + Duration::from_secs(10));
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn reset(&mut self, key: &Key, timeout: Duration) {
+        if !self.try_reset(key, timeout) {
+            absent("reset", key);
+        }
+    }
+
+    /// [`reset_at`](Self::reset_at) that returns `false` (and changes nothing) for a stale or
+    /// foreign key. Not in tokio-util.
+    pub fn try_reset_at(&mut self, key: &Key, when: Instant) -> bool {
+        self.reset_tick(key, ticks::deadline_tick(self.origin, when))
+    }
+
+    /// [`reset`](Self::reset) that returns `false` (and changes nothing) for a stale or
+    /// foreign key. Not in tokio-util.
+    pub fn try_reset(&mut self, key: &Key, timeout: Duration) -> bool {
+        let tick = ticks::timeout_tick(self.origin, Instant::now(), timeout);
+        self.reset_tick(key, tick)
+    }
+
+    fn reset_tick(&mut self, key: &Key, tick: u64) -> bool {
+        if !self.wheel.reset(key.0, tick) {
+            return false;
+        }
+        self.peek.changed();
+        self.waiter.deadline_added(tick);
+        true
+    }
+
+    /// The key of the entry [`poll_expired`](Self::poll_expired) yields next, without taking
+    /// it out or waiting for it; `None` when the queue is empty.
+    ///
+    /// The entry with the earliest deadline, ties in insertion order; as in tokio-util, as long
+    /// as the queue does not change, `poll_expired` then yields exactly this entry.
+    ///
+    /// Cost: O(len) for the first call after a change, O(1) for repeated calls. (tokio-util:
+    /// O(entries in the earliest wheel slot).) This becomes cheaper once the core wheel can
+    /// name its earliest timer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// queue.insert("foo", Duration::from_secs(10));
+    /// let bar = queue.insert("bar", Duration::from_secs(5));
+    /// queue.insert("baz", Duration::from_secs(15));
+    /// assert_eq!(queue.peek(), Some(bar));
+    /// # }
+    /// ```
+    pub fn peek(&self) -> Option<Key> {
+        self.peek.peek(&self.wheel).map(Key)
+    }
+
+    /// Removes every entry; every key issued so far becomes stale. Keeps the capacity.
+    /// O(capacity).
+    ///
+    /// Afterwards [`poll_expired`](Self::poll_expired) answers `Ready(None)`; a task waiting
+    /// in it is woken to see that.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// let key = queue.insert("foo", Duration::from_secs(5));
+    /// queue.clear();
+    /// assert!(queue.is_empty());
+    /// assert!(!queue.contains(&key));
+    /// # }
+    /// ```
+    pub fn clear(&mut self) {
+        let had_entries = !self.wheel.is_empty();
+        self.wheel.clear();
+        self.peek.clear();
+        if had_entries {
+            self.waiter.wake();
+        }
+    }
+
+    /// How many entries the queue holds without reallocating.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// let queue: DelayQueue<i32> = DelayQueue::with_capacity(10);
+    /// assert!(queue.capacity() >= 10);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.wheel.capacity()
+    }
+
+    /// How many entries are in the queue, due or not. O(1).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// assert_eq!(queue.len(), 0);
+    /// queue.insert(3, Duration::from_secs(5));
+    /// assert_eq!(queue.len(), 1);
+    /// # }
+    /// ```
+    pub fn len(&self) -> usize {
+        self.wheel.len()
+    }
+
+    /// Whether the queue holds no entry. `false` while entries wait, even if none is due.
+    /// O(1).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// assert!(queue.is_empty());
+    /// queue.insert("hello", Duration::from_secs(5));
+    /// assert!(!queue.is_empty());
+    /// # }
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.wheel.is_empty()
+    }
+
+    /// Makes room for at least `additional` more entries.
+    ///
+    /// # Panics
+    ///
+    /// If the new capacity overflows `isize::MAX` bytes, as `Vec::reserve` does.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// queue.insert("hello", Duration::from_secs(10));
+    /// queue.reserve(10);
+    /// assert!(queue.capacity() >= 11);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn reserve(&mut self, additional: usize) {
+        self.wheel.reserve(additional);
+    }
+
+    /// Gives unused memory back: storage slots past the last entry, stale references in the
+    /// wheel, spare capacity. Keys stay valid (and stale keys stale). O(capacity).
+    pub fn shrink_to_fit(&mut self) {
+        self.wheel.shrink_to_fit();
+        self.peek.shrink_to_fit(&self.wheel);
+    }
+
+    /// The same as [`shrink_to_fit`](Self::shrink_to_fit). O(capacity).
+    ///
+    /// tokio-util's `compact` moves entries so that the capacity becomes the length, and
+    /// remaps keys behind the scenes. Here a key names its storage slot for good, so entries
+    /// do not move, and slots freed below the last entry stay allocated until reused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::with_capacity(10);
+    /// let keys: Vec<_> = (0..3).map(|i| queue.insert(i, Duration::from_secs(i))).collect();
+    /// queue.remove(&keys[2]);
+    /// queue.compact();
+    /// assert!(queue.capacity() < 10);
+    /// assert_eq!(queue.deadline(&keys[1]), tokio::time::Instant::now() + Duration::from_secs(1));
+    /// # }
+    /// ```
+    pub fn compact(&mut self) {
+        self.shrink_to_fit();
+    }
+}
+
+/// Panics for a `key` that names no entry.
+#[cold]
+#[track_caller]
+fn absent(op: &str, key: &Key) -> ! {
+    panic!(
+        "DelayQueue::{op}: {key:?} is not in the queue (its entry expired, was removed or \
+         cleared, or the key is from another queue)"
+    )
+}
+
+impl<T> DelayQueue<T> {
+    /// Takes out the next expired entry, registering the current task to be woken when one
+    /// may be due; `Ready(None)` when the queue is empty.
+    ///
+    /// - `Ready(Some(entry))`: an entry whose deadline has passed, in deadline order, equal
+    ///   deadlines in insertion order.
+    /// - `Pending`: entries wait, none is due. The task is woken when the earliest one is, or
+    ///   sooner if an insert or reset brings a deadline earlier, or when `remove`,
+    ///   `try_remove` or `clear` empties the queue. It may also be woken spuriously, e.g.
+    ///   at the old deadline after the earliest entry was removed.
+    /// - `Ready(None)`: the queue is empty. This does not end the queue: after a later insert,
+    ///   polling yields again, and the task that saw `Ready(None)` is woken by that insert.
+    ///
+    /// Only the task that polled last is woken. Cancellation safe: an entry is taken out only
+    /// when it is returned. Cost: O(1) amortised per entry returned, O(levels) when nothing
+    /// is due.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use std::time::Duration;
+    ///
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// queue.insert("foo", Duration::from_millis(10));
+    /// let expired = poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
+    /// assert_eq!(expired.into_inner(), "foo");
+    /// assert!(poll_fn(|cx| queue.poll_expired(cx)).await.is_none());
+    /// # }
+    /// ```
+    pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        let now = ticks::now_tick(self.origin, Instant::now());
+        if let Some(expired) = self.take_due(now) {
+            self.waiter.forget();
+            return Poll::Ready(Some(expired));
+        }
+        let Some(next) = self.wheel.next_expiration() else {
+            self.waiter.register(cx.waker(), None);
+            return Poll::Ready(None);
+        };
+        // `take_due` found nothing due at `now`, so the wheel has advanced to `now` and its
+        // next expiration lies ahead (core contract: never skipped).
+        debug_assert!(next > now, "next expiration {next} is ahead of now {now}");
+        self.waiter.register(cx.waker(), Some(next));
+        if self.poll_sleep(next, cx).is_ready() {
+            // The clock passed `next` after `now` was read. Poll again via the scheduler
+            // rather than looping here: `now` will then be at least `next`.
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+
+    /// The next entry due at tick `now`, if any: the cached `peek` answer when there is one
+    /// (so that `peek` and `poll_expired` agree), else the wheel's next due timer.
+    fn take_due(&mut self, now: u64) -> Option<Expired<T>> {
+        let expired = match self.peek.take_due(&self.wheel, now) {
+            Some(key) => {
+                let deadline = self.wheel.deadline(key)?;
+                let value = self.wheel.cancel(key)?;
+                wheel::Expired {
+                    key,
+                    deadline,
+                    value,
+                }
+            }
+            None => self.wheel.poll(now)?,
+        };
+        self.peek.removed(&self.wheel);
+        Some(self.expired(expired))
+    }
+
+    fn expired(&self, e: wheel::Expired<T>) -> Expired<T> {
+        let deadline = ticks::saturating_instant(self.origin, e.deadline);
+        Expired {
+            data: e.value,
+            deadline,
+            key: Key(e.key),
+        }
+    }
+
+    /// Arms the one sleep for tick `next` (resetting it, never re-allocating) and polls it.
+    /// A tick past the end of `Instant`'s range is never reached: nothing to sleep for.
+    fn poll_sleep(&mut self, next: u64, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(at) = ticks::tick_instant(self.origin, next) else {
+            return Poll::Pending;
+        };
+        let sleep = self.sleep.get_or_insert_with(|| Box::pin(sleep_until(at)));
+        if sleep.deadline() != at {
+            sleep.as_mut().reset(at);
+        }
+        sleep.as_mut().poll(cx)
+    }
+}
+
+impl<T> futures_core::Stream for DelayQueue<T> {
+    type Item = Expired<T>;
+
+    /// [`DelayQueue::poll_expired`]: `None` when the queue is empty, which does not end it
+    /// for good (see there).
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        self.get_mut().poll_expired(cx)
+    }
+}

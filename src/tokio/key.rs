@@ -1,0 +1,77 @@
+//! The `DelayQueue`'s public handle and result types: [`Key`] and [`Expired`].
+
+use std::fmt;
+
+use tokio::time::Instant;
+
+use crate::TimerKey;
+
+/// A handle to one entry of a [`DelayQueue`](super::DelayQueue), returned by
+/// [`insert`](super::DelayQueue::insert) and [`insert_at`](super::DelayQueue::insert_at).
+///
+/// It has the shape of `tokio_util::time::delay_queue::Key`: `Copy`, `Eq`, `Hash`, `Debug`,
+/// and no public constructor (tokio-util exposes none either, so there is no raw `usize` to
+/// map). Unlike tokio-util's key, which is a bare slab index, it also carries a
+/// *generation*: once its entry has expired, been removed or been cleared, the key is
+/// **stale** and never names another entry, even one that reuses the same storage slot.
+/// The `try_*` methods answer `None`/`false` for it; the panicking ones
+/// ([`remove`](super::DelayQueue::remove), [`reset`](super::DelayQueue::reset),
+/// [`deadline`](super::DelayQueue::deadline)) panic with a message that names it.
+///
+/// A key is only meaningful for the queue that issued it. A key from another queue is
+/// usually rejected like a stale key; it can name an entry only if that queue happens to have
+/// issued the same (slot, generation) pair.
+///
+/// `Debug` prints `Key(slot v generation)`, e.g. `Key(3v1)`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key(pub(super) TimerKey);
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Key({}v{})", self.0.index(), self.0.generation())
+    }
+}
+
+/// An entry that left the [`DelayQueue`](super::DelayQueue): yielded by
+/// [`poll_expired`](super::DelayQueue::poll_expired) (and the `Stream`) once its deadline was
+/// reached, or returned by [`remove`](super::DelayQueue::remove) /
+/// [`try_remove`](super::DelayQueue::try_remove).
+///
+/// The same accessors as `tokio_util::time::delay_queue::Expired`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expired<T> {
+    pub(super) data: T,
+    pub(super) deadline: Instant,
+    pub(super) key: Key,
+}
+
+impl<T> Expired<T> {
+    /// The value that was inserted.
+    pub fn get_ref(&self) -> &T {
+        &self.data
+    }
+
+    /// The value that was inserted, mutably.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.data
+    }
+
+    /// Consumes the entry and returns the value that was inserted.
+    pub fn into_inner(self) -> T {
+        self.data
+    }
+
+    /// The deadline the entry had: the instant asked for, rounded up to the queue's 1 ms
+    /// resolution. An instant before the queue was created reads as its creation instant.
+    ///
+    /// tokio-util moves a deadline that had already passed when it was inserted or reset
+    /// up to the queue's internal clock; this queue keeps the deadline that was asked for.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The key the entry had. It is stale now: the entry has left the queue.
+    pub fn key(&self) -> Key {
+        self.key
+    }
+}

@@ -1,0 +1,136 @@
+//! The task waiting in `DelayQueue::poll_expired`, and when a change to the queue must wake
+//! it.
+//!
+//! # Ground rules
+//!
+//! `poll_expired` is the only place that arms the queue's sleep, and it records the tick the
+//! sleep was armed for (`wake_at`) beside the waker it registered. The sleep will wake the task
+//! at `wake_at` at the latest; so a change to the queue must wake the task *now* exactly when
+//! the task's answer can change before `wake_at`:
+//!
+//! | change | wakes the waiting task when |
+//! |---|---|
+//! | insert, reset, reset to the past | the new deadline is before `wake_at` (or nothing is armed) |
+//! | remove, try_remove, clear | the queue became empty (the answer is now `Ready(None)`) |
+//!
+//! Anything else cannot make the answer change before `wake_at`. A change that moves the
+//! earliest deadline *later* (removing or resetting the earliest entry) leaves the sleep
+//! armed early: the task wakes at `wake_at`, finds nothing due, and sleeps again. That is a
+//! spurious wakeup, never a lost one.
+//!
+//! These are the cases where tokio-util's `DelayQueue` lost wakeups over the years: a reset
+//! to an earlier or past deadline, the removal of the last entry, and `clear`.
+
+use std::task::Waker;
+
+/// The task that last got `Pending` or `Ready(None)` from `poll_expired`.
+#[derive(Debug, Default)]
+pub(super) struct Waiter {
+    waker: Option<Waker>,
+    /// The tick the armed sleep wakes `waker` at; `None` when no sleep will wake it (the
+    /// queue was empty), so that any new deadline must.
+    wake_at: Option<u64>,
+}
+
+impl Waiter {
+    /// `poll_expired` answers `Pending` (`wake_at` = the tick its sleep is armed for) or
+    /// `Ready(None)` (`wake_at` = `None`): remember whom to wake.
+    pub(super) fn register(&mut self, waker: &Waker, wake_at: Option<u64>) {
+        match &mut self.waker {
+            Some(old) if old.will_wake(waker) => {}
+            slot => *slot = Some(waker.clone()),
+        }
+        self.wake_at = wake_at;
+    }
+
+    /// `poll_expired` answered `Ready(Some(_))`: the caller will poll again, nobody waits.
+    pub(super) fn forget(&mut self) {
+        self.waker = None;
+        self.wake_at = None;
+    }
+
+    /// A deadline at `tick` was inserted or reset: wake the waiting task if its sleep would
+    /// wake it only later.
+    pub(super) fn deadline_added(&mut self, tick: u64) {
+        if self.wake_at.is_none_or(|at| tick < at) {
+            self.wake();
+        }
+    }
+
+    /// The queue's answer changed for certain (it became empty): wake the waiting task.
+    pub(super) fn wake(&mut self) {
+        self.wake_at = None;
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
+
+    #[cfg(test)]
+    fn waiting(&self) -> bool {
+        self.waker.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    use super::*;
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counting() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        (count.clone(), Waker::from(count))
+    }
+
+    #[test]
+    fn only_earlier_deadlines_wake_a_task_that_sleeps_until_wake_at() {
+        let (count, waker) = counting();
+        let mut w = Waiter::default();
+        w.register(&waker, Some(100));
+        w.deadline_added(100);
+        w.deadline_added(500);
+        assert_eq!(
+            count.0.load(Ordering::SeqCst),
+            0,
+            "its sleep wakes it at 100 anyway"
+        );
+        w.deadline_added(99);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(!w.waiting(), "a wakeup is used once");
+        w.deadline_added(1);
+        assert_eq!(
+            count.0.load(Ordering::SeqCst),
+            1,
+            "nobody is registered any more"
+        );
+    }
+
+    #[test]
+    fn any_deadline_wakes_a_task_that_saw_an_empty_queue() {
+        let (count, waker) = counting();
+        let mut w = Waiter::default();
+        w.register(&waker, None);
+        w.deadline_added(u64::MAX);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn forget_drops_the_waker() {
+        let (count, waker) = counting();
+        let mut w = Waiter::default();
+        w.register(&waker, Some(10));
+        w.forget();
+        w.wake();
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+    }
+}
