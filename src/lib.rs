@@ -1,4 +1,4 @@
-//! tickwheel — crate docs are written in README.md and included here.
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
@@ -10,5 +10,6 @@ pub mod tokio;
 pub mod wheel;
 
 pub use clock::TimerWheel;
+pub use indexed::IndexedWheel;
 
 pub use wheel::{CapacityError, Expired, TimerKey, Wheel, WheelStats};
