@@ -1,0 +1,216 @@
+//! Phase two of dispatch: [`DueBatch`] and [`Due`], and how they end the in-flight state.
+//!
+//! A `pop_due` marks every timer it returns in flight. From then on the batch and its items
+//! own that state:
+//!
+//! - a [`Due`] clears its id's in-flight mark when it is dropped or consumed by
+//!   [`Due::into_value`] — that is the moment the timer counts as delivered;
+//! - a [`DueBatch`] dropped with items not yet taken (a handler panicked, the dispatcher
+//!   stopped) puts them back: pending again, due, deadline and order unchanged.
+//!
+//! Both hold an `Arc` of the scheduler's shared state, so they stay valid after the
+//! `Scheduler` handle itself is dropped.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::scheduler::Inner;
+use super::shard::Popped;
+
+/// The timers one [`Scheduler::pop_due`](super::Scheduler::pop_due) took, in delivery order:
+/// deadline tick, then schedule order. An [`Iterator`] of [`Due`] items.
+///
+/// Every timer in the batch is in flight until its `Due` is done. Dropping the batch before
+/// taking every item puts the untaken ones back as pending and due, so nothing is lost when
+/// a handler panics halfway. While the batch is open, a handler may call any scheduler
+/// method (the batch holds no lock): `cancel` and `drain_queue` report the batch's timers
+/// as in flight, and `schedule` refuses their ids.
+///
+/// # Example
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tickwheel::sync::Scheduler;
+///
+/// let sched = Scheduler::new();
+/// let t0 = Instant::now();
+/// sched.schedule("q", 1, t0, "one").unwrap();
+/// sched.schedule("q", 2, t0, "two").unwrap();
+/// let mut batch = sched.pop_due(t0 + Duration::from_millis(5), 10);
+/// assert_eq!(batch.len(), 2);
+/// let first = batch.next().unwrap();
+/// assert_eq!((*first.id(), first.into_value()), (1, "one"));
+/// drop(batch); // item 2 was not taken: it goes back, pending and due
+/// assert_eq!((sched.len(), sched.in_flight_len()), (1, 0));
+/// ```
+pub struct DueBatch<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
+    inner: Arc<Inner<Q, K, T>>,
+    /// `(shard, timer)`, in delivery order; all in flight.
+    items: VecDeque<(usize, Popped<Q, K, T>)>,
+}
+
+/// One due timer handed to the dispatcher. Its id stays in flight until this is dropped or
+/// [`into_value`](Due::into_value) consumes it: meanwhile `schedule` of the id is refused,
+/// `cancel` answers [`InFlight`](super::Cancel::InFlight), and a drain of its queue lists it
+/// in `in_flight`.
+pub struct Due<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
+    at: Instant,
+    value: T,
+    flight: FlightGuard<Q, K, T>,
+}
+
+/// Clears the in-flight mark when dropped (a `Due` cannot have `Drop` itself, or
+/// `into_value` could not move the value out).
+struct FlightGuard<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
+    inner: Arc<Inner<Q, K, T>>,
+    shard: usize,
+    id: K,
+    queue: Q,
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueBatch<Q, K, T> {
+    pub(crate) fn new(
+        inner: Arc<Inner<Q, K, T>>,
+        items: VecDeque<(usize, Popped<Q, K, T>)>,
+    ) -> Self {
+        DueBatch { inner, items }
+    }
+
+    /// Whether no item is left to take.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Iterator for DueBatch<Q, K, T> {
+    type Item = Due<Q, K, T>;
+
+    fn next(&mut self) -> Option<Due<Q, K, T>> {
+        let (shard, popped) = self.items.pop_front()?;
+        let Popped { id, tick: _, timer } = popped;
+        Some(Due {
+            at: timer.at,
+            value: timer.value,
+            flight: FlightGuard {
+                inner: Arc::clone(&self.inner),
+                shard,
+                id,
+                queue: timer.queue,
+            },
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.items.len(), Some(self.items.len()))
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ExactSizeIterator for DueBatch<Q, K, T> {}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueBatch<Q, K, T> {
+    /// Puts every untaken timer back: pending, due, with its deadline and place unchanged.
+    /// Locks one shard at a time, in ascending order. Never panics.
+    fn drop(&mut self) {
+        if self.items.is_empty() {
+            return;
+        }
+        let mut items: Vec<_> = self.items.drain(..).collect();
+        items.sort_by_key(|(shard, _)| *shard); // stable: keeps delivery order per shard
+        let earliest = items.iter().map(|(_, p)| p.tick).min();
+        let mut items = items.into_iter().peekable();
+        while let Some(&(shard, _)) = items.peek() {
+            let Some(mutex) = self.inner.shards.get(shard) else {
+                return;
+            };
+            let mut state = mutex.lock();
+            while let Some((_, popped)) = items.next_if(|(s, _)| *s == shard) {
+                state.put_back(popped);
+            }
+        }
+        if let Some(tick) = earliest {
+            self.inner.signal.deadline_added(tick);
+        }
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> fmt::Debug for DueBatch<Q, K, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DueBatch")
+            .field("remaining", &self.items.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Due<Q, K, T> {
+    /// The queue the timer was scheduled in.
+    pub fn queue(&self) -> &Q {
+        &self.flight.queue
+    }
+
+    /// The timer's id (in flight while this `Due` lives).
+    pub fn id(&self) -> &K {
+        &self.flight.id
+    }
+
+    /// The deadline exactly as given to `schedule` or `reschedule` (not rounded to a tick).
+    /// The timer was popped no earlier than this.
+    pub fn deadline(&self) -> Instant {
+        self.at
+    }
+
+    /// The timer's value.
+    pub fn value(&self) -> &T {
+        &self.value
+    }
+
+    /// The timer's value, mutably.
+    pub fn value_mut(&mut self) -> &mut T {
+        &mut self.value
+    }
+
+    /// Takes the value and ends the in-flight state: the id can be scheduled again as soon as
+    /// this returns.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use tickwheel::sync::Scheduler;
+    ///
+    /// let sched = Scheduler::new();
+    /// let now = Instant::now();
+    /// sched.schedule("q", 7, now, String::from("payload")).unwrap();
+    /// let due = sched.pop_due(now, 1).next().unwrap();
+    /// assert!(sched.schedule("q", 7, now, String::new()).is_err(), "in flight");
+    /// assert_eq!(due.into_value(), "payload");
+    /// assert!(sched.schedule("q", 7, now, String::new()).is_ok(), "done: free again");
+    /// ```
+    pub fn into_value(self) -> T {
+        self.value
+    }
+}
+
+impl<Q, K, T> fmt::Debug for Due<Q, K, T>
+where
+    Q: Hash + Eq + Clone + fmt::Debug,
+    K: Hash + Eq + Clone + fmt::Debug,
+    T: fmt::Debug,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Due")
+            .field("queue", &self.flight.queue)
+            .field("id", &self.flight.id)
+            .field("deadline", &self.at)
+            .field("value", &self.value)
+            .finish()
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for FlightGuard<Q, K, T> {
+    fn drop(&mut self) {
+        if let Some(mutex) = self.inner.shards.get(self.shard) {
+            mutex.lock().finish(&self.id, &self.queue);
+        }
+    }
+}

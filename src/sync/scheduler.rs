@@ -1,0 +1,627 @@
+//! [`Scheduler`] and [`SchedulerBuilder`]: the public face of the sharded scheduler.
+
+use std::cmp::Reverse;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BinaryHeap, VecDeque};
+use std::fmt;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash};
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use hashbrown::HashSet;
+use parking_lot::{Mutex, MutexGuard};
+
+use super::due::DueBatch;
+use super::shard::{Cursor, ShardState, Timer};
+use super::signal::Signal;
+use super::ticks::TickClock;
+use super::types::{BuildError, Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};
+use crate::wheel::WheelStats;
+
+/// The most shards a scheduler may have.
+pub const MAX_SHARDS: usize = 1024;
+
+/// State shared by the scheduler, its batches and its `Due`s.
+pub(crate) struct Inner<Q, K, T> {
+    /// Lock order: ascending index; the signal lock is never held with any of these.
+    pub(crate) shards: Box<[Mutex<ShardState<Q, K, T>>]>,
+    pub(crate) signal: Arc<Signal>,
+    /// Picks an id's shard. Fixed keys (SipHash, zero key), so the same ids land on the
+    /// same shards in every run of a build; delivery order never depends on it anyway.
+    hasher: BuildHasherDefault<DefaultHasher>,
+    clock: TickClock,
+    /// Global schedule order, taken under the shard lock (so it rises within a shard).
+    seq: AtomicU64,
+}
+
+/// A thread-safe timer scheduler with named queues, two-phase dispatch, and drains that
+/// reconcile with in-flight dispatch. See the [module documentation](super) for the states,
+/// the lock order and the exactly-once guarantee.
+///
+/// `Send + Sync` when `Q`, `K` and `T` are `Send`; share it in an `Arc`.
+///
+/// # Example
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tickwheel::sync::{Cancel, Scheduler};
+///
+/// let sched = Scheduler::new();
+/// let t0 = Instant::now();
+/// sched.schedule("example.com", 1, t0 + Duration::from_millis(10), "msg 1").unwrap();
+/// sched.schedule("example.com", 2, t0 + Duration::from_millis(20), "msg 2").unwrap();
+/// sched.schedule("example.org", 3, t0 + Duration::from_millis(30), "msg 3").unwrap();
+///
+/// // Phase one: take what is due. Message 1 is now in flight.
+/// let mut batch = sched.pop_due(t0 + Duration::from_millis(15), 100);
+/// let due = batch.next().unwrap();
+/// assert_eq!(*due.id(), 1);
+///
+/// // A drain meanwhile takes the pending member and reports the in-flight one.
+/// let drained = sched.drain_queue(&"example.com");
+/// assert_eq!(drained.cancelled, vec![(2, "msg 2")]);
+/// assert_eq!(drained.in_flight, vec![1]);
+/// assert_eq!(sched.cancel(&1), Cancel::InFlight);
+///
+/// // Phase two: deliver outside any lock; done when the Due is consumed or dropped.
+/// assert_eq!(due.into_value(), "msg 1");
+/// assert_eq!((sched.len(), sched.in_flight_len()), (1, 0));
+/// ```
+pub struct Scheduler<Q, K, T> {
+    inner: Arc<Inner<Q, K, T>>,
+}
+
+/// Carries a builder's type parameters without owning (or requiring `Send` of) any value.
+type Types<Q, K, T> = fn() -> (Q, K, T);
+
+/// Chooses a [`Scheduler`]'s shard count, resolution and clock origin. Made by
+/// [`Scheduler::builder`]; the type parameters are those of the scheduler it builds.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickwheel::sync::Scheduler;
+///
+/// let sched: Scheduler<String, u64, ()> =
+///     Scheduler::builder().shards(4).resolution(Duration::from_micros(100)).build();
+/// assert_eq!(sched.shards(), 4);
+/// assert_eq!(sched.resolution(), Duration::from_micros(100));
+/// ```
+pub struct SchedulerBuilder<Q, K, T> {
+    shards: Option<usize>,
+    resolution: Duration,
+    origin: Option<Instant>,
+    _types: PhantomData<Types<Q, K, T>>,
+}
+
+impl<Q, K, T> Clone for SchedulerBuilder<Q, K, T> {
+    fn clone(&self) -> Self {
+        SchedulerBuilder {
+            _types: PhantomData,
+            ..*self
+        }
+    }
+}
+
+impl<Q, K, T> fmt::Debug for SchedulerBuilder<Q, K, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchedulerBuilder")
+            .field("shards", &self.shards)
+            .field("resolution", &self.resolution)
+            .field("origin", &self.origin)
+            .finish()
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
+    /// Number of shards: ids are spread over them by hash, each behind its own lock.
+    /// Default: the available parallelism (1 if unknown). Must be 1 to [`MAX_SHARDS`].
+    pub fn shards(mut self, n: usize) -> Self {
+        self.shards = Some(n);
+        self
+    }
+
+    /// Length of one tick. Deadlines round up to it and `now` rounds down, so a timer fires
+    /// between 0 and about one resolution after its deadline. Default: 1 ms. Must not be zero.
+    pub fn resolution(mut self, d: Duration) -> Self {
+        self.resolution = d;
+        self
+    }
+
+    /// The instant of tick 0. Default: `Instant::now()` when built. Deadlines before it are
+    /// due at once; a `pop_due(now)` with `now` before it finds nothing due.
+    pub fn origin(mut self, origin: Instant) -> Self {
+        self.origin = Some(origin);
+        self
+    }
+
+    /// Builds the scheduler.
+    ///
+    /// # Panics
+    ///
+    /// If the shard count is 0 or above [`MAX_SHARDS`], or the resolution is zero;
+    /// [`try_build`](Self::try_build) returns a [`BuildError`] instead.
+    #[track_caller]
+    pub fn build(self) -> Scheduler<Q, K, T> {
+        match self.try_build() {
+            Ok(sched) => sched,
+            Err(e) => panic!("tickwheel: {e}"),
+        }
+    }
+
+    /// [`build`](Self::build) that reports an invalid setting instead of panicking.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickwheel::sync::{BuildError, Scheduler};
+    ///
+    /// let r = Scheduler::<u8, u8, ()>::builder().resolution(Duration::ZERO).try_build();
+    /// assert_eq!(r.err(), Some(BuildError::ZeroResolution));
+    /// ```
+    pub fn try_build(self) -> Result<Scheduler<Q, K, T>, BuildError> {
+        let shards = self.shards.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(MAX_SHARDS)
+        });
+        if shards == 0 || shards > MAX_SHARDS {
+            return Err(BuildError::Shards(shards));
+        }
+        if self.resolution.is_zero() {
+            return Err(BuildError::ZeroResolution);
+        }
+        let origin = self.origin.unwrap_or_else(Instant::now);
+        let inner = Inner {
+            shards: (0..shards).map(|_| Mutex::new(ShardState::new())).collect(),
+            signal: Arc::new(Signal::default()),
+            hasher: BuildHasherDefault::default(),
+            clock: TickClock::new(origin, self.resolution),
+            seq: AtomicU64::new(0),
+        };
+        Ok(Scheduler {
+            inner: Arc::new(inner),
+        })
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Default for Scheduler<Q, K, T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
+    /// A scheduler with the defaults: one shard per available core, 1 ms resolution, tick 0
+    /// now.
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// A [`SchedulerBuilder`] with the defaults.
+    pub fn builder() -> SchedulerBuilder<Q, K, T> {
+        SchedulerBuilder {
+            shards: None,
+            resolution: Duration::from_millis(1),
+            origin: None,
+            _types: PhantomData,
+        }
+    }
+
+    /// Adds a timer: `id`, in `queue`, due at `at`, carrying `value`. O(1) expected; locks the
+    /// id's shard once.
+    ///
+    /// `at` may be in the past (due at once). The timer fires no earlier than `at` and about
+    /// one resolution after it at most (plus however late the poller runs). If a poller
+    /// sleeps until a later deadline, it is woken.
+    ///
+    /// # Errors
+    ///
+    /// Gives the value back in [`ScheduleError`] when the id already has a pending timer
+    /// ([`Pending`](ScheduleError::Pending)), when its previous timer is in flight
+    /// ([`InFlight`](ScheduleError::InFlight)), or when its shard is full.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use tickwheel::sync::{ScheduleError, Scheduler};
+    ///
+    /// let sched = Scheduler::new();
+    /// let at = Instant::now();
+    /// assert!(sched.schedule("q", 1, at, 'a').is_ok());
+    /// assert_eq!(sched.schedule("q", 1, at, 'b'), Err(ScheduleError::Pending('b')));
+    /// ```
+    pub fn schedule(&self, queue: Q, id: K, at: Instant, value: T) -> Result<(), ScheduleError<T>> {
+        let tick = self.schedule_locked(queue, id, at, value)?;
+        self.inner.signal.deadline_added(tick);
+        Ok(())
+    }
+
+    /// The part of [`schedule`](Self::schedule) under the shard lock; returns the deadline
+    /// tick, which the caller then announces to the signal (a separate step for the model
+    /// checker).
+    pub(crate) fn schedule_locked(
+        &self,
+        queue: Q,
+        id: K,
+        at: Instant,
+        value: T,
+    ) -> Result<u64, ScheduleError<T>> {
+        let tick = self.inner.clock.deadline_tick(at);
+        let mut shard = self.shard_of(&id).lock();
+        let seq = self.next_seq();
+        shard.schedule(
+            id,
+            tick,
+            Timer {
+                queue,
+                at,
+                seq,
+                value,
+            },
+        )?;
+        Ok(tick)
+    }
+
+    /// Moves a pending timer to `at`, as if scheduled anew (it goes behind other timers of
+    /// the same tick). O(1) expected; locks the id's shard once. Wakes a poller that sleeps
+    /// past the new deadline.
+    ///
+    /// # Errors
+    ///
+    /// [`RescheduleError::InFlight`] when the dispatcher already has the timer,
+    /// [`RescheduleError::NotFound`] when the id has no timer. Nothing changes then.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tickwheel::sync::{RescheduleError, Scheduler};
+    ///
+    /// let sched = Scheduler::new();
+    /// let t0 = Instant::now();
+    /// sched.schedule("q", 1, t0 + Duration::from_secs(60), ()).unwrap();
+    /// sched.reschedule(&1, t0).unwrap();
+    /// assert_eq!(sched.pop_due(t0, 10).len(), 1);
+    /// assert_eq!(sched.reschedule(&9, t0), Err(RescheduleError::NotFound));
+    /// ```
+    pub fn reschedule(&self, id: &K, at: Instant) -> Result<(), RescheduleError> {
+        let tick = self.inner.clock.deadline_tick(at);
+        {
+            let mut shard = self.shard_of(id).lock();
+            let seq = self.next_seq();
+            shard.reschedule(id, tick, at, seq)?;
+        }
+        self.inner.signal.deadline_added(tick);
+        Ok(())
+    }
+
+    /// Cancels the timer of `id` if it is still pending. O(1) expected; locks one shard.
+    ///
+    /// [`Cancel::Cancelled`] gives the value back (the timer will not fire);
+    /// [`Cancel::InFlight`] means the dispatcher has it and will deliver it;
+    /// [`Cancel::NotFound`] means no timer has this id.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use tickwheel::sync::{Cancel, Scheduler};
+    ///
+    /// let sched = Scheduler::new();
+    /// sched.schedule("q", 1, Instant::now(), "v").unwrap();
+    /// assert_eq!(sched.cancel(&1), Cancel::Cancelled("v"));
+    /// assert_eq!(sched.cancel(&1), Cancel::NotFound);
+    /// ```
+    pub fn cancel(&self, id: &K) -> Cancel<T> {
+        self.shard_of(id).lock().cancel(id)
+    }
+
+    /// Takes every pending timer of `queue` out (they will not fire) and lists the queue's
+    /// in-flight timers, which stay the dispatcher's. Every drained id can be scheduled again
+    /// at once. O(members + shards); locks one shard at a time.
+    ///
+    /// Both lists are in delivery order (deadline tick, then schedule order). The drain is
+    /// atomic per shard: a timer scheduled into the queue while the drain runs may or may
+    /// not be taken, but no timer is both drained and delivered.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use tickwheel::sync::Scheduler;
+    ///
+    /// let sched = Scheduler::new();
+    /// let now = Instant::now();
+    /// sched.schedule("a", 1, now, 'x').unwrap();
+    /// sched.schedule("b", 2, now, 'y').unwrap();
+    /// let drained = sched.drain_queue(&"a");
+    /// assert_eq!(drained.cancelled, vec![(1, 'x')]);
+    /// assert!(drained.in_flight.is_empty());
+    /// assert_eq!((sched.queue_len(&"a"), sched.queue_len(&"b")), (0, 1));
+    /// ```
+    pub fn drain_queue(&self, queue: &Q) -> Drained<K, T> {
+        let (mut cancelled, mut in_flight) = (Vec::new(), Vec::new());
+        for index in 0..self.inner.shards.len() {
+            self.drain_shard(index, queue, &mut cancelled, &mut in_flight);
+        }
+        cancelled.sort_unstable_by_key(|&(tick, seq, _, _)| (tick, seq));
+        in_flight.sort_unstable_by_key(|&(tick, seq, _)| (tick, seq));
+        Drained {
+            cancelled: cancelled
+                .into_iter()
+                .map(|(_, _, id, value)| (id, value))
+                .collect(),
+            in_flight: in_flight.into_iter().map(|(_, _, id)| id).collect(),
+        }
+    }
+
+    /// One shard's part of a drain (a separate step so the model checker can interleave it).
+    pub(crate) fn drain_shard(
+        &self,
+        index: usize,
+        queue: &Q,
+        cancelled: &mut Vec<(u64, u64, K, T)>,
+        in_flight: &mut Vec<(u64, u64, K)>,
+    ) {
+        if let Some(shard) = self.inner.shards.get(index) {
+            shard.lock().drain(queue, cancelled, in_flight);
+        }
+    }
+
+    /// Phase one of dispatch: takes up to `limit` timers due at `now` out of the scheduler
+    /// and marks them in flight. See [`DueBatch`] for phase two.
+    ///
+    /// The batch is in delivery order across all shards: deadline tick, then schedule order
+    /// — the first `limit` due timers in that order, whatever the sharding. Nothing is
+    /// returned before its deadline; a `now` before the clock origin finds nothing, and
+    /// `limit == 0` returns an empty batch.
+    ///
+    /// Locks every shard, in ascending order, for the merge: O(shards + limit × log
+    /// shards), plus the wheels' cascading. The next timer of each shard is looked at to
+    /// merge; one looked at and not taken stays pending, in its place.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tickwheel::sync::Scheduler;
+    ///
+    /// let sched = Scheduler::builder().shards(4).build();
+    /// let t0 = Instant::now();
+    /// for id in 0..10u32 {
+    ///     sched.schedule((), id, t0 + Duration::from_millis(u64::from(10 - id)), id).unwrap();
+    /// }
+    /// let ids: Vec<u32> = sched.pop_due(t0 + Duration::from_millis(5), 100)
+    ///     .map(|due| due.into_value())
+    ///     .collect();
+    /// assert_eq!(ids, [9, 8, 7, 6, 5], "deadline order across shards, none early");
+    /// ```
+    pub fn pop_due(&self, now: Instant, limit: usize) -> DueBatch<Q, K, T> {
+        let mut items = VecDeque::new();
+        let Some(now) = self.inner.clock.now_tick(now) else {
+            return DueBatch::new(Arc::clone(&self.inner), items);
+        };
+        if limit == 0 {
+            return DueBatch::new(Arc::clone(&self.inner), items);
+        }
+        let mut shards: Vec<MutexGuard<'_, ShardState<Q, K, T>>> =
+            self.inner.shards.iter().map(|m| m.lock()).collect();
+        let mut cursors: Vec<Cursor<Q, K, T>> = shards.iter().map(|_| Cursor::default()).collect();
+        let mut heads = BinaryHeap::with_capacity(shards.len());
+        for (index, (shard, cursor)) in shards.iter_mut().zip(cursors.iter_mut()).enumerate() {
+            if let Some(key) = shard.head(now, cursor) {
+                heads.push(Reverse((key, index)));
+            }
+        }
+        while items.len() < limit {
+            let Some(Reverse((_, index))) = heads.pop() else {
+                break;
+            };
+            let (shard, cursor) = (&mut shards[index], &mut cursors[index]);
+            if let Some(popped) = shard.take_head(now, cursor) {
+                items.push_back((index, popped));
+            }
+            if let Some(key) = shard.head(now, cursor) {
+                heads.push(Reverse((key, index)));
+            }
+        }
+        for (shard, cursor) in shards.iter_mut().zip(cursors) {
+            shard.close(cursor);
+        }
+        drop(shards);
+        DueBatch::new(Arc::clone(&self.inner), items)
+    }
+
+    /// The earliest instant at which [`pop_due`](Self::pop_due) may find a timer due;
+    /// `None` when nothing is pending. Locks one shard at a time: O(shards × levels).
+    ///
+    /// Never later than the earliest pending deadline (rounded up to its tick). It can be
+    /// earlier when the earliest timer is still far away (more than 64 ticks): then it is
+    /// when that timer's wheel slot cascades, and a `pop_due` then returns nothing and
+    /// sharpens the answer. Timers in flight do not count.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tickwheel::sync::Scheduler;
+    ///
+    /// let t0 = Instant::now();
+    /// let sched = Scheduler::builder().origin(t0).build();
+    /// assert_eq!(sched.next_deadline(), None);
+    /// sched.schedule("q", 1, t0 + Duration::from_millis(20), ()).unwrap();
+    /// assert_eq!(sched.next_deadline(), Some(t0 + Duration::from_millis(20)));
+    /// ```
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.earliest_tick()
+            .map(|tick| self.inner.clock.instant(tick))
+    }
+
+    /// [`next_deadline`](Self::next_deadline) in ticks.
+    pub(crate) fn earliest_tick(&self) -> Option<u64> {
+        (0..self.inner.shards.len())
+            .filter_map(|i| self.shard_earliest(i))
+            .min()
+    }
+
+    /// One shard's part of [`earliest_tick`](Self::earliest_tick).
+    pub(crate) fn shard_earliest(&self, index: usize) -> Option<u64> {
+        self.inner
+            .shards
+            .get(index)
+            .and_then(|s| s.lock().earliest())
+    }
+
+    /// Pending timers, due ones included; not those in flight. O(shards).
+    pub fn len(&self) -> usize {
+        self.sum(ShardState::pending_len)
+    }
+
+    /// Whether no timer is pending (timers may still be in flight). O(shards).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Pending timers in `queue`, not counting those in flight. O(shards).
+    pub fn queue_len(&self, queue: &Q) -> usize {
+        self.sum(|s| s.queue_len(queue))
+    }
+
+    /// Timers popped by `pop_due` whose `Due` is not done yet. O(shards).
+    pub fn in_flight_len(&self) -> usize {
+        self.sum(ShardState::in_flight_len)
+    }
+
+    /// The queues that have at least one pending or in-flight timer, each once, in the
+    /// order they got their first current member (not hash order). O(queues × shards).
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use tickwheel::sync::Scheduler;
+    ///
+    /// let sched = Scheduler::new();
+    /// for (id, q) in ["b", "a", "b", "c"].into_iter().enumerate() {
+    ///     sched.schedule(q, id, Instant::now(), ()).unwrap();
+    /// }
+    /// assert_eq!(sched.queues(), ["b", "a", "c"]);
+    /// ```
+    pub fn queues(&self) -> Vec<Q> {
+        let mut all = Vec::new();
+        for shard in self.inner.shards.iter() {
+            shard.lock().queues_into(&mut all);
+        }
+        all.sort_unstable_by_key(|&(since, _)| since);
+        let mut seen = HashSet::with_capacity(all.len());
+        all.into_iter()
+            .filter_map(|(_, q)| seen.insert(q.clone()).then_some(q))
+            .collect()
+    }
+
+    /// A snapshot of occupancy and memory. O(shards × slots + queues).
+    pub fn stats(&self) -> SchedulerStats {
+        let mut stats = SchedulerStats {
+            shards: self.inner.shards.len(),
+            ..SchedulerStats::default()
+        };
+        for shard in self.inner.shards.iter() {
+            let shard = shard.lock();
+            stats.pending += shard.pending_len();
+            stats.due_waiting += shard.staged_len();
+            stats.in_flight += shard.in_flight_len();
+            add_wheel_stats(&mut stats.wheel, shard.wheel_stats());
+        }
+        stats.queues = self.queues().len();
+        stats
+    }
+
+    /// Number of shards.
+    pub fn shards(&self) -> usize {
+        self.inner.shards.len()
+    }
+
+    /// Length of one tick.
+    pub fn resolution(&self) -> Duration {
+        self.inner.clock.resolution()
+    }
+
+    /// The instant of tick 0. For the async layer, which shares the scheduler's clock.
+    #[allow(dead_code)] // used by src/tokio (feature "tokio")
+    pub(crate) fn clock_origin(&self) -> Instant {
+        self.inner.clock.origin()
+    }
+
+    /// The tick a deadline at `at` files under (rounded up; see `ticks.rs`).
+    #[allow(dead_code)] // used by src/tokio (feature "tokio")
+    pub(crate) fn deadline_tick(&self, at: Instant) -> u64 {
+        self.inner.clock.deadline_tick(at)
+    }
+
+    /// The tick `now` falls in (rounded down); `None` before the origin.
+    #[allow(dead_code)] // used by src/tokio (feature "tokio")
+    pub(crate) fn now_tick(&self, now: Instant) -> Option<u64> {
+        self.inner.clock.now_tick(now)
+    }
+
+    /// The instant tick `tick` starts at (saturating far in the future).
+    pub(crate) fn tick_instant(&self, tick: u64) -> Instant {
+        self.inner.clock.instant(tick)
+    }
+
+    /// Registers an async poller's waker, replacing a stored one that `will_wake` the same
+    /// task. It is woken (once; register again on every poll) by the next `schedule`,
+    /// `reschedule` or dropped `DueBatch` that may make the earliest deadline earlier —
+    /// since this call knows no target, that is any of them — and by `notify`s such as a
+    /// dispatcher shutdown. Register *before* calling `pop_due`/`next_deadline`, so nothing
+    /// added in between is missed. [`arm_waker`](Self::arm_waker) is the precise variant.
+    #[allow(dead_code)] // used by src/tokio (feature "tokio")
+    pub(crate) fn register_waker(&self, waker: &Waker) {
+        self.inner.signal.arm_waker(waker);
+    }
+
+    /// Registers the waker like [`register_waker`](Self::register_waker), computes the
+    /// earliest deadline, and returns it: the poller sleeps until then (forever on `None`)
+    /// and is woken only by a deadline earlier than that. No lost wakeup: see `signal.rs`.
+    #[allow(dead_code)] // used by src/tokio (feature "tokio")
+    pub(crate) fn arm_waker(&self, waker: &Waker) -> Option<Instant> {
+        self.inner.signal.arm_waker(waker);
+        let target = self.earliest_tick();
+        self.inner.signal.lower(target);
+        target.map(|tick| self.tick_instant(tick))
+    }
+
+    pub(crate) fn signal(&self) -> &Arc<Signal> {
+        &self.inner.signal
+    }
+
+    pub(crate) fn shard_index(&self, id: &K) -> usize {
+        let hash = self.inner.hasher.hash_one(id);
+        (hash % self.inner.shards.len() as u64) as usize
+    }
+
+    fn shard_of(&self, id: &K) -> &Mutex<ShardState<Q, K, T>> {
+        &self.inner.shards[self.shard_index(id)]
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.inner.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn sum(&self, f: impl Fn(&ShardState<Q, K, T>) -> usize) -> usize {
+        self.inner.shards.iter().map(|s| f(&s.lock())).sum()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        for shard in self.inner.shards.iter() {
+            shard.lock().check_invariants();
+        }
+    }
+}
+
+fn add_wheel_stats(sum: &mut WheelStats, s: WheelStats) {
+    sum.live += s.live;
+    sum.stale += s.stale;
+    sum.capacity += s.capacity;
+    sum.bytes_held += s.bytes_held;
+}
+
+impl<Q, K, T> fmt::Debug for Scheduler<Q, K, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("shards", &self.inner.shards.len())
+            .field("resolution", &self.inner.clock.resolution())
+            .field("origin", &self.inner.clock.origin())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,178 @@
+//! The scheduler's small public types: outcomes, errors and statistics.
+
+use std::fmt;
+
+use crate::wheel::WheelStats;
+
+/// What [`Scheduler::cancel`](super::Scheduler::cancel) found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cancel<T> {
+    /// The timer was pending; it is gone, and its value is returned. It will not fire.
+    Cancelled(T),
+    /// The dispatcher has popped the timer and not finished with it yet: it stays the
+    /// dispatcher's and will be (or is being) delivered. Nothing changed.
+    InFlight,
+    /// No timer with this id is pending or in flight.
+    NotFound,
+}
+
+impl<T> Cancel<T> {
+    /// The value, if the timer was cancelled.
+    ///
+    /// ```
+    /// use tickwheel::sync::Cancel;
+    /// assert_eq!(Cancel::Cancelled(5).into_cancelled(), Some(5));
+    /// assert_eq!(Cancel::<u8>::InFlight.into_cancelled(), None);
+    /// ```
+    pub fn into_cancelled(self) -> Option<T> {
+        match self {
+            Cancel::Cancelled(value) => Some(value),
+            Cancel::InFlight | Cancel::NotFound => None,
+        }
+    }
+}
+
+/// What [`Scheduler::drain_queue`](super::Scheduler::drain_queue) took out of a queue, and
+/// what it had to leave to the dispatcher.
+///
+/// Both lists are in the order the dispatcher delivers: deadline tick, then schedule order
+/// (a reschedule counts as scheduling anew). They never depend on hashing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drained<K, T> {
+    /// Every member that was pending: cancelled, with its value. Each id is free at once.
+    pub cancelled: Vec<(K, T)>,
+    /// Members the dispatcher had popped and not finished: they stay the dispatcher's.
+    pub in_flight: Vec<K>,
+}
+
+impl<K, T> Default for Drained<K, T> {
+    fn default() -> Self {
+        Drained {
+            cancelled: Vec::new(),
+            in_flight: Vec::new(),
+        }
+    }
+}
+
+/// Why [`Scheduler::schedule`](super::Scheduler::schedule) refused a timer. Every variant
+/// gives the value back.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ScheduleError<T> {
+    /// The id already has a pending timer. Use `reschedule` to move it, or `cancel` first.
+    Pending(T),
+    /// The id's previous timer has been popped and its `Due` is not done yet; scheduling it
+    /// again now would deliver the id twice at once. Retry once the `Due` is dropped.
+    InFlight(T),
+    /// The id's shard already holds `u32::MAX - 1` pending timers.
+    Full(T),
+}
+
+impl<T> ScheduleError<T> {
+    /// The value that was not scheduled.
+    ///
+    /// ```
+    /// use tickwheel::sync::ScheduleError;
+    /// assert_eq!(ScheduleError::Pending("v").into_value(), "v");
+    /// ```
+    pub fn into_value(self) -> T {
+        match self {
+            ScheduleError::Pending(value)
+            | ScheduleError::InFlight(value)
+            | ScheduleError::Full(value) => value,
+        }
+    }
+}
+
+impl<T> fmt::Debug for ScheduleError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            ScheduleError::Pending(_) => "Pending",
+            ScheduleError::InFlight(_) => "InFlight",
+            ScheduleError::Full(_) => "Full",
+        };
+        write!(f, "ScheduleError::{name}(..)")
+    }
+}
+
+impl<T> fmt::Display for ScheduleError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ScheduleError::Pending(_) => "cannot schedule: this id already has a pending timer",
+            ScheduleError::InFlight(_) => {
+                "cannot schedule: this id's previous timer is in flight (popped by the dispatcher, its Due not yet done)"
+            }
+            ScheduleError::Full(_) => "cannot schedule: the id's shard holds the maximum number of pending timers",
+        })
+    }
+}
+
+impl<T> std::error::Error for ScheduleError<T> {}
+
+/// Why [`Scheduler::reschedule`](super::Scheduler::reschedule) changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RescheduleError {
+    /// The id's timer is in flight: the dispatcher has it, it can no longer be moved.
+    InFlight,
+    /// The id has no pending timer.
+    NotFound,
+}
+
+impl fmt::Display for RescheduleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RescheduleError::InFlight => {
+                "cannot reschedule: the timer is in flight (already popped by the dispatcher)"
+            }
+            RescheduleError::NotFound => "cannot reschedule: no pending timer has this id",
+        })
+    }
+}
+
+impl std::error::Error for RescheduleError {}
+
+/// Why [`SchedulerBuilder::try_build`](super::SchedulerBuilder::try_build) refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildError {
+    /// `shards(n)` was 0 or more than [`MAX_SHARDS`](super::MAX_SHARDS); holds `n`.
+    Shards(usize),
+    /// `resolution(d)` was zero.
+    ZeroResolution,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Shards(n) => {
+                write!(
+                    f,
+                    "invalid shard count {n}: must be between 1 and {}",
+                    super::MAX_SHARDS
+                )
+            }
+            BuildError::ZeroResolution => {
+                f.write_str("invalid resolution: must be longer than zero")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// A snapshot of a scheduler, from [`Scheduler::stats`](super::Scheduler::stats). Shards are
+/// read one after another, so under concurrent use the numbers need not add up exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SchedulerStats {
+    /// Number of shards.
+    pub shards: usize,
+    /// Pending timers (the same as `len()`), including `due_waiting`.
+    pub pending: usize,
+    /// Pending timers already found due and waiting for the next `pop_due`: put back by a
+    /// dropped `DueBatch`, or looked at by a `pop_due` that stopped at its limit.
+    pub due_waiting: usize,
+    /// Timers popped whose `Due` is not done yet (the same as `in_flight_len()`).
+    pub in_flight: usize,
+    /// Distinct queues with at least one pending or in-flight timer.
+    pub queues: usize,
+    /// The shards' wheels, summed field by field.
+    pub wheel: WheelStats,
+}
