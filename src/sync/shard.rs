@@ -244,6 +244,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     pub(crate) fn head(&mut self, now: u64, cursor: &mut Cursor<Q, K, T>) -> Option<(u64, u64)> {
         if cursor.wheel_head.is_none() && !cursor.wheel_done {
             match self.store.wheel.poll_with_deadline(now) {
+                // The wheel's clock never goes back: after a poll at a later `now` it also
+                // returns timers due by then. Keep those for a later `now`: never early.
+                Some((id, tick, timer)) if tick > now => {
+                    self.store.stage(Popped { id, tick, timer });
+                    cursor.wheel_done = true;
+                }
                 Some((id, tick, timer)) => cursor.wheel_head = Some(Popped { id, tick, timer }),
                 None => cursor.wheel_done = true,
             }
