@@ -280,7 +280,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// let t0 = Instant::now();
     /// sched.schedule("q", 1, t0 + Duration::from_secs(60), ()).unwrap();
     /// sched.reschedule(&1, t0).unwrap();
-    /// assert_eq!(sched.pop_due(t0, 10).len(), 1);
+    /// assert_eq!(sched.pop_due(t0, 10).count(), 1); // delivered: each Due dropped
     /// assert_eq!(sched.reschedule(&9, t0), Err(RescheduleError::NotFound));
     /// ```
     pub fn reschedule(&self, id: &K, at: Instant) -> Result<(), RescheduleError> {
