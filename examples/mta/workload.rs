@@ -1,0 +1,206 @@
+//! The workload, fixed by the seed before the run starts: which queue each message is for,
+//! when it arrives, whether each delivery attempt fails, each retry's jitter, and the
+//! operators' plan (what they do, to which queue or message, and when).
+//!
+//! Times here are MTA time: nanoseconds since the start of the run, whatever the clock.
+//! Per-attempt decisions are a hash of (seed, message, attempt), so they do not depend on
+//! which thread makes them or in what order.
+
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand_distr::{Distribution, Exp, Zipf};
+
+use crate::args::Args;
+
+const MINUTE_NS: f64 = 60e9;
+
+/// Everything the seed decides.
+pub struct Workload {
+    pub seed: u64,
+    /// The destination queue of each message, by message id. Queue 0 is the biggest.
+    pub queue_of: Vec<u32>,
+    messages: u64,
+    arrival_ns: u64,
+    retry_base_ns: u64,
+    retry_cap_ns: u64,
+    jitter: f64,
+    fail_rate: f64,
+    /// The operators' actions, in time order.
+    pub plan: Vec<Action>,
+}
+
+/// One operator action at a point of MTA time.
+#[derive(Debug, Clone, Copy)]
+pub struct Action {
+    pub at: u64,
+    pub kind: ActionKind,
+}
+
+/// What an operator does.
+#[derive(Debug, Clone, Copy)]
+pub enum ActionKind {
+    /// Drain `queue` and re-queue its messages on queue `to` (a new route).
+    Rebind { queue: u32, to: u32 },
+    /// Drain `queue` and hand its messages to another host: they end as drained.
+    Transfer { queue: u32 },
+    /// Bounce one message: the first message from `from` on that is pending when the
+    /// operator looks (operators bounce deferred mail). Cancelled, it ends as bounced.
+    Bounce { from: u32 },
+    /// Hold back `queue`'s deliveries until `until` (MTA time).
+    Suspend { queue: u32, until: u64 },
+}
+
+impl Workload {
+    /// Draws the workload of `args` from `seed`.
+    pub fn new(args: &Args, seed: u64) -> Workload {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let zipf = Zipf::new(u64::from(args.queues), args.zipf).expect("checked by Args::check");
+        let draw = |rng: &mut StdRng| (zipf.sample(rng) as u32).clamp(1, args.queues) - 1;
+        let queue_of = (0..args.messages).map(|_| draw(&mut rng)).collect();
+        let mut w = Workload {
+            seed,
+            queue_of,
+            messages: u64::from(args.messages),
+            arrival_ns: nanos(args.arrival),
+            retry_base_ns: nanos(args.retry_base),
+            retry_cap_ns: nanos(args.retry_cap),
+            jitter: args.jitter,
+            fail_rate: args.fail_rate,
+            plan: Vec::new(),
+        };
+        w.plan = plan(args, &mut rng, &draw, &w);
+        w
+    }
+
+    /// When message `id` arrives (and is due for its first delivery attempt): arrivals are
+    /// spread evenly over `--arrival`, in id order.
+    pub fn arrival(&self, id: u32) -> u64 {
+        (u128::from(id) * u128::from(self.arrival_ns) / u128::from(self.messages)) as u64
+    }
+
+    /// How many messages have arrived by MTA time `t`.
+    pub fn arrived_by(&self, t: u64) -> u32 {
+        let last = u128::from(t) * u128::from(self.messages) / u128::from(self.arrival_ns);
+        (last + 1).min(u128::from(self.messages)) as u32
+    }
+
+    /// Whether delivery attempt `attempt` (0 = the first) of message `id` fails.
+    pub fn fails(&self, id: u32, attempt: u32) -> bool {
+        unit(mix(self.seed, id, attempt, 1)) < self.fail_rate
+    }
+
+    /// The wait before the next attempt after `failures` failed attempts (1 = the first
+    /// failure): `--retry-base` doubled `failures - 1` times, capped at `--retry-cap`, then
+    /// scaled by a jitter factor in [1 - J, 1 + J).
+    pub fn backoff(&self, id: u32, failures: u32) -> u64 {
+        let doublings = failures.saturating_sub(1).min(63);
+        let interval = self
+            .retry_base_ns
+            .saturating_mul(1 << doublings)
+            .min(self.retry_cap_ns);
+        self.jittered(interval, mix(self.seed, id, failures, 2))
+    }
+
+    /// A spread for messages released together (after a suspension): up to one
+    /// `--retry-base` later, so a suspended queue does not come back as one burst.
+    pub fn spread(&self, id: u32, salt: u32) -> u64 {
+        (unit(mix(self.seed, id, salt, 3)) * self.retry_base_ns as f64) as u64
+    }
+
+    fn jittered(&self, interval: u64, hash: u64) -> u64 {
+        let factor = 1.0 + self.jitter * (2.0 * unit(hash) - 1.0);
+        ((interval as f64 * factor) as u64).max(1)
+    }
+
+    /// The message count of the biggest queue and of the median queue.
+    pub fn queue_sizes(&self, queues: u32) -> (u64, u64) {
+        let mut sizes = vec![0u64; queues as usize];
+        for &q in &self.queue_of {
+            sizes[q as usize] += 1;
+        }
+        sizes.sort_unstable();
+        (sizes[sizes.len() - 1], sizes[sizes.len() / 2])
+    }
+}
+
+/// The operators' plan: three independent Poisson processes (drains, bounces, suspends) over
+/// the run, merged in time order. Drained and suspended queues are picked with the same Zipf
+/// weights as the traffic (operators act on the destinations that matter); a rebind target
+/// is any other queue; a bounce starts its search at a message that has arrived by then.
+fn plan(
+    args: &Args,
+    rng: &mut StdRng,
+    draw: &dyn Fn(&mut StdRng) -> u32,
+    w: &Workload,
+) -> Vec<Action> {
+    let end = nanos(args.duration);
+    let mut plan = Vec::new();
+    for (kind, per_minute) in [
+        (0, args.drain_rate),
+        (1, args.bounce_rate),
+        (2, args.suspend_rate),
+    ] {
+        if per_minute <= 0.0 {
+            continue;
+        }
+        let gap = Exp::new(per_minute / MINUTE_NS).expect("rate checked by Args::check");
+        let mut at = 0.0;
+        loop {
+            at += gap.sample(rng);
+            if at >= end as f64 {
+                break;
+            }
+            let at = at as u64;
+            let kind = match kind {
+                0 => {
+                    let queue = draw(rng);
+                    if rng.gen_bool(args.rebind) {
+                        ActionKind::Rebind {
+                            queue,
+                            to: other_queue(rng, queue, args.queues),
+                        }
+                    } else {
+                        ActionKind::Transfer { queue }
+                    }
+                }
+                1 => ActionKind::Bounce {
+                    from: rng.gen_range(0..w.arrived_by(at).max(1)),
+                },
+                _ => ActionKind::Suspend {
+                    queue: draw(rng),
+                    until: at + nanos(args.suspend_for),
+                },
+            };
+            plan.push(Action { at, kind });
+        }
+    }
+    plan.sort_by_key(|a| a.at);
+    plan
+}
+
+fn other_queue(rng: &mut StdRng, queue: u32, queues: u32) -> u32 {
+    if queues == 1 {
+        return queue;
+    }
+    let pick = rng.gen_range(0..queues - 1);
+    if pick >= queue { pick + 1 } else { pick }
+}
+
+/// Nanoseconds of a duration, saturating (durations are capped at a year by `Args::check`).
+pub fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// SplitMix64 finaliser over (seed, id, attempt, stream): a well-mixed 64-bit hash.
+fn mix(seed: u64, id: u32, attempt: u32, stream: u32) -> u64 {
+    let mut z = seed
+        ^ (u64::from(id) << 32 | u64::from(attempt)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ u64::from(stream).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A hash as a uniform float in [0, 1).
+fn unit(hash: u64) -> f64 {
+    (hash >> 11) as f64 / (1u64 << 53) as f64
+}
