@@ -1,0 +1,239 @@
+//! Runs `examples/mta` (the MTA scheduled-queue simulation) at a small size and checks what
+//! it promises: the `exactly-once: OK` line adds up, `--json` says the same, the real clock
+//! works too, and bad options end in a clear error with exit code 2, not a panic.
+//!
+//! The test makes sure the example binary next to its own is built and current (`cargo
+//! build --example mta` with the same profile, features and target directory) and runs it.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// Small enough for a debug build: a few seconds each.
+const SMALL: &[&str] = &[
+    "--messages",
+    "20000",
+    "--queues",
+    "300",
+    "--duration",
+    "2h",
+    "--arrival",
+    "30m",
+    "--bounce-rate",
+    "20",
+    "--drain-rate",
+    "2",
+    "--suspend-rate",
+    "1",
+    "--seed",
+    "7",
+];
+
+fn mta() -> &'static PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test binary path");
+        // target/<profile>/deps/mta_example-<hash> -> target/<profile>/examples/mta
+        let profile_dir = exe
+            .parent()
+            .and_then(|deps| deps.parent())
+            .expect("profile dir");
+        let target_dir = profile_dir.parent().expect("target dir");
+        let binary = profile_dir
+            .join("examples")
+            .join(format!("mta{}", std::env::consts::EXE_SUFFIX));
+        // `cargo test` has usually built it already (then this is a quick no-op), but not
+        // with `--test mta_example` alone, and a stale binary must not be tested.
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args(["build", "--example", "mta", "--target-dir"])
+            .arg(target_dir);
+        if cfg!(feature = "tokio") {
+            cargo.args(["--features", "tokio"]);
+        }
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cargo.arg("--release");
+        }
+        let status = cargo
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build --example mta failed");
+        assert!(binary.exists(), "no example binary at {}", binary.display());
+        binary
+    })
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(mta())
+        .args(args)
+        .output()
+        .expect("run the mta example")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Parses `exactly-once: OK (N scheduled = A delivered + B drained + C bounced + D pending;
+/// 0 duplicates)` into [N, A, B, C, D].
+fn parse_ok_line(stdout: &str) -> [u64; 5] {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("exactly-once: "))
+        .unwrap_or_else(|| panic!("no exactly-once line in:\n{stdout}"));
+    assert!(line.starts_with("exactly-once: OK ("), "not OK: {line}");
+    assert!(
+        line.ends_with("; 0 duplicates)"),
+        "duplicates reported: {line}"
+    );
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let number = |label: &str| -> u64 {
+        let at = words
+            .iter()
+            .position(|w| w.trim_end_matches(';') == label)
+            .unwrap_or_else(|| panic!("no `{label}` in {line}"));
+        words[at - 1]
+            .trim_start_matches('(')
+            .parse()
+            .unwrap_or_else(|e| panic!("{label} in {line}: {e}"))
+    };
+    ["scheduled", "delivered", "drained", "bounced", "pending"].map(number)
+}
+
+#[test]
+fn small_run_proves_exactly_once() {
+    let out = run(SMALL);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    let [scheduled, delivered, drained, bounced, pending] = parse_ok_line(&stdout);
+    assert_eq!(scheduled, 20_000, "every message is scheduled\n{stdout}");
+    assert_eq!(
+        scheduled,
+        delivered + drained + bounced + pending,
+        "the line adds up\n{stdout}"
+    );
+    assert!(
+        delivered > 0 && drained > 0 && bounced > 0,
+        "operators acted\n{stdout}"
+    );
+    for row in [
+        "messages scheduled",
+        "still pending",
+        "lateness",
+        "peak memory",
+        "ops/s",
+    ] {
+        assert!(stdout.contains(row), "no `{row}` in the table\n{stdout}");
+    }
+}
+
+#[test]
+fn json_output_says_the_same() {
+    let mut args = SMALL.to_vec();
+    args.push("--json");
+    let out = run(&args);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is one JSON object");
+    let m = &v["messages"];
+    let n = |k: &str| {
+        m[k].as_u64()
+            .unwrap_or_else(|| panic!("messages.{k} in {v}"))
+    };
+    assert_eq!(n("scheduled"), 20_000);
+    assert_eq!(
+        n("scheduled"),
+        n("delivered") + n("drained") + n("bounced") + n("pending")
+    );
+    assert_eq!(v["exactly_once"]["ok"], true, "{v}");
+    assert_eq!(v["exactly_once"]["duplicates"], 0, "{v}");
+    assert_eq!(v["config"]["seed"], 7, "{v}");
+    let line = v["exactly_once"]["line"].as_str().expect("line");
+    assert_eq!(parse_ok_line(line)[0], 20_000);
+}
+
+#[test]
+fn real_clock_proves_exactly_once() {
+    // 30 min of MTA time at 1/2000 speed: under a second of wall-clock time.
+    let args = [
+        "--clock",
+        "real",
+        "--scale",
+        "0.0005",
+        "--messages",
+        "5000",
+        "--queues",
+        "100",
+        "--duration",
+        "30m",
+        "--arrival",
+        "10m",
+        "--retry-base",
+        "1m",
+        "--retry-cap",
+        "5m",
+        "--seed",
+        "3",
+    ];
+    let out = run(&args);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    let [scheduled, ..] = parse_ok_line(&stdout);
+    assert_eq!(scheduled, 5_000, "{stdout}");
+    assert!(
+        stdout.contains(" ms)"),
+        "real mode reports lateness in ms\n{stdout}"
+    );
+}
+
+#[test]
+fn bad_options_are_refused_cleanly() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--queues", "0"], "--queues"),
+        (&["--messages=-5"], "--messages"),
+        (&["--fail-rate", "2"], "--fail-rate"),
+        (&["--jitter", "NaN"], "--jitter"),
+        (&["--duration", "banana"], "banana"),
+        (&["--duration", "0s"], "--duration"),
+        (&["--arrival", "5h", "--duration", "4h"], "--arrival"),
+        (&["--retry-base", "1h", "--retry-cap", "5m"], "--retry-cap"),
+        (&["--clock", "sundial"], "sundial"),
+        (&["--clock", "real", "--scale", "0"], "--scale"),
+        (&["--threads", "0"], "--threads"),
+        (&["--no-such-option"], "--no-such-option"),
+    ];
+    for (args, mention) in cases {
+        let out = run(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?} should exit 2\n{stderr}"
+        );
+        assert!(
+            stderr.contains("error"),
+            "{args:?}: no error message\n{stderr}"
+        );
+        assert!(
+            stderr.contains(mention),
+            "{args:?}: message does not name `{mention}`\n{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{args:?} panicked\n{stderr}");
+    }
+}
