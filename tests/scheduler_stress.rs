@@ -214,7 +214,7 @@ fn exactly_once_under_concurrent_schedule_dispatch_cancel_and_drain() {
 
     // Everything left is due within 3 ms: the dispatcher must deliver it all.
     let give_up = Instant::now() + Duration::from_secs(30);
-    while (sched.len() > 0 || sched.in_flight_len() > 0) && Instant::now() < give_up {
+    while (!sched.is_empty() || sched.in_flight_len() > 0) && Instant::now() < give_up {
         std::thread::sleep(Duration::from_millis(5));
     }
     dispatcher.shutdown();

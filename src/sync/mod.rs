@@ -105,6 +105,7 @@
 //! `tick_instant` let `src/tokio` drive a scheduler without a thread; `sync` never imports
 //! it.
 
+mod builder;
 mod dispatcher;
 mod due;
 #[cfg(test)]
@@ -115,7 +116,8 @@ mod signal;
 mod ticks;
 mod types;
 
+pub use builder::{MAX_SHARDS, SchedulerBuilder};
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};
-pub use scheduler::{MAX_SHARDS, Scheduler, SchedulerBuilder};
+pub use scheduler::Scheduler;
 pub use types::{BuildError, Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};

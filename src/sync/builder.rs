@@ -1,0 +1,125 @@
+//! [`SchedulerBuilder`]: shard count, resolution and clock origin of a [`Scheduler`].
+
+use std::fmt;
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+use super::Scheduler;
+use super::types::BuildError;
+
+/// The most shards a scheduler may have.
+pub const MAX_SHARDS: usize = 1024;
+
+/// Carries a builder's type parameters without owning (or requiring `Send` of) any value.
+type Types<Q, K, T> = fn() -> (Q, K, T);
+
+/// Chooses a [`Scheduler`]'s shard count, resolution and clock origin. Made by
+/// [`Scheduler::builder`]; the type parameters are those of the scheduler it builds.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickwheel::sync::Scheduler;
+///
+/// let sched: Scheduler<String, u64, ()> =
+///     Scheduler::builder().shards(4).resolution(Duration::from_micros(100)).build();
+/// assert_eq!(sched.shards(), 4);
+/// assert_eq!(sched.resolution(), Duration::from_micros(100));
+/// ```
+pub struct SchedulerBuilder<Q, K, T> {
+    shards: Option<usize>,
+    resolution: Duration,
+    origin: Option<Instant>,
+    _types: PhantomData<Types<Q, K, T>>,
+}
+
+impl<Q, K, T> Clone for SchedulerBuilder<Q, K, T> {
+    fn clone(&self) -> Self {
+        SchedulerBuilder {
+            _types: PhantomData,
+            ..*self
+        }
+    }
+}
+
+impl<Q, K, T> fmt::Debug for SchedulerBuilder<Q, K, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchedulerBuilder")
+            .field("shards", &self.shards)
+            .field("resolution", &self.resolution)
+            .field("origin", &self.origin)
+            .finish()
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
+    /// The defaults: one shard per available core, 1 ms, origin when built.
+    pub(crate) fn new() -> Self {
+        SchedulerBuilder {
+            shards: None,
+            resolution: Duration::from_millis(1),
+            origin: None,
+            _types: PhantomData,
+        }
+    }
+
+    /// Number of shards: ids are spread over them by hash, each behind its own lock.
+    /// Default: the available parallelism (1 if unknown). Must be 1 to [`MAX_SHARDS`].
+    pub fn shards(mut self, n: usize) -> Self {
+        self.shards = Some(n);
+        self
+    }
+
+    /// Length of one tick. Deadlines round up to it and `now` rounds down, so a timer fires
+    /// between 0 and about one resolution after its deadline. Default: 1 ms. Must not be zero.
+    pub fn resolution(mut self, d: Duration) -> Self {
+        self.resolution = d;
+        self
+    }
+
+    /// The instant of tick 0. Default: `Instant::now()` when built. Deadlines before it are
+    /// due at once; a `pop_due(now)` with `now` before it finds nothing due.
+    pub fn origin(mut self, origin: Instant) -> Self {
+        self.origin = Some(origin);
+        self
+    }
+
+    /// Builds the scheduler.
+    ///
+    /// # Panics
+    ///
+    /// If the shard count is 0 or above [`MAX_SHARDS`], or the resolution is zero;
+    /// [`try_build`](Self::try_build) returns a [`BuildError`] instead.
+    #[track_caller]
+    pub fn build(self) -> Scheduler<Q, K, T> {
+        match self.try_build() {
+            Ok(sched) => sched,
+            Err(e) => panic!("tickwheel: {e}"),
+        }
+    }
+
+    /// [`build`](Self::build) that reports an invalid setting instead of panicking.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickwheel::sync::{BuildError, Scheduler};
+    ///
+    /// let r = Scheduler::<u8, u8, ()>::builder().resolution(Duration::ZERO).try_build();
+    /// assert_eq!(r.err(), Some(BuildError::ZeroResolution));
+    /// ```
+    pub fn try_build(self) -> Result<Scheduler<Q, K, T>, BuildError> {
+        let shards = self.shards.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(MAX_SHARDS)
+        });
+        if shards == 0 || shards > MAX_SHARDS {
+            return Err(BuildError::Shards(shards));
+        }
+        if self.resolution.is_zero() {
+            return Err(BuildError::ZeroResolution);
+        }
+        let origin = self.origin.unwrap_or_else(Instant::now);
+        Ok(Scheduler::with_settings(shards, origin, self.resolution))
+    }
+}

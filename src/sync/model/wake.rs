@@ -1,0 +1,171 @@
+//! The wake-protocol harness: each atomic access of `signal.rs`'s protocol is a step; a
+//! poller that sleeps unwoken must not sleep past a pending deadline. Two broken pollers
+//! must be caught.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Wake, Waker};
+use std::time::Instant;
+
+use super::{MS, Sched, check_all, id_on, interleavings, steps_of};
+use crate::sync::Scheduler;
+
+#[derive(Debug, Clone, Copy)]
+enum WStep {
+    Arm,
+    Read(usize),
+    Lower,
+    Decide,
+    Insert { id: u64, tick: u64 },
+    Announce { tick: u64 },
+}
+
+/// How the poller under test arms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Poller {
+    /// The thread dispatcher: arm, epoch checked before sleeping.
+    Thread,
+    /// An async task: `arm_waker`, woken through its waker.
+    Waker,
+    /// Broken: never arms (reads the epoch, leaves the watermark alone).
+    NoArm,
+}
+
+#[derive(Default)]
+struct CountWaker(AtomicUsize);
+
+impl Wake for CountWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn wake_run(poller: Poller, first: u64, steps: &[WStep]) -> Result<(), String> {
+    let origin = Instant::now();
+    let sched: Sched = Scheduler::builder().shards(2).origin(origin).build();
+    let at = |tick: u64| origin + MS * tick as u32;
+    let mut ticks = vec![10];
+    sched
+        .schedule(0, first, at(10), 0)
+        .map_err(|e| e.to_string())?;
+    let counter = Arc::new(CountWaker::default());
+    let waker = Waker::from(Arc::clone(&counter));
+    let signal = Arc::clone(sched.signal());
+    let mut epoch = (poller == Poller::NoArm).then(|| signal.epoch());
+    let (mut reads, mut target, mut sleeping) = (Vec::new(), None, None);
+    for &step in steps {
+        match step {
+            WStep::Arm if poller == Poller::Waker => epoch = Some(signal.arm_waker(&waker)),
+            WStep::Arm if poller == Poller::Thread => epoch = Some(signal.arm()),
+            WStep::Arm => {}
+            WStep::Read(shard) => reads.push(sched.shard_earliest(shard)),
+            WStep::Lower => {
+                target = reads.iter().flatten().copied().min();
+                if poller != Poller::NoArm {
+                    signal.lower(target);
+                }
+            }
+            WStep::Decide => {
+                let moved = epoch.is_none_or(|e| signal.moved_since(e));
+                // A thread re-checks instead of sleeping; a task returns Pending either way.
+                sleeping = (poller == Poller::Waker || !moved).then_some(target);
+            }
+            WStep::Insert { id, tick } => {
+                sched
+                    .schedule_locked(0, id, at(tick), 0)
+                    .map_err(|e| e.to_string())?;
+                ticks.push(tick);
+            }
+            WStep::Announce { tick } => signal.deadline_added(tick),
+        }
+    }
+    let Some(target) = sleeping else {
+        return Ok(());
+    };
+    let woken = match poller {
+        Poller::Waker => counter.0.load(Ordering::SeqCst) > 0,
+        Poller::Thread | Poller::NoArm => epoch.is_none_or(|e| signal.moved_since(e)),
+    };
+    let missed: Vec<u64> = ticks
+        .iter()
+        .copied()
+        .filter(|&t| target.is_none_or(|target| t < target))
+        .collect();
+    if !woken && !missed.is_empty() {
+        return Err(format!(
+            "lost wakeup: sleeping until tick {target:?}, not woken, deadlines {missed:?} pending"
+        ));
+    }
+    Ok(())
+}
+
+/// The poller and two producers with deadlines before its target (tick 10, on shard 0),
+/// one on each shard; with `later`, a third producer whose deadline is after it.
+fn wake_threads(poller_steps: Vec<WStep>, later: bool) -> Vec<Vec<WStep>> {
+    let producer = |id, tick| vec![WStep::Insert { id, tick }, WStep::Announce { tick }];
+    let mut threads = vec![
+        poller_steps,
+        producer(id_on(0, 1), 3),
+        producer(id_on(1, 1), 5),
+    ];
+    if later {
+        threads.push(producer(id_on(1, 2), 30));
+    }
+    threads
+}
+
+const POLLER: [WStep; 5] = [
+    WStep::Arm,
+    WStep::Read(0),
+    WStep::Read(1),
+    WStep::Lower,
+    WStep::Decide,
+];
+
+#[test]
+fn wake_protocol_thread_poller_loses_no_wakeup() {
+    let first = id_on(0, 5);
+    let n = check_all(&wake_threads(POLLER.to_vec(), true), |steps| {
+        wake_run(Poller::Thread, first, steps)
+    });
+    assert_eq!(n, 41_580);
+}
+
+#[test]
+fn wake_protocol_waker_poller_loses_no_wakeup() {
+    let first = id_on(0, 5);
+    let n = check_all(&wake_threads(POLLER.to_vec(), false), |steps| {
+        wake_run(Poller::Waker, first, steps)
+    });
+    assert_eq!(n, 756);
+}
+
+/// Counts the interleavings in which `poller` with `steps` loses a wakeup.
+fn count_lost(poller: Poller, steps: Vec<WStep>) -> usize {
+    let threads = wake_threads(steps, false);
+    let first = id_on(0, 5);
+    let lens: Vec<usize> = threads.iter().map(Vec::len).collect();
+    let mut lost = 0;
+    interleavings(&lens, &mut |order| {
+        let steps = steps_of(&threads, order);
+        lost += usize::from(wake_run(poller, first, &steps).is_err());
+    });
+    lost
+}
+
+#[test]
+fn wake_harness_catches_a_poller_that_never_arms() {
+    assert!(count_lost(Poller::NoArm, POLLER.to_vec()) > 0);
+}
+
+#[test]
+fn wake_harness_catches_a_poller_that_arms_after_reading() {
+    let late = vec![
+        WStep::Read(0),
+        WStep::Read(1),
+        WStep::Arm,
+        WStep::Lower,
+        WStep::Decide,
+    ];
+    assert!(count_lost(Poller::Thread, late) > 0);
+}
