@@ -18,9 +18,12 @@
 //! The script never uses a stale key: tokio-util would act on whatever entry reuses its slot.
 #![cfg(feature = "tokio")]
 
+mod tokio_support;
+
 use std::task::{Context, Poll, Waker};
 
 use tokio::time::{self, Duration, Instant};
+use tokio_support::Rng;
 
 /// The surface a program uses; implemented below by the same code for both queues.
 trait Queue {
@@ -94,18 +97,6 @@ impl_queue!(
     tickwheel::tokio::DelayQueue<u32>,
     tickwheel::tokio::delay_queue::Key
 );
-
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
-    }
-}
 
 /// A pending entry as the script sees it.
 struct Entry<K> {

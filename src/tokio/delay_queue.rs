@@ -2,17 +2,17 @@
 //! API of `tokio_util::time::DelayQueue` on the core wheel. See the [module](super) docs for
 //! what differs from tokio-util and why.
 
-use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
 
-use tokio::time::{Duration, Instant, Sleep, sleep_until};
+use tokio::time::{Duration, Instant, Sleep};
 
 pub use super::key::{Expired, Key};
 use super::peek::PeekIndex;
 use super::ticks;
 use super::waiter::Waiter;
-use crate::{Wheel, wheel};
+use crate::Wheel;
+
+mod poll;
 
 /// A queue of delayed values: each comes out of the queue once its deadline has passed.
 /// A drop-in for `tokio_util::time::DelayQueue`.
@@ -604,112 +604,4 @@ fn absent(op: &str, key: &Key) -> ! {
         "DelayQueue::{op}: {key:?} is not in the queue (its entry expired, was removed or \
          cleared, or the key is from another queue)"
     )
-}
-
-impl<T> DelayQueue<T> {
-    /// Takes out the next expired entry, registering the current task to be woken when one
-    /// may be due; `Ready(None)` when the queue is empty.
-    ///
-    /// - `Ready(Some(entry))`: an entry whose deadline has passed, in deadline order, equal
-    ///   deadlines in insertion order.
-    /// - `Pending`: entries wait, none is due. The task is woken when the earliest one is, or
-    ///   sooner if an insert or reset brings a deadline earlier, or when `remove`,
-    ///   `try_remove` or `clear` empties the queue. It may also be woken spuriously, e.g.
-    ///   at the old deadline after the earliest entry was removed.
-    /// - `Ready(None)`: the queue is empty. This does not end the queue: after a later insert,
-    ///   polling yields again, and the task that saw `Ready(None)` is woken by that insert.
-    ///
-    /// Only the task that polled last is woken. Cancellation safe: an entry is taken out only
-    /// when it is returned. Cost: O(1) amortised per entry returned, O(levels) when nothing
-    /// is due.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::future::poll_fn;
-    /// use std::time::Duration;
-    ///
-    /// use tickwheel::tokio::DelayQueue;
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut queue = DelayQueue::new();
-    /// queue.insert("foo", Duration::from_millis(10));
-    /// let expired = poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
-    /// assert_eq!(expired.into_inner(), "foo");
-    /// assert!(poll_fn(|cx| queue.poll_expired(cx)).await.is_none());
-    /// # }
-    /// ```
-    pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
-        let now = ticks::now_tick(self.origin, Instant::now());
-        if let Some(expired) = self.take_due(now) {
-            self.waiter.forget();
-            return Poll::Ready(Some(expired));
-        }
-        let Some(next) = self.wheel.next_expiration() else {
-            self.waiter.register(cx.waker(), None);
-            return Poll::Ready(None);
-        };
-        // `take_due` found nothing due at `now`, so the wheel has advanced to `now` and its
-        // next expiration lies ahead (core contract: never skipped).
-        debug_assert!(next > now, "next expiration {next} is ahead of now {now}");
-        self.waiter.register(cx.waker(), Some(next));
-        if self.poll_sleep(next, cx).is_ready() {
-            // The clock passed `next` after `now` was read. Poll again via the scheduler
-            // rather than looping here: `now` will then be at least `next`.
-            cx.waker().wake_by_ref();
-        }
-        Poll::Pending
-    }
-
-    /// The next entry due at tick `now`, if any: the cached `peek` answer when there is one
-    /// (so that `peek` and `poll_expired` agree), else the wheel's next due timer.
-    fn take_due(&mut self, now: u64) -> Option<Expired<T>> {
-        let expired = match self.peek.take_due(&self.wheel, now) {
-            Some(key) => {
-                let deadline = self.wheel.deadline(key)?;
-                let value = self.wheel.cancel(key)?;
-                wheel::Expired {
-                    key,
-                    deadline,
-                    value,
-                }
-            }
-            None => self.wheel.poll(now)?,
-        };
-        self.peek.removed(&self.wheel);
-        Some(self.expired(expired))
-    }
-
-    fn expired(&self, e: wheel::Expired<T>) -> Expired<T> {
-        let deadline = ticks::saturating_instant(self.origin, e.deadline);
-        Expired {
-            data: e.value,
-            deadline,
-            key: Key(e.key),
-        }
-    }
-
-    /// Arms the one sleep for tick `next` (resetting it, never re-allocating) and polls it.
-    /// A tick past the end of `Instant`'s range is never reached: nothing to sleep for.
-    fn poll_sleep(&mut self, next: u64, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(at) = ticks::tick_instant(self.origin, next) else {
-            return Poll::Pending;
-        };
-        let sleep = self.sleep.get_or_insert_with(|| Box::pin(sleep_until(at)));
-        if sleep.deadline() != at {
-            sleep.as_mut().reset(at);
-        }
-        sleep.as_mut().poll(cx)
-    }
-}
-
-impl<T> futures_core::Stream for DelayQueue<T> {
-    type Item = Expired<T>;
-
-    /// [`DelayQueue::poll_expired`]: `None` when the queue is empty, which does not end it
-    /// for good (see there).
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
-        self.get_mut().poll_expired(cx)
-    }
 }

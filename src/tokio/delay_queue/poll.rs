@@ -1,0 +1,153 @@
+//! `poll_expired` and the `Stream`: the only place that arms the queue's sleep. The rules for
+//! waking a task that waits here are in `waiter.rs`.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::time::{Instant, sleep_until};
+
+use super::{DelayQueue, Expired, Key};
+use crate::tokio::ticks;
+use crate::wheel;
+
+impl<T> DelayQueue<T> {
+    /// Takes out the next expired entry, registering the current task to be woken when one
+    /// may be due; `Ready(None)` when the queue is empty.
+    ///
+    /// - `Ready(Some(entry))`: an entry whose deadline has passed, in deadline order, equal
+    ///   deadlines in insertion order.
+    /// - `Pending`: entries wait, none is due. The task is woken when the earliest one is, or
+    ///   sooner if an insert or reset brings a deadline earlier, or when `remove`,
+    ///   `try_remove` or `clear` empties the queue. It may also be woken spuriously, e.g.
+    ///   at the old deadline after the earliest entry was removed.
+    /// - `Ready(None)`: the queue is empty. This does not end the queue: after a later insert,
+    ///   polling yields again, and the task that saw `Ready(None)` is woken by that insert.
+    ///
+    /// Only the task that polled last is woken. Cancellation safe: an entry is taken out only
+    /// when it is returned. Cost: O(1) amortised per entry returned, O(levels) when nothing
+    /// is due.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use std::time::Duration;
+    ///
+    /// use tickwheel::tokio::DelayQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut queue = DelayQueue::new();
+    /// queue.insert("foo", Duration::from_millis(10));
+    /// let expired = poll_fn(|cx| queue.poll_expired(cx)).await.unwrap();
+    /// assert_eq!(expired.into_inner(), "foo");
+    /// assert!(poll_fn(|cx| queue.poll_expired(cx)).await.is_none());
+    /// # }
+    /// ```
+    pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        let now = ticks::now_tick(self.origin, Instant::now());
+        if let Some(expired) = self.take_due(now) {
+            self.waiter.forget();
+            return Poll::Ready(Some(expired));
+        }
+        let Some(next) = self.wheel.next_expiration() else {
+            self.waiter.register(cx.waker(), None);
+            return Poll::Ready(None);
+        };
+        // `take_due` found nothing due at `now`, so the wheel has advanced to `now` and its
+        // next expiration lies ahead (core contract: never skipped).
+        debug_assert!(next > now, "next expiration {next} is ahead of now {now}");
+        self.waiter.register(cx.waker(), Some(next));
+        if self.poll_sleep(next, cx).is_ready() {
+            // The clock passed `next` after `now` was read. Poll again via the scheduler
+            // rather than looping here: `now` will then be at least `next`.
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+
+    /// The next entry due at tick `now`, if any: the cached `peek` answer when there is one
+    /// (so that `peek` and `poll_expired` agree), else the wheel's next due timer.
+    fn take_due(&mut self, now: u64) -> Option<Expired<T>> {
+        let expired = match self.peek.take_due(&self.wheel, now) {
+            Some(key) => {
+                let deadline = self.wheel.deadline(key)?;
+                let value = self.wheel.cancel(key)?;
+                wheel::Expired {
+                    key,
+                    deadline,
+                    value,
+                }
+            }
+            None => self.wheel.poll(now)?,
+        };
+        self.peek.removed(&self.wheel);
+        Some(self.expired(expired))
+    }
+
+    fn expired(&self, e: wheel::Expired<T>) -> Expired<T> {
+        let deadline = ticks::saturating_instant(self.origin, e.deadline);
+        Expired {
+            data: e.value,
+            deadline,
+            key: Key(e.key),
+        }
+    }
+
+    /// Arms the one sleep for tick `next` (resetting it, never re-allocating) and polls it.
+    /// A tick past the end of `Instant`'s range is never reached: nothing to sleep for.
+    fn poll_sleep(&mut self, next: u64, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(at) = ticks::tick_instant(self.origin, next) else {
+            return Poll::Pending;
+        };
+        let sleep = self.sleep.get_or_insert_with(|| Box::pin(sleep_until(at)));
+        if sleep.deadline() != at {
+            sleep.as_mut().reset(at);
+        }
+        sleep.as_mut().poll(cx)
+    }
+}
+
+impl<T> futures_core::Stream for DelayQueue<T> {
+    type Item = Expired<T>;
+
+    /// [`DelayQueue::poll_expired`]: `None` when the queue is empty, which does not end it
+    /// for good (see there).
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        self.get_mut().poll_expired(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+    use tokio::time::{Duration, Sleep};
+
+    use super::*;
+
+    fn sleep_address<T>(q: &DelayQueue<T>) -> Option<*const Sleep> {
+        q.sleep.as_deref().map(|s| s as *const Sleep)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_sleep_is_reset_never_reallocated() {
+        let start = Instant::now();
+        let mut q = DelayQueue::new();
+        for i in 0..100u64 {
+            // Deadlines in every level from 0 to 3, out of order.
+            q.insert_at(i, start + Duration::from_millis(1 + (i * 7_919) % 600_000));
+        }
+        assert_eq!(sleep_address(&q), None, "no sleep before the first poll");
+        let mut first = None;
+        let mut out = 0;
+        while let Some(e) = q.next().await {
+            assert_eq!(Instant::now(), e.deadline(), "out exactly at its deadline");
+            let addr = sleep_address(&q);
+            assert!(addr.is_some(), "a sleep was armed");
+            assert_eq!(*first.get_or_insert(addr), addr, "the same sleep, reset");
+            out += 1;
+        }
+        assert_eq!(out, 100);
+    }
+}

@@ -1,0 +1,278 @@
+//! `tickwheel::tokio::DelayQueue` never leaves a waiting task asleep when its answer
+//! changes: the lost-wakeup cases tokio-util's `DelayQueue` had (reset earlier or to the past,
+//! removal of the last entry, clear), plus insert earlier and insert after `Ready(None)`.
+//! First exactly (a counting waker), then end to end (a spawned task blocked in
+//! `poll_expired` or `Stream::poll_next`, checked not to return before its deadline nor
+//! after), then a randomized consumer that must get every entry exactly on time.
+#![cfg(feature = "tokio")]
+
+mod tokio_support;
+
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+
+use tickwheel::tokio::{DelayQueue, Key};
+use tokio::time::{self, Duration, Instant};
+use tokio_support::*;
+
+// ---------------------------------------------------------------------------------------
+// Lost wakeups, with a counting waker: exactly when is the waiting task woken?
+// ---------------------------------------------------------------------------------------
+
+/// A queue holding one entry at 10 s, and a waker registered by a `Pending` poll.
+fn waiting_queue() -> (DelayQueue<&'static str>, Key, Arc<Count>, Waker) {
+    let mut q = DelayQueue::new();
+    let far = q.insert("far", secs(10));
+    let (count, waker) = counting_waker();
+    assert!(poll_with(&mut q, &waker).is_pending());
+    (q, far, count, waker)
+}
+
+#[tokio::test(start_paused = true)]
+async fn wake_on_insert_earlier_only() {
+    let (mut q, _, count, waker) = waiting_queue();
+    q.insert("later", secs(20));
+    q.insert("same", secs(10));
+    assert_eq!(wakes(&count), 0, "the armed sleep covers these");
+    q.insert("near", secs(1));
+    assert_eq!(wakes(&count), 1, "an earlier deadline wakes the task");
+    assert!(poll_with(&mut q, &waker).is_pending());
+    time::advance(secs(1)).await;
+    assert_eq!(wakes(&count), 2, "the re-armed sleep fires at 1 s");
+    assert_eq!(drain_now(&mut q), ["near"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn wake_on_reset_earlier_and_to_the_past() {
+    let (mut q, far, count, waker) = waiting_queue();
+    q.reset(&far, secs(30));
+    assert_eq!(wakes(&count), 0, "later: the sleep wakes early, harmlessly");
+    q.reset(&far, secs(2));
+    assert_eq!(wakes(&count), 1, "earlier than the armed sleep");
+    assert!(poll_with(&mut q, &waker).is_pending());
+    q.reset_at(&far, Instant::now() - ms(1));
+    assert_eq!(wakes(&count), 2, "to the past");
+    assert_eq!(drain_now(&mut q), ["far"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn wake_on_remove_of_the_last_entry_only() {
+    let (mut q, far, count, waker) = waiting_queue();
+    let other = q.insert("other", secs(20));
+    q.remove(&other);
+    assert_eq!(wakes(&count), 0, "the answer is still Pending");
+    q.remove(&far);
+    assert_eq!(wakes(&count), 1, "the answer is now Ready(None)");
+    assert!(matches!(poll_with(&mut q, &waker), Poll::Ready(None)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn wake_on_try_remove_of_the_last_entry() {
+    let (mut q, far, count, _) = waiting_queue();
+    assert!(q.try_remove(&far).is_some());
+    assert_eq!(wakes(&count), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn wake_on_clear_of_a_non_empty_queue() {
+    let (mut q, _, count, waker) = waiting_queue();
+    q.clear();
+    assert_eq!(wakes(&count), 1);
+    assert!(matches!(poll_with(&mut q, &waker), Poll::Ready(None)));
+    q.clear();
+    assert_eq!(
+        wakes(&count),
+        1,
+        "clearing an empty queue changes no answer"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn wake_on_insert_after_ready_none() {
+    let mut q = DelayQueue::new();
+    let (count, waker) = counting_waker();
+    assert!(matches!(poll_with(&mut q, &waker), Poll::Ready(None)));
+    q.insert("x", secs(100));
+    assert_eq!(
+        wakes(&count),
+        1,
+        "as tokio-util does: the task that saw the end is woken"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn blocked_task_is_woken_by_insert_earlier() {
+    let (q, _) = shared(&[("far", secs(10))]);
+    let task = spawn_next(&q);
+    settle().await;
+    q.lock().unwrap().insert("near", secs(1));
+    let (item, waited) = finishes_at(task, ms(999), secs(1)).await;
+    assert_eq!((item, waited), (Some("near"), secs(1)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn blocked_task_is_woken_by_reset_earlier() {
+    let (q, keys) = shared(&[("a", secs(10)), ("b", secs(20))]);
+    let task = spawn_next(&q);
+    settle().await;
+    q.lock().unwrap().reset(&keys[1], secs(2));
+    let (item, waited) = finishes_at(task, ms(1_999), secs(2)).await;
+    assert_eq!((item, waited), (Some("b"), secs(2)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn blocked_task_is_woken_by_reset_to_the_past() {
+    let (q, keys) = shared(&[("a", secs(10))]);
+    let task = spawn_next(&q);
+    advance(secs(1)).await;
+    assert!(!task.is_finished());
+    q.lock()
+        .unwrap()
+        .reset_at(&keys[0], Instant::now() - ms(100));
+    settle().await;
+    assert!(
+        task.is_finished(),
+        "a past deadline must come out without waiting"
+    );
+    assert_eq!(task.await.unwrap(), (Some("a"), secs(1)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn blocked_task_is_woken_by_remove_of_the_last_entry() {
+    let (q, keys) = shared(&[("a", secs(10))]);
+    let task = spawn_next(&q);
+    settle().await;
+    assert!(!task.is_finished());
+    q.lock().unwrap().remove(&keys[0]);
+    settle().await;
+    assert!(
+        task.is_finished(),
+        "the queue is empty: next() must return None now"
+    );
+    assert_eq!(task.await.unwrap(), (None, Duration::ZERO));
+}
+
+#[tokio::test(start_paused = true)]
+async fn blocked_task_is_woken_by_clear() {
+    let (q, _) = shared(&[("a", secs(10)), ("b", secs(3))]);
+    let task = spawn_next(&q);
+    advance(secs(1)).await;
+    q.lock().unwrap().clear();
+    settle().await;
+    assert!(
+        task.is_finished(),
+        "the queue is empty: next() must return None now"
+    );
+    assert_eq!(task.await.unwrap(), (None, secs(1)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn blocked_task_is_woken_by_insert_into_an_empty_queue() {
+    let (q, _) = shared::<&str>(&[]);
+    let task = spawn_next_entry(&q);
+    settle().await;
+    assert!(!task.is_finished());
+    q.lock().unwrap().insert("x", secs(1));
+    let (item, waited) = finishes_at(task, ms(999), secs(1)).await;
+    assert_eq!((item, waited), ("x", secs(1)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn blocked_task_does_not_return_early_after_the_earliest_is_removed_or_reset_later() {
+    let (q, keys) = shared(&[("a", secs(1)), ("b", secs(5)), ("c", secs(9))]);
+    let task = spawn_next(&q);
+    settle().await;
+    q.lock().unwrap().remove(&keys[0]);
+    q.lock().unwrap().reset(&keys[1], secs(7));
+    // The sleep armed for 1 s still fires (spuriously): the task must go back to waiting.
+    let (item, waited) = finishes_at(task, ms(6_999), secs(7)).await;
+    assert_eq!((item, waited), (Some("b"), secs(7)));
+}
+
+/// A waiting consumer and a driver that inserts, resets, removes and advances at random.
+/// Every entry must reach the consumer at the first instant the clock shows at or after its
+/// deadline: not before (never early), not later (no lost wakeup).
+#[tokio::test(start_paused = true)]
+async fn a_waiting_consumer_gets_every_entry_exactly_on_time() {
+    for seed in [1u64, 7, 2024] {
+        check_consumer_timing(seed, 250).await;
+    }
+}
+
+async fn check_consumer_timing(seed: u64, steps: usize) {
+    let mut rng = Rng(seed);
+    let start = Instant::now();
+    let q: Shared<u32> = Arc::new(Mutex::new(DelayQueue::new()));
+    let got: Arc<Mutex<Vec<(u32, Duration)>>> = Arc::default();
+    let consumer = {
+        let (q, got) = (q.clone(), got.clone());
+        tokio::spawn(async move {
+            loop {
+                let e = poll_fn(|cx| match q.lock().unwrap().poll_expired(cx) {
+                    Poll::Ready(Some(e)) => Poll::Ready(e),
+                    _ => Poll::Pending,
+                })
+                .await;
+                got.lock().unwrap().push((e.into_inner(), start.elapsed()));
+            }
+        })
+    };
+    // The model: value -> (key, deadline since start, in ms).
+    let mut pending: Vec<(u32, Key, u64)> = Vec::new();
+    let mut expected: Vec<(u32, Duration)> = Vec::new();
+    for step in 0..steps {
+        let now = start.elapsed().as_millis() as u64;
+        let delay = |rng: &mut Rng| match rng.below(10) {
+            0 => 0,
+            1 => rng.below(300_000), // level 2 and beyond
+            _ => rng.below(400),
+        };
+        match rng.below(10) {
+            0..=2 => {
+                let d = delay(&mut rng);
+                let v = step as u32;
+                let key = q.lock().unwrap().insert(v, ms(d));
+                pending.push((v, key, now + d));
+            }
+            3 if !pending.is_empty() => {
+                let i = rng.below(pending.len() as u64) as usize;
+                let d = delay(&mut rng);
+                q.lock().unwrap().reset(&pending[i].1, ms(d));
+                pending[i].2 = now + d;
+            }
+            4 if !pending.is_empty() => {
+                let i = rng.below(pending.len() as u64) as usize;
+                let back = rng.below(50);
+                let at = Instant::now() - ms(back);
+                q.lock().unwrap().reset_at(&pending[i].1, at);
+                pending[i].2 = now; // due now: it was already due
+            }
+            5 if !pending.is_empty() => {
+                let i = rng.below(pending.len() as u64) as usize;
+                let (_, key, _) = pending.swap_remove(i);
+                q.lock().unwrap().remove(&key);
+            }
+            6 if rng.below(8) == 0 => {
+                q.lock().unwrap().clear();
+                pending.clear();
+            }
+            _ => time::advance(ms(1 + rng.below(250))).await,
+        }
+        settle().await;
+        let now = start.elapsed().as_millis() as u64;
+        pending.retain(|&(v, _, deadline)| {
+            let due = deadline <= now;
+            if due {
+                expected.push((v, Duration::from_millis(now)));
+            }
+            !due
+        });
+        let mut actual = got.lock().unwrap().clone();
+        let mut want = expected.clone();
+        actual.sort();
+        want.sort();
+        assert_eq!(actual, want, "seed {seed} step {step} at {now} ms");
+    }
+    consumer.abort();
+}

@@ -1,0 +1,136 @@
+//! Helpers shared by the `DelayQueue` integration tests (all under tokio's paused clock).
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+use futures_util::Stream;
+use tickwheel::tokio::{DelayQueue, Expired, Key};
+use tokio::task::JoinHandle;
+use tokio::time::{self, Duration, Instant};
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+pub fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// A waker that counts its wakeups.
+pub struct Count(AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+pub fn counting_waker() -> (Arc<Count>, Waker) {
+    let count = Arc::new(Count(AtomicUsize::new(0)));
+    (count.clone(), Waker::from(count))
+}
+
+pub fn wakes(count: &Count) -> usize {
+    count.0.load(Ordering::SeqCst)
+}
+
+pub fn poll_with<T>(q: &mut DelayQueue<T>, waker: &Waker) -> Poll<Option<Expired<T>>> {
+    q.poll_expired(&mut Context::from_waker(waker))
+}
+
+pub fn poll_now<T>(q: &mut DelayQueue<T>) -> Poll<Option<Expired<T>>> {
+    poll_with(q, Waker::noop())
+}
+
+/// Everything due now, in the order it comes out, without waiting.
+pub fn drain_now<T>(q: &mut DelayQueue<T>) -> Vec<T> {
+    let mut out = Vec::new();
+    while let Poll::Ready(Some(e)) = poll_now(q) {
+        out.push(e.into_inner());
+    }
+    out
+}
+
+/// Lets every woken task run (the clock does not move).
+pub async fn settle() {
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+}
+
+pub async fn advance(d: Duration) {
+    time::advance(d).await;
+    settle().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Lost wakeups, end to end: a spawned task blocked in poll_expired / Stream::next
+// ---------------------------------------------------------------------------------------
+
+pub type Shared<T> = Arc<Mutex<DelayQueue<T>>>;
+
+/// Spawns a task that waits for the queue's next item through `Stream::poll_next`, and
+/// reports it with how long it waited.
+pub fn spawn_next<T: Send + 'static>(q: &Shared<T>) -> JoinHandle<(Option<T>, Duration)> {
+    let q = q.clone();
+    let start = Instant::now();
+    tokio::spawn(async move {
+        let item = poll_fn(|cx| Pin::new(&mut *q.lock().unwrap()).poll_next(cx)).await;
+        (item.map(Expired::into_inner), start.elapsed())
+    })
+}
+
+/// Spawns a task that waits for the next *expired entry*, treating `Ready(None)` as "nothing
+/// yet" (the `select!` loop pattern).
+pub fn spawn_next_entry<T: Send + 'static>(q: &Shared<T>) -> JoinHandle<(T, Duration)> {
+    let q = q.clone();
+    let start = Instant::now();
+    tokio::spawn(async move {
+        let e = poll_fn(|cx| match q.lock().unwrap().poll_expired(cx) {
+            Poll::Ready(Some(e)) => Poll::Ready(e),
+            _ => Poll::Pending,
+        })
+        .await;
+        (e.into_inner(), start.elapsed())
+    })
+}
+
+pub fn shared<T>(entries: &[(T, Duration)]) -> (Shared<T>, Vec<Key>)
+where
+    T: Clone,
+{
+    let mut q = DelayQueue::new();
+    let keys = entries
+        .iter()
+        .map(|(v, d)| q.insert(v.clone(), *d))
+        .collect();
+    (Arc::new(Mutex::new(q)), keys)
+}
+
+/// Asserts the task is still waiting at `at_least`, then returns once it finished at `at`.
+pub async fn finishes_at<R>(task: JoinHandle<R>, at_least: Duration, at: Duration) -> R {
+    assert!(at_least < at);
+    if !at_least.is_zero() {
+        advance(at_least).await;
+    }
+    assert!(!task.is_finished(), "returned before {at:?}");
+    advance(at - at_least).await;
+    assert!(task.is_finished(), "still waiting at {at:?}: a lost wakeup");
+    task.await.unwrap()
+}
+
+/// xorshift64*: deterministic, no dependency.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+    }
+}
