@@ -1,0 +1,92 @@
+//! Criterion benches: tickwheel side by side with tokio and the other timer wheels, one group
+//! per workload of issue 6 (see `benches/peers/mod.rs` for the peers and what each figure
+//! includes). `examples/compare.rs` prints the same workloads as one table.
+//!
+//! ```text
+//! cargo bench --bench wheel                                  # 1 000 and 100 000 timers
+//! TICKWHEEL_BENCH_SIZES=1000000 cargo bench --bench wheel    # other sizes
+//! cargo bench --bench wheel -- churn                         # one workload
+//! ```
+//!
+//! Each criterion iteration is one whole workload run on a fresh structure; only the
+//! workload's timed region is counted (`iter_custom`), and the throughput is in operations
+//! as the workload defines them (inserts, cancels, timers expired, ...).
+
+#[path = "peers/mod.rs"]
+mod peers;
+
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+
+use peers::{
+    BTree, Hhwt, Input, LazyHeap, NexusTimer, Peer, Tickwheel, TimerQueue, TokioDelayQueue,
+    TokioSleep, Workload,
+};
+
+/// No budget: a criterion sample must be a whole run.
+const NO_BUDGET: Duration = Duration::from_secs(3600);
+
+fn sizes() -> Vec<usize> {
+    std::env::var("TICKWHEEL_BENCH_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1_000, 100_000])
+}
+
+/// nexus-timer's poll walks every pending timer, so its per-tick workloads grow as
+/// timers × ticks; above this many timers they would run for minutes per sample.
+fn too_slow<P: Peer>(workload: Workload, n: usize) -> bool {
+    let per_tick = matches!(
+        workload,
+        Workload::ExpireTicks | Workload::Churn | Workload::IdlePoll | Workload::ResetHeavy
+    );
+    P::NAME == NexusTimer::NAME && per_tick && n > 10_000
+}
+
+fn bench_peer<P: Peer>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    workload: Workload,
+    input: &Input,
+) {
+    if too_slow::<P>(workload, input.n) {
+        return;
+    }
+    let probe = peers::run::<P>(workload, input, NO_BUDGET);
+    assert_eq!(probe.tally, probe.expected, "{} on {workload:?}", P::NAME);
+    group.throughput(Throughput::Elements(probe.ops));
+    group.bench_with_input(BenchmarkId::new(P::NAME, input.n), input, |b, input| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let outcome = peers::run::<P>(workload, input, NO_BUDGET);
+                total += Duration::from_nanos(outcome.nanos as u64);
+            }
+            total
+        });
+    });
+}
+
+fn workloads(c: &mut Criterion) {
+    for n in sizes() {
+        let input = Input::new(n);
+        for workload in Workload::ALL {
+            let mut group = c.benchmark_group(workload.short());
+            group.sample_size(10);
+            group.warm_up_time(Duration::from_millis(500));
+            group.measurement_time(Duration::from_secs(3));
+            bench_peer::<Tickwheel>(&mut group, workload, &input);
+            bench_peer::<TokioDelayQueue>(&mut group, workload, &input);
+            bench_peer::<TokioSleep>(&mut group, workload, &input);
+            bench_peer::<NexusTimer>(&mut group, workload, &input);
+            bench_peer::<TimerQueue>(&mut group, workload, &input);
+            bench_peer::<Hhwt>(&mut group, workload, &input);
+            bench_peer::<BTree>(&mut group, workload, &input);
+            bench_peer::<LazyHeap>(&mut group, workload, &input);
+            group.finish();
+        }
+    }
+}
+
+criterion_group!(benches, workloads);
+criterion_main!(benches);

@@ -1,0 +1,411 @@
+//! Side-by-side comparison of tickwheel with tokio and the other timer wheels (issue 6).
+//!
+//! ```text
+//! cargo run --release --example compare -- --quick      # 100 000 timers, under a minute
+//! cargo run --release --example compare                 # 1 000, 100 000 and 1 000 000
+//! cargo run --release --example compare -- --markdown   # tables for PERFORMANCE.md
+//! ```
+//!
+//! Every workload runs once per peer per repetition, peers interleaved (so noise on a shared
+//! machine hits them alike), and the table shows the median ns per operation and the ratio
+//! peer ÷ tickwheel (above 1: tickwheel is faster). The peers, what each figure includes and
+//! the workloads are described in `benches/peers/mod.rs`. The last line is the smallest ratio
+//! against tokio's `DelayQueue` over workloads 1–6 and every size run.
+//!
+//! Memory (workload 8) is measured with a counting global allocator: the one `unsafe` of this
+//! example, a thin wrapper around `std::alloc::System` that counts live heap bytes while
+//! counting is switched on (only during the memory workload, so timings pay one relaxed load
+//! per allocation). For tickwheel the figure is cross-checked against `Wheel::stats()`.
+
+#[path = "../benches/peers/mod.rs"]
+mod peers;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+
+use peers::{
+    BTree, Hhwt, Input, LazyHeap, NexusTimer, Outcome, Peer, Tickwheel, TimerQueue,
+    TokioDelayQueue, TokioSleep, Workload, median,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Counting allocator (workload 8)
+// ---------------------------------------------------------------------------------------------
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to `System`; the wrapper only adds or subtracts
+// the layout's size from a counter, which allocates nothing and cannot unwind.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Relaxed) {
+            LIVE_BYTES.fetch_add(layout.size() as isize, Relaxed);
+        }
+        // SAFETY: the caller's contract for `alloc` is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Relaxed) {
+            LIVE_BYTES.fetch_add(layout.size() as isize, Relaxed);
+        }
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if COUNTING.load(Relaxed) {
+            LIVE_BYTES.fetch_sub(layout.size() as isize, Relaxed);
+        }
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Relaxed) {
+            LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Relaxed);
+        }
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn live_heap() -> isize {
+    LIVE_BYTES.load(Relaxed)
+}
+
+/// Runs `f` with the counting allocator switched on.
+fn counting<R>(f: impl FnOnce() -> R) -> R {
+    COUNTING.store(true, Relaxed);
+    let out = f();
+    COUNTING.store(false, Relaxed);
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Arguments
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Parser, Debug)]
+#[command(about = "tickwheel side by side with tokio and the other timer wheels")]
+struct Args {
+    /// 100 000 timers only (finishes in under a minute).
+    #[arg(long)]
+    quick: bool,
+    /// Timer counts to run, comma-separated (default 1000,100000,1000000; --quick: 100000).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// Repetitions per cell; the table shows the median (default 5 below 1 M timers, 3 at 1 M).
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Time budget of one run in seconds; a run over it reports an estimate (`~`).
+    #[arg(long)]
+    budget: Option<f64>,
+    /// Peers to run (names as in the table, comma-separated); tickwheel always runs.
+    #[arg(long, value_delimiter = ',')]
+    peers: Vec<String>,
+    /// Workloads to run (insert, cancel, expire_once, expire_ticks, reset_heavy, churn,
+    /// idle_poll), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// Skip workload 8 (memory).
+    #[arg(long)]
+    no_memory: bool,
+    /// Print Markdown tables.
+    #[arg(long)]
+    markdown: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The peers, type-erased
+// ---------------------------------------------------------------------------------------------
+
+type RunFn = fn(Workload, &Input, Duration) -> Outcome;
+type BytesFn = fn(&Input, &dyn Fn() -> isize) -> f64;
+type ChurnHeapFn = fn(&Input, &dyn Fn() -> isize) -> (isize, isize, isize);
+
+struct Entry {
+    name: &'static str,
+    run: RunFn,
+    bytes: BytesFn,
+    churn_heap: ChurnHeapFn,
+}
+
+fn entry<P: Peer>() -> Entry {
+    Entry {
+        name: P::NAME,
+        run: peers::run::<P>,
+        bytes: peers::bytes_per_timer::<P>,
+        churn_heap: peers::churn_heap::<P>,
+    }
+}
+
+fn all_peers() -> Vec<Entry> {
+    vec![
+        entry::<Tickwheel>(),
+        entry::<TokioDelayQueue>(),
+        entry::<TokioSleep>(),
+        entry::<NexusTimer>(),
+        entry::<TimerQueue>(),
+        entry::<Hhwt>(),
+        entry::<BTree>(),
+        entry::<LazyHeap>(),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measuring
+// ---------------------------------------------------------------------------------------------
+
+/// The median of one cell, and whether any of its runs was an estimate.
+#[derive(Clone, Copy)]
+struct Cell {
+    ns: f64,
+    estimate: bool,
+    mismatch: bool,
+}
+
+fn measure(
+    peers: &[Entry],
+    workload: Workload,
+    input: &Input,
+    reps: usize,
+    budget: Duration,
+) -> Vec<Cell> {
+    let mut samples: Vec<Vec<Outcome>> = peers.iter().map(|_| Vec::new()).collect();
+    for rep in 0..reps {
+        // Rotate the order each repetition so no peer always runs first (warm caches, turbo).
+        for k in 0..peers.len() {
+            let i = (k + rep) % peers.len();
+            if rep > 0 && samples[i].iter().any(|o| o.partial) {
+                continue; // one estimate is enough for a run that blows its budget
+            }
+            samples[i].push((peers[i].run)(workload, input, budget));
+        }
+    }
+    peers
+        .iter()
+        .zip(samples)
+        .map(|(peer, outs)| {
+            let mismatch = outs.iter().any(|o| !o.partial && o.tally != o.expected);
+            if mismatch {
+                let o = outs
+                    .iter()
+                    .find(|o| o.tally != o.expected)
+                    .expect("a mismatch");
+                eprintln!(
+                    "MISMATCH: {} on {} at n={}: got {:?}, expected {:?}",
+                    peer.name,
+                    workload.label(),
+                    input.n,
+                    o.tally,
+                    o.expected
+                );
+            }
+            let mut ns: Vec<f64> = outs.iter().map(Outcome::ns_per_op).collect();
+            Cell {
+                ns: median(&mut ns),
+                estimate: outs.iter().any(|o| o.partial),
+                mismatch,
+            }
+        })
+        .collect()
+}
+
+fn fmt_ns(ns: f64) -> String {
+    if ns >= 100.0 {
+        format!("{:.0}", ns)
+    } else if ns >= 10.0 {
+        format!("{:.1}", ns)
+    } else {
+        format!("{:.2}", ns)
+    }
+}
+
+fn fmt_cell(cell: Cell, base: Cell, is_base: bool) -> String {
+    let mark = if cell.mismatch {
+        "!"
+    } else if cell.estimate {
+        "~"
+    } else {
+        ""
+    };
+    if is_base {
+        return format!("{mark}{}", fmt_ns(cell.ns));
+    }
+    format!("{mark}{} ({:.1}×)", fmt_ns(cell.ns), cell.ns / base.ns)
+}
+
+struct Table {
+    markdown: bool,
+    names: Vec<&'static str>,
+}
+
+impl Table {
+    fn header(&self, first: &str) {
+        if self.markdown {
+            println!("| {first} | {} |", self.names.join(" | "));
+            println!("|---|{}", "---:|".repeat(self.names.len()));
+        } else {
+            print!("{first:<22}");
+            for name in &self.names {
+                print!("{name:>19}");
+            }
+            println!();
+        }
+    }
+    fn row(&self, first: &str, cells: &[String]) {
+        if self.markdown {
+            println!("| {first} | {} |", cells.join(" | "));
+        } else {
+            print!("{first:<22}");
+            for c in cells {
+                print!("{c:>19}");
+            }
+            println!();
+        }
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    let sizes = if !args.sizes.is_empty() {
+        args.sizes.clone()
+    } else if args.quick {
+        vec![100_000]
+    } else {
+        vec![1_000, 100_000, 1_000_000]
+    };
+    let budget =
+        Duration::from_secs_f64(args.budget.unwrap_or(if args.quick { 2.0 } else { 10.0 }));
+    let peers: Vec<Entry> = all_peers()
+        .into_iter()
+        .filter(|p| {
+            p.name == Tickwheel::NAME
+                || args.peers.is_empty()
+                || args.peers.iter().any(|n| n == p.name)
+        })
+        .collect();
+    let workloads: Vec<Workload> = Workload::ALL
+        .into_iter()
+        .filter(|w| args.workloads.is_empty() || args.workloads.iter().any(|n| n == w.short()))
+        .collect();
+    let table = Table {
+        markdown: args.markdown,
+        names: peers.iter().map(|p| p.name).collect(),
+    };
+    let started = Instant::now();
+
+    println!(
+        "tickwheel compare: ns per operation, median of repetitions; (r×) = peer ÷ tickwheel, above 1 means tickwheel is faster"
+    );
+    println!(
+        "~ = stopped at the {:.0} s budget, estimated from the part completed; ! = fired/cancelled the wrong timers",
+        budget.as_secs_f64()
+    );
+    let delay_queue = peers.iter().position(|p| p.name == TokioDelayQueue::NAME);
+    let mut slowest_vs_delay_queue = f64::INFINITY;
+    let mut memory_rows = Vec::new();
+
+    for &n in &sizes {
+        let reps = args.reps.unwrap_or(if n >= 1_000_000 { 3 } else { 5 });
+        let input = Input::new(n);
+        println!();
+        println!("n = {n} timers, {reps} repetitions");
+        table.header("workload");
+        for &w in &workloads {
+            let cells = measure(&peers, w, &input, reps, budget);
+            let base = cells[0];
+            let texts: Vec<String> = cells
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| fmt_cell(c, base, i == 0))
+                .collect();
+            table.row(w.label(), &texts);
+            if let (Some(dq), true) = (delay_queue, w != Workload::IdlePoll) {
+                slowest_vs_delay_queue = slowest_vs_delay_queue.min(cells[dq].ns / base.ns);
+            }
+        }
+        if !args.no_memory {
+            memory_rows.push((n, memory(&peers, &input)));
+        }
+    }
+
+    if !memory_rows.is_empty() {
+        println!();
+        println!(
+            "8 memory: heap bytes per pending timer after n inserts (no capacity hint); churn heap per lane after the prefill → after the churn script"
+        );
+        table.header("memory");
+        for (n, row) in &memory_rows {
+            table.row(
+                &format!("bytes/timer, n={n}"),
+                &row.iter().map(|m| m.per_timer.clone()).collect::<Vec<_>>(),
+            );
+            table.row(
+                &format!("churn heap/lane, n={n}"),
+                &row.iter().map(|m| m.churn.clone()).collect::<Vec<_>>(),
+            );
+        }
+    }
+    println!();
+    println!("7 scheduler: not measured — sync::Scheduler has not landed yet");
+    println!("total time: {:.0} s", started.elapsed().as_secs_f64());
+    println!(
+        "slowest ratio vs tokio DelayQueue: {:.2}",
+        slowest_vs_delay_queue
+    );
+}
+
+struct MemoryCell {
+    per_timer: String,
+    churn: String,
+}
+
+fn memory(peers: &[Entry], input: &Input) -> Vec<MemoryCell> {
+    let n = input.n;
+    // The churn script is built before counting starts: it is the harness's, not a peer's.
+    let script = input.churn();
+    peers
+        .iter()
+        .map(|peer| {
+            let per_timer = counting(|| (peer.bytes)(input, &live_heap));
+            let mut text = format!("{per_timer:.1}");
+            if peer.name == Tickwheel::NAME {
+                text = format!("{per_timer:.1} (stats {:.1})", tickwheel_stats_bytes(input));
+            }
+            let churn = if peer.name == NexusTimer::NAME && n > 100_000 {
+                // Its poll walks every pending timer each tick: the churn script would take
+                // hours at this size.
+                "skipped".to_string()
+            } else {
+                let (start, end, _largest) = counting(|| (peer.churn_heap)(input, &live_heap));
+                format!(
+                    "{:.1} → {:.1}",
+                    start as f64 / n as f64,
+                    end as f64 / n as f64
+                )
+            };
+            let _ = &script;
+            MemoryCell {
+                per_timer: text,
+                churn,
+            }
+        })
+        .collect()
+}
+
+/// `Wheel::stats().bytes_held` per timer for the same inserts as the memory workload.
+fn tickwheel_stats_bytes(input: &Input) -> f64 {
+    let mut wheel = tickwheel::Wheel::new();
+    for (lane, &d) in input.deadlines.iter().enumerate() {
+        wheel.insert(d, lane as u64);
+    }
+    wheel.stats().bytes_held as f64 / input.n as f64
+}
