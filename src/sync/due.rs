@@ -178,8 +178,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Due<Q, K, T> {
     /// use std::time::Instant;
     /// use tickwheel::sync::Scheduler;
     ///
-    /// let sched = Scheduler::new();
     /// let now = Instant::now();
+    /// let sched = Scheduler::builder().origin(now).build();
     /// sched.schedule("q", 7, now, String::from("payload")).unwrap();
     /// let due = sched.pop_due(now, 1).next().unwrap();
     /// assert!(sched.schedule("q", 7, now, String::new()).is_err(), "in flight");

@@ -170,8 +170,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// use std::time::{Duration, Instant};
     /// use tickwheel::sync::{RescheduleError, Scheduler};
     ///
-    /// let sched = Scheduler::new();
     /// let t0 = Instant::now();
+    /// let sched = Scheduler::builder().origin(t0).build();
     /// sched.schedule("q", 1, t0 + Duration::from_secs(60), ()).unwrap();
     /// sched.reschedule(&1, t0).unwrap();
     /// assert_eq!(sched.pop_due(t0, 10).count(), 1); // delivered: each Due dropped
@@ -258,11 +258,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// Phase one of dispatch: takes up to `limit` timers due at `now` out of the scheduler
-    /// and marks them in flight. See [`DueBatch`] for phase two.
+    /// and marks them in flight. See [`DueBatch`] for phase two: take every item you mean to
+    /// deliver — dropping the batch puts the untaken ones back (so `pop_due(..).len()` on
+    /// its own delivers nothing).
     ///
     /// The batch is in delivery order across all shards: deadline tick, then schedule order
     /// — the first `limit` due timers in that order, whatever the sharding. Nothing is
-    /// returned before its deadline; a `now` before the clock origin finds nothing, and
+    /// returned before its deadline: a timer due at `at` is due for `now` once `now` reaches
+    /// the first tick boundary at or after `at` (so a deadline between ticks needs a `now`
+    /// up to one resolution later); a `now` before the clock origin finds nothing, and
     /// `limit == 0` returns an empty batch.
     ///
     /// Locks every shard, in ascending order, for the merge: O(shards + limit × log
@@ -273,8 +277,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// use std::time::{Duration, Instant};
     /// use tickwheel::sync::Scheduler;
     ///
-    /// let sched = Scheduler::builder().shards(4).build();
     /// let t0 = Instant::now();
+    /// let sched = Scheduler::builder().shards(4).origin(t0).build();
     /// for id in 0..10u32 {
     ///     sched.schedule((), id, t0 + Duration::from_millis(u64::from(10 - id)), id).unwrap();
     /// }
