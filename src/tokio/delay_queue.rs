@@ -31,8 +31,9 @@ mod poll;
 ///   past come out on the next poll. No deadline panics, however far, and a queue that has
 ///   existed for years behaves like a new one.
 /// - **Cost**: insert, remove and reset are O(1) amortised; a poll costs O(1) amortised per
-///   value it yields plus O(levels) when nothing is due. Memory: one entry per value plus
-///   about 18 KiB of wheel levels; one `Sleep`, allocated on the first poll and then reset.
+///   value it yields plus O(levels) when nothing is due. Memory per value: one wheel entry
+///   and at most 4 key-log slots of 8 bytes (for `peek`; plus 64 in all); about 18 KiB of
+///   wheel levels; one `Sleep`, allocated the first time a poll has to wait, then reset.
 /// - **One consumer**: only the task that polled last is woken.
 ///
 /// # Where it differs from tokio-util
@@ -40,7 +41,8 @@ mod poll;
 /// - **Stale keys are harmless.** A key whose entry expired or was removed never names
 ///   another entry, even one stored in the same slot later; `try_remove` answers `None`,
 ///   and `remove`, `reset` and `deadline` panic with a message naming the key. (tokio-util's
-///   key is a bare slab index: a stale key silently removes or resets the next entry.)
+///   key is a bare slab index: once the slot is reused, a stale key silently removes, resets
+///   or reads the entry now stored there.)
 /// - **No lost wakeups.** A task waiting in `poll_expired` is woken when an insert or reset
 ///   makes the next deadline earlier (or past), and when `remove`, `try_remove` or `clear`
 ///   empties the queue. See `waiter.rs` for the rules.
