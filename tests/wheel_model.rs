@@ -86,6 +86,8 @@ fn op(deadline: BoxedStrategy<When>, now: BoxedStrategy<When>) -> impl Strategy<
         2 => now.clone().prop_map(Op::PollAll),
         3 => (now, limit(), 0u8..3).prop_map(|(now, limit, prefill)| Op::PollInto { now, limit, prefill }),
         1 => key().prop_map(Op::GetMut),
+        1 => (0u16..300, 0u8..=3, any::<u8>())
+            .prop_map(|(times, level, window)| Op::Churn { times, level, window }),
         1 => Just(Op::ShrinkToFit),
         1 => prop_oneof![9 => Just(Op::ShrinkToFit), 1 => Just(Op::Clear)],
     ]
