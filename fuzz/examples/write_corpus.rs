@@ -1,0 +1,295 @@
+//! Writes the hand-made seed corpora to `fuzz/corpus/<target>/`, checking that every seed
+//! decodes back to the input it was built from. Run from `fuzz/`:
+//! `cargo run --example write_corpus`.
+
+use std::path::Path;
+
+use arbitrary::{Arbitrary, Unstructured};
+use tickwheel_fuzz::WheelInput;
+use tickwheel_fuzz::encode::{self, Start};
+use tickwheel_fuzz::model::{KeyPick::*, Op, Op::*, When::*};
+
+fn write(target: &str, name: &str, bytes: &[u8]) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus")
+        .join(target);
+    std::fs::create_dir_all(&dir).expect("create corpus dir");
+    std::fs::write(dir.join(name), bytes).expect("write seed");
+    println!("{target}/{name}: {} bytes", bytes.len());
+}
+
+fn wheel_seed(name: &str, start: Start, ops: Vec<Op>) {
+    let bytes = encode::wheel_input(start, &ops);
+    let decoded = WheelInput::arbitrary(&mut Unstructured::new(&bytes)).expect("decodes");
+    assert_eq!(
+        decoded.ops, ops,
+        "{name}: the seed decodes to what was meant"
+    );
+    write("wheel_ops", name, &bytes);
+}
+
+fn wheel_ops() {
+    // Every level boundary, aligned and not, ±1, and the top of the range; then a walk
+    // through them with exact and one-early polls.
+    let mut ops = Vec::new();
+    for k in 0..10 {
+        for delta in -1..=1 {
+            for aligned in [false, true] {
+                ops.push(Insert(Boundary { k, delta, aligned }));
+            }
+        }
+    }
+    ops.extend((0..4).map(|back| Insert(Top { back })));
+    for pick in 0..64 {
+        ops.push(PollAll(Same { pick, delta: -1 }));
+        ops.push(PollAll(Same { pick, delta: 0 }));
+    }
+    ops.push(PollAll(Top { back: 0 }));
+    wheel_seed("boundaries", Start::Zero, ops);
+
+    // Stale keys: cancel, reuse of the index, then every operation through the old key,
+    // through skewed and raw keys.
+    wheel_seed(
+        "stale_keys",
+        Start::Zero,
+        vec![
+            Insert(Ahead {
+                level: 0,
+                offset: 5,
+            }),
+            Cancel(Issued(0)),
+            Insert(Ahead {
+                level: 0,
+                offset: 5,
+            }),
+            Cancel(Issued(0)),
+            Reset(
+                Issued(0),
+                Ahead {
+                    level: 1,
+                    offset: 3,
+                },
+            ),
+            GetMut(Issued(0)),
+            Reset(Skewed { pick: 1, dgen: -1 }, Elapsed),
+            Cancel(Skewed { pick: 1, dgen: 1 }),
+            Cancel(Raw {
+                index: 0,
+                generation: 1,
+            }),
+            Poll(Same { pick: 1, delta: 0 }),
+            Cancel(Issued(1)),
+            Insert(Behind {
+                level: 0,
+                offset: 1,
+            }),
+            ShrinkToFit,
+            Insert(Ahead {
+                level: 0,
+                offset: 1,
+            }),
+            PollAll(Ahead {
+                level: 1,
+                offset: 0,
+            }),
+        ],
+    );
+
+    // Resets: later (stays in its slot), earlier, to the past, of a due timer not yet
+    // polled, reset after reset; equal deadlines around them; limited polls.
+    wheel_seed(
+        "resets",
+        Start::Zero,
+        vec![
+            Insert(Ahead {
+                level: 0,
+                offset: 4,
+            }),
+            Insert(Ahead {
+                level: 1,
+                offset: 0,
+            }),
+            Reset(Issued(0), Same { pick: 1, delta: 0 }),
+            Insert(Same { pick: 1, delta: 0 }),
+            Insert(Ahead {
+                level: 2,
+                offset: 7,
+            }),
+            Reset(
+                Issued(3),
+                Ahead {
+                    level: 0,
+                    offset: 2,
+                },
+            ),
+            Insert(Behind {
+                level: 0,
+                offset: 0,
+            }),
+            Reset(
+                Issued(4),
+                Ahead {
+                    level: 0,
+                    offset: 9,
+                },
+            ),
+            PollInto {
+                now: Same { pick: 1, delta: 0 },
+                limit: 1,
+                prefill: 1,
+            },
+            Reset(
+                Issued(2),
+                Ahead {
+                    level: 3,
+                    offset: 0,
+                },
+            ),
+            Reset(Issued(2), Same { pick: 3, delta: 0 }),
+            PollInto {
+                now: Ahead {
+                    level: 2,
+                    offset: 0,
+                },
+                limit: 2,
+                prefill: 0,
+            },
+            PollAll(Top { back: 0 }),
+        ],
+    );
+
+    // Long uptime: just below 2^63, huge jumps, time going backwards, the top of the range.
+    wheel_seed(
+        "long_uptime",
+        Start::Near {
+            mark: 4,
+            d: 3,
+            below: true,
+        },
+        vec![
+            Insert(Ahead {
+                level: 0,
+                offset: 2,
+            }),
+            Insert(Ahead {
+                level: 0,
+                offset: 3,
+            }),
+            Insert(Ahead {
+                level: 9,
+                offset: 12345,
+            }),
+            Insert(Ahead {
+                level: 10,
+                offset: 1,
+            }),
+            Insert(Top { back: 1 }),
+            Insert(Top { back: 0 }),
+            Poll(Behind {
+                level: 4,
+                offset: 0,
+            }),
+            PollInto {
+                now: Ahead {
+                    level: 0,
+                    offset: 5,
+                },
+                limit: 1,
+                prefill: 0,
+            },
+            Poll(Behind {
+                level: 0,
+                offset: 3,
+            }),
+            PollAll(Ahead {
+                level: 9,
+                offset: 0,
+            }),
+            Insert(Behind {
+                level: 9,
+                offset: 0,
+            }),
+            PollAll(Top { back: 1 }),
+            PollAll(Top { back: 0 }),
+            Insert(Top { back: 0 }),
+            Poll(Elapsed),
+        ],
+    );
+
+    // Crowded tick: many timers at one deadline, cancels and resets among them, drained one
+    // at a time.
+    let mut ops = vec![Insert(Ahead {
+        level: 1,
+        offset: 0,
+    })];
+    ops.extend((0..12).map(|_| Insert(Same { pick: 0, delta: 0 })));
+    ops.extend([
+        Cancel(Issued(3)),
+        Reset(Issued(5), Same { pick: 0, delta: 0 }),
+        Reset(Issued(7), Same { pick: 0, delta: -1 }),
+        Insert(Same { pick: 0, delta: 0 }),
+    ]);
+    ops.extend((0..14).map(|_| PollInto {
+        now: Same { pick: 0, delta: 0 },
+        limit: 1,
+        prefill: 0,
+    }));
+    wheel_seed(
+        "crowded_tick",
+        Start::Near {
+            mark: 2,
+            d: 70,
+            below: true,
+        },
+        ops,
+    );
+
+    // Clear and shrink with timers pending and due, then reuse.
+    wheel_seed(
+        "clear_shrink",
+        Start::Any(4095),
+        vec![
+            Insert(Ahead {
+                level: 0,
+                offset: 0,
+            }),
+            Insert(Ahead {
+                level: 3,
+                offset: 1,
+            }),
+            Insert(Behind {
+                level: 0,
+                offset: 1,
+            }),
+            PollInto {
+                now: Elapsed,
+                limit: 0,
+                prefill: 0,
+            },
+            Clear,
+            Cancel(Issued(0)),
+            Insert(Ahead {
+                level: 1,
+                offset: 1,
+            }),
+            Insert(Ahead {
+                level: 1,
+                offset: 2,
+            }),
+            Cancel(Issued(4)),
+            ShrinkToFit,
+            Insert(Ahead {
+                level: 0,
+                offset: 1,
+            }),
+            PollAll(Ahead {
+                level: 2,
+                offset: 0,
+            }),
+        ],
+    );
+}
+
+fn main() {
+    wheel_ops();
+}
