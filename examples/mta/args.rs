@@ -285,3 +285,57 @@ pub fn fmt_duration(d: Duration) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_sums() {
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(parse_duration("250ms"), Ok(ms(250)));
+        assert_eq!(parse_duration("30s"), Ok(ms(30_000)));
+        assert_eq!(parse_duration("5m"), Ok(ms(300_000)));
+        assert_eq!(parse_duration("1h30m"), Ok(ms(5_400_000)));
+        assert_eq!(parse_duration("1d"), Ok(ms(86_400_000)));
+        assert_eq!(
+            parse_duration("0s"),
+            Ok(Duration::ZERO),
+            "zero parses; Args::check refuses it"
+        );
+    }
+
+    #[test]
+    fn bad_durations_are_errors_not_panics() {
+        for bad in [
+            "",
+            "5",
+            "m",
+            "5x",
+            "-5m",
+            "1.5h",
+            "5 m",
+            "99999999999999999999d",
+            "213503982d",
+        ] {
+            assert!(parse_duration(bad).is_err(), "`{bad}` parsed");
+        }
+    }
+
+    #[test]
+    fn durations_print_the_way_they_parse() {
+        for text in ["250ms", "30s", "5m", "1h30m", "4h", "1d2h3m4s5ms"] {
+            let d = parse_duration(text).unwrap();
+            assert_eq!(fmt_duration(d), text);
+        }
+        assert_eq!(fmt_duration(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn defaults_pass_the_checks() {
+        let args = Args::try_parse_from(["mta"]).unwrap();
+        assert_eq!(args.check(), Ok(()));
+        let real = Args::try_parse_from(["mta", "--clock", "real"]).unwrap();
+        assert_eq!(real.check(), Ok(()));
+    }
+}

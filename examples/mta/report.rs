@@ -246,6 +246,12 @@ impl Summary<'_> {
             self.ops_per_sec()
         ));
         line(format!("  {:<22}{}", "lateness", self.lateness_text()));
+        line(format!(
+            "  {:<22}{:>12}   dispatches, {} before their deadline",
+            "never early",
+            g(&c.dispatched),
+            t.early
+        ));
         line(format!("  {:<22}{}", "peak memory", self.memory_text()));
         line(String::new());
         for note in &t.notes {
@@ -264,30 +270,28 @@ impl Summary<'_> {
         [h.quantile(0.5), h.quantile(0.99), h.max()]
     }
 
+    /// `p50 0.491  p99 0.989  max 0.999 ticks`: truncated, not rounded, so that a lateness
+    /// below one tick never prints as `1.000`.
     fn lateness_text(&self) -> String {
         let [p50, p99, max] = self.late();
-        let ticks = |ns: u64| ns as f64 / self.tick_ns as f64;
+        let ticks = |ns: u64| (ns as f64 / self.tick_ns as f64 * 1000.0).floor() / 1000.0;
         let mut s = format!(
-            "p50 {:.2}  p99 {:.2}  max {:.2} ticks",
+            "p50 {:.3}  p99 {:.3}  max {:.3} ticks of {}",
             ticks(p50),
             ticks(p99),
-            ticks(max)
+            ticks(max),
+            fmt_duration(self.args.resolution)
         );
         if self.args.clock == crate::args::ClockMode::Real {
             let ms = |ns: u64| ns as f64 / 1e6;
             let _ = write!(
                 s,
-                "  (p50 {:.3}  p99 {:.3}  max {:.3} ms)",
+                " (p50 {:.3}  p99 {:.3}  max {:.3} ms)",
                 ms(p50),
                 ms(p99),
                 ms(max)
             );
         }
-        let _ = write!(
-            s,
-            "  over {} dispatches",
-            Counts::get(&self.sim.counts.dispatched)
-        );
         s
     }
 

@@ -204,3 +204,74 @@ fn mix(seed: u64, id: u32, attempt: u32, stream: u32) -> u64 {
 fn unit(hash: u64) -> f64 {
     (hash >> 11) as f64 / (1u64 << 53) as f64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn workload(extra: &[&str]) -> Workload {
+        let mut argv = vec!["mta", "--messages", "1000", "--queues", "50"];
+        argv.extend_from_slice(extra);
+        Workload::new(&Args::try_parse_from(argv).unwrap(), 9)
+    }
+
+    #[test]
+    fn arrived_by_counts_the_arrivals_at_or_before() {
+        let w = workload(&[]);
+        for id in [0, 1, 499, 998, 999] {
+            let at = w.arrival(id);
+            assert!(w.arrived_by(at) > id, "message {id} arrives at {at}");
+            if at > 0 {
+                assert!(
+                    w.arrived_by(at - 1) <= id,
+                    "message {id} counted before {at}"
+                );
+            }
+        }
+        assert_eq!(w.arrived_by(u64::MAX / 2), 1000);
+    }
+
+    #[test]
+    fn backoff_doubles_to_the_cap_within_the_jitter() {
+        let w = workload(&["--retry-base", "5m", "--retry-cap", "1h", "--jitter", "0.2"]);
+        let minute = 60e9;
+        for (failures, interval) in [
+            (1, 5.0),
+            (2, 10.0),
+            (3, 20.0),
+            (4, 40.0),
+            (5, 60.0),
+            (40, 60.0),
+        ] {
+            for id in 0..200 {
+                let b = w.backoff(id, failures) as f64 / minute;
+                assert!(
+                    (interval * 0.8..interval * 1.2).contains(&b),
+                    "failure {failures} of {id}: {b} min, want {interval} ±20%"
+                );
+            }
+        }
+        assert!(
+            w.backoff(0, u32::MAX) > 0,
+            "no overflow at absurd failure counts"
+        );
+    }
+
+    #[test]
+    fn the_seed_fixes_queues_failures_and_plan() {
+        let (a, b) = (workload(&[]), workload(&[]));
+        assert_eq!(a.queue_of, b.queue_of);
+        assert_eq!(a.plan.len(), b.plan.len());
+        assert!((0..1000).all(|id| a.fails(id, 0) == b.fails(id, 0)));
+        assert!(
+            a.plan.windows(2).all(|p| p[0].at <= p[1].at),
+            "plan in time order"
+        );
+        let (largest, median) = a.queue_sizes(50);
+        assert!(
+            largest > 5 * median.max(1),
+            "Zipf skew: largest {largest}, median {median}"
+        );
+    }
+}
