@@ -66,8 +66,10 @@
 //! one shard at a time (`drain_queue`, `len` and friends visit the shards one after
 //! another). The signal lock (`signal.rs`, which wakes sleeping pollers) is a leaf: it is
 //! never held together with a shard lock. No user code runs under a lock except the `Hash`,
-//! `Eq` and `Clone` impls of `Q` and `K`, which must not call back into the scheduler; none
-//! of `T`'s code runs under a lock (values are moved, never dropped, in there).
+//! `Eq` and `Clone` impls of `Q` and `K`, which must not call back into the scheduler (and
+//! should not panic: `parking_lot` locks do not poison, so a panic there can leave that
+//! shard's bookkeeping half-updated); none of `T`'s code runs under a lock (values are
+//! moved, never dropped, in there).
 //!
 //! # Order and determinism
 //!

@@ -1,4 +1,4 @@
-//! [`Scheduler`] and [`SchedulerBuilder`]: the public face of the sharded scheduler.
+//! [`Scheduler`]: the public face of the sharded scheduler, and the state it shares.
 
 use std::cmp::Reverse;
 use std::collections::hash_map::DefaultHasher;

@@ -169,3 +169,82 @@ fn wake_harness_catches_a_poller_that_arms_after_reading() {
     ];
     assert!(count_lost(Poller::Thread, late) > 0);
 }
+
+// ------------------------------------------------------ the async layer's entry points
+
+fn counting_waker() -> (Arc<CountWaker>, Waker) {
+    let counter = Arc::new(CountWaker::default());
+    let waker = Waker::from(Arc::clone(&counter));
+    (counter, waker)
+}
+
+#[test]
+fn register_waker_wakes_once_on_the_next_added_deadline() {
+    let origin = Instant::now();
+    let sched: Sched = Scheduler::builder().shards(2).origin(origin).build();
+    let (count, waker) = counting_waker();
+    sched.register_waker(&waker);
+    sched.register_waker(&waker.clone()); // same task: replaced, not doubled
+    sched.schedule(0, 1, origin + MS * 50, 0).unwrap();
+    assert_eq!(count.0.load(Ordering::SeqCst), 1);
+    sched.schedule(0, 2, origin + MS * 10, 0).unwrap();
+    assert_eq!(
+        count.0.load(Ordering::SeqCst),
+        1,
+        "woken wakers are forgotten until re-registered"
+    );
+    assert_eq!(sched.clock_origin(), origin);
+    assert_eq!(
+        sched.deadline_tick(origin + MS * 3 / 2),
+        2,
+        "deadlines round up"
+    );
+    assert_eq!(
+        sched.now_tick(origin + MS * 3 / 2),
+        Some(1),
+        "now rounds down"
+    );
+    assert_eq!(sched.tick_instant(7), origin + MS * 7);
+}
+
+#[test]
+fn arm_waker_wakes_only_for_an_earlier_deadline() {
+    let origin = Instant::now();
+    let sched: Sched = Scheduler::builder().shards(2).origin(origin).build();
+    let (count, waker) = counting_waker();
+    assert_eq!(
+        sched.arm_waker(&waker),
+        None,
+        "nothing pending: sleep without deadline"
+    );
+    sched.schedule(0, 1, origin + MS * 40, 0).unwrap();
+    assert_eq!(
+        count.0.load(Ordering::SeqCst),
+        1,
+        "anything is earlier than no deadline"
+    );
+
+    assert_eq!(sched.arm_waker(&waker), Some(origin + MS * 40));
+    sched.schedule(0, 2, origin + MS * 40, 0).unwrap();
+    sched.schedule(0, 3, origin + MS * 90, 0).unwrap();
+    sched.reschedule(&3, origin + MS * 60).unwrap();
+    assert_eq!(
+        count.0.load(Ordering::SeqCst),
+        1,
+        "not earlier than the target: no wakeup"
+    );
+    sched.reschedule(&3, origin + MS * 20).unwrap();
+    assert_eq!(
+        count.0.load(Ordering::SeqCst),
+        2,
+        "a reschedule to earlier wakes"
+    );
+
+    // A batch dropped with untaken timers puts due timers back: that wakes a poller that
+    // sleeps past them.
+    let batch = sched.pop_due(origin + MS * 45, 10);
+    assert_eq!(batch.len(), 3);
+    assert_eq!(sched.arm_waker(&waker), None, "all three are in flight");
+    drop(batch);
+    assert_eq!(count.0.load(Ordering::SeqCst), 3);
+}
