@@ -6,6 +6,8 @@
 //! ```sh
 //! cargo run --example drain
 //! ```
+//!
+//! `tests/scheduler_example.rs` runs [`run`] at a smaller size and checks the same counts.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +20,42 @@ const PER_PRODUCER: u64 = 20_000;
 const DESTINATIONS: [&str; 3] = ["example.com", "example.org", "example.net"];
 const DRAINED: &str = "example.com";
 
+/// What happened to the messages of one run.
+#[derive(Debug)]
+pub struct Counts {
+    pub scheduled: usize,
+    pub delivered: usize,
+    pub drained: usize,
+    /// Members a drain found in flight (left to the dispatcher, delivered by it).
+    pub seen_in_flight: usize,
+    pub drains: usize,
+    /// Messages that ended neither delivered nor drained.
+    pub lost: usize,
+    /// Messages that ended twice.
+    pub doubled: usize,
+}
+
 fn main() {
+    let c = run(PER_PRODUCER);
+    println!("scheduled            {}", c.scheduled);
+    println!("delivered            {}", c.delivered);
+    println!("drained ({DRAINED}) {} in {} drains", c.drained, c.drains);
+    println!(
+        "  in flight at a drain, left to the dispatcher: {}",
+        c.seen_in_flight
+    );
+    println!("delivered + drained  {}", c.delivered + c.drained);
+    println!("lost                 {}", c.lost);
+    println!("doubled              {}", c.doubled);
+    if c.lost != 0 || c.doubled != 0 || c.delivered + c.drained != c.scheduled {
+        eprintln!("exactly-once violated");
+        std::process::exit(1);
+    }
+}
+
+/// Two producers schedule `per_producer` messages each while the drainer works; returns
+/// once every message has ended.
+pub fn run(per_producer: u64) -> Counts {
     let sched: Arc<Scheduler<&'static str, u64, String>> = Arc::new(Scheduler::new());
     let delivered = Arc::new(Mutex::new(Vec::new()));
 
@@ -37,7 +74,7 @@ fn main() {
             .map(|p| {
                 let sched = &sched;
                 scope.spawn(move || {
-                    for i in 0..PER_PRODUCER {
+                    for i in 0..per_producer {
                         let id = p * 1_000_000 + i;
                         let queue = DESTINATIONS[(i % 3) as usize];
                         let at = Instant::now() + Duration::from_millis(i % 40);
@@ -74,23 +111,20 @@ fn main() {
     dispatcher.shutdown();
 
     let delivered = delivered.lock().expect("delivery log");
-    let scheduled = 2 * PER_PRODUCER as usize;
+    let scheduled = 2 * per_producer as usize;
     let mut ended = HashSet::new();
     let doubled = delivered
         .iter()
         .chain(&drained)
         .filter(|id| !ended.insert(**id))
         .count();
-    let lost = scheduled.saturating_sub(ended.len());
-    println!("scheduled            {scheduled}");
-    println!("delivered            {}", delivered.len());
-    println!("drained ({DRAINED}) {} in {drains} drains", drained.len());
-    println!("  in flight at a drain, left to the dispatcher: {seen_in_flight}");
-    println!("delivered + drained  {}", delivered.len() + drained.len());
-    println!("lost                 {lost}");
-    println!("doubled              {doubled}");
-    if lost != 0 || doubled != 0 || delivered.len() + drained.len() != scheduled {
-        eprintln!("exactly-once violated");
-        std::process::exit(1);
+    Counts {
+        scheduled,
+        delivered: delivered.len(),
+        drained: drained.len(),
+        seen_in_flight,
+        drains,
+        lost: scheduled.saturating_sub(ended.len()),
+        doubled,
     }
 }
