@@ -89,16 +89,23 @@
 //! # How it is checked
 //!
 //! Not with loom: the scheduler uses `parking_lot` directly, and swapping it for loom's
-//! primitives would need a shim layer through every module. Instead, `model.rs` holds an
-//! **exhaustive-interleaving harness**: it enumerates every interleaving of small
-//! per-thread step sequences — schedule, reschedule, cancel, `pop_due`, taking and dropping
-//! `Due`s, dropping a half-taken batch, and each shard's step of a drain — replaying each
-//! on a real scheduler and checking every step's answer against a sequential model and the
-//! exactly-once count at the end. Its unit of interleaving is the critical section, which
-//! is sound because every piece of shared state is touched only under its shard lock (the
-//! lock-order rules above). The wake-up protocol, which uses atomics outside the locks, is
-//! enumerated at the granularity of each atomic access. Threaded stress tests
-//! (`tests/scheduler_stress.rs`) count every timer in and out under real concurrency.
+//! primitives would need a shim layer through every module. Instead, the test-only module
+//! `model` (`model/phases.rs`, `model/wake.rs`) is an **exhaustive-interleaving harness**:
+//! it enumerates every interleaving of small per-thread step sequences — schedule,
+//! reschedule, cancel, `pop_due`, taking and dropping `Due`s, dropping a half-taken batch,
+//! and each shard's step of a drain — replaying each on a real scheduler, checking every
+//! step's answer against a sequential model, and checking exactly-once at the end.
+//!
+//! Its unit of interleaving is the critical section, the real unit here: all shared state
+//! is touched only under a shard lock, and each step above is one critical section, except
+//! that a dropped batch puts its timers back one shard at a time (the harness takes it as
+//! one step; only another `pop_due` could tell the difference, and then it sees timers
+//! put back on some shards and not yet on others — never a timer lost or doubled). What the
+//! harness cannot check is that the code takes its locks as described; that is by
+//! construction, and exercised under real concurrency by `tests/scheduler_stress.rs`, which
+//! counts every timer in and out. The wake-up protocol, which uses atomics outside the
+//! locks, is enumerated at the granularity of each atomic access, and two deliberately
+//! broken pollers are shown to be caught.
 //!
 //! # For the async layer
 //!
