@@ -10,10 +10,17 @@
 //!                      ^ now                 -> tick 1 (rounded down)
 //! ```
 //!
-//! A deadline rounds *up* to the next tick boundary and `now` rounds *down*, so a poll at an
-//! instant fires only timers whose whole tick has passed: lateness is below one resolution
-//! plus however late the caller polls. Instants before the origin count as tick 0; instants
-//! too far ahead for a `u64` of ticks saturate at `u64::MAX`. No conversion panics.
+//! A deadline rounds *up* to the next tick boundary and `now` rounds *down*, so a timer fires
+//! when `deadline_tick ≤ now_tick`, that is when
+//! `at ≤ origin + deadline_tick·res ≤ origin + now_tick·res ≤ now`: never before its
+//! instant, and at most one resolution after it plus however late the caller polls.
+//!
+//! Edges, none of which panics:
+//! - a deadline before the origin is tick 0 (due on the first poll at or after the origin);
+//! - a `now` before the origin is no tick at all (`None`): even tick 0 is the origin itself,
+//!   so nothing can be due yet;
+//! - far instants saturate: deadlines at `u64::MAX`, `now` at `u64::MAX - 1`, so a saturated
+//!   deadline never fires rather than firing early.
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +34,10 @@ pub struct TickClock {
 }
 
 impl TickClock {
+    /// The largest tick a `now` converts to: one below the saturated deadline tick, so a
+    /// deadline too far to represent never fires.
+    pub const MAX_NOW_TICK: u64 = u64::MAX - 1;
+
     /// A clock with ticks of `resolution` counted from `origin`.
     ///
     /// # Panics
@@ -64,9 +75,11 @@ impl TickClock {
     }
 
     /// The last tick at or before `instant` (rounds down): the tick a `now` polls at.
-    pub fn now_tick(&self, instant: Instant) -> u64 {
-        let nanos = instant.saturating_duration_since(self.origin).as_nanos();
-        u64::try_from(nanos / u128::from(self.resolution_nanos)).unwrap_or(u64::MAX)
+    /// `None` before the origin; saturates at [`TickClock::MAX_NOW_TICK`].
+    pub fn now_tick(&self, instant: Instant) -> Option<u64> {
+        let nanos = instant.checked_duration_since(self.origin)?.as_nanos();
+        let ticks = nanos / u128::from(self.resolution_nanos);
+        Some(u64::try_from(ticks).map_or(Self::MAX_NOW_TICK, |t| t.min(Self::MAX_NOW_TICK)))
     }
 
     /// The instant at which `tick` begins, or `None` if it is too far ahead for `Instant`.
@@ -183,15 +196,18 @@ impl<T> TimerWheel<T> {
     }
 
     /// Takes out the next timer due by `now`, as [`Wheel::poll`] does at `now`'s tick
-    /// (rounded down). The returned [`Expired::deadline`] is in ticks; convert it with
+    /// (rounded down); `None` for a `now` before the origin. The returned [`Expired::deadline`] is in ticks; convert it with
     /// [`TickClock::instant_of`].
     pub fn poll(&mut self, now: Instant) -> Option<Expired<T>> {
-        self.wheel.poll(self.clock.now_tick(now))
+        self.wheel.poll(self.clock.now_tick(now)?)
     }
 
     /// Up to `limit` due timers into `out`, as [`Wheel::poll_into`]; returns how many.
     pub fn poll_into(&mut self, now: Instant, limit: usize, out: &mut Vec<Expired<T>>) -> usize {
-        self.wheel.poll_into(self.clock.now_tick(now), limit, out)
+        match self.clock.now_tick(now) {
+            Some(tick) => self.wheel.poll_into(tick, limit, out),
+            None => 0,
+        }
     }
 
     /// When the next poll may return something, never later than the earliest deadline;
@@ -238,8 +254,8 @@ mod tests {
         assert_eq!(clock.deadline_tick(at(1)), 1);
         assert_eq!(clock.deadline_tick(at(10)), 1);
         assert_eq!(clock.deadline_tick(at(11)), 2);
-        assert_eq!(clock.now_tick(at(19)), 1);
-        assert_eq!(clock.now_tick(at(20)), 2);
+        assert_eq!(clock.now_tick(at(19)), Some(1));
+        assert_eq!(clock.now_tick(at(20)), Some(2));
     }
 
     #[test]
@@ -247,10 +263,26 @@ mod tests {
         let origin = Instant::now() + Duration::from_secs(100);
         let clock = TickClock::new(origin, Duration::from_nanos(1));
         assert_eq!(clock.deadline_tick(Instant::now()), 0);
-        assert_eq!(clock.now_tick(Instant::now()), 0);
+        assert_eq!(
+            clock.now_tick(Instant::now()),
+            None,
+            "before the origin nothing is due"
+        );
         let far = origin + Duration::from_secs(1 << 40); // 2^40 s = 1.1e21 ns > u64::MAX
         assert_eq!(clock.deadline_tick(far), u64::MAX);
-        assert_eq!(clock.now_tick(far), u64::MAX);
+        assert_eq!(clock.now_tick(far), Some(TickClock::MAX_NOW_TICK));
+        let mut timers = TimerWheel::with_origin(origin, Duration::from_nanos(1));
+        timers.insert_at(far + Duration::from_secs(1), "far");
+        timers.insert_at(Instant::now(), "before origin");
+        assert!(
+            timers.poll(Instant::now()).is_none(),
+            "a now before the origin fires nothing"
+        );
+        assert_eq!(timers.poll(origin).map(|e| e.value), Some("before origin"));
+        assert!(
+            timers.poll(far).is_none(),
+            "a saturated deadline never fires early"
+        );
     }
 
     #[test]
@@ -260,7 +292,7 @@ mod tests {
         for tick in [0u64, 1, 63, 64, 4096, 1 << 30] {
             let at = clock.instant_of(tick).unwrap();
             assert_eq!(clock.deadline_tick(at), tick);
-            assert_eq!(clock.now_tick(at), tick);
+            assert_eq!(clock.now_tick(at), Some(tick));
         }
     }
 
