@@ -197,7 +197,7 @@ fn real_clock_proves_exactly_once() {
     let [scheduled, ..] = parse_ok_line(&stdout);
     assert_eq!(scheduled, 5_000, "{stdout}");
     assert!(
-        stdout.contains(" ms)"),
+        stdout.contains(" ms (tick"),
         "real mode reports lateness in ms\n{stdout}"
     );
 }

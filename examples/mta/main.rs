@@ -84,7 +84,7 @@ fn progress_bar(args: &Args) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(args.duration.as_secs().max(1));
-    let style = ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {msg}")
+    let style = ProgressStyle::with_template("{elapsed:>3} [{bar:20}] {msg}")
         .expect("valid template")
         .progress_chars("=> ");
     bar.set_style(style);
@@ -96,11 +96,9 @@ fn update(bar: &ProgressBar, sim: &Sim) {
     bar.set_position(now / 1_000_000_000);
     let c = &sim.counts;
     bar.set_message(format!(
-        "MTA time {} / {}  attempts {}  drains {}  bounces {}",
+        "MTA time {}, {} attempts, {} drains",
         fmt_duration(Duration::from_secs(now / 1_000_000_000)),
-        fmt_duration(Duration::from_nanos(sim.end)),
         Counts::get(&c.attempts),
         Counts::get(&c.rebinds) + Counts::get(&c.transfers),
-        Counts::get(&c.bounced),
     ));
 }

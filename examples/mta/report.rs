@@ -276,21 +276,24 @@ impl Summary<'_> {
         let [p50, p99, max] = self.late();
         let ticks = |ns: u64| (ns as f64 / self.tick_ns as f64 * 1000.0).floor() / 1000.0;
         let mut s = format!(
-            "p50 {:.3}  p99 {:.3}  max {:.3} ticks of {}",
+            "p50 {:.3}  p99 {:.3}  max {:.3} ticks",
             ticks(p50),
             ticks(p99),
-            ticks(max),
-            fmt_duration(self.args.resolution)
+            ticks(max)
         );
+        let tick = fmt_duration(self.args.resolution);
         if self.args.clock == crate::args::ClockMode::Real {
             let ms = |ns: u64| ns as f64 / 1e6;
+            let real_tick = self.tick_ns as f64 / 1e6;
             let _ = write!(
                 s,
-                " (p50 {:.3}  p99 {:.3}  max {:.3} ms)",
+                " = {:.3} / {:.3} / {:.3} ms (tick: {tick} of MTA time, {real_tick} ms)",
                 ms(p50),
                 ms(p99),
                 ms(max)
             );
+        } else {
+            let _ = write!(s, " (tick: {tick})");
         }
         s
     }
