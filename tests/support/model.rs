@@ -148,29 +148,41 @@ pub enum Op {
 }
 
 /// Most rounds one [`Op::Churn`] runs.
-pub const MAX_CHURN: u16 = 2048;
+pub const MAX_CHURN: u16 = 512;
 
 /// A pending timer in the model.
 #[derive(Debug, Clone, Copy)]
-struct Timer {
-    deadline: u64,
-    seq: u64,
-    value: u64,
+pub struct Timer {
+    pub deadline: u64,
+    pub seq: u64,
+    pub value: u64,
     /// Reset at least once: its place among equal deadlines is not promised.
-    reset: bool,
+    pub reset: bool,
 }
 
-/// The reference model: pending timers in `(deadline, seq)` order.
-#[derive(Debug, Default)]
-struct Model {
-    queue: BTreeMap<(u64, u64), TimerKey>,
-    timers: BTreeMap<TimerKey, Timer>,
-    seq: u64,
-    elapsed: u64,
+/// The reference model: pending timers in `(deadline, seq)` order, by any key type (the core
+/// wheel's `TimerKey`, `IndexedWheel`'s ids), and the `elapsed` it predicts.
+#[derive(Debug)]
+pub struct Model<K> {
+    pub queue: BTreeMap<(u64, u64), K>,
+    pub timers: BTreeMap<K, Timer>,
+    pub seq: u64,
+    pub elapsed: u64,
 }
 
-impl Model {
-    fn insert(&mut self, key: TimerKey, deadline: u64, value: u64, reset: bool) {
+impl<K: Ord + Copy + fmt::Debug> Model<K> {
+    pub fn new(elapsed: u64) -> Self {
+        Model {
+            queue: BTreeMap::new(),
+            timers: BTreeMap::new(),
+            seq: 0,
+            elapsed,
+        }
+    }
+
+    /// Adds a timer with the next `seq`: a fresh insert, or (`reset`) the second half of a
+    /// reset modelled as remove + insert.
+    pub fn insert(&mut self, key: K, deadline: u64, value: u64, reset: bool) {
         self.seq += 1;
         let timer = Timer {
             deadline,
@@ -182,18 +194,173 @@ impl Model {
         self.timers.insert(key, timer);
     }
 
-    fn remove(&mut self, key: TimerKey) -> Option<Timer> {
+    pub fn remove(&mut self, key: K) -> Option<Timer> {
         let timer = self.timers.remove(&key)?;
         self.queue.remove(&(timer.deadline, timer.seq));
         Some(timer)
     }
 
-    fn earliest(&self) -> Option<(u64, TimerKey)> {
+    pub fn clear(&mut self) {
+        self.queue.clear();
+        self.timers.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.timers.len()
+    }
+
+    pub fn earliest(&self) -> Option<(u64, K)> {
         self.queue.first_key_value().map(|(&(d, _), &k)| (d, k))
     }
 
-    fn any_reset(&self) -> bool {
+    pub fn any_reset(&self) -> bool {
         self.timers.values().any(|t| t.reset)
+    }
+
+    /// Whether a poll may return `key` (due `deadline`, carrying `value`) next, at an
+    /// effective now of `effective`: never early, in deadline order, and among equal
+    /// deadlines as `rule` demands. Does not take it out.
+    pub fn check_fired(
+        &self,
+        key: K,
+        deadline: Option<u64>,
+        value: u64,
+        effective: u64,
+        rule: OrderRule,
+    ) -> Result<(), String> {
+        let Some(&timer) = self.timers.get(&key) else {
+            return Err(format!("fired {key:?}, which is not pending in the model"));
+        };
+        if timer.deadline > effective {
+            return Err(format!(
+                "fired early: {key:?} due {} at now {effective}",
+                timer.deadline
+            ));
+        }
+        if deadline.is_some_and(|d| d != timer.deadline) || value != timer.value {
+            return Err(format!(
+                "fired {key:?} with deadline {deadline:?} value {value}, model has {timer:?}"
+            ));
+        }
+        let (first_deadline, first_key) = self.earliest().expect("the model holds key");
+        if timer.deadline != first_deadline {
+            return Err(format!(
+                "deadline order: fired {key:?} due {} while {first_key:?} due {first_deadline} \
+                 is pending",
+                timer.deadline
+            ));
+        }
+        match rule {
+            OrderRule::FreshInsert if key != first_key => Err(format!(
+                "order among equal deadlines {first_deadline}: fired {key:?} before {first_key:?}"
+            )),
+            OrderRule::Documented if !timer.reset => {
+                let earlier = (first_deadline, 0)..(first_deadline, timer.seq);
+                match self
+                    .queue
+                    .range(earlier)
+                    .find(|(_, other)| !self.timers[other].reset)
+                {
+                    Some((_, other)) => Err(format!(
+                        "insertion order: {key:?} fired before {other:?}, inserted earlier, \
+                         same deadline {first_deadline}, neither reset"
+                    )),
+                    None => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `next` is a right answer of `next_expiration`: `None` iff empty; never later
+    /// than the earliest deadline; at or before `elapsed` iff something is due; and, when no
+    /// pending timer was ever reset, exactly the tick the earliest timer's slot is processed
+    /// (so cancelled timers do not hold it early).
+    pub fn check_next_expiration(&self, next: Option<u64>) -> Result<(), String> {
+        let elapsed = self.elapsed;
+        let (earliest, key) = match (self.earliest(), next) {
+            (None, None) => return Ok(()),
+            (None, Some(next)) => return Err(format!("next_expiration {next} on an empty wheel")),
+            (Some((d, key)), None) => {
+                return Err(format!("next_expiration None with {key:?} pending at {d}"));
+            }
+            (Some(earliest), Some(_)) => earliest,
+        };
+        let next = next.expect("matched above");
+        if next > earliest {
+            return Err(format!(
+                "next_expiration {next} later than {key:?} due {earliest}"
+            ));
+        }
+        if earliest <= elapsed {
+            if next > elapsed {
+                return Err(format!(
+                    "next_expiration {next} after elapsed with {key:?} due"
+                ));
+            }
+            return Ok(());
+        }
+        if next <= elapsed {
+            return Err(format!(
+                "next_expiration {next} not after elapsed; nothing is due"
+            ));
+        }
+        let expected = cascade_tick(elapsed, earliest);
+        if !self.any_reset() && next != expected {
+            return Err(format!(
+                "next_expiration {next}, expected {expected}: the tick {key:?} due {earliest} \
+                 is processed (only cancelled timers are earlier)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a poll may answer "nothing (more) due" at an effective now of `effective`.
+    pub fn check_nothing_due(&self, effective: u64, what: &str) -> Result<(), String> {
+        match self.earliest() {
+            Some((deadline, key)) if deadline <= effective => Err(format!(
+                "skipped: {what} at effective now {effective} left {key:?} due {deadline} pending"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The tick a [`When`] names, given `elapsed` and, for [`When::Same`], the last known
+/// deadline of the picked timer (`None`: nothing to pick, use `elapsed`).
+pub fn resolve_when(when: When, elapsed: u64, same: impl Fn(u16) -> Option<u64>) -> u64 {
+    let distance = |level: u8, offset: u64| {
+        let level = u32::from(level % 11);
+        let lo = pow64(level);
+        let hi = if level == 10 {
+            u64::MAX
+        } else {
+            pow64(level + 1)
+        };
+        lo + offset % (hi - lo)
+    };
+    match when {
+        When::Ahead { level, offset } => elapsed.saturating_add(distance(level, offset)),
+        When::Behind { level, offset } => elapsed.saturating_sub(distance(level, offset)),
+        When::Boundary { k, delta, aligned } => {
+            let k = u32::from(k % 10) + 1;
+            let base = if aligned {
+                let shift = 6 * k;
+                ((elapsed >> shift) + 1)
+                    .checked_shl(shift)
+                    .unwrap_or(u64::MAX)
+            } else {
+                elapsed.saturating_add(pow64(k))
+            };
+            base.saturating_add_signed(i64::from(delta.signum()))
+        }
+        When::Top { back } => u64::MAX - u64::from(back % 4),
+        When::Same { pick, delta } => match same(pick) {
+            Some(deadline) => deadline.saturating_add_signed(i64::from(delta.signum())),
+            None => elapsed,
+        },
+        When::Elapsed => elapsed,
+        When::Abs(tick) => tick,
     }
 }
 
@@ -209,7 +376,7 @@ pub fn cascade_tick(elapsed: u64, deadline: u64) -> u64 {
 /// the state) on the first difference.
 pub struct Harness {
     pub wheel: Wheel<u64>,
-    model: Model,
+    model: Model<TimerKey>,
     rule: OrderRule,
     /// Every key issued, with its last known deadline (for [`When::Same`]).
     issued: Vec<(TimerKey, u64)>,
@@ -254,10 +421,7 @@ impl Harness {
     pub fn new(start: u64, rule: OrderRule) -> Self {
         Harness {
             wheel: Wheel::starting_at(start),
-            model: Model {
-                elapsed: start,
-                ..Model::default()
-            },
+            model: Model::new(start),
             rule,
             issued: Vec::new(),
             issued_set: BTreeSet::new(),
@@ -338,8 +502,7 @@ impl Harness {
             } => self.churn(times, level, window),
             Op::Clear => {
                 self.wheel.clear();
-                self.model.queue.clear();
-                self.model.timers.clear();
+                self.model.clear();
             }
             Op::ShrinkToFit => {
                 self.wheel.shrink_to_fit();
@@ -355,40 +518,9 @@ impl Harness {
 
     /// The tick a [`When`] names now.
     pub fn resolve(&self, when: When) -> u64 {
-        let elapsed = self.model.elapsed;
-        let distance = |level: u8, offset: u64| {
-            let level = u32::from(level % 11);
-            let lo = pow64(level);
-            let hi = if level == 10 {
-                u64::MAX
-            } else {
-                pow64(level + 1)
-            };
-            lo + offset % (hi - lo)
-        };
-        match when {
-            When::Ahead { level, offset } => elapsed.saturating_add(distance(level, offset)),
-            When::Behind { level, offset } => elapsed.saturating_sub(distance(level, offset)),
-            When::Boundary { k, delta, aligned } => {
-                let k = u32::from(k % 10) + 1;
-                let base = if aligned {
-                    let shift = 6 * k;
-                    ((elapsed >> shift) + 1)
-                        .checked_shl(shift)
-                        .unwrap_or(u64::MAX)
-                } else {
-                    elapsed.saturating_add(pow64(k))
-                };
-                base.saturating_add_signed(i64::from(delta.signum()))
-            }
-            When::Top { back } => u64::MAX - u64::from(back % 4),
-            When::Same { pick, delta } => match self.pick_issued(pick) {
-                Some((_, deadline)) => deadline.saturating_add_signed(i64::from(delta.signum())),
-                None => elapsed,
-            },
-            When::Elapsed => elapsed,
-            When::Abs(tick) => tick,
-        }
+        resolve_when(when, self.model.elapsed, |pick| {
+            self.pick_issued(pick).map(|(_, d)| d)
+        })
     }
 
     fn pick_issued(&self, pick: u16) -> Option<(TimerKey, u64)> {
@@ -548,62 +680,18 @@ impl Harness {
 
     /// Checks one timer the wheel returned against the model and takes it out of the model.
     fn fired(&mut self, e: &Expired<u64>, effective: u64) {
-        ensure!(
-            self,
-            e.deadline <= effective,
-            "fired early: {:?} due {} at now {effective}",
-            e.key,
-            e.deadline
-        );
-        let Some(&timer) = self.model.timers.get(&e.key) else {
-            panic!("{self:?}: fired {e:?}, which is not pending in the model");
-        };
-        ensure!(
-            self,
-            (timer.deadline, timer.value) == (e.deadline, e.value),
-            "fired {e:?}, model has deadline {} value {}",
-            timer.deadline,
-            timer.value
-        );
-        let (first_deadline, first_key) = self.model.earliest().expect("the model holds e");
-        ensure!(
-            self,
-            e.deadline == first_deadline,
-            "deadline order: fired {:?} due {} while {first_key:?} due {first_deadline} is pending",
-            e.key,
-            e.deadline
-        );
-        match self.rule {
-            OrderRule::FreshInsert => ensure!(
-                self,
-                e.key == first_key,
-                "order among equal deadlines {first_deadline}: fired {:?} before {first_key:?}",
-                e.key
-            ),
-            OrderRule::Documented if !timer.reset => {
-                let earlier = (first_deadline, 0)..(first_deadline, timer.seq);
-                for (_, other) in self.model.queue.range(earlier) {
-                    ensure!(
-                        self,
-                        self.model.timers[other].reset,
-                        "insertion order: {:?} fired before {other:?}, inserted earlier, \
-                         same deadline {first_deadline}, neither reset",
-                        e.key
-                    );
-                }
-            }
-            OrderRule::Documented => {}
+        let checked =
+            self.model
+                .check_fired(e.key, Some(e.deadline), e.value, effective, self.rule);
+        if let Err(why) = checked {
+            panic!("{self:?}: {why}");
         }
         self.model.remove(e.key);
     }
 
     fn expect_nothing_due(&self, effective: u64, what: &str) {
-        if let Some((deadline, key)) = self.model.earliest() {
-            ensure!(
-                self,
-                deadline > effective,
-                "skipped: {what} at effective now {effective} left {key:?} due {deadline} pending"
-            );
+        if let Err(why) = self.model.check_nothing_due(effective, what) {
+            panic!("{self:?}: {why}");
         }
     }
 
@@ -740,45 +828,11 @@ impl Harness {
     }
 
     fn check_next_expiration(&self) {
-        let next = self.wheel.next_expiration();
-        let elapsed = self.model.elapsed;
-        let Some((earliest, key)) = self.model.earliest() else {
-            ensure!(
-                self,
-                next.is_none(),
-                "next_expiration {next:?} on an empty wheel"
-            );
-            return;
-        };
-        let Some(next) = next else {
-            panic!("{self:?}: next_expiration None with {key:?} pending at {earliest}");
-        };
-        ensure!(
-            self,
-            next <= earliest,
-            "next_expiration {next} later than {key:?} due {earliest}"
-        );
-        if earliest <= elapsed {
-            ensure!(
-                self,
-                next <= elapsed,
-                "next_expiration {next} after elapsed with {key:?} due"
-            );
-            return;
-        }
-        ensure!(
-            self,
-            next > elapsed,
-            "next_expiration {next} not after elapsed; nothing is due"
-        );
-        if !self.model.any_reset() {
-            let expected = cascade_tick(elapsed, earliest);
-            ensure!(
-                self,
-                next == expected,
-                "next_expiration {next}, expected {expected}: the tick {key:?} due {earliest} \
-                 is processed (only cancelled timers are earlier)"
-            );
+        if let Err(why) = self
+            .model
+            .check_next_expiration(self.wheel.next_expiration())
+        {
+            panic!("{self:?}: {why}");
         }
     }
 

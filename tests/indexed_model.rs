@@ -1,0 +1,70 @@
+//! `IndexedWheel` against the shared reference model (`support/indexed_model.rs`): random
+//! op sequences over a small id space, so inserts replace pending ids and reuse ids that
+//! just fired, with the same level-uniform deadlines, boundaries, long-uptime starts and
+//! jumps in time as the core wheel's model test. The fuzz target `indexed_ops` runs the
+//! same harness. `PROPTEST_CASES` raises the case count.
+
+#[path = "support/indexed_model.rs"]
+mod indexed_model;
+#[path = "support/model.rs"]
+mod model;
+#[path = "support/strategies.rs"]
+mod strategies;
+
+use indexed_model::{IndexedHarness, IxOp};
+use model::When;
+use proptest::prelude::*;
+use strategies::{cases, deadline, limit, now, rule, small_deadline, small_now, start};
+
+/// Ids: mostly a handful, so they collide; sometimes any byte.
+fn id() -> impl Strategy<Value = u8> {
+    prop_oneof![4 => 0u8..6, 1 => any::<u8>()]
+}
+
+/// `When::Same` picks by id here: keep its picks among the ids in use.
+fn same_id(when: When) -> When {
+    match when {
+        When::Same { pick, delta } => When::Same {
+            pick: pick % 6,
+            delta,
+        },
+        other => other,
+    }
+}
+
+fn op(deadline: BoxedStrategy<When>, now: BoxedStrategy<When>) -> impl Strategy<Value = IxOp> {
+    let deadline = deadline.prop_map(same_id).boxed();
+    let now = now.prop_map(same_id).boxed();
+    prop_oneof![
+        10 => (id(), deadline.clone()).prop_map(|(id, when)| IxOp::Insert { id, when }),
+        4 => id().prop_map(IxOp::Cancel),
+        4 => (id(), deadline).prop_map(|(id, when)| IxOp::Reset(id, when)),
+        3 => now.clone().prop_map(IxOp::Poll),
+        2 => now.clone().prop_map(IxOp::PollAll),
+        3 => (now, limit(), 0u8..3)
+            .prop_map(|(now, limit, prefill)| IxOp::PollInto { now, limit, prefill }),
+        1 => id().prop_map(IxOp::GetMut),
+        1 => prop_oneof![4 => Just(IxOp::ShrinkToFit), 1 => Just(IxOp::Clear)],
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn indexed_wheel_matches_model(
+        start in start(),
+        ops in prop::collection::vec(op(deadline(), now()), 1..160),
+    ) {
+        IndexedHarness::run(start, &ops, rule());
+    }
+
+    /// Few ticks, few ids: replacements and resets among equal deadlines.
+    #[test]
+    fn indexed_wheel_matches_model_on_crowded_ticks(
+        start in start(),
+        ops in prop::collection::vec(op(small_deadline(), small_now()), 1..200),
+    ) {
+        IndexedHarness::run(start, &ops, rule());
+    }
+}

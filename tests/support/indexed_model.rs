@@ -1,0 +1,347 @@
+//! [`tickwheel::IndexedWheel`] against the reference model of `model.rs`, keyed by id.
+//!
+//! Ids are `u8`s drawn from a small range, so inserts keep colliding with pending ids
+//! (a replacement: the old value comes back and the new timer counts as freshly inserted,
+//! so it orders by insertion among equal deadlines) and with ids that just fired or were
+//! cancelled. Same checks as for the core wheel, after every step: what fires and in what
+//! order (under the documented rule), `len`, `elapsed`, `contains`/`deadline`/`get` of every
+//! id ever used, `next_expiration`, and `stats()` within the memory bound.
+//!
+//! Included with `#[path]` next to `model.rs` (as `super::model`) by `tests/indexed_model.rs`
+//! and by the fuzz crate.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use tickwheel::IndexedWheel;
+
+use super::model::{Model, OrderRule, When, resolve_when, stale_bound};
+
+/// One step of an `IndexedWheel` sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IxOp {
+    /// `insert(id, deadline, value)`: a new timer, or a replacement.
+    Insert {
+        id: u8,
+        when: When,
+    },
+    Cancel(u8),
+    Reset(u8, When),
+    Poll(When),
+    PollAll(When),
+    PollInto {
+        now: When,
+        limit: u32,
+        prefill: u8,
+    },
+    GetMut(u8),
+    Clear,
+    ShrinkToFit,
+}
+
+/// Runs one `IndexedWheel` op sequence against the model; panics on the first difference.
+pub struct IndexedHarness {
+    pub wheel: IndexedWheel<u8, u64>,
+    model: Model<u8>,
+    rule: OrderRule,
+    /// Last known deadline of each id, for [`When::Same`] (picked by id).
+    last_deadline: [Option<u64>; 256],
+    used: BTreeSet<u8>,
+    horizon: u64,
+    next_value: u64,
+    step: usize,
+    op: Option<IxOp>,
+    /// Check `stats()` (it walks every slot) on every n-th step only; default 1.
+    pub stats_stride: usize,
+}
+
+impl fmt::Debug for IndexedHarness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "step {} op {:?}: model elapsed {} len {} earliest {:?}; wheel elapsed {} len {}",
+            self.step,
+            self.op,
+            self.model.elapsed,
+            self.model.len(),
+            self.model.earliest(),
+            self.wheel.elapsed(),
+            self.wheel.len()
+        )
+    }
+}
+
+macro_rules! ensure {
+    ($h:expr, $cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            panic!("{:?}: {}", $h, format!($($fmt)+));
+        }
+    };
+}
+
+impl IndexedHarness {
+    pub fn new(start: u64, rule: OrderRule) -> Self {
+        IndexedHarness {
+            wheel: IndexedWheel::starting_at(start),
+            model: Model::new(start),
+            rule,
+            last_deadline: [None; 256],
+            used: BTreeSet::new(),
+            horizon: start,
+            next_value: 0,
+            step: 0,
+            op: None,
+            stats_stride: 1,
+        }
+    }
+
+    /// Runs `ops` from `start`, checking after every step, then drains at `u64::MAX`.
+    pub fn run(start: u64, ops: &[IxOp], rule: OrderRule) {
+        Self::run_with(Self::new(start, rule), ops);
+    }
+
+    pub fn run_with(mut h: Self, ops: &[IxOp]) {
+        h.check();
+        for &op in ops {
+            h.apply(op);
+            h.check();
+        }
+        h.finish();
+    }
+
+    fn resolve(&self, when: When) -> u64 {
+        resolve_when(when, self.model.elapsed, |pick| {
+            self.last_deadline[usize::from(pick as u8)]
+        })
+    }
+
+    pub fn apply(&mut self, op: IxOp) {
+        self.step += 1;
+        self.op = Some(op);
+        match op {
+            IxOp::Insert { id, when } => {
+                let deadline = self.resolve(when);
+                self.insert(id, deadline);
+            }
+            IxOp::Cancel(id) => {
+                let expected = self.model.remove(id).map(|t| t.value);
+                let got = self.wheel.cancel(&id);
+                ensure!(
+                    self,
+                    got == expected,
+                    "cancel({id}) = {got:?}, model says {expected:?}"
+                );
+            }
+            IxOp::Reset(id, when) => {
+                let deadline = self.resolve(when);
+                let got = self.wheel.reset(&id, deadline);
+                match self.model.remove(id) {
+                    Some(old) => {
+                        ensure!(self, got, "reset({id}, {deadline}) = false on a pending id");
+                        self.model.insert(id, deadline, old.value, true);
+                        self.last_deadline[usize::from(id)] = Some(deadline);
+                    }
+                    None => ensure!(self, !got, "reset({id}, {deadline}) = true on an absent id"),
+                }
+            }
+            IxOp::Poll(when) => {
+                let now = self.resolve(when);
+                self.poll(now);
+            }
+            IxOp::PollAll(when) => {
+                let now = self.resolve(when);
+                let most = self.model.len() + 1;
+                for _ in 0..most {
+                    if !self.poll(now) {
+                        return;
+                    }
+                }
+                panic!("{self:?}: poll({now}) returned more timers than are pending");
+            }
+            IxOp::PollInto {
+                now,
+                limit,
+                prefill,
+            } => {
+                let now = self.resolve(now);
+                let limit = if limit == u32::MAX {
+                    usize::MAX
+                } else {
+                    limit as usize
+                };
+                self.poll_into(now, limit, usize::from(prefill));
+            }
+            IxOp::GetMut(id) => {
+                self.next_value += 1;
+                let value = self.next_value;
+                let got = self.wheel.get_mut(&id).map(|v| std::mem::replace(v, value));
+                let expected = self.model.timers.get(&id).map(|t| t.value);
+                ensure!(
+                    self,
+                    got == expected,
+                    "get_mut({id}) = {got:?}, model has {expected:?}"
+                );
+                if let Some(t) = self.model.timers.get_mut(&id) {
+                    t.value = value;
+                }
+            }
+            IxOp::Clear => {
+                self.wheel.clear();
+                self.model.clear();
+            }
+            IxOp::ShrinkToFit => {
+                self.wheel.shrink_to_fit();
+                let stats = self.wheel.stats();
+                ensure!(
+                    self,
+                    stats.stale == 0,
+                    "stale references after shrink_to_fit: {stats:?}"
+                );
+            }
+        }
+    }
+
+    fn insert(&mut self, id: u8, deadline: u64) {
+        self.next_value += 1;
+        let value = self.next_value;
+        let got = self.wheel.insert(id, deadline, value);
+        let expected = self.model.remove(id).map(|t| t.value);
+        ensure!(
+            self,
+            got == expected,
+            "insert({id}) replaced {got:?}, model says {expected:?}"
+        );
+        self.model.insert(id, deadline, value, false);
+        self.last_deadline[usize::from(id)] = Some(deadline);
+        self.used.insert(id);
+    }
+
+    /// Checks one `(id, value)` a poll returned and takes it out of the model; returns its
+    /// deadline.
+    fn fired(&mut self, id: u8, value: u64, effective: u64) -> u64 {
+        if let Err(why) = self
+            .model
+            .check_fired(id, None, value, effective, self.rule)
+        {
+            panic!("{self:?}: {why}");
+        }
+        self.model.remove(id).expect("checked").deadline
+    }
+
+    fn poll(&mut self, now: u64) -> bool {
+        let effective = self.model.elapsed.max(now);
+        self.horizon = self.horizon.max(now);
+        match self.wheel.poll(now) {
+            Some((id, value)) => {
+                let deadline = self.fired(id, value, effective);
+                self.model.elapsed = self.model.elapsed.max(deadline);
+                true
+            }
+            None => {
+                if let Err(why) = self
+                    .model
+                    .check_nothing_due(effective, "poll returned None")
+                {
+                    panic!("{self:?}: {why}");
+                }
+                self.model.elapsed = effective;
+                false
+            }
+        }
+    }
+
+    fn poll_into(&mut self, now: u64, limit: usize, prefill: usize) {
+        let effective = self.model.elapsed.max(now);
+        self.horizon = self.horizon.max(now);
+        let junk = (u8::MAX, u64::MAX);
+        let mut out = vec![junk; prefill];
+        let taken = self.wheel.poll_into(now, limit, &mut out);
+        ensure!(
+            self,
+            taken <= limit,
+            "poll_into took {taken} > limit {limit}"
+        );
+        ensure!(
+            self,
+            out.len() == prefill + taken,
+            "poll_into said {taken}, out has {}",
+            out.len()
+        );
+        ensure!(
+            self,
+            out[..prefill].iter().all(|e| *e == junk),
+            "poll_into touched out"
+        );
+        let mut last = None;
+        for &(id, value) in &out[prefill..] {
+            last = Some(self.fired(id, value, effective));
+        }
+        if taken < limit {
+            let why = self
+                .model
+                .check_nothing_due(effective, "poll_into stopped below its limit");
+            if let Err(why) = why {
+                panic!("{self:?}: {why}");
+            }
+            self.model.elapsed = effective;
+        } else if let Some(last) = last {
+            self.model.elapsed = self.model.elapsed.max(last);
+        }
+    }
+
+    pub fn check(&self) {
+        let w = &self.wheel;
+        let live = self.model.len();
+        ensure!(self, w.len() == live, "len");
+        ensure!(self, w.is_empty() == (live == 0), "is_empty");
+        ensure!(
+            self,
+            w.elapsed() == self.model.elapsed,
+            "elapsed differs from the model's"
+        );
+        ensure!(
+            self,
+            w.elapsed() <= self.horizon,
+            "elapsed past the largest now {}",
+            self.horizon
+        );
+        for &id in &self.used {
+            let expected = self.model.timers.get(&id);
+            ensure!(
+                self,
+                w.contains(&id) == expected.is_some(),
+                "contains({id})"
+            );
+            ensure!(
+                self,
+                w.deadline(&id) == expected.map(|t| t.deadline),
+                "deadline({id})"
+            );
+            ensure!(self, w.get(&id) == expected.map(|t| &t.value), "get({id})");
+        }
+        if let Err(why) = self.model.check_next_expiration(w.next_expiration()) {
+            panic!("{self:?}: {why}");
+        }
+        if self.op.is_none() || self.step.checked_rem(self.stats_stride) == Some(0) {
+            let stats = w.stats();
+            ensure!(self, stats.live == live, "stats.live {stats:?}");
+            ensure!(
+                self,
+                stats.stale <= stale_bound(live),
+                "stale over the bound: {stats:?}"
+            );
+        }
+    }
+
+    fn finish(&mut self) {
+        self.op = None;
+        self.step += 1;
+        self.poll_into(u64::MAX, usize::MAX, 0);
+        ensure!(
+            self,
+            self.model.len() == 0,
+            "timers left after draining at u64::MAX"
+        );
+        self.check();
+    }
+}
