@@ -132,11 +132,16 @@ impl Args {
     pub fn parse_and_check() -> Args {
         let args = Args::parse();
         if let Err(msg) = args.check() {
-            Args::command()
-                .error(ErrorKind::ValueValidation, msg)
-                .exit();
+            Args::refuse(msg);
         }
         args
+    }
+
+    /// Exits like clap does on a bad value: the message on stderr, exit code 2.
+    pub fn refuse(msg: String) -> ! {
+        Args::command()
+            .error(ErrorKind::ValueValidation, msg)
+            .exit()
     }
 
     /// The checks between and inside options that clap's value parsers cannot express.

@@ -43,7 +43,10 @@ fn main() -> ExitCode {
     let args = Args::parse_and_check();
     let seed = args.seed.unwrap_or_else(rand::random);
     let work = Workload::new(&args, seed);
-    let sim = Arc::new(Sim::new(&args, work));
+    let sim = match Sim::new(&args, work) {
+        Ok(sim) => Arc::new(sim),
+        Err(e) => Args::refuse(format!("--shards or --resolution: {e}")),
+    };
     let tick_ns = workload::nanos(sim.sched.resolution());
 
     let bar = progress_bar(&args);

@@ -183,8 +183,12 @@ impl Summary<'_> {
             self.sim.work.seed
         ));
         line(format!(
-            "  {} messages over {} queues (Zipf s={}: largest {largest}, median {median}), {} producer threads",
-            a.messages, a.queues, a.zipf, a.threads
+            "  {} messages over {} queues (Zipf s={}: largest {largest}, median {median}), {} producer threads, {} shards",
+            a.messages,
+            a.queues,
+            a.zipf,
+            a.threads,
+            self.sim.sched.shards()
         ));
         line(format!(
             "  {} of MTA time in {:.2} s; arrivals over {}; retry {} doubling to {} ±{:.0}%; {:.0}% of attempts fail",
@@ -322,7 +326,8 @@ impl Summary<'_> {
         json!({
             "config": {
                 "messages": a.messages, "queues": a.queues, "zipf": a.zipf, "threads": a.threads,
-                "shards": a.shards, "duration": fmt_duration(a.duration),
+                "shards": self.sim.sched.shards(), "resolution": fmt_duration(a.resolution),
+                "duration": fmt_duration(a.duration),
                 "arrival": fmt_duration(a.arrival), "retry_base": fmt_duration(a.retry_base),
                 "retry_cap": fmt_duration(a.retry_cap), "jitter": a.jitter,
                 "fail_rate": a.fail_rate, "drain_rate": a.drain_rate, "rebind": a.rebind,

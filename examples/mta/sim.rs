@@ -221,16 +221,17 @@ pub struct Sim {
 impl Sim {
     /// Builds the scheduler (its tick 0 is the clock's start, so MTA time and ticks line
     /// up) and the shared state.
-    pub fn new(args: &Args, work: Workload) -> Sim {
+    /// `Err` when the scheduler refuses the shard count or resolution.
+    pub fn new(args: &Args, work: Workload) -> Result<Sim, String> {
         let clock = Clock::new(args.clock, args.scale);
-        let builder = Sched::builder()
+        let mut builder = Sched::builder()
             .origin(clock.start)
             .resolution(clock.span(nanos(args.resolution)));
-        let sched = match args.shards {
-            Some(n) => builder.shards(usize::from(n)).build(),
-            None => builder.build(),
-        };
-        Sim {
+        if let Some(n) = args.shards {
+            builder = builder.shards(usize::from(n));
+        }
+        let sched = builder.try_build().map_err(|e| e.to_string())?;
+        Ok(Sim {
             sched: Arc::new(sched),
             ledger: Ledger::new(args.messages),
             counts: Counts::default(),
@@ -243,7 +244,7 @@ impl Sim {
             tick: nanos(args.resolution),
             batch: args.batch as usize,
             work,
-        }
+        })
     }
 
     /// Runs producers, operator and dispatcher to the end of the run, then sweeps what is
@@ -292,12 +293,17 @@ impl Sim {
     }
 
     /// Producer `p` of `threads`: queues messages p, p + threads, ... at their arrival.
+    /// It queues each message up to `LEAD` before its arrival; once it is that far ahead it
+    /// waits until half of `LEAD` is left, so it wakes with a batch to queue rather than
+    /// sleeping once per message.
     fn produce(&self, p: u32, threads: u32) {
         let next = &self.producer_next[p as usize];
         for id in (p..self.ledger_len()).step_by(threads as usize) {
             let at = self.work.arrival(id);
             next.store(at, Release);
-            self.clock.wait_until(at.saturating_sub(LEAD));
+            if self.clock.now().saturating_add(LEAD) < at {
+                self.clock.wait_until(at - LEAD / 2);
+            }
             if self
                 .ledger
                 .take(id, State::Unborn, State::Pending, "queued")
