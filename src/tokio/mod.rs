@@ -35,9 +35,11 @@
 //! `Scheduler::due_stream`, the async dispatcher for [`sync`](crate::sync), will live here too.
 
 pub mod delay_queue;
+mod due_stream;
 mod key;
 mod peek;
 mod ticks;
 mod waiter;
 
 pub use delay_queue::{DelayQueue, Expired, Key};
+pub use due_stream::DueStream;

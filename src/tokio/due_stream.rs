@@ -1,0 +1,387 @@
+//! [`DueStream`]: the async dispatcher of a [`sync::Scheduler`](crate::sync::Scheduler) — a
+//! `Stream` of its due timers, driven by one tokio `Sleep`.
+//!
+//! # The loop
+//!
+//! One `poll_next`, in the order it happens:
+//!
+//! ```text
+//!   1 an item left in the batch?          → Ready(Some(item))    (no lock taken)
+//!   2 FAIR_SHARE items since the last Pending?
+//!                                         → wake self, Pending   (let other tasks run)
+//!   3 batch = pop_due(tokio now, limit)   → Ready(Some(first))   (phase one: in flight)
+//!   4 nothing due: arm the signal with this task's waker; E = earliest deadline
+//!   5 reset the one Sleep to E (capped at MAX_SLEEP ahead) and poll it
+//!                                         → Pending              (woken at E, or earlier)
+//! ```
+//!
+//! **No lost wakeup.** Step 4 is the async form of the thread dispatcher's protocol
+//! (`sync/signal.rs`): the waker is stored and the watermark raised *before* the shards are
+//! read for `E`, so a timer scheduled after that read with a deadline before `E` notifies
+//! the signal, which wakes this task; one scheduled before the read is part of `E`. A
+//! deadline already reached by the time the sleep is polled makes the sleep ready at once;
+//! the task then wakes itself and pops again. The signal forgets a waker once it has woken
+//! it, so step 4 re-arms on every wait.
+//!
+//! **Clocks.** Deadlines are `std::time::Instant`s (the scheduler is runtime-agnostic). The
+//! stream asks tokio what time it is — `tokio::time::Instant::now().into_std()` is the `now`
+//! of every `pop_due` — and converts `E` back with `tokio::time::Instant::from_std`. Both
+//! types hold the same instant, so this is exact; but under a paused clock (`start_paused`,
+//! `time::pause`) tokio's `now` stops following `std::time::Instant::now()`: it is frozen
+//! and moves only by `advance` or auto-advance. Taking `now` from tokio is what makes the
+//! stream fire at the paused clock's times and makes `start_paused` tests deterministic.
+//! Under a paused clock, build the scheduler with
+//! `.origin(tokio::time::Instant::now().into_std())` and compute deadlines from tokio's `now`
+//! too (a real-time origin lies ahead of the paused clock, and nothing is due before the
+//! origin).
+//!
+//! **Far deadlines.** tokio's `Sleep` panics on an instant too close to the end of
+//! `Instant`'s range (it rounds the deadline up by adding almost a millisecond), and a
+//! scheduler with a coarse resolution can name such instants. So the sleep never reaches
+//! further than [`MAX_SLEEP`] from now; at that point the stream pops (nothing), re-reads
+//! the earliest deadline and sleeps again.
+//!
+//! **Fairness.** A backlog of due timers makes the stream ready again and again; a consumer
+//! `while let Some(due) = stream.next().await` would then never yield to its runtime. After
+//! [`FAIR_SHARE`] items in a row the stream answers `Pending` once, waking itself at once, so
+//! other tasks on the same thread run (tokio's cooperative budget does the same for its own
+//! resources; its public hook needs a newer tokio than this crate asks for).
+
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::time::{Duration, Instant, Sleep, sleep_until};
+
+use crate::sync::{Due, DueBatch, Scheduler};
+
+/// The batch limit of a new [`DueStream`]: timers taken per `pop_due`.
+const DEFAULT_BATCH_LIMIT: usize = 256;
+
+/// Items a stream yields in a row before it lets its task yield to the runtime once.
+const FAIR_SHARE: usize = 128;
+
+/// The furthest ahead the stream's `Sleep` is ever armed (see the module doc). A timer due
+/// later is waited for in steps of this length: one idle `pop_due` per step.
+const MAX_SLEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
+    /// An async dispatcher: a [`Stream`](futures_core::Stream) of this scheduler's due
+    /// timers, in delivery order (deadline tick, then schedule order), each no earlier than
+    /// its deadline. Cargo feature `tokio`.
+    ///
+    /// The stream sleeps on one tokio `Sleep` until the earliest deadline, and is woken early
+    /// when a timer earlier than that is scheduled, rescheduled or put back — from any task
+    /// or thread. It pops due timers in batches of up to 256 (see
+    /// [`DueStream::batch_limit`]) and yields them one by one. Each yielded [`Due`] is in
+    /// flight until it is dropped or consumed, as with [`pop_due`](Self::pop_due); the
+    /// timers of the batch not yet yielded are in flight too (a drain lists them in
+    /// `in_flight`, and the stream yields them). Dropping the stream puts those back as
+    /// pending and due: nothing is lost.
+    ///
+    /// The stream never ends on its own: while it lives, a timer may be scheduled. See
+    /// [`DueStream`] for how to stop it. It must be polled within a tokio runtime with the
+    /// time driver enabled. Several streams (and thread dispatchers) may serve one
+    /// scheduler; each timer goes to exactly one of them.
+    ///
+    /// # Example
+    ///
+    /// A dispatcher task that delivers retries until told to stop, an earlier timer waking
+    /// it, and an operator drain meanwhile:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// use futures_util::StreamExt; // or futures::StreamExt, tokio_stream::StreamExt
+    /// use tickwheel::sync::Scheduler;
+    /// use tokio::sync::oneshot;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let t0 = tokio::time::Instant::now().into_std(); // tokio's clock: paused here
+    /// let sched = Arc::new(Scheduler::builder().origin(t0).build());
+    /// let secs = Duration::from_secs;
+    /// sched.schedule("example.com", 1, t0 + secs(60), "retry 1").unwrap();
+    ///
+    /// // The dispatcher: delivers every due timer until `stop` is sent (or dropped).
+    /// let (stop, stopped) = oneshot::channel::<()>();
+    /// let mut due = sched.due_stream().take_until(stopped);
+    /// let dispatcher = tokio::spawn(async move {
+    ///     let mut delivered = Vec::new();
+    ///     while let Some(timer) = due.next().await {
+    ///         delivered.push((*timer.id(), timer.into_value()));
+    ///     }
+    ///     delivered // `due` drops here: untaken timers would go back, pending
+    /// });
+    ///
+    /// // The dispatcher sleeps until 60 s; an earlier timer wakes it at once.
+    /// sched.schedule("example.org", 2, t0 + secs(5), "retry 2").unwrap();
+    /// sched.schedule("example.org", 3, t0 + secs(90), "retry 3").unwrap();
+    /// tokio::time::sleep(secs(70)).await;
+    ///
+    /// // An operator drains example.org: 2 went out at 5 s, 3 is still pending.
+    /// let drained = sched.drain_queue(&"example.org");
+    /// assert_eq!(drained.cancelled, vec![(3, "retry 3")]);
+    ///
+    /// stop.send(()).unwrap();
+    /// assert_eq!(dispatcher.await.unwrap(), [(2, "retry 2"), (1, "retry 1")]);
+    /// assert!(sched.is_empty());
+    /// # }
+    /// ```
+    pub fn due_stream(self: &Arc<Self>) -> DueStream<Q, K, T> {
+        DueStream {
+            sched: Arc::clone(self),
+            batch: None,
+            sleep: None,
+            limit: DEFAULT_BATCH_LIMIT,
+            streak: 0,
+            #[cfg(test)]
+            sleeps_made: 0,
+        }
+    }
+}
+
+/// The due timers of a [`Scheduler`], as a [`Stream`](futures_core::Stream). Made by
+/// [`Scheduler::due_stream`], which says what it yields and when.
+///
+/// # It never ends; how to stop it
+///
+/// `poll_next` never returns `Ready(None)`: a scheduler can always get a new timer, so "no
+/// timer now" is `Pending`, not the end. (It is a
+/// [`FusedStream`](futures_core::FusedStream) that is never terminated.) To stop
+/// dispatching:
+///
+/// - **drop it** — from the task that owns it (`break` out of the loop), or by aborting
+///   that task. The timers it popped but had not yielded go back, pending and due, with
+///   their deadlines and order unchanged; a later stream, `pop_due` or drain gets them.
+/// - from another task, end it with `StreamExt::take_until(shutdown)` (futures-util) or
+///   `tokio::select!` on a shutdown signal, then drop it. A stream that has stopped being
+///   polled but is not yet dropped still holds its untaken batch in flight.
+///
+/// Timers still pending stay in the scheduler either way.
+///
+/// # Cancel safety
+///
+/// `next()` is cancel safe (e.g. in `tokio::select!`): a timer leaves the stream's batch
+/// only when it is returned.
+pub struct DueStream<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
+    sched: Arc<Scheduler<Q, K, T>>,
+    /// Popped and not yet yielded: in flight, ours to yield. Dropping it (with the stream)
+    /// puts its untaken timers back as pending and due.
+    batch: Option<DueBatch<Q, K, T>>,
+    /// The one sleep, until the earliest deadline. Made the first time the stream has to
+    /// wait (making a `Sleep` needs a runtime; `due_stream` does not), then only reset.
+    sleep: Option<Pin<Box<Sleep>>>,
+    /// Timers per `pop_due`, at least 1.
+    limit: usize,
+    /// Items yielded since the stream last answered `Pending` (see `FAIR_SHARE`).
+    streak: usize,
+    /// `Sleep`s made so far: one at most (checked by the tests).
+    #[cfg(test)]
+    sleeps_made: usize,
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
+    /// Sets how many due timers one `pop_due` takes (default 256; 0 is taken as 1). A larger batch holds the shard locks less often; a smaller one keeps
+    /// fewer timers in flight inside the stream, where a drain cannot take them back. A
+    /// batch already taken is unchanged.
+    pub fn batch_limit(mut self, limit: usize) -> Self {
+        self.limit = limit.max(1);
+        self
+    }
+
+    /// The scheduler this stream dispatches for.
+    pub fn scheduler(&self) -> &Arc<Scheduler<Q, K, T>> {
+        &self.sched
+    }
+
+    /// Timers popped and not yet yielded: in flight, held by the stream.
+    pub fn buffered(&self) -> usize {
+        self.batch.as_ref().map_or(0, ExactSizeIterator::len)
+    }
+
+    /// The next timer of the current batch; drops the batch once it is empty.
+    fn take_buffered(&mut self) -> Option<Due<Q, K, T>> {
+        let due = self.batch.as_mut()?.next();
+        if due.is_none() {
+            self.batch = None;
+        }
+        due
+    }
+
+    /// Phase one: pops the timers due at `now` into the batch and yields the first.
+    fn pop(&mut self, now: Instant) -> Option<Due<Q, K, T>> {
+        let batch = self.sched.pop_due(now.into_std(), self.limit);
+        if batch.is_empty() {
+            return None;
+        }
+        self.batch = Some(batch);
+        self.take_buffered()
+    }
+
+    /// Arms the one sleep for `target` (capped at `MAX_SLEEP` after `now`; reset, never
+    /// re-made) and polls it.
+    fn poll_sleep(&mut self, target: Instant, now: Instant, cx: &mut Context<'_>) -> Poll<()> {
+        // `cap + 1 s` must exist too: tokio rounds a deadline up by almost a millisecond.
+        let Some(cap) = now.checked_add(MAX_SLEEP + Duration::from_secs(1)) else {
+            return Poll::Pending; // the end of time: only the signal can wake us
+        };
+        let at = target.min(cap - Duration::from_secs(1));
+        let sleep = match self.sleep.take() {
+            Some(sleep) => sleep,
+            None => self.make_sleep(at),
+        };
+        let sleep = self.sleep.insert(sleep);
+        if sleep.deadline() != at {
+            sleep.as_mut().reset(at);
+        }
+        sleep.as_mut().poll(cx)
+    }
+
+    fn make_sleep(&mut self, at: Instant) -> Pin<Box<Sleep>> {
+        #[cfg(test)]
+        {
+            self.sleeps_made += 1;
+        }
+        Box::pin(sleep_until(at))
+    }
+
+    /// `Ready` with the next due timer, or `Pending` with the task's wakeups arranged.
+    fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<Due<Q, K, T>> {
+        if let Some(due) = self.take_buffered() {
+            return Poll::Ready(due);
+        }
+        if self.streak >= FAIR_SHARE {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let now = Instant::now();
+        if let Some(due) = self.pop(now) {
+            return Poll::Ready(due);
+        }
+        // Nothing due at `now`. Arm before reading the earliest deadline (signal.rs).
+        let Some(target) = self.sched.arm_waker(cx.waker()) else {
+            return Poll::Pending; // no timer: the next schedule wakes us
+        };
+        if self
+            .poll_sleep(Instant::from_std(target), now, cx)
+            .is_ready()
+        {
+            // The clock reached `target` after `now` was read, or a timer due by now came
+            // in between. Pop again on the next poll rather than loop here.
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+}
+
+/// Nothing in the stream is pinned in place (the sleep is boxed; the batch is only ever
+/// moved out of), so it is `Unpin` whatever `Q`, `K` and `T` are: `next()` needs no pinning.
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Unpin for DueStream<Q, K, T> {}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> futures_core::Stream for DueStream<Q, K, T> {
+    type Item = Due<Q, K, T>;
+
+    /// The next due timer; `Pending` until there is one. Never `Ready(None)`.
+    ///
+    /// # Panics
+    ///
+    /// When it has to wait and is not polled within a tokio runtime with the time driver
+    /// enabled (as tokio's `Sleep`).
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Due<Q, K, T>>> {
+        let this = self.get_mut();
+        match this.poll_due(cx) {
+            Poll::Ready(due) => {
+                this.streak += 1;
+                Poll::Ready(Some(due))
+            }
+            Poll::Pending => {
+                this.streak = 0;
+                Poll::Pending
+            }
+        }
+    }
+
+    /// At least the rest of the current batch; no upper bound (the stream never ends).
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.buffered(), None)
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> futures_core::FusedStream
+    for DueStream<Q, K, T>
+{
+    /// Always `false`: the stream never ends.
+    fn is_terminated(&self) -> bool {
+        false
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> fmt::Debug for DueStream<Q, K, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DueStream")
+            .field("batch_limit", &self.limit)
+            .field("buffered", &self.buffered())
+            .field("sleep_until", &self.sleep.as_ref().map(|s| s.deadline()))
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn one_sleep_is_reset_never_remade() {
+        let t0 = Instant::now();
+        let sched = Arc::new(Scheduler::builder().shards(3).origin(t0.into_std()).build());
+        for id in 0..100u64 {
+            // Deadlines in wheel levels 0 to 3, out of order, several per batch.
+            let at = t0 + Duration::from_millis(1 + (id * 7_919) % 600_000);
+            sched.schedule(id % 3, id, at.into_std(), at).unwrap();
+        }
+        let mut stream = sched.due_stream().batch_limit(4);
+        let mut sleeps = Vec::new();
+        for _ in 0..100 {
+            let due = stream.next().await.unwrap();
+            assert_eq!(Instant::now(), *due.value(), "out exactly at its deadline");
+            sleeps.push(stream.sleeps_made);
+        }
+        assert!(sched.is_empty());
+        assert_eq!(
+            sleeps, [1; 100],
+            "one sleep, made at the first wait, then reset"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_sleep_never_reaches_past_max_sleep() {
+        let t0 = Instant::now();
+        // One tick is most of `Instant`'s range: tick 1 is at its very end.
+        let sched = Arc::new(
+            Scheduler::builder()
+                .origin(t0.into_std())
+                .resolution(Duration::from_secs(u64::MAX / 2))
+                .build(),
+        );
+        sched
+            .schedule((), 1, t0.into_std() + Duration::from_nanos(1), ())
+            .unwrap();
+        let mut stream = sched.due_stream();
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert!(stream.poll_next_unpin(&mut cx).is_pending(), "no panic");
+        let deadline = stream.sleep.as_ref().map(|s| s.deadline());
+        assert_eq!(deadline, Some(t0 + MAX_SLEEP));
+        tokio::time::advance(MAX_SLEEP).await;
+        assert!(stream.poll_next_unpin(&mut cx).is_pending());
+        let deadline = stream.sleep.as_ref().map(|s| s.deadline());
+        assert_eq!(deadline, Some(t0 + MAX_SLEEP * 2), "the next step");
+    }
+}
