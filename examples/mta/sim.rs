@@ -337,20 +337,9 @@ impl Sim {
         let mut backoff = Backoff::default();
         loop {
             let horizon = self.horizon();
-            let next = self.sched.next_deadline().map(|i| self.clock.mta_time(i));
-            let target = next.unwrap_or(u64::MAX).min(horizon).max(now);
-            if target > now {
-                now = target;
-                self.clock.now.store(now, Release);
-            }
-            let batch = self.sched.pop_due(self.clock.instant(now), self.batch);
-            Counts::add(&self.counts.pops, 1);
-            let mut popped = 0;
-            for due in batch {
-                popped += 1;
-                self.dispatch(due, now);
-            }
-            if popped > 0 {
+            let next = self.next_deadline().unwrap_or(u64::MAX);
+            now = self.advance(now, next.min(horizon));
+            if self.pop_and_deliver(now) > 0 {
                 backoff = Backoff::default();
                 continue;
             }
@@ -360,16 +349,39 @@ impl Sim {
             // Nothing was due at `now`. If `next_deadline` was a wheel slot's cascade time,
             // the pop sharpened it and the next round jumps to the real deadline. If it still
             // says "due by now", the scheduler broke "never skipped": count it, step a tick.
-            let next = self.sched.next_deadline().map(|i| self.clock.mta_time(i));
             if horizon <= now {
                 Counts::add(&self.counts.waits, 1);
-                backoff.wait(); // waiting for a producer or the operator
-            } else if next.is_some_and(|n| n <= now) {
+                backoff.wait(); // for a producer or the operator to move its watermark
+            } else if self.next_deadline().is_some_and(|n| n <= now) {
                 Counts::add(&self.counts.stalls, 1);
-                now = (now + self.tick).min(horizon);
-                self.clock.now.store(now, Release);
+                now = self.advance(now, (now + self.tick).min(horizon));
             }
         }
+    }
+
+    /// The scheduler's `next_deadline` in MTA time.
+    fn next_deadline(&self) -> Option<u64> {
+        self.sched.next_deadline().map(|i| self.clock.mta_time(i))
+    }
+
+    /// Moves the simulated clock to `target` if that is later; returns the new time.
+    fn advance(&self, now: u64, target: u64) -> u64 {
+        if target <= now {
+            return now;
+        }
+        self.clock.now.store(target, Release);
+        target
+    }
+
+    /// Pops what is due at `now` and delivers it; returns how many timers came out.
+    fn pop_and_deliver(&self, now: u64) -> usize {
+        let batch = self.sched.pop_due(self.clock.instant(now), self.batch);
+        Counts::add(&self.counts.pops, 1);
+        let popped = batch.len();
+        for due in batch {
+            self.dispatch(due, now);
+        }
+        popped
     }
 
     /// How far the simulated clock may go: the end of the run, below every producer's next
