@@ -339,7 +339,7 @@ impl IndexedHarness {
         self.poll_into(u64::MAX, usize::MAX, 0);
         ensure!(
             self,
-            self.model.len() == 0,
+            self.model.is_empty(),
             "timers left after draining at u64::MAX"
         );
         self.check();

@@ -29,7 +29,7 @@
 //! among equal deadlines in the order of *that* refiling. Example: insert A at 5, reset A to
 //! 10, insert C at 10; C goes straight into slot 10, A follows when slot 5 is processed, so C
 //! fires before A, where a fresh insert would fire A first. (`tests/regressions.rs`,
-//! `reset_to_later_deadline_is_not_ordered_like_a_fresh_insert`, shows it.)
+//! `reset_to_later_deadline_orders_like_a_fresh_insert`, ignored, shows it.)
 //!
 //! [`OrderRule::Documented`] therefore checks the documented contract and no less: every
 //! timer comes out at the model's earliest deadline; a timer never reset comes out only when
@@ -207,6 +207,10 @@ impl<K: Ord + Copy + fmt::Debug> Model<K> {
 
     pub fn len(&self) -> usize {
         self.timers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.timers.is_empty()
     }
 
     pub fn earliest(&self) -> Option<(u64, K)> {

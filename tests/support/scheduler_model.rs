@@ -1,0 +1,680 @@
+//! [`tickwheel::sync::Scheduler`] driven through an explicit interleaving of its phases,
+//! against a model of each id's lifecycle (absent → pending → in flight → absent).
+//!
+//! One thread plays every role in turn: producers (`schedule`, `reschedule`), an operator
+//! (`cancel`, `drain_queue`), and a dispatcher whose phase two is spread over many steps:
+//! `pop_due` opens a batch and keeps it open, later steps take some of its items, finish
+//! (drop or consume) the `Due`s taken in any order, or drop the batch half-taken — with any
+//! other operation in between. Ids and queues are a handful of `u8`s, so every operation
+//! keeps meeting ids that are pending, in flight, or just done.
+//!
+//! The model gives, for every step, the exact answer: schedule/reschedule/cancel results,
+//! each batch's ids in delivery order (deadline tick, then schedule order, whatever the
+//! shard count), each `Due`'s id, queue, deadline and value, a drain's two lists in delivery
+//! order. After every step it checks `len`, `in_flight_len`, `queue_len` of every queue,
+//! `queues()` (in the order queues last became non-empty; the order only with one shard, see
+//! `check`), `next_deadline` (`None` iff
+//! nothing pending, never later than the earliest pending deadline's tick), and `stats()`.
+//! A ledger of every accepted value checks **exactly once**: each ends once, delivered (its
+//! `Due` finished) or returned (cancel, drain), never both, never neither — at the end
+//! everything left is dropped or drained and every value must be accounted for.
+//!
+//! Included with `#[path]` by `tests/scheduler_model.rs` and by the fuzz crate
+//! (`scheduler_races`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use tickwheel::sync::{Cancel, Drained, Due, DueBatch, RescheduleError, ScheduleError, Scheduler};
+
+type Sched = Scheduler<u8, u8, u64>;
+type TheDue = Due<u8, u8, u64>;
+type Batch = DueBatch<u8, u8, u64>;
+
+/// Queues the harness uses (`queue % QUEUES`).
+pub const QUEUES: u8 = 4;
+/// Ids the harness uses (`id % IDS`).
+pub const IDS: u8 = 12;
+
+/// An instant, chosen in ticks relative to the largest `now` seen so far, so sequences keep
+/// landing near the due edge whatever the resolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum At {
+    /// `ticks` whole ticks after the clock position, minus `sub` nanoseconds (`sub` taken
+    /// modulo the resolution): the tick edge and just before it.
+    Ahead { ticks: u32, sub: u32 },
+    /// `ticks` ticks before the clock position (time going backwards, past deadlines).
+    Behind { ticks: u32 },
+    /// `ns` nanoseconds before the origin: deadline tick 0, and no `now` tick at all.
+    BeforeOrigin { ns: u32 },
+    /// About 2^`shift` ticks after the origin (far deadlines, saturation).
+    Far { shift: u8 },
+}
+
+/// One step of an interleaving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedOp {
+    Schedule {
+        queue: u8,
+        id: u8,
+        at: At,
+    },
+    Reschedule {
+        id: u8,
+        at: At,
+    },
+    Cancel(u8),
+    Drain(u8),
+    /// Phase one: a batch of up to `limit` (255: no limit) due at `now`, kept open.
+    PopDue {
+        now: At,
+        limit: u8,
+    },
+    /// Take `n` items out of open batch `batch` (modulo the open count).
+    Take {
+        batch: u8,
+        n: u8,
+    },
+    /// Drop open batch `batch`: its untaken items go back, pending and due.
+    DropBatch(u8),
+    /// Finish a taken `Due`: drop it, or consume it with `into_value`.
+    Finish {
+        due: u8,
+        consume: bool,
+    },
+}
+
+/// Where an accepted value is; it ends exactly once, in `Delivered` or `Returned`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Pending,
+    InFlight,
+    Delivered,
+    Returned,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Timer {
+    queue: u8,
+    tick: u64,
+    seq: u64,
+    at: Instant,
+    value: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum State {
+    Pending(Timer),
+    InFlight(Timer),
+}
+
+struct OpenBatch {
+    batch: Batch,
+    /// The `now` it was popped at.
+    now: Instant,
+    /// Ids still to come out of it, in order.
+    expected: VecDeque<u8>,
+}
+
+/// Runs one interleaving against a real scheduler and the model; panics on the first
+/// difference.
+pub struct SchedHarness {
+    sched: Sched,
+    origin: Instant,
+    resolution: Duration,
+    shards: usize,
+    ids: BTreeMap<u8, State>,
+    seq: u64,
+    /// The seq at which each non-empty queue last became non-empty: `queues()` order.
+    since: BTreeMap<u8, u64>,
+    ledger: BTreeMap<u64, Fate>,
+    batches: Vec<OpenBatch>,
+    held: Vec<(TheDue, u8)>,
+    /// Largest `now` tick seen, where [`At`] is measured from.
+    clock: u64,
+    next_value: u64,
+    step: usize,
+    op: Option<SchedOp>,
+}
+
+impl fmt::Debug for SchedHarness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "step {} op {:?} (shards {}, resolution {:?}): model {:?}; open batches {}, held {}",
+            self.step,
+            self.op,
+            self.shards,
+            self.resolution,
+            self.ids,
+            self.batches.len(),
+            self.held.len()
+        )
+    }
+}
+
+macro_rules! ensure {
+    ($h:expr, $cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            panic!("{:?}: {}", $h, format!($($fmt)+));
+        }
+    };
+}
+
+/// The resolutions an input can choose.
+pub const RESOLUTIONS: [Duration; 4] = [
+    Duration::from_millis(1),
+    Duration::from_nanos(1),
+    Duration::from_millis(3),
+    Duration::from_secs(1),
+];
+
+impl SchedHarness {
+    /// A scheduler with `shards` (1..=8) shards and `RESOLUTIONS[resolution % 4]`.
+    pub fn new(shards: u8, resolution: u8) -> Self {
+        let shards = usize::from(shards % 8) + 1;
+        let resolution = RESOLUTIONS[usize::from(resolution) % RESOLUTIONS.len()];
+        let origin = Instant::now();
+        let sched = Scheduler::builder()
+            .shards(shards)
+            .resolution(resolution)
+            .origin(origin)
+            .build();
+        SchedHarness {
+            sched,
+            origin,
+            resolution,
+            shards,
+            ids: BTreeMap::new(),
+            seq: 0,
+            since: BTreeMap::new(),
+            ledger: BTreeMap::new(),
+            batches: Vec::new(),
+            held: Vec::new(),
+            clock: 0,
+            next_value: 0,
+            step: 0,
+            op: None,
+        }
+    }
+
+    /// Runs `ops`, checking after every step, then ends everything and checks the ledger.
+    pub fn run(shards: u8, resolution: u8, ops: &[SchedOp]) {
+        let mut h = Self::new(shards, resolution);
+        h.check();
+        for &op in ops {
+            h.apply(op);
+            h.check();
+        }
+        h.finish();
+    }
+
+    fn res_ns(&self) -> u128 {
+        self.resolution.as_nanos()
+    }
+
+    /// `origin + nanos`, or `None` past the platform's `Instant` range.
+    fn at_nanos(&self, nanos: u128) -> Option<Instant> {
+        let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
+        let d = Duration::new(secs, (nanos % 1_000_000_000) as u32);
+        self.origin.checked_add(d)
+    }
+
+    /// The instant an [`At`] names now.
+    pub fn instant(&self, at: At) -> Instant {
+        let res = self.res_ns();
+        let clock = u128::from(self.clock) * res;
+        let nanos = match at {
+            At::Ahead { ticks, sub } => {
+                (clock + u128::from(ticks) * res).saturating_sub(u128::from(sub) % res)
+            }
+            At::Behind { ticks } => clock.saturating_sub(u128::from(ticks) * res),
+            At::BeforeOrigin { ns } => {
+                let back = Duration::from_nanos(u64::from(ns) + 1);
+                return self.origin.checked_sub(back).unwrap_or(self.origin);
+            }
+            At::Far { shift } => (1u128 << (shift % 64)) * res,
+        };
+        // Past the end of `Instant`'s range: the farthest representable whole second.
+        self.at_nanos(nanos).unwrap_or_else(|| {
+            let mut secs = 1u64 << 62;
+            loop {
+                if let Some(at) = self.origin.checked_add(Duration::from_secs(secs)) {
+                    return at;
+                }
+                secs /= 2;
+            }
+        })
+    }
+
+    /// The documented clock (`sync/ticks.rs`): a deadline rounds up to a tick, saturating at
+    /// `u64::MAX`; before the origin it is tick 0.
+    fn deadline_tick(&self, at: Instant) -> u64 {
+        let ns = at.saturating_duration_since(self.origin).as_nanos();
+        u64::try_from(ns.div_ceil(self.res_ns())).unwrap_or(u64::MAX)
+    }
+
+    /// `now` rounds down; before the origin there is no tick; saturates at `u64::MAX - 1`.
+    fn now_tick(&self, now: Instant) -> Option<u64> {
+        let ns = now.checked_duration_since(self.origin)?.as_nanos();
+        Some(u64::try_from(ns / self.res_ns()).map_or(u64::MAX - 1, |t| t.min(u64::MAX - 1)))
+    }
+
+    fn members(&self, queue: u8) -> usize {
+        self.ids
+            .values()
+            .filter(|s| match s {
+                State::Pending(t) | State::InFlight(t) => t.queue == queue,
+            })
+            .count()
+    }
+
+    /// The id became a member of `queue` (call before changing `ids`).
+    fn join(&mut self, queue: u8, seq: u64) {
+        if self.members(queue) == 0 {
+            self.since.insert(queue, seq);
+        }
+    }
+
+    /// The id left `queue` (call after changing `ids`).
+    fn leave(&mut self, queue: u8) {
+        if self.members(queue) == 0 {
+            self.since.remove(&queue);
+        }
+    }
+
+    fn fate(&mut self, value: u64, from: Fate, to: Fate) {
+        let now = self.ledger.insert(value, to);
+        ensure!(
+            self,
+            now == Some(from),
+            "value {value} went {now:?} -> {to:?}, expected from {from:?}"
+        );
+    }
+
+    pub fn apply(&mut self, op: SchedOp) {
+        self.step += 1;
+        self.op = Some(op);
+        match op {
+            SchedOp::Schedule { queue, id, at } => self.schedule(queue % QUEUES, id % IDS, at),
+            SchedOp::Reschedule { id, at } => self.reschedule(id % IDS, at),
+            SchedOp::Cancel(id) => self.cancel(id % IDS),
+            SchedOp::Drain(queue) => self.drain(queue % QUEUES),
+            SchedOp::PopDue { now, limit } => {
+                let limit = if limit == u8::MAX {
+                    usize::MAX
+                } else {
+                    usize::from(limit)
+                };
+                let now = self.instant(now);
+                self.pop_due(now, limit);
+            }
+            SchedOp::Take { batch, n } => {
+                if !self.batches.is_empty() {
+                    let i = usize::from(batch) % self.batches.len();
+                    self.take(i, usize::from(n));
+                }
+            }
+            SchedOp::DropBatch(batch) => {
+                if !self.batches.is_empty() {
+                    let i = usize::from(batch) % self.batches.len();
+                    self.drop_batch(i);
+                }
+            }
+            SchedOp::Finish { due, consume } => {
+                if !self.held.is_empty() {
+                    let i = usize::from(due) % self.held.len();
+                    self.finish_due(i, consume);
+                }
+            }
+        }
+    }
+
+    fn schedule(&mut self, queue: u8, id: u8, at: At) {
+        let at = self.instant(at);
+        self.next_value += 1;
+        let value = self.next_value;
+        let got = self.sched.schedule(queue, id, at, value);
+        match self.ids.get(&id) {
+            Some(State::Pending(_)) => ensure!(
+                self,
+                got == Err(ScheduleError::Pending(value)),
+                "schedule of pending id {id}: {got:?}"
+            ),
+            Some(State::InFlight(_)) => ensure!(
+                self,
+                got == Err(ScheduleError::InFlight(value)),
+                "schedule of in-flight id {id}: {got:?}"
+            ),
+            None => {
+                ensure!(self, got.is_ok(), "schedule of absent id {id}: {got:?}");
+                self.seq += 1;
+                let timer = Timer {
+                    queue,
+                    tick: self.deadline_tick(at),
+                    seq: self.seq,
+                    at,
+                    value,
+                };
+                self.join(queue, self.seq);
+                self.ids.insert(id, State::Pending(timer));
+                self.ledger.insert(value, Fate::Pending);
+            }
+        }
+    }
+
+    fn reschedule(&mut self, id: u8, at: At) {
+        let at = self.instant(at);
+        let got = self.sched.reschedule(&id, at);
+        match self.ids.get(&id).copied() {
+            Some(State::Pending(mut timer)) => {
+                ensure!(self, got.is_ok(), "reschedule of pending id {id}: {got:?}");
+                self.seq += 1;
+                timer.seq = self.seq;
+                timer.tick = self.deadline_tick(at);
+                timer.at = at;
+                self.ids.insert(id, State::Pending(timer));
+            }
+            Some(State::InFlight(_)) => ensure!(
+                self,
+                got == Err(RescheduleError::InFlight),
+                "reschedule of in-flight id {id}: {got:?}"
+            ),
+            None => ensure!(
+                self,
+                got == Err(RescheduleError::NotFound),
+                "reschedule of absent id {id}: {got:?}"
+            ),
+        }
+    }
+
+    fn cancel(&mut self, id: u8) {
+        let got = self.sched.cancel(&id);
+        match self.ids.get(&id).copied() {
+            Some(State::Pending(timer)) => {
+                ensure!(
+                    self,
+                    got == Cancel::Cancelled(timer.value),
+                    "cancel of pending id {id}: {got:?}"
+                );
+                self.ids.remove(&id);
+                self.leave(timer.queue);
+                self.fate(timer.value, Fate::Pending, Fate::Returned);
+            }
+            Some(State::InFlight(_)) => {
+                ensure!(
+                    self,
+                    got == Cancel::InFlight,
+                    "cancel of in-flight id {id}: {got:?}"
+                )
+            }
+            None => ensure!(
+                self,
+                got == Cancel::NotFound,
+                "cancel of absent id {id}: {got:?}"
+            ),
+        }
+    }
+
+    fn drain(&mut self, queue: u8) {
+        let got = self.sched.drain_queue(&queue);
+        let mut cancelled = Vec::new();
+        let mut in_flight = Vec::new();
+        for (&id, state) in &self.ids {
+            match *state {
+                State::Pending(t) if t.queue == queue => {
+                    cancelled.push(((t.tick, t.seq), id, t.value))
+                }
+                State::InFlight(t) if t.queue == queue => in_flight.push(((t.tick, t.seq), id)),
+                _ => {}
+            }
+        }
+        cancelled.sort_unstable();
+        in_flight.sort_unstable();
+        let expected = Drained {
+            cancelled: cancelled
+                .iter()
+                .map(|&(_, id, value)| (id, value))
+                .collect(),
+            in_flight: in_flight.iter().map(|&(_, id)| id).collect(),
+        };
+        ensure!(
+            self,
+            got == expected,
+            "drain_queue({queue}) = {got:?}, model says {expected:?}"
+        );
+        for (_, id, value) in cancelled {
+            self.ids.remove(&id);
+            self.fate(value, Fate::Pending, Fate::Returned);
+        }
+        self.leave(queue);
+    }
+
+    fn pop_due(&mut self, now: Instant, limit: usize) {
+        let batch = self.sched.pop_due(now, limit);
+        let now_tick = self.now_tick(now);
+        if let Some(tick) = now_tick {
+            self.clock = self.clock.max(tick);
+        }
+        let mut due: Vec<((u64, u64), u8)> = match now_tick {
+            Some(now_tick) if limit > 0 => self
+                .ids
+                .iter()
+                .filter_map(|(&id, s)| match *s {
+                    State::Pending(t) if t.tick <= now_tick => Some(((t.tick, t.seq), id)),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        due.sort_unstable();
+        due.truncate(limit);
+        ensure!(
+            self,
+            batch.len() == due.len(),
+            "pop_due(tick {now_tick:?}, {limit}) gave {} timers, model says {:?}",
+            batch.len(),
+            due
+        );
+        for &(_, id) in &due {
+            let Some(State::Pending(timer)) = self.ids.get(&id).copied() else {
+                unreachable!("due ids are pending");
+            };
+            self.ids.insert(id, State::InFlight(timer));
+            self.fate(timer.value, Fate::Pending, Fate::InFlight);
+        }
+        let expected = due.into_iter().map(|(_, id)| id).collect();
+        self.batches.push(OpenBatch {
+            batch,
+            now,
+            expected,
+        });
+    }
+
+    fn take(&mut self, i: usize, n: usize) {
+        for _ in 0..n {
+            let open = &mut self.batches[i];
+            let got = open.batch.next();
+            let now = open.now;
+            let Some(id) = open.expected.pop_front() else {
+                ensure!(
+                    self,
+                    got.is_none(),
+                    "batch {i} yields more than popped: {got:?}"
+                );
+                return;
+            };
+            let Some(due) = got else {
+                panic!("{self:?}: batch {i} ended before id {id}");
+            };
+            let Some(State::InFlight(timer)) = self.ids.get(&id).copied() else {
+                panic!("{self:?}: model has id {id} of batch {i} not in flight");
+            };
+            ensure!(
+                self,
+                (*due.id(), *due.queue(), due.deadline(), *due.value())
+                    == (id, timer.queue, timer.at, timer.value),
+                "batch {i} yielded {due:?}, model expects id {id} {timer:?}"
+            );
+            ensure!(
+                self,
+                due.deadline() <= now,
+                "delivered early: {due:?} popped at {now:?}"
+            );
+            self.held.push((due, id));
+        }
+    }
+
+    fn drop_batch(&mut self, i: usize) {
+        let open = self.batches.remove(i);
+        drop(open.batch);
+        for id in open.expected {
+            let Some(State::InFlight(timer)) = self.ids.get(&id).copied() else {
+                unreachable!("untaken ids are in flight");
+            };
+            self.ids.insert(id, State::Pending(timer));
+            self.fate(timer.value, Fate::InFlight, Fate::Pending);
+        }
+    }
+
+    fn finish_due(&mut self, i: usize, consume: bool) {
+        let (due, id) = self.held.remove(i);
+        let Some(State::InFlight(timer)) = self.ids.remove(&id) else {
+            panic!("{self:?}: finishing id {id}, which the model has not in flight");
+        };
+        if consume {
+            let value = due.into_value();
+            ensure!(
+                self,
+                value == timer.value,
+                "into_value {value}, model has {timer:?}"
+            );
+        } else {
+            drop(due);
+        }
+        self.leave(timer.queue);
+        self.fate(timer.value, Fate::InFlight, Fate::Delivered);
+    }
+
+    /// Every observable against the model.
+    pub fn check(&self) {
+        let s = &self.sched;
+        let pending: Vec<Timer> = self
+            .ids
+            .values()
+            .filter_map(|s| match *s {
+                State::Pending(t) => Some(t),
+                State::InFlight(_) => None,
+            })
+            .collect();
+        let in_flight = self.ids.len() - pending.len();
+        ensure!(
+            self,
+            s.len() == pending.len(),
+            "len {} != {}",
+            s.len(),
+            pending.len()
+        );
+        ensure!(self, s.is_empty() == pending.is_empty(), "is_empty");
+        ensure!(
+            self,
+            s.in_flight_len() == in_flight,
+            "in_flight_len {}",
+            s.in_flight_len()
+        );
+        for queue in 0..QUEUES {
+            let expected = pending.iter().filter(|t| t.queue == queue).count();
+            ensure!(self, s.queue_len(&queue) == expected, "queue_len({queue})");
+        }
+        let mut order: Vec<(u64, u8)> = self.since.iter().map(|(&q, &since)| (since, q)).collect();
+        order.sort_unstable();
+        let expected: Vec<u8> = order.into_iter().map(|(_, q)| q).collect();
+        let queues = s.queues();
+        // The order is checked with one shard only: with more, `queues()` orders a queue by
+        // when it became non-empty *in the shard of its oldest remaining member*, which
+        // depends on which ids share a shard (tests/regressions.rs,
+        // `scheduler_queues_order_does_not_depend_on_shard_count`, ignored until fixed).
+        // The set of queues is checked always.
+        let mut sorted = queues.clone();
+        sorted.sort_unstable();
+        let mut model_set = expected.clone();
+        model_set.sort_unstable();
+        ensure!(
+            self,
+            sorted == model_set && (self.shards > 1 || queues == expected),
+            "queues() = {queues:?}, model (by when each last became non-empty) {expected:?}"
+        );
+        let earliest = pending.iter().map(|t| t.tick).min();
+        let next = s.next_deadline();
+        ensure!(
+            self,
+            next.is_some() == earliest.is_some(),
+            "next_deadline {next:?}"
+        );
+        if let (Some(next), Some(tick)) = (next, earliest) {
+            let bound = self.at_nanos(u128::from(tick) * self.res_ns());
+            ensure!(
+                self,
+                bound.is_none_or(|bound| next <= bound),
+                "next_deadline {next:?} later than the earliest pending tick {tick}"
+            );
+        }
+        let stats = s.stats();
+        ensure!(
+            self,
+            (stats.shards, stats.pending, stats.in_flight, stats.queues)
+                == (self.shards, pending.len(), in_flight, expected.len()),
+            "stats {stats:?}"
+        );
+        ensure!(
+            self,
+            stats.wheel.live + stats.due_waiting == stats.pending,
+            "stats: wheel timers + due waiting != pending: {stats:?}"
+        );
+        let bound = 2 * stats.wheel.live + self.shards * (8 * 704 + 16);
+        ensure!(
+            self,
+            stats.wheel.stale <= bound,
+            "stale references over {bound}: {stats:?}"
+        );
+    }
+
+    /// Ends everything: drops open batches (untaken items go back), finishes held `Due`s,
+    /// delivers what is left, and checks that every accepted value ended exactly once.
+    pub fn finish(&mut self) {
+        self.op = None;
+        while !self.batches.is_empty() {
+            self.drop_batch(self.batches.len() - 1);
+        }
+        while !self.held.is_empty() {
+            self.finish_due(0, true);
+        }
+        self.check();
+        // Deliver the rest; a deadline that saturated to u64::MAX never fires: drain it.
+        let far = self.instant(At::Far { shift: 63 });
+        self.pop_due(far, usize::MAX);
+        let i = self.batches.len() - 1;
+        self.take(i, usize::MAX);
+        self.drop_batch(i);
+        while !self.held.is_empty() {
+            self.finish_due(0, false);
+        }
+        for queue in 0..QUEUES {
+            self.drain(queue);
+        }
+        self.check();
+        ensure!(
+            self,
+            self.ids.is_empty(),
+            "ids left after the end: {:?}",
+            self.ids
+        );
+        let open: Vec<_> = self
+            .ledger
+            .iter()
+            .filter(|(_, f)| !matches!(f, Fate::Delivered | Fate::Returned))
+            .collect();
+        ensure!(self, open.is_empty(), "values that never ended: {open:?}");
+    }
+}
