@@ -5,9 +5,10 @@
 use std::path::Path;
 
 use arbitrary::{Arbitrary, Unstructured};
-use tickwheel_fuzz::WheelInput;
 use tickwheel_fuzz::encode::{self, Start};
+use tickwheel_fuzz::indexed_model::IxOp;
 use tickwheel_fuzz::model::{KeyPick::*, Op, Op::*, When::*};
+use tickwheel_fuzz::{IndexedInput, WheelInput};
 
 fn write(target: &str, name: &str, bytes: &[u8]) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -290,6 +291,183 @@ fn wheel_ops() {
     );
 }
 
+fn indexed_seed(name: &str, start: Start, ops: Vec<IxOp>) {
+    let bytes = encode::indexed_input(start, &ops);
+    let decoded = IndexedInput::arbitrary(&mut Unstructured::new(&bytes)).expect("decodes");
+    assert_eq!(
+        decoded.ops, ops,
+        "{name}: the seed decodes to what was meant"
+    );
+    write("indexed_ops", name, &bytes);
+}
+
+fn indexed_ops() {
+    use IxOp as X;
+    // Replacing pending ids (insert on an id that is pending), at equal deadlines.
+    indexed_seed(
+        "replace",
+        Start::Zero,
+        vec![
+            X::Insert {
+                id: 1,
+                when: Ahead {
+                    level: 0,
+                    offset: 9,
+                },
+            },
+            X::Insert {
+                id: 2,
+                when: Same { pick: 1, delta: 0 },
+            },
+            X::Insert {
+                id: 1,
+                when: Same { pick: 2, delta: 0 },
+            },
+            X::Insert {
+                id: 3,
+                when: Same { pick: 2, delta: 0 },
+            },
+            X::Insert {
+                id: 2,
+                when: Ahead {
+                    level: 2,
+                    offset: 5,
+                },
+            },
+            X::PollInto {
+                now: Same { pick: 1, delta: 0 },
+                limit: 1,
+                prefill: 0,
+            },
+            X::Insert {
+                id: 1,
+                when: Elapsed,
+            },
+            X::PollAll(Same { pick: 2, delta: 0 }),
+        ],
+    );
+    // Ids reused right after firing and cancelling; resets of absent ids.
+    indexed_seed(
+        "reuse",
+        Start::Near {
+            mark: 3,
+            d: 1,
+            below: true,
+        },
+        vec![
+            X::Insert {
+                id: 0,
+                when: Ahead {
+                    level: 0,
+                    offset: 0,
+                },
+            },
+            X::Poll(Ahead {
+                level: 0,
+                offset: 1,
+            }),
+            X::Reset(
+                0,
+                Ahead {
+                    level: 1,
+                    offset: 0,
+                },
+            ),
+            X::Cancel(0),
+            X::Insert {
+                id: 0,
+                when: Boundary {
+                    k: 0,
+                    delta: 0,
+                    aligned: true,
+                },
+            },
+            X::Insert {
+                id: 5,
+                when: Boundary {
+                    k: 0,
+                    delta: -1,
+                    aligned: true,
+                },
+            },
+            X::Cancel(5),
+            X::GetMut(0),
+            X::Insert {
+                id: 5,
+                when: Top { back: 0 },
+            },
+            X::Reset(
+                5,
+                Behind {
+                    level: 3,
+                    offset: 0,
+                },
+            ),
+            X::PollAll(Same { pick: 0, delta: 0 }),
+            X::ShrinkToFit,
+            X::Insert {
+                id: 240,
+                when: Ahead {
+                    level: 10,
+                    offset: 0,
+                },
+            },
+            X::Clear,
+            X::Insert {
+                id: 240,
+                when: Ahead {
+                    level: 0,
+                    offset: 3,
+                },
+            },
+        ],
+    );
+    // Far deadlines from a long uptime, polled with limits.
+    indexed_seed(
+        "long_uptime",
+        Start::Near {
+            mark: 4,
+            d: 0,
+            below: false,
+        },
+        vec![
+            X::Insert {
+                id: 1,
+                when: Ahead {
+                    level: 9,
+                    offset: 7,
+                },
+            },
+            X::Insert {
+                id: 2,
+                when: Ahead {
+                    level: 10,
+                    offset: 7,
+                },
+            },
+            X::Insert {
+                id: 3,
+                when: Top { back: 1 },
+            },
+            X::Insert {
+                id: 4,
+                when: Top { back: 0 },
+            },
+            X::PollInto {
+                now: Top { back: 1 },
+                limit: 2,
+                prefill: 1,
+            },
+            X::Poll(Behind {
+                level: 5,
+                offset: 0,
+            }),
+            X::PollAll(Top { back: 0 }),
+        ],
+    );
+}
+
 fn main() {
     wheel_ops();
+    indexed_ops();
 }

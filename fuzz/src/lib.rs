@@ -7,11 +7,17 @@
 //! `cargo fuzz fmt <target> <artifact>` prints a crash as an op list that pastes straight
 //! into a regression test.
 
+#[path = "../../tests/support/indexed_model.rs"]
+pub mod indexed_model;
 #[path = "../../tests/support/model.rs"]
 pub mod model;
+#[path = "../../tests/support/scheduler_model.rs"]
+pub mod scheduler_model;
 
 use arbitrary::{Arbitrary, Result, Unstructured};
+use indexed_model::IxOp;
 use model::{KeyPick, Op, When};
+use scheduler_model::{At, SchedOp};
 
 /// Most ops decoded from one input: bounds the work per run.
 pub const MAX_OPS: usize = 1024;
@@ -35,6 +41,142 @@ impl<'a> Arbitrary<'a> for WheelInput {
         }
         Ok(WheelInput { start, ops })
     }
+}
+
+/// The input of `indexed_ops`: a starting tick and an op sequence over colliding ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedInput {
+    pub start: u64,
+    pub ops: Vec<IxOp>,
+}
+
+impl<'a> Arbitrary<'a> for IndexedInput {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        let start = start(u)?;
+        let mut ops = Vec::new();
+        while !u.is_empty() && ops.len() < MAX_OPS {
+            ops.push(ix_op(u)?);
+        }
+        Ok(IndexedInput { start, ops })
+    }
+}
+
+/// An id: mostly one of six (they collide: replacements, reuse after firing), else any.
+pub fn id(u: &mut Unstructured) -> Result<u8> {
+    let raw: u8 = u.arbitrary()?;
+    Ok(if raw < 224 { raw % 6 } else { raw })
+}
+
+/// [`When::Same`] picks by id in `indexed_ops`: keep its picks among the common ids.
+fn same_id(when: When) -> When {
+    match when {
+        When::Same { pick, delta } => When::Same {
+            pick: pick % 6,
+            delta,
+        },
+        other => other,
+    }
+}
+
+/// One `IndexedWheel` op.
+pub fn ix_op(u: &mut Unstructured) -> Result<IxOp> {
+    Ok(match u.int_in_range(0u8..=63)? {
+        0..=19 => IxOp::Insert {
+            id: id(u)?,
+            when: same_id(deadline(u)?),
+        },
+        20..=28 => IxOp::Cancel(id(u)?),
+        29..=37 => IxOp::Reset(id(u)?, same_id(deadline(u)?)),
+        38..=45 => IxOp::Poll(same_id(now(u)?)),
+        46..=50 => IxOp::PollAll(same_id(now(u)?)),
+        51..=57 => IxOp::PollInto {
+            now: same_id(now(u)?),
+            limit: limit(u)?,
+            prefill: u.int_in_range(0..=2)?,
+        },
+        58..=60 => IxOp::GetMut(id(u)?),
+        61 | 62 => IxOp::ShrinkToFit,
+        _ => IxOp::Clear,
+    })
+}
+
+/// The input of `scheduler_races`: shard count, resolution, and an interleaving of phases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedInput {
+    pub shards: u8,
+    pub resolution: u8,
+    pub ops: Vec<SchedOp>,
+}
+
+impl<'a> Arbitrary<'a> for SchedInput {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        let shards = u.int_in_range(0..=7)?;
+        let resolution = u.int_in_range(0..=3)?;
+        let mut ops = Vec::new();
+        while !u.is_empty() && ops.len() < MAX_OPS {
+            ops.push(sched_op(u)?);
+        }
+        Ok(SchedInput {
+            shards,
+            resolution,
+            ops,
+        })
+    }
+}
+
+/// An instant for the scheduler: mostly within a few ticks of the clock (the due edge),
+/// sometimes thousands of ticks on, behind, before the origin, or far away.
+pub fn at(u: &mut Unstructured) -> Result<At> {
+    Ok(match u.int_in_range(0u8..=9)? {
+        0..=5 => At::Ahead {
+            ticks: u32::from(u.int_in_range(0u8..=7)?),
+            sub: u.arbitrary()?,
+        },
+        6 => At::Ahead {
+            ticks: u32::from(u.arbitrary::<u16>()?),
+            sub: u.arbitrary()?,
+        },
+        7 => At::Behind {
+            ticks: u32::from(u.int_in_range(0u8..=7)?),
+        },
+        8 => At::BeforeOrigin { ns: u.arbitrary()? },
+        _ => At::Far {
+            shift: u.int_in_range(0..=63)?,
+        },
+    })
+}
+
+/// One scheduler phase.
+pub fn sched_op(u: &mut Unstructured) -> Result<SchedOp> {
+    Ok(match u.int_in_range(0u8..=31)? {
+        0..=7 => SchedOp::Schedule {
+            queue: u.arbitrary()?,
+            id: u.arbitrary()?,
+            at: at(u)?,
+        },
+        8..=10 => SchedOp::Reschedule {
+            id: u.arbitrary()?,
+            at: at(u)?,
+        },
+        11..=13 => SchedOp::Cancel(u.arbitrary()?),
+        14 | 15 => SchedOp::Drain(u.arbitrary()?),
+        16..=19 => SchedOp::PopDue {
+            now: at(u)?,
+            limit: match u.int_in_range(0u8..=5)? {
+                5 => u8::MAX,
+                n => n,
+            },
+        },
+        20..=23 => SchedOp::Take {
+            batch: u.arbitrary()?,
+            n: u.int_in_range(0..=4)?,
+        },
+        24 | 25 => SchedOp::DropBatch(u.arbitrary()?),
+        _ => SchedOp::Finish {
+            due: u.arbitrary()?,
+            consume: u.arbitrary()?,
+        },
+    })
 }
 
 /// A starting tick: 0, anything, or within ±65535 of a long-uptime mark.
@@ -159,7 +301,7 @@ pub fn op(u: &mut Unstructured) -> Result<Op> {
         },
         57..=59 => Op::GetMut(key(u)?),
         60 => Op::Churn {
-            times: u16::from(u.arbitrary::<u8>()?),
+            times: u16::from(u.int_in_range(0u8..=63)?),
             level: u.int_in_range(0..=3)?,
             window: u.arbitrary()?,
         },
@@ -171,7 +313,9 @@ pub fn op(u: &mut Unstructured) -> Result<Op> {
 /// The decoders' inverse: bytes that decode to a chosen input. Used to write the seed
 /// corpora (`examples/write_corpus.rs`), which checks every seed by decoding it again.
 pub mod encode {
+    use super::indexed_model::IxOp;
     use super::model::{KeyPick, Op, When};
+    use super::scheduler_model::{At, SchedOp};
 
     /// How a starting tick is chosen, as [`super::start`] decodes it.
     #[derive(Debug, Clone, Copy)]
@@ -389,6 +533,160 @@ pub mod encode {
                 Op::Clear => self.range(0, 63),
             }
         }
+    }
+
+    /// An id `< 224` decodes as `id % 6`, any other byte as itself.
+    fn id_byte(id: u8) -> u8 {
+        assert!(!(6..224).contains(&id), "ids 6..224 cannot be encoded");
+        id
+    }
+
+    impl Bytes {
+        /// An op of `indexed_ops`. `When::Same` picks must be ids `< 6`.
+        pub fn ix_op(&mut self, op: IxOp) {
+            match op {
+                IxOp::Insert { id, when } => {
+                    self.range(0, 0);
+                    self.0.push(id_byte(id));
+                    self.deadline(when);
+                }
+                IxOp::Cancel(id) => {
+                    self.range(0, 20);
+                    self.0.push(id_byte(id));
+                }
+                IxOp::Reset(id, when) => {
+                    self.range(0, 29);
+                    self.0.push(id_byte(id));
+                    self.deadline(when);
+                }
+                IxOp::Poll(when) => {
+                    self.range(0, 38);
+                    self.now(when);
+                }
+                IxOp::PollAll(when) => {
+                    self.range(0, 46);
+                    self.now(when);
+                }
+                IxOp::PollInto {
+                    now,
+                    limit,
+                    prefill,
+                } => {
+                    self.range(0, 51);
+                    self.now(now);
+                    self.limit(limit);
+                    self.range(0, i16::from(prefill));
+                }
+                IxOp::GetMut(id) => {
+                    self.range(0, 58);
+                    self.0.push(id_byte(id));
+                }
+                IxOp::ShrinkToFit => self.range(0, 61),
+                IxOp::Clear => self.range(0, 63),
+            }
+        }
+    }
+
+    /// The bytes of an `indexed_ops` input.
+    pub fn indexed_input(start: Start, ops: &[IxOp]) -> Vec<u8> {
+        let mut bytes = Bytes::default();
+        bytes.start(start);
+        for &op in ops {
+            bytes.ix_op(op);
+        }
+        bytes.0
+    }
+
+    impl Bytes {
+        /// # Panics
+        /// On values [`super::at`] cannot produce.
+        pub fn at(&mut self, at: At) {
+            match at {
+                At::Ahead { ticks, sub } if ticks < 8 => {
+                    self.range(0, 0);
+                    self.range(0, ticks as i16);
+                    self.u32(sub);
+                }
+                At::Ahead { ticks, sub } => {
+                    self.range(0, 6);
+                    self.u16(u16::try_from(ticks).expect("ticks fit u16"));
+                    self.u32(sub);
+                }
+                At::Behind { ticks } => {
+                    assert!(ticks < 8);
+                    self.range(0, 7);
+                    self.range(0, ticks as i16);
+                }
+                At::BeforeOrigin { ns } => {
+                    self.range(0, 8);
+                    self.u32(ns);
+                }
+                At::Far { shift } => {
+                    self.range(0, 9);
+                    self.range(0, i16::from(shift));
+                }
+            }
+        }
+
+        pub fn sched_op(&mut self, op: SchedOp) {
+            match op {
+                SchedOp::Schedule { queue, id, at } => {
+                    self.range(0, 0);
+                    self.0.extend([queue, id]);
+                    self.at(at);
+                }
+                SchedOp::Reschedule { id, at } => {
+                    self.range(0, 8);
+                    self.0.push(id);
+                    self.at(at);
+                }
+                SchedOp::Cancel(id) => {
+                    self.range(0, 11);
+                    self.0.push(id);
+                }
+                SchedOp::Drain(queue) => {
+                    self.range(0, 14);
+                    self.0.push(queue);
+                }
+                SchedOp::PopDue { now, limit } => {
+                    self.range(0, 16);
+                    self.at(now);
+                    self.range(
+                        0,
+                        if limit == u8::MAX {
+                            5
+                        } else {
+                            i16::from(limit)
+                        },
+                    );
+                }
+                SchedOp::Take { batch, n } => {
+                    self.range(0, 20);
+                    self.0.push(batch);
+                    self.range(0, i16::from(n));
+                }
+                SchedOp::DropBatch(batch) => {
+                    self.range(0, 24);
+                    self.0.push(batch);
+                }
+                SchedOp::Finish { due, consume } => {
+                    self.range(0, 26);
+                    self.0.push(due);
+                    self.bool(consume);
+                }
+            }
+        }
+    }
+
+    /// The bytes of a `scheduler_races` input.
+    pub fn sched_input(shards: u8, resolution: u8, ops: &[SchedOp]) -> Vec<u8> {
+        let mut bytes = Bytes::default();
+        bytes.range(0, i16::from(shards));
+        bytes.range(0, i16::from(resolution));
+        for &op in ops {
+            bytes.sched_op(op);
+        }
+        bytes.0
     }
 
     /// The bytes of a `wheel_ops` input.
