@@ -121,10 +121,12 @@ where
                 let Some(due) = batch.next() else {
                     break;
                 };
+                // Counted before the call: whatever the handler makes visible (a channel
+                // send, say) is then never ahead of `delivered()`.
+                shared.delivered.fetch_add(1, Ordering::SeqCst);
                 if catch_unwind(AssertUnwindSafe(|| handler(due))).is_err() {
                     shared.panics.fetch_add(1, Ordering::Relaxed);
                 }
-                shared.delivered.fetch_add(1, Ordering::Relaxed);
             }
             continue;
         }
@@ -145,7 +147,7 @@ impl DispatcherHandle {
 
     /// Timers handed to the handler so far (those whose handler panicked included).
     pub fn delivered(&self) -> u64 {
-        self.shared.delivered.load(Ordering::Relaxed)
+        self.shared.delivered.load(Ordering::SeqCst)
     }
 
     /// Handler calls that panicked so far.
