@@ -25,10 +25,19 @@
 //! without being found and removed. Positions are never 0, so the stamp is never 0, which
 //! gives the enum its niche.
 //!
-//! The epoch wraps after 2^20 filings of one index. A stale reference could then look current
-//! only if it also sits at the same position; it then names the live timer at a slot where
-//! that timer really is, so the worst it can do is move that timer earlier among the timers
-//! of the same tick. It can never fire a timer twice (firing vacates the entry) nor early.
+//! The epoch wraps after 2^20 filings of one index, and a stale reference that outlived that
+//! many filings would look current again (and could put a timer out of order). So whenever
+//! an epoch reaches a multiple of [`SWEEP_EVERY`] the arena raises `sweep_due`, and the wheel
+//! removes every stale reference before its operation returns. A stale reference made at
+//! epoch `e` is gone by the time its index reaches the next multiple of 2^19 after `e`
+//! (plus the few filings of one operation), well before `e + 2^20`. A sweep costs
+//! O(references) and comes at most once per 2^19 filings of one index.
+//!
+//! # Generations
+//!
+//! An entry whose generation reaches `u32::MAX` is retired when it ends instead of going
+//! back on the free list (as slotmap does), so a key can never alias a later timer through
+//! generation wrap-around. That leaks one entry per 2^32 reuses of an index.
 
 use std::num::NonZeroU32;
 
@@ -43,6 +52,10 @@ pub(crate) const POS_DUE: u32 = POS_MASK;
 pub(crate) const POS_UNFILED: u32 = POS_MASK - 1;
 /// No next free entry.
 const NIL: u32 = u32::MAX;
+/// `next` of a retired entry: its generation is exhausted and it is never reused.
+const RETIRED: u32 = u32::MAX - 1;
+/// An epoch reaching a multiple of this asks for a sweep of stale references.
+pub(crate) const SWEEP_EVERY: u32 = 1 << 19;
 
 /// The position code for a wheel slot (never 0, never DUE/UNFILED).
 #[inline]
@@ -98,12 +111,16 @@ pub(crate) struct Arena<T> {
     /// Generation for entries pushed at indexes that `shrink_to_fit` truncated: at least the
     /// generation those indexes had, so a stale key for a truncated index stays stale.
     fresh_generation: u32,
+    /// Some epoch reached a multiple of [`SWEEP_EVERY`]: stale references must be swept.
+    sweep_due: bool,
 }
 
+/// The stamp after `old` for a filing at `pos`, and whether its epoch asks for a sweep.
 #[inline]
-fn next_stamp(old: u32, pos: u32) -> NonZeroU32 {
+fn next_stamp(old: u32, pos: u32) -> (NonZeroU32, bool) {
     let stamp = (old & !POS_MASK).wrapping_add(1 << POS_BITS) | pos;
-    NonZeroU32::new(stamp).unwrap_or(NonZeroU32::MIN)
+    let sweep = (stamp >> POS_BITS) % SWEEP_EVERY == 0;
+    (NonZeroU32::new(stamp).unwrap_or(NonZeroU32::MIN), sweep)
 }
 
 /// A reference as slots hold it: index in the high half, stamp in the low half.
@@ -119,6 +136,7 @@ impl<T> Arena<T> {
             free_head: NIL,
             len: 0,
             fresh_generation: 0,
+            sweep_due: false,
         }
     }
 
@@ -144,7 +162,9 @@ impl<T> Arena<T> {
             let Entry::Free(free) = slot else {
                 unreachable!("free list points at a live entry");
             };
-            let (generation, stamp) = (free.generation, next_stamp(free.stamp, POS_UNFILED));
+            let (stamp, sweep) = next_stamp(free.stamp, POS_UNFILED);
+            let generation = free.generation;
+            self.sweep_due |= sweep;
             self.free_head = free.next;
             *slot = Entry::Live(Live {
                 deadline,
@@ -158,11 +178,11 @@ impl<T> Arena<T> {
         let Ok(index) = u32::try_from(self.entries.len()) else {
             return Err(value);
         };
-        if index == NIL {
+        if index >= RETIRED {
             return Err(value);
         }
         let generation = self.fresh_generation;
-        let stamp = next_stamp(0, POS_UNFILED);
+        let (stamp, _) = next_stamp(0, POS_UNFILED);
         self.entries.push(Entry::Live(Live {
             deadline,
             value,
@@ -221,8 +241,10 @@ impl<T> Arena<T> {
     #[inline]
     pub(crate) fn refile(&mut self, index: u32, pos: u32) -> Option<u64> {
         let live = self.live_mut(index)?;
-        live.stamp = next_stamp(live.stamp.get(), pos);
-        Some(make_ref(index, live.stamp))
+        let (stamp, sweep) = next_stamp(live.stamp.get(), pos);
+        live.stamp = stamp;
+        self.sweep_due |= sweep;
+        Some(make_ref(index, stamp))
     }
 
     /// Vacates a live entry; its generation moves on, so its key becomes stale.
@@ -231,17 +253,28 @@ impl<T> Arena<T> {
         let Entry::Live(live) = slot else {
             return None;
         };
+        // An exhausted generation retires the entry: reusing it would let the key of its
+        // first timer (generation 0) alias a later one.
+        let retire = live.generation == u32::MAX;
         let free = Free {
-            next: self.free_head,
+            next: if retire { RETIRED } else { self.free_head },
             generation: live.generation.wrapping_add(1),
             stamp: live.stamp.get(),
         };
         let Entry::Live(live) = std::mem::replace(slot, Entry::Free(free)) else {
             return None;
         };
-        self.free_head = index;
+        if !retire {
+            self.free_head = index;
+        }
         self.len -= 1;
         Some(live)
+    }
+
+    /// Whether an epoch asked for a sweep since the last call; clears the request.
+    #[inline]
+    pub(crate) fn take_sweep_due(&mut self) -> bool {
+        std::mem::take(&mut self.sweep_due)
     }
 
     /// Indexes of every live entry, in index order.
@@ -259,15 +292,23 @@ impl<T> Arena<T> {
     /// remove every reference to a truncated index (they are all stale: the entries are free).
     pub(crate) fn shrink_to_fit(&mut self) {
         while let Some(Entry::Free(free)) = self.entries.last() {
-            self.fresh_generation = self.fresh_generation.max(free.generation);
+            // A retired entry's generation wrapped to 0; it had used them all.
+            let used = if free.next == RETIRED {
+                u32::MAX
+            } else {
+                free.generation
+            };
+            self.fresh_generation = self.fresh_generation.max(used);
             self.entries.pop();
         }
         // Rebuild the free list: truncation may have cut it anywhere.
         self.free_head = NIL;
         for (i, e) in self.entries.iter_mut().enumerate().rev() {
             if let Entry::Free(free) = e {
-                free.next = self.free_head;
-                self.free_head = i as u32;
+                if free.next != RETIRED {
+                    free.next = self.free_head;
+                    self.free_head = i as u32;
+                }
             }
         }
         self.entries.shrink_to_fit();
@@ -313,6 +354,52 @@ mod tests {
         assert_eq!(arena.resolve(r2), Some(k.index));
         arena.remove(k.index);
         assert_eq!(arena.resolve(r2), None);
+    }
+
+    #[test]
+    fn exhausted_generation_retires_the_entry() {
+        let mut arena = Arena::with_capacity(0);
+        let k = arena.insert(1, 'a').unwrap();
+        // Jump the generation to its last value, as 2^32 - 1 reuses would.
+        if let Some(Entry::Live(live)) = arena.entries.get_mut(k.index as usize) {
+            live.generation = u32::MAX;
+        }
+        assert!(arena.remove(k.index).is_some());
+        let next = arena.insert(2, 'b').unwrap();
+        assert_ne!(next.index, k.index, "a retired index is never reused");
+        assert!(
+            arena
+                .get(TimerKey {
+                    index: k.index,
+                    generation: 0
+                })
+                .is_none()
+        );
+        arena.remove(next.index);
+        arena.shrink_to_fit();
+        let after = arena.insert(3, 'c').unwrap();
+        assert_eq!(
+            after.index, 0,
+            "shrink truncates the free tail and the retired entry"
+        );
+        assert_eq!(
+            after.generation,
+            u32::MAX,
+            "and remembers its generations were used"
+        );
+    }
+
+    #[test]
+    fn epoch_multiples_ask_for_a_sweep() {
+        let mut arena = Arena::with_capacity(0);
+        let k = arena.insert(5, ()).unwrap();
+        let mut asked = 0;
+        for _ in 0..(3 * SWEEP_EVERY) {
+            arena.refile(k.index, slot_position(0, 1));
+            asked += u32::from(arena.take_sweep_due());
+        }
+        assert_eq!(asked, 3);
+        assert!(!arena.take_sweep_due(), "the request is cleared once taken");
     }
 
     #[test]

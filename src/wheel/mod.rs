@@ -179,6 +179,7 @@ impl<T> Wheel<T> {
     pub fn try_insert(&mut self, deadline: u64, value: T) -> Result<TimerKey, CapacityError<T>> {
         let key = self.arena.insert(deadline, value).map_err(CapacityError)?;
         self.file(key.index, deadline);
+        self.sweep_if_due();
         Ok(key)
     }
 
@@ -217,6 +218,7 @@ impl<T> Wheel<T> {
         live.deadline = deadline;
         self.unlink(pos);
         self.file(key.index, deadline);
+        self.sweep_if_due();
         true
     }
 
@@ -347,6 +349,24 @@ impl<T> Wheel<T> {
         }
     }
 
+    /// Removes every stale reference if some epoch asked for it (see `arena.rs`: this is what
+    /// keeps a wrapped epoch from making a stale reference look current). Called before each
+    /// operation that files timers returns.
+    #[inline]
+    fn sweep_if_due(&mut self) {
+        if self.arena.take_sweep_due() {
+            self.sweep_stale();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn sweep_stale(&mut self) {
+        let arena = &self.arena;
+        self.levels.compact_all(|r| arena.resolve(r).is_some());
+        self.due.compact(|r| arena.resolve(r).is_some());
+    }
+
     /// Detaches a live entry from where it is filed; its reference there becomes stale.
     fn unlink(&mut self, pos: u32) {
         if pos == POS_DUE {
@@ -373,7 +393,11 @@ impl<T> Wheel<T> {
             let Some(index) = self.arena.resolve(due_ref.r) else {
                 continue; // cancelled or moved after it became due
             };
-            self.due.unlink();
+            if self.due.unlink() {
+                // Pops keep the stale share constant; cancels raised it past the bound.
+                let arena = &self.arena;
+                self.due.compact(|r| arena.resolve(r).is_some());
+            }
             let generation = self.arena.live(index)?.generation;
             let live = self.arena.remove(index)?;
             return Some(Expired {
@@ -428,6 +452,7 @@ impl<T> Wheel<T> {
             }
         }
         self.levels.restore(level, slot, refs);
+        self.sweep_if_due();
     }
 
     #[cfg(test)]

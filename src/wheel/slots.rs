@@ -98,6 +98,20 @@ impl Levels {
         self.total_refs -= before - s.refs.len();
     }
 
+    /// Keeps only the references for which `current` is true, in every slot.
+    pub(crate) fn compact_all(&mut self, current: impl Fn(u64) -> bool) {
+        for lvl in self.levels.iter_mut() {
+            let mut occupied = lvl.occupied;
+            while occupied != 0 {
+                let s = &mut lvl.slots[occupied.trailing_zeros() as usize];
+                occupied &= occupied - 1;
+                let before = s.refs.len();
+                s.refs.retain(|&r| current(r));
+                self.total_refs -= before - s.refs.len();
+            }
+        }
+    }
+
     /// Takes every reference out of a slot, leaving it empty.
     #[inline]
     pub(crate) fn take(&mut self, level: usize, slot: usize) -> Vec<u64> {
