@@ -121,7 +121,7 @@ impl<T> TimerWheel<T> {
     ///
     /// # Panics
     ///
-    /// If `resolution` is zero (see [`TickClock::new`]).
+    /// If `resolution` is zero or longer than `u64::MAX` nanoseconds (see [`TickClock::new`]).
     #[track_caller]
     pub fn new(resolution: Duration) -> Self {
         Self::with_origin(Instant::now(), resolution)
@@ -131,7 +131,7 @@ impl<T> TimerWheel<T> {
     ///
     /// # Panics
     ///
-    /// If `resolution` is zero (see [`TickClock::new`]).
+    /// If `resolution` is zero or longer than `u64::MAX` nanoseconds (see [`TickClock::new`]).
     #[track_caller]
     pub fn with_origin(origin: Instant, resolution: Duration) -> Self {
         TimerWheel {
@@ -148,6 +148,13 @@ impl<T> TimerWheel<T> {
     /// The underlying tick wheel, for tick-level inspection.
     pub fn wheel(&self) -> &Wheel<T> {
         &self.wheel
+    }
+
+    /// The underlying tick wheel, mutably: every tick-level operation
+    /// ([`Wheel::reset`] to a tick, [`Wheel::reserve`], [`Wheel::stats`],
+    /// [`Wheel::shrink_to_fit`], …) is available through it.
+    pub fn wheel_mut(&mut self) -> &mut Wheel<T> {
+        &mut self.wheel
     }
 
     /// Adds a timer due at `deadline`; an instant already passed fires on the next poll.
@@ -195,6 +202,16 @@ impl<T> TimerWheel<T> {
         self.wheel.get(key)
     }
 
+    /// The value of a pending timer, mutably; `None` for a stale or foreign key.
+    pub fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
+        self.wheel.get_mut(key)
+    }
+
+    /// Whether the key names a pending timer.
+    pub fn contains(&self, key: TimerKey) -> bool {
+        self.wheel.contains(key)
+    }
+
     /// Takes out the next timer due by `now`, as [`Wheel::poll`] does at `now`'s tick
     /// (rounded down); `None` for a `now` before the origin. The returned [`Expired::deadline`] is in ticks; convert it with
     /// [`TickClock::instant_of`].
@@ -211,7 +228,8 @@ impl<T> TimerWheel<T> {
     }
 
     /// When the next poll may return something, never later than the earliest deadline;
-    /// `None` when empty. A far deadline that `Instant` cannot represent also gives `None`.
+    /// `None` when empty. A far deadline that `Instant` cannot represent also gives `None`:
+    /// check [`is_empty`](TimerWheel::is_empty) to tell the two apart.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.wheel
             .next_expiration()
@@ -231,6 +249,11 @@ impl<T> TimerWheel<T> {
     /// Cancels every pending timer; all keys become stale.
     pub fn clear(&mut self) {
         self.wheel.clear();
+    }
+
+    /// Removes stale references and gives unused memory back, as [`Wheel::shrink_to_fit`].
+    pub fn shrink_to_fit(&mut self) {
+        self.wheel.shrink_to_fit();
     }
 
     fn delay_tick(&self, delay: Duration) -> u64 {

@@ -12,7 +12,12 @@ use std::fmt;
 /// the index afterwards. This is the difference from `tokio_util::time::DelayQueue`, whose
 /// keys are bare slab indexes.
 ///
-/// A key is 8 bytes, `Copy`, and only meaningful for the wheel that issued it. A key from
+/// Generations are 32 bits; an index whose generation would wrap is retired instead of
+/// reused, so no key ever aliases a later timer.
+///
+/// A key is 8 bytes, `Copy`, and only meaningful for the wheel that issued it. Its `Ord`
+/// orders by (index, generation) so keys can sit in sorted maps; it says nothing about when
+/// timers fire. A key from
 /// another wheel is *foreign*: it is either rejected like a stale key, or, if its index and
 /// generation happen to match, it names whatever timer sits there (keys carry no wheel id).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -79,8 +84,10 @@ pub struct WheelStats {
     /// Pending timers (the same as `len()`).
     pub live: usize,
     /// References in slots and in the due queue that no longer name a pending timer there
-    /// (left by cancel and by resets that moved a timer earlier). Bounded by
-    /// `live + 8 × (slots) + 8`; removed when their slot is processed or compacted.
+    /// (left by cancel and by resets that moved a timer earlier). A slot or the due queue is
+    /// compacted once its stale references outnumber its live ones by more than 8, so this
+    /// is at most `live + 8 × 705` (704 slots and the due queue). They also go when their
+    /// slot is processed, and all of them on [`shrink_to_fit`](crate::Wheel::shrink_to_fit).
     pub stale: usize,
     /// Entries the arena can hold without reallocating.
     pub capacity: usize,
