@@ -8,7 +8,8 @@ use arbitrary::{Arbitrary, Unstructured};
 use tickwheel_fuzz::encode::{self, Start};
 use tickwheel_fuzz::indexed_model::IxOp;
 use tickwheel_fuzz::model::{KeyPick::*, Op, Op::*, When::*};
-use tickwheel_fuzz::{IndexedInput, WheelInput};
+use tickwheel_fuzz::scheduler_model::{At, SchedOp};
+use tickwheel_fuzz::{IndexedInput, SchedInput, WheelInput};
 
 fn write(target: &str, name: &str, bytes: &[u8]) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -467,7 +468,192 @@ fn indexed_ops() {
     );
 }
 
+fn sched_seed(name: &str, shards: u8, resolution: u8, ops: Vec<SchedOp>) {
+    let bytes = encode::sched_input(shards, resolution, &ops);
+    let decoded = SchedInput::arbitrary(&mut Unstructured::new(&bytes)).expect("decodes");
+    assert_eq!(
+        decoded.ops, ops,
+        "{name}: the seed decodes to what was meant"
+    );
+    write("scheduler_races", name, &bytes);
+}
+
+fn scheduler_races() {
+    use SchedOp as S;
+    let now = At::Ahead { ticks: 0, sub: 0 };
+    let soon = At::Ahead { ticks: 2, sub: 1 };
+    // The MTA race: a drain while the dispatcher holds popped timers; cancel and schedule of
+    // in-flight ids; re-schedule once delivered; the rest of the batch dropped untaken.
+    sched_seed(
+        "drain_in_flight",
+        1,
+        0,
+        vec![
+            S::Schedule {
+                queue: 0,
+                id: 1,
+                at: now,
+            },
+            S::Schedule {
+                queue: 0,
+                id: 2,
+                at: now,
+            },
+            S::Schedule {
+                queue: 0,
+                id: 3,
+                at: soon,
+            },
+            S::Schedule {
+                queue: 1,
+                id: 4,
+                at: now,
+            },
+            S::PopDue { now, limit: 2 },
+            S::Drain(0),
+            S::Cancel(1),
+            S::Schedule {
+                queue: 1,
+                id: 1,
+                at: now,
+            },
+            S::Take { batch: 0, n: 1 },
+            S::Finish {
+                due: 0,
+                consume: true,
+            },
+            S::Schedule {
+                queue: 1,
+                id: 1,
+                at: now,
+            },
+            S::DropBatch(0),
+            S::PopDue {
+                now: soon,
+                limit: u8::MAX,
+            },
+            S::Take { batch: 0, n: 4 },
+            S::Finish {
+                due: 1,
+                consume: false,
+            },
+            S::Drain(1),
+            S::Finish {
+                due: 0,
+                consume: false,
+            },
+        ],
+    );
+    // A half-taken batch dropped: its untaken timers go back in their place, merge with new
+    // ones of the same tick across shards, and can be rescheduled.
+    sched_seed(
+        "half_taken",
+        3,
+        2,
+        vec![
+            S::Schedule {
+                queue: 0,
+                id: 5,
+                at: soon,
+            },
+            S::Schedule {
+                queue: 1,
+                id: 6,
+                at: soon,
+            },
+            S::Schedule {
+                queue: 2,
+                id: 7,
+                at: soon,
+            },
+            S::Schedule {
+                queue: 3,
+                id: 8,
+                at: now,
+            },
+            S::PopDue {
+                now: soon,
+                limit: u8::MAX,
+            },
+            S::Take { batch: 0, n: 1 },
+            S::DropBatch(0),
+            S::Schedule {
+                queue: 0,
+                id: 9,
+                at: soon,
+            },
+            S::Reschedule { id: 6, at: now },
+            S::PopDue {
+                now: soon,
+                limit: 1,
+            },
+            S::PopDue {
+                now: soon,
+                limit: 3,
+            },
+            S::Take { batch: 1, n: 3 },
+            S::Take { batch: 0, n: 1 },
+            S::Finish {
+                due: 2,
+                consume: true,
+            },
+            S::DropBatch(1),
+            S::Cancel(7),
+        ],
+    );
+    // Clock edges: deadlines before the origin and far away, a poll before the origin, time
+    // going backwards, a deadline just inside a tick.
+    sched_seed(
+        "clock_edges",
+        1,
+        2,
+        vec![
+            S::Schedule {
+                queue: 0,
+                id: 1,
+                at: At::BeforeOrigin { ns: 5 },
+            },
+            S::Schedule {
+                queue: 0,
+                id: 2,
+                at: At::Far { shift: 63 },
+            },
+            S::Schedule {
+                queue: 0,
+                id: 3,
+                at: At::Ahead { ticks: 1, sub: 1 },
+            },
+            S::PopDue {
+                now: At::BeforeOrigin { ns: 1 },
+                limit: u8::MAX,
+            },
+            S::PopDue {
+                now: At::Ahead { ticks: 1, sub: 1 },
+                limit: u8::MAX,
+            },
+            S::PopDue {
+                now: At::Behind { ticks: 1 },
+                limit: u8::MAX,
+            },
+            S::Take { batch: 1, n: 2 },
+            S::Reschedule {
+                id: 2,
+                at: At::Ahead {
+                    ticks: 5000,
+                    sub: 0,
+                },
+            },
+            S::PopDue {
+                now: At::Far { shift: 40 },
+                limit: u8::MAX,
+            },
+            S::Take { batch: 3, n: 2 },
+        ],
+    );
+}
+
 fn main() {
     wheel_ops();
     indexed_ops();
+    scheduler_races();
 }
