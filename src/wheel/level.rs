@@ -51,6 +51,15 @@ pub(crate) fn slot_start(elapsed: u64, level: usize, slot: usize) -> u64 {
     (elapsed & keep) | ((slot as u64) << low_bits)
 }
 
+/// The tick at which the slot that holds `deadline` at `level` is due: the deadline with every
+/// digit below `level` zeroed. Equal to `slot_start(elapsed, level, slot_for(deadline, level))`
+/// when `level == level_for(elapsed, deadline)`: `elapsed` and the deadline share every digit
+/// above that level (that is what chose it), so only the slot digit and the zeros remain.
+#[inline]
+pub(crate) fn filed_slot_start(deadline: u64, level: usize) -> u64 {
+    deadline & (u64::MAX << (level as u32 * SLOT_BITS))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +130,37 @@ mod tests {
                 assert!(
                     start <= deadline,
                     "slot start {start:#b} after deadline {deadline:#b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn filed_slot_start_matches_slot_start() {
+        let samples = [
+            0u64,
+            1,
+            63,
+            64,
+            4095,
+            4096,
+            7342,
+            1 << 30,
+            (1 << 36) - 1,
+            1 << 63,
+        ];
+        let extra = [1u64, 2, 19, 63, 64, 65, 4096, 1 << 20, 1 << 40, u64::MAX];
+        for &e in &samples {
+            for &d in &extra {
+                let deadline = e.saturating_add(d);
+                if deadline <= e {
+                    continue;
+                }
+                let level = level_for(e, deadline);
+                assert_eq!(
+                    filed_slot_start(deadline, level),
+                    slot_start(e, level, slot_for(deadline, level)),
+                    "elapsed {e:#b}, deadline {deadline:#b}, level {level}"
                 );
             }
         }

@@ -47,7 +47,7 @@ pub use key::{Expired, TimerKey, WheelStats};
 
 use arena::{Arena, POS_DUE, POS_UNFILED, position_slot, slot_position};
 use due::DueQueue;
-use level::{level_for, slot_for, slot_start};
+use level::{filed_slot_start, level_for, slot_for, slot_start};
 use slots::Levels;
 
 /// The error of [`Wheel::try_insert`]: the wheel holds `u32::MAX - 1` timers already.
@@ -95,6 +95,12 @@ pub struct Wheel<T> {
     /// The tick the wheel has advanced to: every slot due at or before it has been
     /// processed. Only [`Wheel::poll`] and [`Wheel::poll_into`] move it, never backwards.
     elapsed: u64,
+    /// A poll at a tick below this finds nothing to do: no due timer waits, and it is no
+    /// later than the start of every occupied slot. Inserts and moves lower it, a poll that
+    /// comes up empty sets it exactly, cancels leave it (a lower bound stays a lower bound).
+    /// It makes an idle poll one comparison. The start of an occupied slot does not move
+    /// while `elapsed` advances towards it (they share every digit above the slot's level).
+    quiet_until: u64,
 }
 
 impl<T> Default for Wheel<T> {
@@ -116,6 +122,7 @@ impl<T> Wheel<T> {
             levels: Levels::new(),
             due: DueQueue::default(),
             elapsed: 0,
+            quiet_until: u64::MAX,
         }
     }
 
@@ -251,16 +258,44 @@ impl<T> Wheel<T> {
     /// `elapsed` is ignored: nothing fires early and nothing panics.
     ///
     /// Cost: O(levels) to find the next slot, plus O(1) amortised per timer cascaded or
-    /// returned. An idle poll (nothing due) is O(levels) however many timers are pending.
+    /// returned. An idle poll (nothing due) is one comparison however many timers are pending.
+    #[inline]
     pub fn poll(&mut self, now: u64) -> Option<Expired<T>> {
+        if now < self.quiet_until {
+            self.elapsed = self.elapsed.max(now);
+            return None;
+        }
+        self.poll_busy(now)
+    }
+
+    /// The body of [`poll`](Wheel::poll) once something may be due, out of line so that the
+    /// idle check above inlines into the caller's loop.
+    #[inline(never)]
+    fn poll_busy(&mut self, now: u64) -> Option<Expired<T>> {
+        // Until this poll comes up empty, more may be due: the next poll must look too.
+        self.quiet_until = 0;
         loop {
             if let Some(expired) = self.pop_due() {
                 return Some(expired);
             }
             if !self.advance_one_slot(now) {
+                self.settle_quiet_until();
                 return None;
             }
         }
+    }
+
+    /// Sets [`quiet_until`](Wheel::quiet_until) exactly, after a poll found nothing more.
+    fn settle_quiet_until(&mut self) {
+        self.quiet_until = if self.due.live() > 0 {
+            0
+        } else {
+            self.levels
+                .first_occupied()
+                .map_or(u64::MAX, |(level, slot)| {
+                    slot_start(self.elapsed, level, slot)
+                })
+        };
     }
 
     /// Takes out up to `limit` due timers (deadline ≤ `now`) into `out`, in the order
@@ -270,12 +305,21 @@ impl<T> Wheel<T> {
     /// stopped, and `elapsed()` is the tick of the last slot processed (see
     /// [`elapsed`](Wheel::elapsed)). `limit == 0` does nothing. Cost as for `poll`.
     pub fn poll_into(&mut self, now: u64, limit: usize, out: &mut Vec<Expired<T>>) -> usize {
+        if limit == 0 {
+            return 0;
+        }
+        if now < self.quiet_until {
+            self.elapsed = self.elapsed.max(now);
+            return 0;
+        }
+        self.quiet_until = 0;
         let mut taken = 0;
         while taken < limit {
             if let Some(expired) = self.pop_due() {
                 out.push(expired);
                 taken += 1;
             } else if !self.advance_one_slot(now) {
+                self.settle_quiet_until();
                 break;
             }
         }
@@ -306,6 +350,7 @@ impl<T> Wheel<T> {
         }
         self.levels.clear();
         self.due.clear();
+        self.quiet_until = u64::MAX;
     }
 
     /// Removes every stale reference and gives unused memory back: arena entries past the
@@ -335,17 +380,31 @@ impl<T> Wheel<T> {
     }
 
     /// Files the live entry `index` by its deadline: a level slot, or the due queue.
+    #[inline(always)]
     fn file(&mut self, index: u32, deadline: u64) {
         if deadline <= self.elapsed {
-            if let Some(r) = self.arena.refile(index, POS_DUE) {
-                self.due.push_past(deadline, r);
-            }
+            self.file_due(index, deadline);
             return;
         }
         let level = level_for(self.elapsed, deadline);
         let slot = slot_for(deadline, level);
         if let Some(r) = self.arena.refile(index, slot_position(level, slot)) {
             self.levels.push(level, slot, r);
+            let start = filed_slot_start(deadline, level);
+            if start < self.quiet_until {
+                self.quiet_until = start;
+            }
+        }
+    }
+
+    /// Files a live entry whose deadline has been reached into the due queue (rare: an
+    /// insert or reset into the past).
+    #[cold]
+    #[inline(never)]
+    fn file_due(&mut self, index: u32, deadline: u64) {
+        if let Some(r) = self.arena.refile(index, POS_DUE) {
+            self.due.push_past(deadline, r);
+            self.quiet_until = 0;
         }
     }
 
@@ -493,6 +552,17 @@ impl<T> Wheel<T> {
             self.len(),
             "every pending timer is filed once"
         );
+        if self.due.live() > 0 {
+            assert_eq!(self.quiet_until, 0, "due timers wait, so every poll looks");
+        }
+        if let Some((level, slot)) = self.levels.first_occupied() {
+            let start = slot_start(self.elapsed, level, slot);
+            assert!(
+                self.quiet_until <= start,
+                "quiet_until {} is no later than the first occupied slot L{level} S{slot} at {start}",
+                self.quiet_until
+            );
+        }
     }
 }
 

@@ -24,15 +24,12 @@ pub(crate) struct Slot {
 
 #[derive(Debug)]
 pub(crate) struct Level {
-    /// Bit `s` set: slot `s` holds at least one live timer.
-    pub(crate) occupied: u64,
     pub(crate) slots: [Slot; SLOTS],
 }
 
 impl Level {
     fn new() -> Self {
         Level {
-            occupied: 0,
             slots: std::array::from_fn(|_| Slot::default()),
         }
     }
@@ -41,6 +38,12 @@ impl Level {
 /// All levels of a wheel.
 #[derive(Debug)]
 pub(crate) struct Levels {
+    /// Occupancy bitmaps, one per level, kept together (and apart from the slots) so that
+    /// finding the next occupied slot reads one or two cache lines: bit `s` of `occupied[l]`
+    /// is set iff slot `s` of level `l` holds at least one live timer.
+    occupied: [u64; LEVELS],
+    /// Bit `l` set iff `occupied[l] != 0`: the lowest occupied level in one instruction.
+    levels_occupied: u16,
     levels: Box<[Level; LEVELS]>,
     /// References in all slots, live or stale.
     total_refs: usize,
@@ -54,18 +57,33 @@ impl Levels {
             Err(_) => unreachable!("exactly LEVELS levels were built"),
         };
         Levels {
+            occupied: [0; LEVELS],
+            levels_occupied: 0,
             levels,
             total_refs: 0,
         }
     }
 
     #[inline]
+    fn mark_occupied(&mut self, level: usize, slot: usize) {
+        self.occupied[level] |= 1 << slot;
+        self.levels_occupied |= 1 << level;
+    }
+
+    #[inline]
+    fn mark_empty(&mut self, level: usize, slot: usize) {
+        self.occupied[level] &= !(1 << slot);
+        if self.occupied[level] == 0 {
+            self.levels_occupied &= !(1 << level);
+        }
+    }
+
+    #[inline]
     pub(crate) fn push(&mut self, level: usize, slot: usize, r: u64) {
-        let lvl = &mut self.levels[level];
-        let s = &mut lvl.slots[slot];
+        let s = &mut self.levels[level].slots[slot];
         s.refs.push(r);
         s.live += 1;
-        lvl.occupied |= 1 << slot;
+        self.mark_occupied(level, slot);
         self.total_refs += 1;
     }
 
@@ -73,8 +91,7 @@ impl Levels {
     /// Returns true when the slot should be compacted.
     #[inline]
     pub(crate) fn unlink(&mut self, level: usize, slot: usize) -> bool {
-        let lvl = &mut self.levels[level];
-        let s = &mut lvl.slots[slot];
+        let s = &mut self.levels[level].slots[slot];
         debug_assert!(
             s.live > 0,
             "unlink from a slot with no live timers: L{level} S{slot}"
@@ -84,7 +101,7 @@ impl Levels {
             // Every reference left is stale: drop them all without looking.
             self.total_refs -= s.refs.len();
             s.refs.clear();
-            lvl.occupied &= !(1 << slot);
+            self.mark_empty(level, slot);
             return false;
         }
         s.refs.len() - s.live as usize > s.live as usize + STALE_SLACK
@@ -100,8 +117,8 @@ impl Levels {
 
     /// Keeps only the references for which `current` is true, in every slot.
     pub(crate) fn compact_all(&mut self, current: impl Fn(u64) -> bool) {
-        for lvl in self.levels.iter_mut() {
-            let mut occupied = lvl.occupied;
+        for (lvl, &bits) in self.levels.iter_mut().zip(self.occupied.iter()) {
+            let mut occupied = bits;
             while occupied != 0 {
                 let s = &mut lvl.slots[occupied.trailing_zeros() as usize];
                 occupied &= occupied - 1;
@@ -115,9 +132,8 @@ impl Levels {
     /// Takes every reference out of a slot, leaving it empty.
     #[inline]
     pub(crate) fn take(&mut self, level: usize, slot: usize) -> Vec<u64> {
-        let lvl = &mut self.levels[level];
-        lvl.occupied &= !(1 << slot);
-        let s = &mut lvl.slots[slot];
+        self.mark_empty(level, slot);
+        let s = &mut self.levels[level].slots[slot];
         s.live = 0;
         self.total_refs -= s.refs.len();
         std::mem::take(&mut s.refs)
@@ -136,11 +152,11 @@ impl Levels {
     /// The lowest occupied slot of the lowest occupied level.
     #[inline]
     pub(crate) fn first_occupied(&self) -> Option<(usize, usize)> {
-        self.levels
-            .iter()
-            .enumerate()
-            .find(|(_, l)| l.occupied != 0)
-            .map(|(i, l)| (i, l.occupied.trailing_zeros() as usize))
+        if self.levels_occupied == 0 {
+            return None;
+        }
+        let level = self.levels_occupied.trailing_zeros() as usize;
+        Some((level, self.occupied[level].trailing_zeros() as usize))
     }
 
     #[cfg(test)]
@@ -155,7 +171,12 @@ impl Levels {
 
     #[cfg(test)]
     pub(crate) fn occupied(&self, level: usize) -> u64 {
-        self.levels[level].occupied
+        debug_assert_eq!(
+            self.levels_occupied >> level & 1 == 1,
+            self.occupied[level] != 0,
+            "level bit iff the level has an occupied slot: L{level}"
+        );
+        self.occupied[level]
     }
 
     pub(crate) fn total_refs(&self) -> usize {
@@ -173,8 +194,9 @@ impl Levels {
     }
 
     pub(crate) fn clear(&mut self) {
+        self.occupied = [0; LEVELS];
+        self.levels_occupied = 0;
         for lvl in self.levels.iter_mut() {
-            lvl.occupied = 0;
             for s in lvl.slots.iter_mut() {
                 s.refs.clear();
                 s.live = 0;
