@@ -6,9 +6,9 @@
 //! One `poll_next`, in the order it happens:
 //!
 //! ```text
-//!   1 an item left in the batch?          → Ready(Some(item))    (no lock taken)
-//!   2 FAIR_SHARE items since the last Pending?
+//!   1 FAIR_SHARE items since the last Pending?
 //!                                         → wake self, Pending   (let other tasks run)
+//!   2 an item left in the batch?          → Ready(Some(item))    (no lock taken)
 //!   3 batch = pop_due(tokio now, limit)   → Ready(Some(first))   (phase one: in flight)
 //!   4 nothing due: arm the signal with this task's waker; E = earliest deadline
 //!   5 reset the one Sleep to E (capped at MAX_SLEEP ahead) and poll it
@@ -200,12 +200,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
     }
 
     /// Timers popped and not yet yielded: in flight, held by the stream.
-    pub fn buffered(&self) -> usize {
+    pub fn batch_len(&self) -> usize {
         self.batch.as_ref().map_or(0, ExactSizeIterator::len)
     }
 
     /// The next timer of the current batch; drops the batch once it is empty.
-    fn take_buffered(&mut self) -> Option<Due<Q, K, T>> {
+    fn take_from_batch(&mut self) -> Option<Due<Q, K, T>> {
         let due = self.batch.as_mut()?.next();
         if due.is_none() {
             self.batch = None;
@@ -220,7 +220,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
             return None;
         }
         self.batch = Some(batch);
-        self.take_buffered()
+        self.take_from_batch()
     }
 
     /// Arms the one sleep for `target` (capped at `MAX_SLEEP` after `now`; reset, never
@@ -252,12 +252,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
 
     /// `Ready` with the next due timer, or `Pending` with the task's wakeups arranged.
     fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<Due<Q, K, T>> {
-        if let Some(due) = self.take_buffered() {
-            return Poll::Ready(due);
-        }
         if self.streak >= FAIR_SHARE {
             cx.waker().wake_by_ref();
             return Poll::Pending;
+        }
+        if let Some(due) = self.take_from_batch() {
+            return Poll::Ready(due);
         }
         let now = Instant::now();
         if let Some(due) = self.pop(now) {
@@ -308,7 +308,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> futures_core::Stream for Due
 
     /// At least the rest of the current batch; no upper bound (the stream never ends).
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.buffered(), None)
+        (self.batch_len(), None)
     }
 }
 
@@ -325,7 +325,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> fmt::Debug for DueStream<Q, 
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DueStream")
             .field("batch_limit", &self.limit)
-            .field("buffered", &self.buffered())
+            .field("batch_len", &self.batch_len())
             .field("sleep_until", &self.sleep.as_ref().map(|s| s.deadline()))
             .finish_non_exhaustive()
     }
