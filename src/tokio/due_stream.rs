@@ -46,6 +46,19 @@
 //! [`FAIR_SHARE`] items in a row the stream answers `Pending` once, waking itself at once, so
 //! other tasks on the same thread run (tokio's cooperative budget does the same for its own
 //! resources; its public hook needs a newer tokio than this crate asks for).
+//!
+//! # Choices, and what was rejected
+//!
+//! - **The batch stays a `DueBatch`**, not a `Vec<Due>`: a `Due` counts as delivered when
+//!   it is dropped, so a stream dropped with a `Vec` of them would lose timers; a dropped
+//!   `DueBatch` puts its untaken timers back.
+//! - **The stream never ends**, unlike `DelayQueue`, which answers `Ready(None)` when empty:
+//!   a scheduler is shared, and a `while let` loop that stopped at the first empty moment
+//!   would stop before the producers start.
+//! - **Wakeups go through the scheduler's signal** (`arm_waker`), not a `tokio::sync::Notify`:
+//!   the sync layer must not import tokio. `arm_waker` rather than `register_waker`
+//!   narrows the watermark to this stream's target, so later deadlines cost producers one
+//!   atomic load and no wakeup.
 
 use std::fmt;
 use std::future::Future;
@@ -164,6 +177,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 ///
 /// Timers still pending stay in the scheduler either way.
 ///
+/// # Fairness
+///
+/// After 128 items in a row without a `Pending`, the stream answers `Pending` once and
+/// wakes its task at once, so a backlog of due timers does not keep other tasks on the
+/// same runtime thread from running.
+///
 /// # Cancel safety
 ///
 /// `next()` is cancel safe (e.g. in `tokio::select!`): a timer leaves the stream's batch
@@ -186,9 +205,10 @@ pub struct DueStream<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
 }
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
-    /// Sets how many due timers one `pop_due` takes (default 256; 0 is taken as 1). A larger batch holds the shard locks less often; a smaller one keeps
-    /// fewer timers in flight inside the stream, where a drain cannot take them back. A
-    /// batch already taken is unchanged.
+    /// Sets how many due timers one `pop_due` takes (default 256; 0 is taken as 1). A
+    /// larger batch takes the shard locks less often; a smaller one keeps fewer timers in
+    /// flight inside the stream, where a drain cannot take them back. A batch already
+    /// taken is unchanged.
     pub fn batch_limit(mut self, limit: usize) -> Self {
         self.limit = limit.max(1);
         self
