@@ -1,6 +1,7 @@
 //! Runs `examples/mta` (the MTA scheduled-queue simulation) at a small size and checks what
 //! it promises: the `exactly-once: OK` line adds up, `--json` says the same, the real clock
-//! works too, and bad options end in a clear error with exit code 2, not a panic.
+//! works with both dispatchers, and bad options end in a clear error with exit code 2, not
+//! a panic.
 //!
 //! The test makes sure the example binary next to its own is built and current (`cargo
 //! build --example mta` with the same profile, features and target directory) and runs it.
@@ -163,29 +164,31 @@ fn json_output_says_the_same() {
     assert_eq!(parse_ok_line(line)[0], 20_000);
 }
 
-#[test]
-fn real_clock_proves_exactly_once() {
-    // 30 min of MTA time at 1/2000 speed: under a second of wall-clock time.
-    let args = [
-        "--clock",
-        "real",
-        "--scale",
-        "0.0005",
-        "--messages",
-        "5000",
-        "--queues",
-        "100",
-        "--duration",
-        "30m",
-        "--arrival",
-        "10m",
-        "--retry-base",
-        "1m",
-        "--retry-cap",
-        "5m",
-        "--seed",
-        "3",
-    ];
+/// 30 min of MTA time at 1/2000 speed: under a second of wall-clock time.
+const REAL: &[&str] = &[
+    "--clock",
+    "real",
+    "--scale",
+    "0.0005",
+    "--messages",
+    "5000",
+    "--queues",
+    "100",
+    "--duration",
+    "30m",
+    "--arrival",
+    "10m",
+    "--retry-base",
+    "1m",
+    "--retry-cap",
+    "5m",
+    "--seed",
+    "3",
+];
+
+fn real_clock_run(dispatcher: &str) {
+    let mut args = REAL.to_vec();
+    args.extend(["--dispatcher", dispatcher]);
     let out = run(&args);
     let stdout = text(&out.stdout);
     assert!(
@@ -197,9 +200,36 @@ fn real_clock_proves_exactly_once() {
     let [scheduled, ..] = parse_ok_line(&stdout);
     assert_eq!(scheduled, 5_000, "{stdout}");
     assert!(
+        stdout.contains(&format!("--dispatcher {dispatcher}")),
+        "the header names the dispatcher\n{stdout}"
+    );
+    assert!(
         stdout.contains(" ms (tick"),
         "real mode reports lateness in ms\n{stdout}"
     );
+}
+
+#[test]
+fn real_clock_with_the_thread_dispatcher_proves_exactly_once() {
+    real_clock_run("thread");
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn real_clock_with_the_tokio_due_stream_proves_exactly_once() {
+    real_clock_run("tokio");
+}
+
+/// Without the feature, `--dispatcher tokio` is a clear error, not a silent fallback.
+#[cfg(not(feature = "tokio"))]
+#[test]
+fn tokio_dispatcher_needs_the_feature() {
+    let mut args = REAL.to_vec();
+    args.extend(["--dispatcher", "tokio"]);
+    let out = run(&args);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--features tokio"), "{stderr}");
 }
 
 #[test]
@@ -215,6 +245,7 @@ fn bad_options_are_refused_cleanly() {
         (&["--retry-base", "1h", "--retry-cap", "5m"], "--retry-cap"),
         (&["--clock", "sundial"], "sundial"),
         (&["--clock", "real", "--scale", "0"], "--scale"),
+        (&["--dispatcher", "thread"], "--dispatcher"),
         (&["--threads", "0"], "--threads"),
         (&["--no-such-option"], "--no-such-option"),
     ];

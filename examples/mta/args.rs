@@ -94,6 +94,11 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = ClockMode::Simulated)]
     pub clock: ClockMode,
 
+    /// With --clock real: who pops the due timers [default: tokio when built with the
+    /// `tokio` feature, else thread].
+    #[arg(long, value_enum)]
+    pub dispatcher: Option<DispatcherKind>,
+
     /// With --clock real: wall-clock seconds per second of MTA time (0.001: 4 h in 14.4 s).
     #[arg(long, default_value_t = 0.001, value_name = "FACTOR")]
     pub scale: f64,
@@ -115,6 +120,24 @@ pub enum ClockMode {
     Simulated,
     /// Wall-clock time, scaled by `--scale`.
     Real,
+}
+
+/// The dispatcher of `--clock real`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DispatcherKind {
+    /// `Scheduler::spawn_dispatcher`: a thread that sleeps until the next deadline.
+    Thread,
+    /// `Scheduler::due_stream` on a tokio runtime (needs the `tokio` feature).
+    Tokio,
+}
+
+impl DispatcherKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DispatcherKind::Thread => "thread",
+            DispatcherKind::Tokio => "tokio",
+        }
+    }
 }
 
 impl ClockMode {
@@ -142,6 +165,18 @@ impl Args {
         Args::command()
             .error(ErrorKind::ValueValidation, msg)
             .exit()
+    }
+
+    /// The dispatcher `--clock real` uses: `--dispatcher`, or tokio's `due_stream` when the
+    /// `tokio` feature is on, or the thread dispatcher. `None` with the simulated clock,
+    /// whose dispatcher is this program's own `pop_due` loop.
+    pub fn dispatcher_kind(&self) -> Option<DispatcherKind> {
+        let default = if cfg!(feature = "tokio") {
+            DispatcherKind::Tokio
+        } else {
+            DispatcherKind::Thread
+        };
+        (self.clock == ClockMode::Real).then(|| self.dispatcher.unwrap_or(default))
     }
 
     /// The checks between and inside options that clap's value parsers cannot express.
@@ -215,6 +250,15 @@ impl Args {
                 fmt_duration(self.resolution),
                 fmt_duration(self.retry_base)
             ));
+        }
+        if self.dispatcher.is_some() && self.clock != ClockMode::Real {
+            return Err("--dispatcher applies to --clock real only".into());
+        }
+        if self.dispatcher == Some(DispatcherKind::Tokio) && !cfg!(feature = "tokio") {
+            return Err(
+                "--dispatcher tokio needs the tokio feature: cargo run --release --features tokio --example mta -- ..."
+                    .into(),
+            );
         }
         if self.clock == ClockMode::Real {
             let tick = self.resolution.as_secs_f64() * self.scale;

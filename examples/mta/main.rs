@@ -2,9 +2,9 @@
 //! the end.
 //!
 //! ```text
-//! cargo run --release --example mta                       # 1M messages, 10k queues, simulated clock
-//! cargo run --release --example mta -- --clock real --scale 0.001
-//! cargo run --release --example mta -- --help             # every option
+//! cargo run --release --example mta                    # 1M messages, simulated clock
+//! cargo run --release --features tokio --example mta -- --clock real --scale 0.001
+//! cargo run --release --example mta -- --help         # every option
 //! ```
 //!
 //! Producers queue messages on Zipf-sized destination queues; one dispatcher pops what is
@@ -19,10 +19,12 @@
 //! 2 on bad options.
 //!
 //! Modules: `args` (options), `workload` (what the seed decides), `sim` (the threads),
-//! `ledger` (the independent account), `report` (table, JSON, lateness, memory).
+//! `real` (the real clock's dispatchers), `ledger` (the independent account), `report`
+//! (table, JSON, lateness, memory).
 
 mod args;
 mod ledger;
+mod real;
 mod report;
 mod sim;
 mod workload;

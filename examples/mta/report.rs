@@ -333,14 +333,18 @@ impl Summary<'_> {
                 "fail_rate": a.fail_rate, "drain_rate": a.drain_rate, "rebind": a.rebind,
                 "bounce_rate": a.bounce_rate, "suspend_rate": a.suspend_rate,
                 "suspend_for": fmt_duration(a.suspend_for), "batch": a.batch,
-                "clock": a.clock.name(), "scale": if real { json!(a.scale) } else { json!(null) },
+                "clock": a.clock.name(),
+                "dispatcher": a.dispatcher_kind().map(|d| d.name()),
+                "scale": if real { json!(a.scale) } else { json!(null) },
                 "seed": self.sim.work.seed,
             },
             "messages": {
                 "scheduled": t.scheduled, "delivered": t.delivered, "drained": t.drained,
                 "bounced": t.bounced, "pending": t.pending,
             },
-            "attempts": { "total": g(&c.attempts), "failed": g(&c.failed), "deferred": g(&c.deferred) },
+            "attempts": {
+                "total": g(&c.attempts), "failed": g(&c.failed), "deferred": g(&c.deferred),
+            },
             "drains": {
                 "rebinds": g(&c.rebinds), "rebound_messages": g(&c.rebound),
                 "transfers": g(&c.transfers), "transferred_messages": g(&c.transferred),
@@ -361,7 +365,10 @@ impl Summary<'_> {
             "peak_memory_bytes": self.peak_memory,
             "exactly_once": {
                 "ok": self.ok(), "duplicates": t.duplicates, "lost": t.lost, "early": t.early,
-                "sweep": { "len": self.sweep.len, "in_flight": self.sweep.in_flight, "found": self.sweep.found },
+                "sweep": {
+                    "len": self.sweep.len, "in_flight": self.sweep.in_flight,
+                    "found": self.sweep.found,
+                },
                 "notes": t.notes, "line": self.exactly_once_line(),
             },
         })
@@ -369,9 +376,9 @@ impl Summary<'_> {
 }
 
 fn real_scale(a: &Args) -> String {
-    match a.clock {
-        crate::args::ClockMode::Real => format!(" --scale {}", a.scale),
-        crate::args::ClockMode::Simulated => String::new(),
+    match a.dispatcher_kind() {
+        Some(d) => format!(" --scale {} --dispatcher {}", a.scale, d.name()),
+        None => String::new(),
     }
 }
 

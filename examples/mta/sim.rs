@@ -17,9 +17,10 @@
 //! at the exact instant of the next deadline: lateness measures only the scheduler.
 //!
 //! # The real clock
-//! MTA time is wall-clock time divided by `--scale`. The scheduler's own dispatcher thread
-//! (`Scheduler::spawn_dispatcher`) sleeps until the next deadline and calls `dispatch`;
-//! producers and the operator sleep until their times. Lateness is real.
+//! MTA time is wall-clock time divided by `--scale`. The scheduler's own dispatcher (tokio's
+//! `due_stream` or the thread of `spawn_dispatcher`, see `real.rs`) waits for each deadline
+//! and calls `dispatch`; producers and the operator sleep until their times. Lateness is
+//! real.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
@@ -28,8 +29,9 @@ use std::time::{Duration, Instant};
 
 use tickwheel::sync::{Cancel, Due, Scheduler};
 
-use crate::args::{Args, ClockMode};
+use crate::args::{Args, ClockMode, DispatcherKind};
 use crate::ledger::{Ledger, State};
+use crate::real;
 use crate::report::Histogram;
 use crate::workload::{ActionKind, Workload, nanos};
 
@@ -139,7 +141,7 @@ impl Clock {
     }
 
     /// The `Instant` standing for MTA time `t`.
-    fn instant(&self, t: u64) -> Instant {
+    pub fn instant(&self, t: u64) -> Instant {
         self.start + self.span(t)
     }
 
@@ -215,6 +217,8 @@ pub struct Sim {
     pub end: u64,
     /// The scheduler's tick in MTA time.
     tick: u64,
+    /// The dispatcher of `--clock real`.
+    dispatcher: Option<DispatcherKind>,
     batch: usize,
 }
 
@@ -242,6 +246,7 @@ impl Sim {
             operator_next: AtomicU64::new(0),
             end: nanos(args.duration),
             tick: nanos(args.resolution),
+            dispatcher: args.dispatcher_kind(),
             batch: args.batch as usize,
             work,
         })
@@ -270,11 +275,10 @@ impl Sim {
                 dispatcher.join().expect("dispatcher thread panicked");
             }
             ClockMode::Real => {
-                let sim = Arc::clone(self);
-                let dispatcher = self.sched.spawn_dispatcher(move |due| {
-                    let now = sim.clock.now();
-                    sim.dispatch(due, now);
-                });
+                let kind = self
+                    .dispatcher
+                    .expect("the real clock has a dispatcher kind");
+                let dispatcher = real::Dispatcher::start(self, kind);
                 while self.clock.now() < self.end {
                     progress(self);
                     let left = self
@@ -283,7 +287,7 @@ impl Sim {
                         .saturating_duration_since(Instant::now());
                     thread::sleep(left.min(Duration::from_millis(100)));
                 }
-                dispatcher.shutdown();
+                dispatcher.stop();
             }
         }
         for w in workers {
@@ -397,7 +401,7 @@ impl Sim {
     /// Delivers one due message at MTA time `now`: on success it ends as delivered; on a
     /// failure it is re-scheduled after its back-off; on a suspended queue it is put back
     /// until the suspension ends (not counted as an attempt).
-    fn dispatch(&self, due: Due<u32, u32, Msg>, now: u64) {
+    pub fn dispatch(&self, due: Due<u32, u32, Msg>, now: u64) {
         Counts::add(&self.counts.dispatched, 1);
         let (queue, id) = (*due.queue(), *due.id());
         if !self
