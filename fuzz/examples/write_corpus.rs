@@ -5,11 +5,12 @@
 use std::path::Path;
 
 use arbitrary::{Arbitrary, Unstructured};
+use tickwheel_fuzz::delay_queue_model::{DqAt, DqOp, Dur};
 use tickwheel_fuzz::encode::{self, Start};
 use tickwheel_fuzz::indexed_model::IxOp;
 use tickwheel_fuzz::model::{KeyPick::*, Op, Op::*, When::*};
 use tickwheel_fuzz::scheduler_model::{At, SchedOp};
-use tickwheel_fuzz::{IndexedInput, SchedInput, WheelInput};
+use tickwheel_fuzz::{DelayQueueInput, IndexedInput, SchedInput, WheelInput};
 
 fn write(target: &str, name: &str, bytes: &[u8]) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -652,8 +653,108 @@ fn scheduler_races() {
     );
 }
 
+fn dq_seed(name: &str, ops: Vec<DqOp>) {
+    let bytes = encode::delay_queue_input(&ops);
+    let decoded = DelayQueueInput::arbitrary(&mut Unstructured::new(&bytes)).expect("decodes");
+    assert_eq!(
+        decoded.ops, ops,
+        "{name}: the seed decodes to what was meant"
+    );
+    write("tokio_delay_queue", name, &bytes);
+}
+
+fn tokio_delay_queue() {
+    use DqOp as D;
+    let ms = |level, ms| Dur {
+        level,
+        ms,
+        nanos: 0,
+    };
+    // tokio-util's lost-wakeup cases: insert earlier, reset earlier and to the past, removal
+    // of the last entry, clear, insert after Ready(None); a second task polling in between.
+    dq_seed(
+        "lost_wakeups",
+        vec![
+            D::Insert(ms(3, 0)),
+            D::Poll { task: false },
+            D::Insert(ms(2, 10)),
+            D::Poll { task: true },
+            D::Reset(0, ms(1, 3)),
+            D::Poll { task: true },
+            D::Reset(1, ms(0, 0)),
+            D::Advance(ms(1, 5)),
+            D::Drain { task: false },
+            D::Remove(0),
+            D::Poll { task: false },
+            D::Insert(ms(2, 1)),
+            D::Poll { task: false },
+            D::Clear,
+            D::Poll { task: true },
+            D::Insert(ms(1, 1)),
+            D::Advance(ms(1, 1)),
+            D::Peek,
+            D::Poll { task: true },
+        ],
+    );
+    // Stale keys after expiry and removal, with the slot reused.
+    dq_seed(
+        "stale_keys",
+        vec![
+            D::Insert(ms(1, 1)),
+            D::Remove(0),
+            D::Insert(ms(1, 2)),
+            D::Remove(0),
+            D::Reset(0, ms(1, 4)),
+            D::ResetAt(0, DqAt::Ahead(ms(1, 4))),
+            D::Advance(ms(1, 10)),
+            D::Drain { task: false },
+            D::Insert(ms(0, 0)),
+            D::Remove(1),
+            D::Compact,
+            D::Peek,
+            D::Poll { task: false },
+        ],
+    );
+    // The whole range: before the origin, sub-millisecond rounding, far, never.
+    dq_seed(
+        "far_and_past",
+        vec![
+            D::InsertAt(DqAt::BeforeOrigin { ms: 5 }),
+            D::InsertAt(DqAt::Far { shift: 63 }),
+            D::Insert(Dur {
+                level: 7,
+                ms: 0,
+                nanos: 0,
+            }),
+            D::Insert(ms(6, 12345)),
+            D::Insert(Dur {
+                level: 1,
+                ms: 0,
+                nanos: 1,
+            }),
+            D::Advance(Dur {
+                level: 1,
+                ms: 0,
+                nanos: 999_999,
+            }),
+            D::Peek,
+            D::Poll { task: false },
+            D::Advance(Dur {
+                level: 0,
+                ms: 0,
+                nanos: 1,
+            }),
+            D::Drain { task: false },
+            D::ResetAt(3, DqAt::Behind(ms(2, 0))),
+            D::Drain { task: true },
+            D::ShrinkToFit,
+        ],
+    );
+}
+
 fn main() {
     wheel_ops();
     indexed_ops();
     scheduler_races();
+    tokio_delay_queue();
 }

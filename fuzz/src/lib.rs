@@ -7,6 +7,8 @@
 //! `cargo fuzz fmt <target> <artifact>` prints a crash as an op list that pastes straight
 //! into a regression test.
 
+#[path = "../../tests/support/delay_queue_model.rs"]
+pub mod delay_queue_model;
 #[path = "../../tests/support/indexed_model.rs"]
 pub mod indexed_model;
 #[path = "../../tests/support/model.rs"]
@@ -15,6 +17,7 @@ pub mod model;
 pub mod scheduler_model;
 
 use arbitrary::{Arbitrary, Result, Unstructured};
+use delay_queue_model::{DqAt, DqOp, Dur};
 use indexed_model::IxOp;
 use model::{KeyPick, Op, When};
 use scheduler_model::{At, SchedOp};
@@ -179,6 +182,67 @@ pub fn sched_op(u: &mut Unstructured) -> Result<SchedOp> {
     })
 }
 
+/// The input of `tokio_delay_queue`: a sequence of queue operations, clock advances and
+/// polls by two tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelayQueueInput {
+    pub ops: Vec<DqOp>,
+}
+
+impl<'a> Arbitrary<'a> for DelayQueueInput {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        let mut ops = Vec::new();
+        while !u.is_empty() && ops.len() < MAX_OPS {
+            ops.push(dq_op(u)?);
+        }
+        Ok(DelayQueueInput { ops })
+    }
+}
+
+/// A duration: level 0 (zero) to 6 (up to 2^36 ms) drawn level-uniformly, 7 = `MAX`.
+pub fn dur(u: &mut Unstructured, max_level: u8) -> Result<Dur> {
+    Ok(Dur {
+        level: u.int_in_range(0..=max_level)?,
+        ms: u.arbitrary()?,
+        nanos: u.arbitrary()?,
+    })
+}
+
+pub fn dq_at(u: &mut Unstructured) -> Result<DqAt> {
+    Ok(match u.int_in_range(0u8..=9)? {
+        0..=5 => DqAt::Ahead(dur(u, 7)?),
+        6 | 7 => DqAt::Behind(dur(u, 7)?),
+        8 => DqAt::BeforeOrigin { ms: u.arbitrary()? },
+        _ => DqAt::Far {
+            shift: u.int_in_range(0..=63)?,
+        },
+    })
+}
+
+/// One `DelayQueue` step.
+pub fn dq_op(u: &mut Unstructured) -> Result<DqOp> {
+    Ok(match u.int_in_range(0u8..=31)? {
+        0..=5 => DqOp::Insert(dur(u, 7)?),
+        6..=8 => DqOp::InsertAt(dq_at(u)?),
+        9..=11 => DqOp::Remove(u.arbitrary()?),
+        12 | 13 => DqOp::Reset(u.arbitrary()?, dur(u, 7)?),
+        14 | 15 => DqOp::ResetAt(u.arbitrary()?, dq_at(u)?),
+        16..=20 => DqOp::Advance(dur(u, 3)?),
+        21..=25 => DqOp::Poll {
+            task: u.arbitrary()?,
+        },
+        26 | 27 => DqOp::Drain {
+            task: u.arbitrary()?,
+        },
+        28 | 29 => DqOp::Peek,
+        30 => DqOp::Clear,
+        _ => match u.arbitrary::<bool>()? {
+            true => DqOp::Compact,
+            false => DqOp::ShrinkToFit,
+        },
+    })
+}
+
 /// A starting tick: 0, anything, or within ±65535 of a long-uptime mark.
 pub fn start(u: &mut Unstructured) -> Result<u64> {
     let which = u.int_in_range(0u8..=7)?;
@@ -313,6 +377,7 @@ pub fn op(u: &mut Unstructured) -> Result<Op> {
 /// The decoders' inverse: bytes that decode to a chosen input. Used to write the seed
 /// corpora (`examples/write_corpus.rs`), which checks every seed by decoding it again.
 pub mod encode {
+    use super::delay_queue_model::{DqAt, DqOp, Dur};
     use super::indexed_model::IxOp;
     use super::model::{KeyPick, Op, When};
     use super::scheduler_model::{At, SchedOp};
@@ -685,6 +750,94 @@ pub mod encode {
         bytes.range(0, i16::from(resolution));
         for &op in ops {
             bytes.sched_op(op);
+        }
+        bytes.0
+    }
+
+    impl Bytes {
+        fn dur(&mut self, d: Dur) {
+            self.range(0, i16::from(d.level));
+            self.u64(d.ms);
+            self.u32(d.nanos);
+        }
+
+        fn dq_at(&mut self, at: DqAt) {
+            match at {
+                DqAt::Ahead(d) => {
+                    self.range(0, 0);
+                    self.dur(d);
+                }
+                DqAt::Behind(d) => {
+                    self.range(0, 6);
+                    self.dur(d);
+                }
+                DqAt::BeforeOrigin { ms } => {
+                    self.range(0, 8);
+                    self.u16(ms);
+                }
+                DqAt::Far { shift } => {
+                    self.range(0, 9);
+                    self.range(0, i16::from(shift));
+                }
+            }
+        }
+
+        pub fn dq_op(&mut self, op: DqOp) {
+            match op {
+                DqOp::Insert(d) => {
+                    self.range(0, 0);
+                    self.dur(d);
+                }
+                DqOp::InsertAt(at) => {
+                    self.range(0, 6);
+                    self.dq_at(at);
+                }
+                DqOp::Remove(k) => {
+                    self.range(0, 9);
+                    self.u16(k);
+                }
+                DqOp::Reset(k, d) => {
+                    self.range(0, 12);
+                    self.u16(k);
+                    self.dur(d);
+                }
+                DqOp::ResetAt(k, at) => {
+                    self.range(0, 14);
+                    self.u16(k);
+                    self.dq_at(at);
+                }
+                DqOp::Advance(d) => {
+                    assert!(d.level <= 3, "advances are levels 0..=3");
+                    self.range(0, 16);
+                    self.dur(d);
+                }
+                DqOp::Poll { task } => {
+                    self.range(0, 21);
+                    self.bool(task);
+                }
+                DqOp::Drain { task } => {
+                    self.range(0, 26);
+                    self.bool(task);
+                }
+                DqOp::Peek => self.range(0, 28),
+                DqOp::Clear => self.range(0, 30),
+                DqOp::Compact => {
+                    self.range(0, 31);
+                    self.bool(true);
+                }
+                DqOp::ShrinkToFit => {
+                    self.range(0, 31);
+                    self.bool(false);
+                }
+            }
+        }
+    }
+
+    /// The bytes of a `tokio_delay_queue` input.
+    pub fn delay_queue_input(ops: &[DqOp]) -> Vec<u8> {
+        let mut bytes = Bytes::default();
+        for &op in ops {
+            bytes.dq_op(op);
         }
         bytes.0
     }

@@ -159,6 +159,12 @@ fn ms_up(d: Duration) -> u64 {
     u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
 }
 
+impl Default for DqHarness {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl DqHarness {
     /// Must be called inside a current-thread runtime with a paused clock.
     pub fn new() -> Self {
