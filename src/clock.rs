@@ -30,7 +30,8 @@ use crate::wheel::{Expired, TimerKey, Wheel};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TickClock {
     origin: Instant,
-    resolution_nanos: u64,
+    /// Nanoseconds per tick, at least 1; `u128` so that any `Duration` fits.
+    resolution_nanos: u128,
 }
 
 impl TickClock {
@@ -42,18 +43,22 @@ impl TickClock {
     ///
     /// # Panics
     ///
-    /// If `resolution` is zero or longer than `u64::MAX` nanoseconds (584 years).
+    /// If `resolution` is zero.
     #[track_caller]
     pub fn new(origin: Instant, resolution: Duration) -> Self {
-        let nanos = u64::try_from(resolution.as_nanos()).unwrap_or(0);
-        assert!(
-            nanos > 0,
-            "tickwheel: resolution must be between 1 ns and u64::MAX ns, got {resolution:?}"
-        );
-        TickClock {
+        match Self::try_new(origin, resolution) {
+            Some(clock) => clock,
+            None => panic!("tickwheel: resolution must be longer than zero, got {resolution:?}"),
+        }
+    }
+
+    /// [`TickClock::new`] that returns `None` instead of panicking on a zero resolution.
+    pub fn try_new(origin: Instant, resolution: Duration) -> Option<Self> {
+        let nanos = Some(resolution.as_nanos()).filter(|&n| n > 0)?;
+        Some(TickClock {
             origin,
             resolution_nanos: nanos,
-        }
+        })
     }
 
     /// The instant of tick 0.
@@ -63,14 +68,14 @@ impl TickClock {
 
     /// The length of one tick.
     pub fn resolution(&self) -> Duration {
-        Duration::from_nanos(self.resolution_nanos)
+        nanos_to_duration(self.resolution_nanos).unwrap_or(Duration::MAX)
     }
 
     /// The first tick at or after `instant` (rounds up): the tick a deadline files at.
     /// Instants at or before the origin give 0; far instants saturate at `u64::MAX`.
     pub fn deadline_tick(&self, instant: Instant) -> u64 {
         let nanos = instant.saturating_duration_since(self.origin).as_nanos();
-        let ticks = nanos.div_ceil(u128::from(self.resolution_nanos));
+        let ticks = nanos.div_ceil(self.resolution_nanos);
         u64::try_from(ticks).unwrap_or(u64::MAX)
     }
 
@@ -78,17 +83,44 @@ impl TickClock {
     /// `None` before the origin; saturates at [`TickClock::MAX_NOW_TICK`].
     pub fn now_tick(&self, instant: Instant) -> Option<u64> {
         let nanos = instant.checked_duration_since(self.origin)?.as_nanos();
-        let ticks = nanos / u128::from(self.resolution_nanos);
+        let ticks = nanos / self.resolution_nanos;
         Some(u64::try_from(ticks).map_or(Self::MAX_NOW_TICK, |t| t.min(Self::MAX_NOW_TICK)))
     }
 
     /// The instant at which `tick` begins, or `None` if it is too far ahead for `Instant`.
     pub fn instant_of(&self, tick: u64) -> Option<Instant> {
-        let nanos = u128::from(tick) * u128::from(self.resolution_nanos);
-        let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
-        let duration = Duration::new(secs, (nanos % 1_000_000_000) as u32);
-        self.origin.checked_add(duration)
+        let nanos = u128::from(tick).checked_mul(self.resolution_nanos)?;
+        self.origin.checked_add(nanos_to_duration(nanos)?)
     }
+
+    /// The instant at which `tick` begins, or, when that is too far ahead for `Instant`, the
+    /// latest instant the platform can represent on the way there (found by bisection; only
+    /// instants centuries past the origin take that path). Never earlier than the origin, so
+    /// a sleep until it is never early.
+    pub fn instant_saturating(&self, tick: u64) -> Instant {
+        let nanos = u128::from(tick).saturating_mul(self.resolution_nanos);
+        let fits = |n: u128| nanos_to_duration(n).and_then(|d| self.origin.checked_add(d));
+        if let Some(at) = fits(nanos) {
+            return at;
+        }
+        // Invariant: `origin + lo` is representable (0 is the origin), `origin + hi` is not.
+        let (mut lo, mut hi) = (0u128, nanos);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid).is_some() {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        fits(lo).unwrap_or(self.origin)
+    }
+}
+
+/// A `Duration` of `nanos` nanoseconds, if it fits.
+fn nanos_to_duration(nanos: u128) -> Option<Duration> {
+    let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
+    Some(Duration::new(secs, (nanos % 1_000_000_000) as u32))
 }
 
 /// A [`Wheel`] with an `Instant` clock: deadlines are instants, ticks are `resolution` long.
@@ -121,7 +153,7 @@ impl<T> TimerWheel<T> {
     ///
     /// # Panics
     ///
-    /// If `resolution` is zero or longer than `u64::MAX` nanoseconds (see [`TickClock::new`]).
+    /// If `resolution` is zero (see [`TickClock::new`]).
     #[track_caller]
     pub fn new(resolution: Duration) -> Self {
         Self::with_origin(Instant::now(), resolution)
@@ -131,7 +163,7 @@ impl<T> TimerWheel<T> {
     ///
     /// # Panics
     ///
-    /// If `resolution` is zero or longer than `u64::MAX` nanoseconds (see [`TickClock::new`]).
+    /// If `resolution` is zero (see [`TickClock::new`]).
     #[track_caller]
     pub fn with_origin(origin: Instant, resolution: Duration) -> Self {
         TimerWheel {
@@ -317,6 +349,57 @@ mod tests {
             assert_eq!(clock.deadline_tick(at), tick);
             assert_eq!(clock.now_tick(at), Some(tick));
         }
+    }
+
+    #[test]
+    fn never_early_across_sub_tick_offsets() {
+        let o = Instant::now();
+        let c = TickClock::new(o, Duration::from_micros(700));
+        for at_ns in (0..5_000_000u64).step_by(37_813) {
+            let at = o + Duration::from_nanos(at_ns);
+            let tick = c.deadline_tick(at);
+            assert!(
+                c.instant_saturating(tick) >= at,
+                "tick {tick} starts before {at_ns} ns"
+            );
+            for now_ns in (0..5_000_000u64).step_by(41_011) {
+                let now = o + Duration::from_nanos(now_ns);
+                if c.now_tick(now).is_some_and(|n| n >= tick) {
+                    assert!(
+                        now >= at,
+                        "would fire at {now_ns} ns a timer due at {at_ns} ns"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn instant_saturating_round_trips_and_stops_at_the_end_of_the_range() {
+        let o = Instant::now();
+        let c = TickClock::new(o, Duration::from_millis(1));
+        assert_eq!(c.instant_saturating(0), o);
+        assert_eq!(c.instant_saturating(1500), o + Duration::from_millis(1500));
+        assert_eq!(c.deadline_tick(c.instant_saturating(77)), 77);
+        let top = c.instant_saturating(u64::MAX);
+        assert!(top >= o + Duration::from_secs(1 << 20));
+        let coarse = TickClock::new(o, Duration::from_nanos(u64::MAX));
+        let end = coarse.instant_saturating(u64::MAX);
+        assert!(end >= o);
+        assert!(
+            coarse.instant_of(u64::MAX).is_none()
+                || end == coarse.instant_of(u64::MAX).unwrap_or(end)
+        );
+    }
+
+    #[test]
+    fn try_new_rejects_only_zero() {
+        let o = Instant::now();
+        assert!(TickClock::try_new(o, Duration::ZERO).is_none());
+        let huge = TickClock::try_new(o, Duration::MAX).unwrap();
+        assert_eq!(huge.resolution(), Duration::MAX);
+        assert_eq!(huge.deadline_tick(o + Duration::from_nanos(1)), 1);
+        assert!(huge.instant_saturating(u64::MAX) >= o, "no overflow panic");
     }
 
     #[test]

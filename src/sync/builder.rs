@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::Scheduler;
 use super::types::BuildError;
+use crate::clock::TickClock;
 
 /// The most shards a scheduler may have.
 pub const MAX_SHARDS: usize = 1024;
@@ -105,7 +106,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
     /// use tickwheel::sync::{BuildError, Scheduler};
     ///
     /// let r = Scheduler::<u8, u8, ()>::builder().resolution(Duration::ZERO).try_build();
-    /// assert_eq!(r.err(), Some(BuildError::ZeroResolution));
+    /// assert_eq!(r.err(), Some(BuildError::Resolution(Duration::ZERO)));
     /// ```
     pub fn try_build(self) -> Result<Scheduler<Q, K, T>, BuildError> {
         let shards = self.shards.unwrap_or_else(|| {
@@ -116,10 +117,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
         if shards == 0 || shards > MAX_SHARDS {
             return Err(BuildError::Shards(shards));
         }
-        if self.resolution.is_zero() {
-            return Err(BuildError::ZeroResolution);
-        }
         let origin = self.origin.unwrap_or_else(Instant::now);
-        Ok(Scheduler::with_settings(shards, origin, self.resolution))
+        let clock = TickClock::try_new(origin, self.resolution)
+            .ok_or(BuildError::Resolution(self.resolution))?;
+        Ok(Scheduler::with_settings(shards, clock))
     }
 }

@@ -84,7 +84,7 @@
 //! order. `queues()` lists queues by when they got their first current member.
 //!
 //! Deadlines are `Instant`s, converted to ticks of the chosen resolution: a deadline rounds
-//! up, `now` rounds down, so a timer is never early (see `ticks.rs` for the edges).
+//! up, `now` rounds down, so a timer is never early (see [`crate::clock`] for the edges).
 //!
 //! # How it is checked
 //!
@@ -122,7 +122,6 @@ mod model;
 mod scheduler;
 mod shard;
 mod signal;
-mod ticks;
 mod types;
 
 pub use builder::{MAX_SHARDS, SchedulerBuilder};

@@ -17,8 +17,8 @@ use super::builder::SchedulerBuilder;
 use super::due::DueBatch;
 use super::shard::{Cursor, ShardState, Timer};
 use super::signal::Signal;
-use super::ticks::TickClock;
 use super::types::{Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};
+use crate::clock::TickClock;
 use crate::wheel::WheelStats;
 
 /// State shared by the scheduler, its batches and its `Due`s.
@@ -90,12 +90,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// A scheduler with `shards` shards (already validated) and this clock.
-    pub(crate) fn with_settings(shards: usize, origin: Instant, resolution: Duration) -> Self {
+    pub(crate) fn with_settings(shards: usize, clock: TickClock) -> Self {
         let inner = Inner {
             shards: (0..shards).map(|_| Mutex::new(ShardState::new())).collect(),
             signal: Arc::new(Signal::default()),
             hasher: BuildHasherDefault::default(),
-            clock: TickClock::new(origin, resolution),
+            clock,
             seq: AtomicU64::new(0),
         };
         Scheduler {
@@ -343,7 +343,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// ```
     pub fn next_deadline(&self) -> Option<Instant> {
         self.earliest_tick()
-            .map(|tick| self.inner.clock.instant(tick))
+            .map(|tick| self.inner.clock.instant_saturating(tick))
     }
 
     /// [`next_deadline`](Self::next_deadline) in ticks.
@@ -453,7 +453,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 
     /// The instant tick `tick` starts at (saturating far in the future).
     pub(crate) fn tick_instant(&self, tick: u64) -> Instant {
-        self.inner.clock.instant(tick)
+        self.inner.clock.instant_saturating(tick)
     }
 
     /// Registers an async poller's waker, replacing a stored one that `will_wake` the same

@@ -1,6 +1,7 @@
 //! The scheduler's small public types: outcomes, errors and statistics.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::wheel::WheelStats;
 
@@ -135,8 +136,8 @@ impl std::error::Error for RescheduleError {}
 pub enum BuildError {
     /// `shards(n)` was 0 or more than [`MAX_SHARDS`](super::MAX_SHARDS); holds `n`.
     Shards(usize),
-    /// `resolution(d)` was zero.
-    ZeroResolution,
+    /// `resolution(d)` was zero; holds `d`.
+    Resolution(Duration),
 }
 
 impl fmt::Display for BuildError {
@@ -149,8 +150,8 @@ impl fmt::Display for BuildError {
                     super::MAX_SHARDS
                 )
             }
-            BuildError::ZeroResolution => {
-                f.write_str("invalid resolution: must be longer than zero")
+            BuildError::Resolution(d) => {
+                write!(f, "invalid resolution {d:?}: must be longer than zero")
             }
         }
     }
