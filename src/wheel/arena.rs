@@ -156,13 +156,27 @@ impl<T> Arena<T> {
     /// Stores a new, not yet filed timer. `Err` gives the value back when all `u32::MAX`
     /// indexes are in use.
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Result<TimerKey, T> {
+        self.insert_at(deadline, value, POS_UNFILED)
+            .map(|(key, _)| key)
+    }
+
+    /// Stores a new timer already filed at `pos`, in one write, and returns its key and the
+    /// reference to store at `pos`. `Err` gives the value back when all `u32::MAX` indexes
+    /// are in use.
+    #[inline(always)]
+    pub(crate) fn insert_at(
+        &mut self,
+        deadline: u64,
+        value: T,
+        pos: u32,
+    ) -> Result<(TimerKey, u64), T> {
         if self.free_head != NIL {
             let index = self.free_head;
             let slot = &mut self.entries[index as usize];
             let Entry::Free(free) = slot else {
                 unreachable!("free list points at a live entry");
             };
-            let (stamp, sweep) = next_stamp(free.stamp, POS_UNFILED);
+            let (stamp, sweep) = next_stamp(free.stamp, pos);
             let generation = free.generation;
             self.sweep_due |= sweep;
             self.free_head = free.next;
@@ -173,7 +187,7 @@ impl<T> Arena<T> {
                 generation,
             });
             self.len += 1;
-            return Ok(TimerKey { index, generation });
+            return Ok((TimerKey { index, generation }, make_ref(index, stamp)));
         }
         let Ok(index) = u32::try_from(self.entries.len()) else {
             return Err(value);
@@ -182,7 +196,7 @@ impl<T> Arena<T> {
             return Err(value);
         }
         let generation = self.fresh_generation;
-        let (stamp, _) = next_stamp(0, POS_UNFILED);
+        let (stamp, _) = next_stamp(0, pos);
         self.entries.push(Entry::Live(Live {
             deadline,
             value,
@@ -190,7 +204,7 @@ impl<T> Arena<T> {
             generation,
         }));
         self.len += 1;
-        Ok(TimerKey { index, generation })
+        Ok((TimerKey { index, generation }, make_ref(index, stamp)))
     }
 
     /// The live entry a key names; `None` when the key is stale or foreign.
@@ -221,14 +235,6 @@ impl<T> Arena<T> {
     }
 
     #[inline]
-    pub(crate) fn live(&self, index: u32) -> Option<&Live<T>> {
-        match self.entries.get(index as usize) {
-            Some(Entry::Live(live)) => Some(live),
-            _ => None,
-        }
-    }
-
-    #[inline]
     pub(crate) fn live_mut(&mut self, index: u32) -> Option<&mut Live<T>> {
         match self.entries.get_mut(index as usize) {
             Some(Entry::Live(live)) => Some(live),
@@ -247,11 +253,60 @@ impl<T> Arena<T> {
         Some(make_ref(index, stamp))
     }
 
+    /// Files the live entry a current reference names at the position `place` picks from
+    /// its deadline, in one lookup: a new epoch, so every older reference becomes stale.
+    /// Returns the deadline and the reference to store there; `None` for a stale reference.
+    #[inline]
+    pub(crate) fn refile_current(
+        &mut self,
+        r: u64,
+        place: impl FnOnce(u64) -> u32,
+    ) -> Option<(u64, u64)> {
+        let index = (r >> 32) as u32;
+        let Some(Entry::Live(live)) = self.entries.get_mut(index as usize) else {
+            return None;
+        };
+        if live.stamp.get() != r as u32 {
+            return None;
+        }
+        let (stamp, sweep) = next_stamp(live.stamp.get(), place(live.deadline));
+        live.stamp = stamp;
+        self.sweep_due |= sweep;
+        Some((live.deadline, make_ref(index, stamp)))
+    }
+
     /// Vacates a live entry; its generation moves on, so its key becomes stale.
     pub(crate) fn remove(&mut self, index: u32) -> Option<Live<T>> {
-        let slot = self.entries.get_mut(index as usize)?;
+        match self.entries.get(index as usize) {
+            Some(Entry::Live(_)) => Some(self.vacate(index)),
+            _ => None,
+        }
+    }
+
+    /// Vacates the live entry a key names, in one lookup; returns its position and the timer.
+    /// `None` when the key is stale or foreign.
+    #[inline]
+    pub(crate) fn take(&mut self, key: TimerKey) -> Option<(u32, Live<T>)> {
+        let pos = self.get(key)?.position();
+        Some((pos, self.vacate(key.index)))
+    }
+
+    /// Vacates the live entry a current reference names; returns its key and the timer.
+    /// `None` when the reference is stale.
+    #[inline]
+    pub(crate) fn take_current(&mut self, r: u64) -> Option<(TimerKey, Live<T>)> {
+        let index = self.resolve(r)?;
+        let live = self.vacate(index);
+        let generation = live.generation;
+        Some((TimerKey { index, generation }, live))
+    }
+
+    /// Vacates entry `index`, which the caller has just seen live.
+    #[inline]
+    fn vacate(&mut self, index: u32) -> Live<T> {
+        let slot = &mut self.entries[index as usize];
         let Entry::Live(live) = slot else {
-            return None;
+            unreachable!("vacate of a free entry");
         };
         // An exhausted generation retires the entry: reusing it would let the key of its
         // first timer (generation 0) alias a later one.
@@ -262,13 +317,13 @@ impl<T> Arena<T> {
             stamp: live.stamp.get(),
         };
         let Entry::Live(live) = std::mem::replace(slot, Entry::Free(free)) else {
-            return None;
+            unreachable!("vacate of a free entry");
         };
         if !retire {
             self.free_head = index;
         }
         self.len -= 1;
-        Some(live)
+        live
     }
 
     /// Whether an epoch asked for a sweep since the last call; clears the request.

@@ -1,17 +1,20 @@
 //! The due queue: timers whose deadline is at or before `elapsed`, waiting to be returned.
 //!
 //! Two sources feed it, and it hands them out merged in `(deadline, seq)` order:
-//! - `ready`, a FIFO of the timers a processed level-0 slot found due. They all have
+//! - `ready`, the batch of timers a processed slot found due. They all have
 //!   `deadline == elapsed` at the time and arrive in slot order, which is insertion order, so
-//!   no sorting is needed;
+//!   no sorting is needed. The batch *is* the slot's vector of references, filtered in place
+//!   and handed over whole (the slot gets the previous batch's emptied vector back): a timer
+//!   that fires is not copied between the slot and the queue;
 //! - `past`, a min-heap of timers inserted or reset to a deadline already reached (rare).
 //!
-//! `seq` is taken from one counter for both, so equal deadlines come out in the order they
-//! became due. The queue is always emptied before `elapsed` advances, which is what keeps
-//! every `ready` deadline no later than any future one.
+//! `seq` is taken from one counter for both (a batch takes a run of consecutive numbers), so
+//! equal deadlines come out in the order they became due. The queue is always emptied before
+//! `elapsed` advances, which is what keeps every `ready` deadline no later than any future
+//! one, and what lets one batch replace the last.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 use super::slots::STALE_SLACK;
 
@@ -24,7 +27,13 @@ pub(crate) struct DueRef {
 
 #[derive(Debug, Default)]
 pub(crate) struct DueQueue {
-    ready: VecDeque<DueRef>,
+    /// The current batch: references found due by one processed slot, all due at
+    /// `ready_deadline`. Those before `ready_head` were handed out already.
+    ready: Vec<u64>,
+    ready_head: usize,
+    ready_deadline: u64,
+    /// `seq` of `ready[0]`; `ready[i]` has `ready_seq + i`.
+    ready_seq: u64,
     past: BinaryHeap<Reverse<DueRef>>,
     /// Timers really in the queue; the rest of its references are stale.
     live: usize,
@@ -38,12 +47,24 @@ impl DueQueue {
         self.seq
     }
 
-    /// Appends a timer that became due when its slot was processed (deadline == elapsed).
+    /// Takes `refs`, current references to timers a processed slot found due at
+    /// `deadline == elapsed`, as the new batch, and returns the previous batch's vector,
+    /// emptied, for the slot to reuse. The previous batch must be used up.
     #[inline]
-    pub(crate) fn push_ready(&mut self, deadline: u64, r: u64) {
-        let seq = self.next_seq();
-        self.ready.push_back(DueRef { deadline, seq, r });
-        self.live += 1;
+    pub(crate) fn push_batch(&mut self, deadline: u64, refs: Vec<u64>) -> Vec<u64> {
+        debug_assert_eq!(
+            self.live, 0,
+            "a new batch only once the queue is empty: {} due timers wait",
+            self.live
+        );
+        self.live += refs.len();
+        self.ready_seq = self.seq + 1;
+        self.seq += refs.len() as u64;
+        self.ready_deadline = deadline;
+        self.ready_head = 0;
+        let mut spare = std::mem::replace(&mut self.ready, refs);
+        spare.clear();
+        spare
     }
 
     /// Adds a timer whose deadline had already been reached when it was inserted or reset.
@@ -53,20 +74,23 @@ impl DueQueue {
         self.live += 1;
     }
 
-    /// Removes the earliest reference, live or stale. The caller resolves it and calls
-    /// [`DueQueue::taken`] when it was live.
+    /// Removes the earliest reference, live or stale, and returns it. The caller resolves it
+    /// and calls [`DueQueue::unlink`] when it was live.
     #[inline]
-    pub(crate) fn pop(&mut self) -> Option<DueRef> {
-        let take_past = match (self.ready.front(), self.past.peek()) {
+    pub(crate) fn pop(&mut self) -> Option<u64> {
+        let take_past = match (self.ready.get(self.ready_head), self.past.peek()) {
             (None, None) => return None,
             (Some(_), None) => false,
             (None, Some(_)) => true,
-            (Some(a), Some(Reverse(b))) => b < a,
+            (Some(_), Some(Reverse(b))) => {
+                (b.deadline, b.seq) < (self.ready_deadline, self.ready_seq + self.ready_head as u64)
+            }
         };
         if take_past {
-            self.past.pop().map(|Reverse(d)| d)
+            self.past.pop().map(|Reverse(d)| d.r)
         } else {
-            self.ready.pop_front()
+            self.ready_head += 1;
+            Some(self.ready[self.ready_head - 1])
         }
     }
 
@@ -77,15 +101,25 @@ impl DueQueue {
         debug_assert!(self.live > 0, "unlink from an empty due queue");
         self.live -= 1;
         if self.live == 0 {
-            self.ready.clear();
-            self.past.clear();
+            self.clear_refs();
             return false;
         }
         self.refs() > 2 * self.live + STALE_SLACK
     }
 
+    fn clear_refs(&mut self) {
+        self.ready.clear();
+        self.ready_head = 0;
+        self.past.clear();
+    }
+
     pub(crate) fn compact(&mut self, current: impl Fn(u64) -> bool) {
-        self.ready.retain(|d| current(d.r));
+        // The handed-out prefix goes first; the rest keep their order and stay inside the
+        // batch's run of sequence numbers, so the merge with `past` keeps its order.
+        self.ready.drain(..self.ready_head);
+        self.ready_seq += self.ready_head as u64;
+        self.ready_head = 0;
+        self.ready.retain(|&r| current(r));
         self.past.retain(|Reverse(d)| current(d.r));
     }
 
@@ -95,7 +129,7 @@ impl DueQueue {
         if self.live == 0 {
             return None;
         }
-        let a = self.ready.front().map(|d| d.deadline);
+        let a = (self.ready_head < self.ready.len()).then_some(self.ready_deadline);
         let b = self.past.peek().map(|Reverse(d)| d.deadline);
         match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -108,16 +142,16 @@ impl DueQueue {
     }
 
     pub(crate) fn refs(&self) -> usize {
-        self.ready.len() + self.past.len()
+        self.ready.len() - self.ready_head + self.past.len()
     }
 
     pub(crate) fn bytes_held(&self) -> usize {
-        (self.ready.capacity() + self.past.capacity()) * std::mem::size_of::<DueRef>()
+        self.ready.capacity() * std::mem::size_of::<u64>()
+            + self.past.capacity() * std::mem::size_of::<DueRef>()
     }
 
     pub(crate) fn clear(&mut self) {
-        self.ready.clear();
-        self.past.clear();
+        self.clear_refs();
         self.live = 0;
     }
 

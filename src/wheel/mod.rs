@@ -184,8 +184,21 @@ impl<T> Wheel<T> {
     /// [`insert`](Wheel::insert) that gives the value back in [`CapacityError`] when the
     /// wheel already holds `u32::MAX - 1` timers.
     pub fn try_insert(&mut self, deadline: u64, value: T) -> Result<TimerKey, CapacityError<T>> {
-        let key = self.arena.insert(deadline, value).map_err(CapacityError)?;
-        self.file(key.index, deadline);
+        if deadline <= self.elapsed {
+            let key = self.arena.insert(deadline, value).map_err(CapacityError)?;
+            self.file_due(key.index, deadline);
+            self.sweep_if_due();
+            return Ok(key);
+        }
+        // The entry is written once, already stamped with its slot.
+        let level = level_for(self.elapsed, deadline);
+        let slot = slot_for(deadline, level);
+        let (key, r) = self
+            .arena
+            .insert_at(deadline, value, slot_position(level, slot))
+            .map_err(CapacityError)?;
+        self.levels.push(level, slot, r);
+        self.lower_quiet_until(filed_slot_start(deadline, level));
         self.sweep_if_due();
         Ok(key)
     }
@@ -195,9 +208,9 @@ impl<T> Wheel<T> {
     /// `None` when the key's timer already fired or was cancelled, and for a stale key whose
     /// index now holds another timer: that timer is left alone (the generation differs).
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
-        let pos = self.arena.get(key)?.position();
+        let (pos, live) = self.arena.take(key)?;
         self.unlink(pos);
-        self.arena.remove(key.index).map(|live| live.value)
+        Some(live.value)
     }
 
     /// Moves a pending timer to a new deadline, in ticks. O(1) amortised.
@@ -380,7 +393,7 @@ impl<T> Wheel<T> {
     }
 
     /// Files the live entry `index` by its deadline: a level slot, or the due queue.
-    #[inline(always)]
+    #[inline]
     fn file(&mut self, index: u32, deadline: u64) {
         if deadline <= self.elapsed {
             self.file_due(index, deadline);
@@ -390,10 +403,15 @@ impl<T> Wheel<T> {
         let slot = slot_for(deadline, level);
         if let Some(r) = self.arena.refile(index, slot_position(level, slot)) {
             self.levels.push(level, slot, r);
-            let start = filed_slot_start(deadline, level);
-            if start < self.quiet_until {
-                self.quiet_until = start;
-            }
+            self.lower_quiet_until(filed_slot_start(deadline, level));
+        }
+    }
+
+    /// A slot starting at `start` became occupied.
+    #[inline]
+    fn lower_quiet_until(&mut self, start: u64) {
+        if start < self.quiet_until {
+            self.quiet_until = start;
         }
     }
 
@@ -448,8 +466,8 @@ impl<T> Wheel<T> {
     #[inline]
     fn pop_due(&mut self) -> Option<Expired<T>> {
         while self.due.live() > 0 {
-            let due_ref = self.due.pop()?;
-            let Some(index) = self.arena.resolve(due_ref.r) else {
+            let r = self.due.pop()?;
+            let Some((key, live)) = self.arena.take_current(r) else {
                 continue; // cancelled or moved after it became due
             };
             if self.due.unlink() {
@@ -457,10 +475,8 @@ impl<T> Wheel<T> {
                 let arena = &self.arena;
                 self.due.compact(|r| arena.resolve(r).is_some());
             }
-            let generation = self.arena.live(index)?.generation;
-            let live = self.arena.remove(index)?;
             return Some(Expired {
-                key: TimerKey { index, generation },
+                key,
                 deadline: live.deadline,
                 value: live.value,
             });
@@ -492,25 +508,42 @@ impl<T> Wheel<T> {
         true
     }
 
+    /// Empties a slot that `elapsed` has reached: its due timers become the due queue's
+    /// batch (filtered in place in the slot's own vector), the others are filed lower down.
     fn process_slot(&mut self, level: usize, slot: usize) {
-        let refs = self.levels.take(level, slot);
-        for &r in &refs {
-            let Some(index) = self.arena.resolve(r) else {
+        let mut refs = self.levels.take(level, slot);
+        let elapsed = self.elapsed;
+        let mut due = 0;
+        for i in 0..refs.len() {
+            // One lookup per reference: check it is current, read the deadline, refile.
+            let placed = self.arena.refile_current(refs[i], |deadline| {
+                if deadline <= elapsed {
+                    POS_DUE
+                } else {
+                    let level = level_for(elapsed, deadline);
+                    slot_position(level, slot_for(deadline, level))
+                }
+            });
+            let Some((deadline, r)) = placed else {
                 continue; // stale: cancelled, or moved to an earlier slot
             };
-            let Some(deadline) = self.arena.live(index).map(|l| l.deadline) else {
-                continue;
-            };
-            if deadline <= self.elapsed {
-                if let Some(r) = self.arena.refile(index, POS_DUE) {
-                    self.due.push_ready(deadline, r);
-                }
+            if deadline <= elapsed {
+                refs[due] = r;
+                due += 1;
             } else {
                 // A cascade, or a timer whose deadline was moved later while it sat here.
-                self.file(index, deadline);
+                // (`quiet_until` is 0 during a poll and set when it ends: nothing to lower.)
+                let level = level_for(elapsed, deadline);
+                self.levels.push(level, slot_for(deadline, level), r);
             }
         }
-        self.levels.restore(level, slot, refs);
+        refs.truncate(due);
+        let spare = if due > 0 {
+            self.due.push_batch(elapsed, refs)
+        } else {
+            refs
+        };
+        self.levels.restore(level, slot, spare);
         self.sweep_if_due();
     }
 

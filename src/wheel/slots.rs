@@ -45,8 +45,6 @@ pub(crate) struct Levels {
     /// Bit `l` set iff `occupied[l] != 0`: the lowest occupied level in one instruction.
     levels_occupied: u16,
     levels: Box<[Level; LEVELS]>,
-    /// References in all slots, live or stale.
-    total_refs: usize,
 }
 
 impl Levels {
@@ -60,7 +58,6 @@ impl Levels {
             occupied: [0; LEVELS],
             levels_occupied: 0,
             levels,
-            total_refs: 0,
         }
     }
 
@@ -84,7 +81,6 @@ impl Levels {
         s.refs.push(r);
         s.live += 1;
         self.mark_occupied(level, slot);
-        self.total_refs += 1;
     }
 
     /// One live timer left the slot (cancelled or moved); its reference stays behind.
@@ -99,7 +95,6 @@ impl Levels {
         s.live -= 1;
         if s.live == 0 {
             // Every reference left is stale: drop them all without looking.
-            self.total_refs -= s.refs.len();
             s.refs.clear();
             self.mark_empty(level, slot);
             return false;
@@ -109,10 +104,7 @@ impl Levels {
 
     /// Keeps only the references for which `current` is true.
     pub(crate) fn compact(&mut self, level: usize, slot: usize, current: impl Fn(u64) -> bool) {
-        let s = &mut self.levels[level].slots[slot];
-        let before = s.refs.len();
-        s.refs.retain(|&r| current(r));
-        self.total_refs -= before - s.refs.len();
+        self.levels[level].slots[slot].refs.retain(|&r| current(r));
     }
 
     /// Keeps only the references for which `current` is true, in every slot.
@@ -122,9 +114,7 @@ impl Levels {
             while occupied != 0 {
                 let s = &mut lvl.slots[occupied.trailing_zeros() as usize];
                 occupied &= occupied - 1;
-                let before = s.refs.len();
                 s.refs.retain(|&r| current(r));
-                self.total_refs -= before - s.refs.len();
             }
         }
     }
@@ -135,7 +125,6 @@ impl Levels {
         self.mark_empty(level, slot);
         let s = &mut self.levels[level].slots[slot];
         s.live = 0;
-        self.total_refs -= s.refs.len();
         std::mem::take(&mut s.refs)
     }
 
@@ -179,8 +168,13 @@ impl Levels {
         self.occupied[level]
     }
 
+    /// References in all slots, live or stale. O(slots).
     pub(crate) fn total_refs(&self) -> usize {
-        self.total_refs
+        self.levels
+            .iter()
+            .flat_map(|l| l.slots.iter())
+            .map(|s| s.refs.len())
+            .sum()
     }
 
     pub(crate) fn bytes_held(&self) -> usize {
@@ -202,16 +196,13 @@ impl Levels {
                 s.live = 0;
             }
         }
-        self.total_refs = 0;
     }
 
     /// Compacts every slot with `current` and gives spare capacity back.
     pub(crate) fn shrink_to_fit(&mut self, current: impl Fn(u64) -> bool) {
         for lvl in self.levels.iter_mut() {
             for s in lvl.slots.iter_mut() {
-                let before = s.refs.len();
                 s.refs.retain(|&r| current(r));
-                self.total_refs -= before - s.refs.len();
                 s.refs.shrink_to_fit();
             }
         }
