@@ -74,23 +74,25 @@ fn queues_after(shards: usize, a: u8, b: u8) -> Vec<u8> {
 
 /// Found by `tests/scheduler_model.rs` (and `fuzz/` target `scheduler_races`).
 ///
-/// `Scheduler::queues()` promises the queues "in the order they got their first current
-/// member (not hash order)". Each shard keeps, per queue, the `seq` of the schedule that made
-/// the queue non-empty *in that shard* (`sync/shard.rs`, `Members::since`), and `queues()`
-/// sorts by the smallest over the shards. So when a queue's members sit in different shards,
-/// its place depends on which ids share a shard — on the id hash and the shard count. Here:
-/// queue 3 becomes non-empty (id `a`), then queue 0 (id 7), then queue 3 gains id `b` while
-/// still non-empty, then `a` is delivered. With one shard (or `a`, `b` in one shard) the
-/// answer is `[3, 0]`; with `a` and `b` in different shards it is `[0, 3]`. Under either
-/// reading of "first current member" one of the two answers is wrong, and the same calls
-/// give different results for different shard counts.
+/// `Scheduler::queues()` used to keep, per shard and queue, the `seq` of the schedule that
+/// made the queue non-empty *in that shard*, and sorted by the smallest over the shards. So
+/// when a queue's members sat in different shards, its place depended on which ids shared a
+/// shard — on the id hash and the shard count. Here: queue 3 becomes non-empty (id `a`), then
+/// queue 0 (id 7), then queue 3 gains id `b` while still non-empty, then `a` is delivered.
+/// One shard answered `[3, 0]`, `a` and `b` in different shards `[0, 3]`.
+///
+/// Now `queues()` orders by each queue's oldest *current* member (lowest `seq` among its
+/// pending and in-flight timers), which is `[0, 3]` here for every shard count.
 #[test]
-#[ignore = "sync/shard.rs (not this tester's file): queues() order depends on which ids share \
-            a shard (Members::since is per shard)"]
 fn scheduler_queues_order_does_not_depend_on_shard_count() {
     let a = 6;
     for b in (8..40).filter(|&b| b != 7) {
         let one = queues_after(1, a, b);
+        assert_eq!(
+            one,
+            [0, 3],
+            "queue 3's oldest current member is {b}, after 7"
+        );
         for shards in 2..=8 {
             assert_eq!(
                 queues_after(shards, a, b),
@@ -98,5 +100,26 @@ fn scheduler_queues_order_does_not_depend_on_shard_count() {
                 "ids {a} and {b}, {shards} shards vs 1 shard"
             );
         }
+    }
+}
+
+/// The tester's minimal case: (queue 3, id 6), (queue 0, id 7), (queue 3, id 8), all due at
+/// t0 + 1 s, then `cancel(&6)`. One shard answered `[3, 0]`, five shards `[0, 3]`.
+#[test]
+fn scheduler_queues_order_after_cancel_does_not_depend_on_shard_count() {
+    for shards in 1..=8 {
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(1);
+        let sched: Scheduler<u8, u8, ()> = Scheduler::builder().shards(shards).origin(t0).build();
+        sched.schedule(3, 6, later, ()).unwrap();
+        sched.schedule(0, 7, later, ()).unwrap();
+        sched.schedule(3, 8, later, ()).unwrap();
+        assert_eq!(sched.queues(), [3, 0], "{shards} shards, before the cancel");
+        assert!(sched.cancel(&6).into_cancelled().is_some());
+        assert_eq!(
+            sched.queues(),
+            [0, 3],
+            "{shards} shards: queue 3's oldest is now 8"
+        );
     }
 }

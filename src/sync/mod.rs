@@ -81,7 +81,8 @@
 //! of pending, due timers, ordered by `(tick, seq)`, which the next merge reads first. A
 //! dropped batch puts its untaken items there too. So the result of a sequence of calls
 //! does not depend on the shard count or on hashing. Drains return their lists in the same
-//! order. `queues()` lists queues by when they got their first current member.
+//! order. `queues()` lists queues by their oldest current member (the lowest `seq` among
+//! the timers pending or in flight in the queue), the minimum taken over all shards.
 //!
 //! Deadlines are `Instant`s, converted to ticks of the chosen resolution: a deadline rounds
 //! up, `now` rounds down, so a timer is never early (see [`crate::clock`] for the edges).

@@ -381,25 +381,39 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.sum(ShardState::in_flight_len)
     }
 
-    /// The queues that have at least one pending or in-flight timer, each once, in the
-    /// order they got their first current member (not hash order). O(queues × shards).
+    /// The queues that have at least one pending or in-flight timer, each once, ordered by
+    /// their **oldest current member**: the queue whose member has the lowest `seq` comes
+    /// first, where a member's `seq` is the position of the `schedule` (or, after a
+    /// [`reschedule`](Self::reschedule), of the last reschedule) that gave it its current
+    /// deadline, counted over the whole scheduler. A member in flight counts with the `seq`
+    /// it was popped with until its `Due` is done; cancelled, drained and delivered timers
+    /// no longer count. So the order follows the calls alone: it depends neither on hashing
+    /// nor on the shard count.
+    ///
+    /// Cost: O(members + queues × log queues) — every pending and in-flight timer is
+    /// visited once — plus locking one shard at a time. Under concurrent use the answer is
+    /// a per-shard snapshot (shards are read one after another).
     ///
     /// ```
-    /// use std::time::Instant;
+    /// use std::time::{Duration, Instant};
     /// use tickwheel::sync::Scheduler;
     ///
-    /// let sched = Scheduler::new();
+    /// let t0 = Instant::now();
+    /// let sched = Scheduler::builder().origin(t0).build();
     /// for (id, q) in ["b", "a", "b", "c"].into_iter().enumerate() {
-    ///     sched.schedule(q, id, Instant::now(), ()).unwrap();
+    ///     sched.schedule(q, id, t0 + Duration::from_secs(1), ()).unwrap();
     /// }
     /// assert_eq!(sched.queues(), ["b", "a", "c"]);
+    /// sched.cancel(&0); // "b" keeps id 2, scheduled after "a"'s id 1
+    /// assert_eq!(sched.queues(), ["a", "b", "c"]);
     /// ```
     pub fn queues(&self) -> Vec<Q> {
         let mut all = Vec::new();
         for shard in self.inner.shards.iter() {
             shard.lock().queues_into(&mut all);
         }
-        all.sort_unstable_by_key(|&(since, _)| since);
+        // `seq`s are unique, so no two entries tie; a queue's first entry is its oldest.
+        all.sort_unstable_by_key(|&(oldest, _)| oldest);
         let mut seen = HashSet::with_capacity(all.len());
         all.into_iter()
             .filter_map(|(_, q)| seen.insert(q.clone()).then_some(q))
@@ -419,8 +433,17 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             stats.in_flight += shard.in_flight_len();
             add_wheel_stats(&mut stats.wheel, shard.wheel_stats());
         }
-        stats.queues = self.queues().len();
+        stats.queues = self.queue_count();
         stats
+    }
+
+    /// Distinct queues with a member, without ordering them. O(queues); one shard at a time.
+    fn queue_count(&self) -> usize {
+        let mut names = HashSet::new();
+        for shard in self.inner.shards.iter() {
+            shard.lock().queue_names_into(&mut names);
+        }
+        names.len()
     }
 
     /// Number of shards.

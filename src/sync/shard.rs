@@ -71,8 +71,6 @@ impl<Q, K, T> Default for Cursor<Q, K, T> {
 struct Members<K> {
     pending: HashSet<K>,
     in_flight: HashSet<K>,
-    /// `seq` of the schedule that created this entry: orders `queues()` without hashing.
-    since: u64,
 }
 
 /// What the shard remembers of an in-flight id: enough to order a drain's report.
@@ -97,6 +95,14 @@ impl<Q, K: Hash + Eq + Clone, T> Store<Q, K, T> {
 
     fn len(&self) -> usize {
         self.wheel.len() + self.staged_timers.len()
+    }
+
+    /// The `seq` of a pending timer, in whichever store holds it.
+    fn seq(&self, id: &K) -> Option<u64> {
+        match self.wheel.get(id) {
+            Some(timer) => Some(timer.seq),
+            None => self.staged_timers.get(id).map(|(_, timer)| timer.seq),
+        }
     }
 
     /// Takes a pending timer out of whichever store holds it, with its deadline tick.
@@ -164,14 +170,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         if self.store.contains(&id) {
             return Err(ScheduleError::Pending(timer.value));
         }
-        let (queue, seq) = (timer.queue.clone(), timer.seq);
+        let queue = timer.queue.clone();
         if let Err(full) = self.store.wheel.try_insert(id.clone(), tick, timer) {
             return Err(ScheduleError::Full(full.0.value));
         }
         let members = self.queues.entry(queue).or_insert_with(|| Members {
             pending: HashSet::new(),
             in_flight: HashSet::new(),
-            since: seq,
         });
         members.pending.insert(id);
         Ok(())
@@ -367,9 +372,28 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         self.queues.get(queue).map_or(0, |m| m.pending.len())
     }
 
-    /// Appends `(since, queue)` for every queue with a member here.
+    /// Appends `(oldest, queue)` for every queue with a member here, where `oldest` is the
+    /// lowest `seq` among the queue's members in this shard: the `seq` a pending member
+    /// carries, or the one an in-flight member was popped with. O(members here).
+    ///
+    /// Only current members count, and `seq` is global, so the lowest over all shards is
+    /// the same whatever the shard count (`Scheduler::queues` takes it).
     pub(crate) fn queues_into(&self, out: &mut Vec<(u64, Q)>) {
-        out.extend(self.queues.iter().map(|(q, m)| (m.since, q.clone())));
+        for (queue, m) in &self.queues {
+            let pending = m.pending.iter().filter_map(|id| self.store.seq(id));
+            let in_flight = m
+                .in_flight
+                .iter()
+                .filter_map(|id| self.in_flight.get(id).map(|f| f.seq));
+            if let Some(oldest) = pending.chain(in_flight).min() {
+                out.push((oldest, queue.clone()));
+            }
+        }
+    }
+
+    /// Appends every queue with a member here (no order). O(queues here).
+    pub(crate) fn queue_names_into(&self, out: &mut HashSet<Q>) {
+        out.extend(self.queues.keys().cloned());
     }
 
     pub(crate) fn wheel_stats(&self) -> WheelStats {

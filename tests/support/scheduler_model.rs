@@ -12,8 +12,8 @@
 //! each batch's ids in delivery order (deadline tick, then schedule order, whatever the
 //! shard count), each `Due`'s id, queue, deadline and value, a drain's two lists in delivery
 //! order. After every step it checks `len`, `in_flight_len`, `queue_len` of every queue,
-//! `queues()` (in the order queues last became non-empty; the order only with one shard, see
-//! `check`), `next_deadline` (`None` iff
+//! `queues()` (ordered by each queue's oldest current member: the lowest `seq` among its
+//! pending and in-flight timers, whatever the shard count), `next_deadline` (`None` iff
 //! nothing pending, never later than the earliest pending deadline's tick), and `stats()`.
 //! A ledger of every accepted value checks **exactly once**: each ends once, delivered (its
 //! `Due` finished) or returned (cancel, drain), never both, never neither — at the end
@@ -126,8 +126,6 @@ pub struct SchedHarness {
     shards: usize,
     ids: BTreeMap<u8, State>,
     seq: u64,
-    /// The seq at which each non-empty queue last became non-empty: `queues()` order.
-    since: BTreeMap<u8, u64>,
     ledger: BTreeMap<u64, Fate>,
     batches: Vec<OpenBatch>,
     held: Vec<(TheDue, u8)>,
@@ -188,7 +186,6 @@ impl SchedHarness {
             shards,
             ids: BTreeMap::new(),
             seq: 0,
-            since: BTreeMap::new(),
             ledger: BTreeMap::new(),
             batches: Vec::new(),
             held: Vec::new(),
@@ -261,27 +258,18 @@ impl SchedHarness {
         Some(u64::try_from(ns / self.res_ns()).map_or(u64::MAX - 1, |t| t.min(u64::MAX - 1)))
     }
 
-    fn members(&self, queue: u8) -> usize {
-        self.ids
-            .values()
-            .filter(|s| match s {
-                State::Pending(t) | State::InFlight(t) => t.queue == queue,
-            })
-            .count()
-    }
-
-    /// The id became a member of `queue` (call before changing `ids`).
-    fn join(&mut self, queue: u8, seq: u64) {
-        if self.members(queue) == 0 {
-            self.since.insert(queue, seq);
+    /// `queues()` as the model has it: each queue with a member, ordered by its oldest
+    /// current member (lowest `seq` among its pending and in-flight timers).
+    fn queue_order(&self) -> Vec<u8> {
+        let mut oldest: BTreeMap<u8, u64> = BTreeMap::new();
+        for state in self.ids.values() {
+            let (State::Pending(t) | State::InFlight(t)) = state;
+            let seq = oldest.entry(t.queue).or_insert(t.seq);
+            *seq = (*seq).min(t.seq);
         }
-    }
-
-    /// The id left `queue` (call after changing `ids`).
-    fn leave(&mut self, queue: u8) {
-        if self.members(queue) == 0 {
-            self.since.remove(&queue);
-        }
+        let mut order: Vec<(u64, u8)> = oldest.into_iter().map(|(q, seq)| (seq, q)).collect();
+        order.sort_unstable();
+        order.into_iter().map(|(_, q)| q).collect()
     }
 
     fn fate(&mut self, value: u64, from: Fate, to: Fate) {
@@ -357,7 +345,6 @@ impl SchedHarness {
                     at,
                     value,
                 };
-                self.join(queue, self.seq);
                 self.ids.insert(id, State::Pending(timer));
                 self.ledger.insert(value, Fate::Pending);
             }
@@ -399,7 +386,6 @@ impl SchedHarness {
                     "cancel of pending id {id}: {got:?}"
                 );
                 self.ids.remove(&id);
-                self.leave(timer.queue);
                 self.fate(timer.value, Fate::Pending, Fate::Returned);
             }
             Some(State::InFlight(_)) => {
@@ -448,7 +434,6 @@ impl SchedHarness {
             self.ids.remove(&id);
             self.fate(value, Fate::Pending, Fate::Returned);
         }
-        self.leave(queue);
     }
 
     fn pop_due(&mut self, now: Instant, limit: usize) {
@@ -553,7 +538,6 @@ impl SchedHarness {
         } else {
             drop(due);
         }
-        self.leave(timer.queue);
         self.fate(timer.value, Fate::InFlight, Fate::Delivered);
     }
 
@@ -587,23 +571,12 @@ impl SchedHarness {
             let expected = pending.iter().filter(|t| t.queue == queue).count();
             ensure!(self, s.queue_len(&queue) == expected, "queue_len({queue})");
         }
-        let mut order: Vec<(u64, u8)> = self.since.iter().map(|(&q, &since)| (since, q)).collect();
-        order.sort_unstable();
-        let expected: Vec<u8> = order.into_iter().map(|(_, q)| q).collect();
+        let expected = self.queue_order();
         let queues = s.queues();
-        // The order is checked with one shard only: with more, `queues()` orders a queue by
-        // when it became non-empty *in the shard of its oldest remaining member*, which
-        // depends on which ids share a shard (tests/regressions.rs,
-        // `scheduler_queues_order_does_not_depend_on_shard_count`, ignored until fixed).
-        // The set of queues is checked always.
-        let mut sorted = queues.clone();
-        sorted.sort_unstable();
-        let mut model_set = expected.clone();
-        model_set.sort_unstable();
         ensure!(
             self,
-            sorted == model_set && (self.shards > 1 || queues == expected),
-            "queues() = {queues:?}, model (by when each last became non-empty) {expected:?}"
+            queues == expected,
+            "queues() = {queues:?}, model (by oldest current member) {expected:?}"
         );
         let earliest = pending.iter().map(|t| t.tick).min();
         let next = s.next_deadline();
