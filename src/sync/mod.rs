@@ -80,7 +80,11 @@
 //! timer looked at but not taken (the batch was full) is kept in the shard's *staged* set
 //! of pending, due timers, ordered by `(tick, seq)`, which the next merge reads first. A
 //! dropped batch puts its untaken items there too. So the result of a sequence of calls
-//! does not depend on the shard count or on hashing. Drains return their lists in the same
+//! does not depend on the shard count or on hashing — with one exemption: `stats()`
+//! describes how the timers are stored, and its `due_waiting` (how many pending timers sit
+//! in the staged sets: up to one per shard after a `pop_due` that stopped at its limit) and
+//! its wheel figures do depend on the shard count. Its `pending`, `in_flight` and `queues`
+//! do not. Drains return their lists in the same
 //! order. `queues()` lists queues by their oldest current member (the lowest `seq` among
 //! the timers pending or in flight in the queue), the minimum taken over all shards.
 //!

@@ -270,8 +270,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// `limit == 0` returns an empty batch.
     ///
     /// Locks every shard, in ascending order, for the merge: O(shards + limit × log
-    /// shards), plus the wheels' cascading. The next timer of each shard is looked at to
-    /// merge; one looked at and not taken stays pending, in its place.
+    /// shards), plus the wheels' cascading. The next due timer of each shard is looked at to
+    /// merge; one looked at and not taken stays pending, in its place. So a `pop_due` that
+    /// stops at `limit` leaves up to one looked-at timer per shard staged outside the wheel:
+    /// which timers are delivered, and in what order, never depends on that, but
+    /// [`SchedulerStats::due_waiting`] does, and so depends on the shard count.
     ///
     /// ```
     /// use std::time::{Duration, Instant};

@@ -161,14 +161,28 @@ impl std::error::Error for BuildError {}
 
 /// A snapshot of a scheduler, from [`Scheduler::stats`](super::Scheduler::stats). Shards are
 /// read one after another, so under concurrent use the numbers need not add up exactly.
+///
+/// Statistics describe how the timers are stored, and that depends on the sharding:
+/// `stats()` is exempt from the promise that the same calls give the same results whatever
+/// the shard count. `shards`, [`due_waiting`](Self::due_waiting) and the `wheel` fields
+/// differ between shard counts; `pending`, `in_flight` and `queues` do not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SchedulerStats {
     /// Number of shards.
     pub shards: usize,
     /// Pending timers (the same as `len()`), including `due_waiting`.
     pub pending: usize,
-    /// Pending timers already found due and waiting for the next `pop_due`: put back by a
-    /// dropped `DueBatch`, or looked at by a `pop_due` that stopped at its limit.
+    /// Pending timers held outside the wheels, in the shards' staged sets, where the next
+    /// `pop_due` reads them first: put back by a dropped `DueBatch`, or polled out of a
+    /// shard's wheel by a `pop_due` that did not take them — because it stopped at its
+    /// `limit` (it looks at the next due timer of every shard to merge them, so it leaves up
+    /// to one such timer per shard), or because an earlier `pop_due` with a later `now` had
+    /// already advanced that wheel past the timer's deadline.
+    ///
+    /// **Depends on the shard count** (and on the history of `pop_due` calls), not only on
+    /// which timers are pending: the same calls on 1 and on 8 shards can give different
+    /// values. It is a storage statistic, exempt from the determinism promise; what the
+    /// scheduler *delivers* does not depend on it.
     pub due_waiting: usize,
     /// Timers popped whose `Due` is not done yet (the same as `in_flight_len()`).
     pub in_flight: usize,
