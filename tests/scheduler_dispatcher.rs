@@ -6,11 +6,12 @@
 //! bounds (seconds, where a missed wakeup would take an hour), so a loaded machine cannot
 //! make them flaky.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tickwheel::sync::Scheduler;
+use tickwheel::sync::{DispatcherHandle, Scheduler};
 
 const PATIENCE: Duration = Duration::from_secs(20);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -193,4 +194,63 @@ fn shutdown_returns_promptly_and_leaves_pending_timers() {
     );
     assert_eq!(sched.len(), 1);
     assert!(format!("{sched:?}").starts_with("Scheduler"));
+}
+
+/// What the handler of [`stops_itself`] saw.
+#[derive(Debug, PartialEq, Eq)]
+enum SelfStop {
+    Delivered(u32),
+    /// `stop` ran inside the handler; `true` when it returned without panicking.
+    Stopped(bool),
+}
+
+/// A handler takes its own dispatcher's handle out of a `Mutex` and `stop`s it (shutdown or
+/// drop). Before the fix, joining the thread from itself panicked ("failed to join thread:
+/// Resource deadlock avoided").
+fn stops_itself(stop: fn(DispatcherHandle)) {
+    let t0 = Instant::now();
+    let sched = Arc::new(Scheduler::builder().shards(2).origin(t0).build());
+    let slot: Arc<Mutex<Option<DispatcherHandle>>> = Arc::new(Mutex::new(None));
+    let (tx, rx) = mpsc::channel();
+    let handler_slot = Arc::clone(&slot);
+    let handle = sched.spawn_dispatcher(move |due| {
+        tx.send(SelfStop::Delivered(*due.id())).unwrap();
+        let own = handler_slot.lock().unwrap().take();
+        if let Some(own) = own {
+            let stopped = catch_unwind(AssertUnwindSafe(|| stop(own))).is_ok();
+            tx.send(SelfStop::Stopped(stopped)).unwrap();
+        }
+    });
+    *slot.lock().unwrap() = Some(handle);
+    // Scheduled only now, so the handler always finds its handle.
+    sched.schedule("q", 1, t0, ()).unwrap();
+    sched.schedule("q", 2, t0, ()).unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE), Ok(SelfStop::Delivered(1)));
+    assert_eq!(
+        rx.recv_timeout(PATIENCE),
+        Ok(SelfStop::Stopped(true)),
+        "no panic"
+    );
+    // The thread exits after the handler returns and drops the handler (with `tx`).
+    assert_eq!(
+        rx.recv_timeout(PATIENCE),
+        Err(mpsc::RecvTimeoutError::Disconnected),
+        "the thread stopped without delivering id 2"
+    );
+    assert_eq!(
+        (sched.len(), sched.in_flight_len()),
+        (1, 0),
+        "id 2 stays pending (never popped, or put back with the batch)"
+    );
+    assert!(slot.lock().unwrap().is_none());
+}
+
+#[test]
+fn a_handler_can_shut_down_its_own_dispatcher() {
+    stops_itself(DispatcherHandle::shutdown);
+}
+
+#[test]
+fn a_handler_can_drop_its_own_dispatcher_handle() {
+    stops_itself(drop);
 }

@@ -46,6 +46,11 @@ struct Shared {
 ///
 /// [`shutdown`](Self::shutdown) stops the thread and waits for it; dropping the handle does
 /// the same. Timers still pending stay in the scheduler.
+///
+/// The handler itself may stop its dispatcher: a `shutdown` or drop of the handle on the
+/// dispatcher thread (from inside the handler) sets the stop flag and returns at once,
+/// without waiting — the thread cannot wait for itself. The thread then stops when the
+/// handler returns, and the rest of its batch goes back as pending.
 pub struct DispatcherHandle {
     shared: Arc<Shared>,
     signal: Arc<Signal>,
@@ -141,6 +146,10 @@ where
 impl DispatcherHandle {
     /// Stops the dispatcher thread and returns once it has exited. A handler call in
     /// progress finishes first; the rest of its batch goes back as pending.
+    ///
+    /// Called on the dispatcher thread itself (from inside the handler), it only asks the
+    /// thread to stop and returns without waiting: the thread exits once the handler call
+    /// returns. Dropping the handle behaves the same way.
     pub fn shutdown(mut self) {
         self.stop_and_join();
     }
@@ -164,6 +173,12 @@ impl DispatcherHandle {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.signal.notify();
         if let Some(thread) = self.thread.take() {
+            if thread.thread().id() == std::thread::current().id() {
+                // From inside the handler: joining would wait for ourselves (the OS
+                // refuses: EDEADLK). The loop sees `stop` once the handler returns;
+                // dropping the `JoinHandle` detaches the thread.
+                return;
+            }
             // The loop catches handler panics, so the thread ends normally; if it did not,
             // there is nothing left to clean up here either.
             let _ = thread.join();
