@@ -37,7 +37,8 @@ for target in $targets; do
     grep -E '^#[0-9]+.*(DONE|cov:)' "$log" | tail -n 1 || true
     grep -E '^stat::number_of_executed_units' "$log" || true
   else
-    echo "!! $target found something; last lines of $log:"
+    echo "!! $target found something; its log is $log:"
+    grep -m 1 -A 3 'panicked at' "$log" || true
     tail -n 60 "$log"
     failed+=("$target")
   fi
