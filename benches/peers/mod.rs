@@ -42,8 +42,7 @@
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
-use std::future::Future;
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
@@ -82,7 +81,7 @@ pub trait Peer: Sized {
     type Deadline: Copy;
 
     /// An empty structure at tick 0 for timers on `lanes` lanes (`0..lanes`), with a capacity
-    /// hint. Called inside [`Peer::block_on`].
+    /// hint. Called inside [`Peer::with_context`].
     fn new(lanes: usize, capacity: usize) -> Self;
     /// The API's deadline for tick `ms`.
     fn deadline(&self, ms: u64) -> Self::Deadline;
@@ -92,7 +91,7 @@ pub trait Peer: Sized {
     /// Moves a pending timer to a later deadline; returns the key to use from now on.
     fn reset(&mut self, key: Self::Key, deadline: Self::Deadline) -> Self::Key;
     /// Takes out every timer due at or before tick `now`, pushing its lane into `fired`.
-    fn poll(&mut self, now: u64, fired: &mut Vec<u64>) -> impl Future<Output = ()>;
+    fn poll(&mut self, now: u64, fired: &mut Vec<u64>);
     /// Releases the key of a timer that fired (only nexus-timer needs this).
     #[inline]
     fn release(&mut self, key: Self::Key) {
@@ -103,19 +102,8 @@ pub trait Peer: Sized {
         0.0
     }
     /// Runs a workload in the context the peer needs (a tokio runtime, or nothing).
-    fn block_on<F: Future>(f: F) -> F::Output {
-        ready_now(f)
-    }
-}
-
-/// Drives a future that never waits (the non-tokio peers' `poll` is synchronous).
-pub fn ready_now<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(out) = f.as_mut().poll(&mut cx) {
-            return out;
-        }
+    fn with_context<R>(f: impl FnOnce() -> R) -> R {
+        f()
     }
 }
 
@@ -152,7 +140,7 @@ impl Peer for Tickwheel {
         key
     }
     #[inline]
-    async fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
+    fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
         while let Some(expired) = self.0.poll(now) {
             fired.push(expired.value);
         }
@@ -177,15 +165,40 @@ fn paused_runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// Moves tokio's paused clock from tick `from` to tick `to` (and lets the driver run once).
+thread_local! {
+    /// The runtime of the tokio peer being measured, set by its `with_context`.
+    static RUNTIME: RefCell<Option<Rc<tokio::runtime::Runtime>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with a fresh paused runtime entered (so `Sleep`s and `Instant::now` find it) and
+/// available to the peer through [`current_runtime`].
+fn with_paused_runtime<R>(f: impl FnOnce() -> R) -> R {
+    let rt = Rc::new(paused_runtime());
+    RUNTIME.with(|slot| *slot.borrow_mut() = Some(rt.clone()));
+    let out = {
+        let _entered = rt.enter();
+        f()
+    };
+    RUNTIME.with(|slot| slot.borrow_mut().take());
+    out
+}
+
+fn current_runtime() -> Rc<tokio::runtime::Runtime> {
+    RUNTIME
+        .with(|slot| slot.borrow().clone())
+        .expect("inside with_paused_runtime")
+}
+
+/// Moves tokio's paused clock from tick `from` to tick `to`; `advance` also yields once, so
+/// the runtime's driver processes its wheel up to the new time.
 async fn advance_clock(from: u64, to: u64) {
     if to > from {
         tokio::time::advance(Duration::from_millis(to - from)).await;
     }
 }
 
-/// Per-call cost of [`advance_clock`] by one tick on a runtime with no timers, in ns: the
-/// median of five batches. Measured once per process and cached.
+/// Per-call cost of `block_on(advance_clock(t, t + 1))` on a runtime with no timers, in ns:
+/// the median of five batches. Measured once per process, outside any runtime, and cached.
 fn tokio_clock_overhead_ns() -> f64 {
     thread_local! {
         static CACHED: std::cell::Cell<Option<f64>> = const { std::cell::Cell::new(None) };
@@ -193,24 +206,25 @@ fn tokio_clock_overhead_ns() -> f64 {
     if let Some(ns) = CACHED.with(|c| c.get()) {
         return ns;
     }
-    let ns = paused_runtime().block_on(tokio::task::unconstrained(async {
-        let mut samples = Vec::new();
-        for _ in 0..5 {
-            let calls = 20_000u64;
-            let start = Instant::now();
-            for t in 0..calls {
-                advance_clock(t, t + 1).await;
-            }
-            samples.push(start.elapsed().as_nanos() as f64 / calls as f64);
+    let rt = paused_runtime();
+    let _entered = rt.enter();
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let calls = 20_000u64;
+        let start = thread_cpu_ns();
+        for t in 0..calls {
+            rt.block_on(tokio::task::unconstrained(advance_clock(t, t + 1)));
         }
-        median(&mut samples)
-    }));
+        samples.push((thread_cpu_ns() - start) as f64 / calls as f64);
+    }
+    let ns = median(&mut samples);
     CACHED.with(|c| c.set(Some(ns)));
     ns
 }
 
 /// `tokio_util::time::DelayQueue<u64>`.
 pub struct TokioDelayQueue {
+    rt: Rc<tokio::runtime::Runtime>,
     queue: tokio_util::time::DelayQueue<u64>,
     epoch: tokio::time::Instant,
     now: u64,
@@ -222,10 +236,10 @@ impl Peer for TokioDelayQueue {
     type Deadline = tokio::time::Instant;
 
     fn new(_lanes: usize, capacity: usize) -> Self {
-        let epoch = tokio::time::Instant::now();
         TokioDelayQueue {
+            rt: current_runtime(),
             queue: tokio_util::time::DelayQueue::with_capacity(capacity),
-            epoch,
+            epoch: tokio::time::Instant::now(),
             now: 0,
         }
     }
@@ -247,24 +261,30 @@ impl Peer for TokioDelayQueue {
         self.queue.reset_at(&key, deadline);
         key
     }
-    async fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
-        advance_clock(self.now, now).await;
-        self.now = self.now.max(now);
-        std::future::poll_fn(|cx| {
-            loop {
-                match self.queue.poll_expired(cx) {
-                    Poll::Ready(Some(expired)) => fired.push(expired.into_inner()),
-                    Poll::Ready(None) | Poll::Pending => return Poll::Ready(()),
+    fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
+        let TokioDelayQueue { rt, queue, .. } = self;
+        let from = self.now;
+        // `unconstrained`: tokio's co-operative budget would otherwise cut a long drain short
+        // with a `Pending` that only means "yield", not "nothing due".
+        rt.block_on(tokio::task::unconstrained(async {
+            advance_clock(from, now).await;
+            std::future::poll_fn(|cx| {
+                loop {
+                    match queue.poll_expired(cx) {
+                        Poll::Ready(Some(expired)) => fired.push(expired.into_inner()),
+                        Poll::Ready(None) | Poll::Pending => return Poll::Ready(()),
+                    }
                 }
-            }
-        })
-        .await;
+            })
+            .await;
+        }));
+        self.now = self.now.max(now);
     }
     fn poll_overhead_ns() -> f64 {
         tokio_clock_overhead_ns()
     }
-    fn block_on<F: Future>(f: F) -> F::Output {
-        paused_runtime().block_on(tokio::task::unconstrained(f))
+    fn with_context<R>(f: impl FnOnce() -> R) -> R {
+        with_paused_runtime(f)
     }
 }
 
@@ -288,6 +308,7 @@ impl Wake for LaneWaker {
 
 /// tokio's runtime timer wheel, through `tokio::time::Sleep`.
 pub struct TokioSleep {
+    rt: Rc<tokio::runtime::Runtime>,
     epoch: tokio::time::Instant,
     wakers: Vec<Waker>,
     sink: Arc<FiredSink>,
@@ -310,6 +331,7 @@ impl Peer for TokioSleep {
             })
             .collect();
         TokioSleep {
+            rt: current_runtime(),
             epoch: tokio::time::Instant::now(),
             wakers,
             sink,
@@ -339,16 +361,17 @@ impl Peer for TokioSleep {
         key.as_mut().reset(deadline);
         key
     }
-    async fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
-        advance_clock(self.now, now).await;
+    fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
+        self.rt
+            .block_on(tokio::task::unconstrained(advance_clock(self.now, now)));
         self.now = self.now.max(now);
         fired.append(&mut self.sink.0.lock().expect("sink"));
     }
     fn poll_overhead_ns() -> f64 {
         tokio_clock_overhead_ns()
     }
-    fn block_on<F: Future>(f: F) -> F::Output {
-        paused_runtime().block_on(tokio::task::unconstrained(f))
+    fn with_context<R>(f: impl FnOnce() -> R) -> R {
+        with_paused_runtime(f)
     }
 }
 
@@ -392,7 +415,7 @@ impl Peer for NexusTimer {
         self.wheel.reschedule(key, deadline)
     }
     #[inline]
-    async fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
+    fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
         self.wheel
             .poll(self.epoch + Duration::from_millis(now), fired);
     }
@@ -436,7 +459,7 @@ impl Peer for TimerQueue {
         key
     }
     #[inline]
-    async fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
+    fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
         while let Some(lane) = self.0.poll(now) {
             fired.push(lane);
         }
@@ -498,7 +521,7 @@ impl Peer for Hhwt {
         self.schedule(deadline, key);
         key
     }
-    async fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
+    fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
         use hierarchical_hash_wheel_timer::wheels::Skip;
         while self.now < now {
             match self.wheel.can_skip() {
@@ -562,7 +585,7 @@ impl Peer for BTree {
         self.insert(deadline, lane)
     }
     #[inline]
-    async fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
+    fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
         while let Some(entry) = self.map.first_entry() {
             if entry.key().0 > now {
                 break;
@@ -660,7 +683,7 @@ impl Peer for LazyHeap {
         (slot, generation)
     }
     #[inline]
-    async fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
+    fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
         while let Some(&Reverse((deadline, _, slot, generation))) = self.heap.peek() {
             let entry = &mut self.slots[slot as usize];
             if entry.0 != generation {
@@ -963,10 +986,27 @@ impl Outcome {
     }
 }
 
+/// CPU time this thread has used, in ns (`CLOCK_THREAD_CPUTIME_ID`). The figures are CPU
+/// time, not wall time: on a shared machine the time a thread spends descheduled is noise,
+/// not work. Everything a peer does runs on this thread (tokio's runtime is current-thread).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux and the
+    // BSDs define. clock_gettime only writes `ts`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The timed region of a workload, with a time budget.
 struct Clock {
-    started: Option<Instant>,
-    spent: Duration,
+    /// Wall clock (for the budget) and thread CPU time (for the figure) at `start`.
+    started: Option<(Instant, u64)>,
+    /// Thread CPU time spent in the timed region, in ns.
+    spent: u64,
     budget: Duration,
     polls: u64,
     partial: bool,
@@ -976,32 +1016,31 @@ impl Clock {
     fn new(budget: Duration) -> Self {
         Clock {
             started: None,
-            spent: Duration::ZERO,
+            spent: 0,
             budget,
             polls: 0,
             partial: false,
         }
     }
-    #[inline]
     fn start(&mut self) {
-        self.started = Some(Instant::now());
+        self.started = Some((Instant::now(), thread_cpu_ns()));
     }
-    #[inline]
     fn stop(&mut self) {
-        if let Some(t) = self.started.take() {
-            self.spent += t.elapsed();
+        if let Some((_, cpu)) = self.started.take() {
+            self.spent += thread_cpu_ns() - cpu;
         }
     }
-    /// True when the budget is used up; marks the outcome partial.
+    /// True when the budget (of CPU time, checked on the wall clock for cheapness: wall
+    /// time is never less) is used up; marks the outcome partial.
     fn over(&mut self) -> bool {
-        let running = self.started.map_or(Duration::ZERO, |t| t.elapsed());
-        if self.spent + running > self.budget {
+        let running = self.started.map_or(Duration::ZERO, |(t, _)| t.elapsed());
+        if Duration::from_nanos(self.spent) + running > self.budget {
             self.partial = true;
         }
         self.partial
     }
     fn outcome<P: Peer>(self, ops: u64, tally: Tally, expected: Tally) -> Outcome {
-        let raw = self.spent.as_nanos() as f64;
+        let raw = self.spent as f64;
         let overhead = P::poll_overhead_ns() * self.polls as f64;
         Outcome {
             nanos: (raw - overhead).max(raw * 0.01),
@@ -1015,7 +1054,7 @@ impl Clock {
 
 /// Polls `peer` at `now` and hands fired keys back to it.
 #[inline]
-async fn poll_at<P: Peer>(
+fn poll_at<P: Peer>(
     peer: &mut P,
     now: u64,
     keys: &mut [Option<P::Key>],
@@ -1024,7 +1063,7 @@ async fn poll_at<P: Peer>(
     clock: &mut Clock,
 ) {
     clock.polls += 1;
-    peer.poll(now, fired).await;
+    peer.poll(now, fired);
     for &lane in fired.iter() {
         tally.fire(lane, now);
         if let Some(key) = keys[lane as usize].take() {
@@ -1038,16 +1077,14 @@ async fn poll_at<P: Peer>(
 pub fn run<P: Peer>(workload: Workload, input: &Input, budget: Duration) -> Outcome {
     // Calibrate the clock overhead now: it needs a runtime of its own, outside this one.
     let _ = P::poll_overhead_ns();
-    P::block_on(async {
-        match workload {
-            Workload::Insert => insert::<P>(input, budget),
-            Workload::Cancel => cancel::<P>(input, budget),
-            Workload::ExpireOnce => expire::<P>(input, budget, false).await,
-            Workload::ExpireTicks => expire::<P>(input, budget, true).await,
-            Workload::ResetHeavy => reset_heavy::<P>(input, budget).await,
-            Workload::Churn => churn::<P>(input, budget).await,
-            Workload::IdlePoll => idle_poll::<P>(input, budget).await,
-        }
+    P::with_context(|| match workload {
+        Workload::Insert => insert::<P>(input, budget),
+        Workload::Cancel => cancel::<P>(input, budget),
+        Workload::ExpireOnce => expire::<P>(input, budget, false),
+        Workload::ExpireTicks => expire::<P>(input, budget, true),
+        Workload::ResetHeavy => reset_heavy::<P>(input, budget),
+        Workload::Churn => churn::<P>(input, budget),
+        Workload::IdlePoll => idle_poll::<P>(input, budget),
     })
 }
 
@@ -1103,7 +1140,7 @@ fn cancel<P: Peer>(input: &Input, budget: Duration) -> Outcome {
     clock.outcome::<P>(input.cancelled().len() as u64, tally, expected)
 }
 
-async fn expire<P: Peer>(input: &Input, budget: Duration, every_tick: bool) -> Outcome {
+fn expire<P: Peer>(input: &Input, budget: Duration, every_tick: bool) -> Outcome {
     let mut peer = P::new(input.n, input.n);
     let mut keys = fill(&mut peer, input);
     for key in take_keys(&mut keys, input.cancelled()) {
@@ -1124,8 +1161,7 @@ async fn expire<P: Peer>(input: &Input, budget: Duration, every_tick: bool) -> O
         for now in 1..=SPAN {
             poll_at(
                 &mut peer, now, &mut keys, &mut fired, &mut tally, &mut clock,
-            )
-            .await;
+            );
             if now % 256 == 0 && clock.over() {
                 break;
             }
@@ -1138,8 +1174,7 @@ async fn expire<P: Peer>(input: &Input, budget: Duration, every_tick: bool) -> O
             &mut fired,
             &mut tally,
             &mut clock,
-        )
-        .await;
+        );
     }
     clock.stop();
     let ops = if clock.partial {
@@ -1150,7 +1185,7 @@ async fn expire<P: Peer>(input: &Input, budget: Duration, every_tick: bool) -> O
     clock.outcome::<P>(ops, tally, expected)
 }
 
-async fn reset_heavy<P: Peer>(input: &Input, budget: Duration) -> Outcome {
+fn reset_heavy<P: Peer>(input: &Input, budget: Duration) -> Outcome {
     let n = input.n;
     let mut peer = P::new(n, n);
     let mut fired = Vec::new();
@@ -1186,8 +1221,7 @@ async fn reset_heavy<P: Peer>(input: &Input, budget: Duration) -> Outcome {
             now += 1;
             poll_at(
                 &mut peer, now, &mut keys, &mut fired, &mut tally, &mut clock,
-            )
-            .await;
+            );
         }
         for ((key, &d), &lane) in round.into_iter().zip(&deadlines).zip(&lanes) {
             keys[lane as usize] = Some(peer.reset(key, d));
@@ -1216,15 +1250,14 @@ async fn reset_heavy<P: Peer>(input: &Input, budget: Duration) -> Outcome {
         }
         poll_at(
             &mut peer, far, &mut keys, &mut fired, &mut tally, &mut clock,
-        )
-        .await;
+        );
         clock.stop();
         ops += n as u64;
     }
     clock.outcome::<P>(ops, tally, expected)
 }
 
-async fn churn<P: Peer>(input: &Input, budget: Duration) -> Outcome {
+fn churn<P: Peer>(input: &Input, budget: Duration) -> Outcome {
     let script = input.churn();
     let n = input.n;
     let mut peer = P::new(n, n);
@@ -1254,8 +1287,7 @@ async fn churn<P: Peer>(input: &Input, budget: Duration) -> Outcome {
             _ => {
                 poll_at(
                     &mut peer, arg, &mut keys, &mut fired, &mut tally, &mut clock,
-                )
-                .await;
+                );
                 if arg % 256 == 0 && clock.over() {
                     break;
                 }
@@ -1271,7 +1303,7 @@ async fn churn<P: Peer>(input: &Input, budget: Duration) -> Outcome {
     clock.outcome::<P>(ops, tally, script.expected)
 }
 
-async fn idle_poll<P: Peer>(input: &Input, budget: Duration) -> Outcome {
+fn idle_poll<P: Peer>(input: &Input, budget: Duration) -> Outcome {
     let mut peer = P::new(input.n, input.n);
     // Deadlines in the second minute: nothing is due during the measured polls.
     let deadlines: Vec<P::Deadline> = input
@@ -1292,8 +1324,7 @@ async fn idle_poll<P: Peer>(input: &Input, budget: Duration) -> Outcome {
     for now in 1..=IDLE_POLLS {
         poll_at(
             &mut peer, now, &mut keys, &mut fired, &mut tally, &mut clock,
-        )
-        .await;
+        );
         polls += 1;
         if now % 256 == 0 && clock.over() {
             break;
@@ -1311,7 +1342,7 @@ async fn idle_poll<P: Peer>(input: &Input, budget: Duration) -> Outcome {
 /// capacity hint, as `heap()` (a counting allocator) sees it. Includes the keys' own heap (a
 /// `Box<Sleep>` for tokio), not the vector the harness keeps them in.
 pub fn bytes_per_timer<P: Peer>(input: &Input, heap: &dyn Fn() -> isize) -> f64 {
-    P::block_on(async {
+    P::with_context(|| {
         let deadlines: Vec<u64> = input.deadlines.clone();
         let mut keys: Vec<Option<P::Key>> = Vec::with_capacity(input.n);
         let mut peer = P::new(input.n, 0);
@@ -1334,7 +1365,7 @@ pub fn bytes_per_timer<P: Peer>(input: &Input, heap: &dyn Fn() -> isize) -> f64 
 pub fn churn_heap<P: Peer>(input: &Input, heap: &dyn Fn() -> isize) -> (isize, isize, isize) {
     let script = input.churn();
     let n = input.n;
-    P::block_on(async {
+    P::with_context(|| {
         let mut keys: Vec<Option<P::Key>> = Vec::with_capacity(n);
         let mut fired = Vec::with_capacity(n);
         let mut peer = P::new(n, 0);
@@ -1361,12 +1392,9 @@ pub fn churn_heap<P: Peer>(input: &Input, heap: &dyn Fn() -> isize) -> (isize, i
                     let key = keys[arg as usize].take().expect("pending key");
                     peer.cancel(key);
                 }
-                _ => {
-                    poll_at(
-                        &mut peer, arg, &mut keys, &mut fired, &mut tally, &mut clock,
-                    )
-                    .await
-                }
+                _ => poll_at(
+                    &mut peer, arg, &mut keys, &mut fired, &mut tally, &mut clock,
+                ),
             }
             if i % step == step - 1 {
                 largest = largest.max(heap() - base);
