@@ -1,7 +1,7 @@
 //! Layer 4: [`Scheduler<Q, K, T>`], a thread-safe scheduler with named queues, two-phase
 //! dispatch, and drains that reconcile with in-flight dispatch.
 //!
-//! This is the layer the crate exists for (see DESIGN.md, "the problem"): a dispatcher pops
+//! This is the layer the crate exists for: a dispatcher pops
 //! due timers under a lock and delivers them outside it, and an operator may drain a whole
 //! queue at any moment — including the moment between the two. Here that moment has a name,
 //! **in flight**, and every operation says what it does with it.
@@ -64,8 +64,8 @@
 //! **Lock order.** Shard mutexes are only ever taken in ascending shard index: `pop_due`
 //! takes all of them in that order and releases them together; every other operation holds
 //! one shard at a time (`drain_queue`, `len` and friends visit the shards one after
-//! another). The signal lock (`signal.rs`, which wakes sleeping pollers) is a leaf: it is
-//! never held together with a shard lock. No user code runs under a lock except the `Hash`,
+//! another). The lock of the wake-up signal (which wakes sleeping pollers when an earlier
+//! deadline arrives) is a leaf: it is never held together with a shard lock. No user code runs under a lock except the `Hash`,
 //! `Eq` and `Clone` impls of `Q` and `K`, which must not call back into the scheduler (and
 //! should not panic: `parking_lot` locks do not poison, so a panic there can leave that
 //! shard's bookkeeping half-updated); none of `T`'s code runs under a lock (values are
@@ -80,22 +80,28 @@
 //! timer looked at but not taken (the batch was full) is kept in the shard's *staged* set
 //! of pending, due timers, ordered by `(tick, seq)`, which the next merge reads first. A
 //! dropped batch puts its untaken items there too. So the result of a sequence of calls
-//! does not depend on the shard count or on hashing — with one exemption: `stats()`
-//! describes how the timers are stored, and its `due_waiting` (how many pending timers sit
-//! in the staged sets: up to one per shard after a `pop_due` that stopped at its limit) and
-//! its wheel figures do depend on the shard count. Its `pending`, `in_flight` and `queues`
-//! do not. Drains return their lists in the same
+//! does not depend on the shard count or on hashing. Drains return their lists in the same
 //! order. `queues()` lists queues by their oldest current member (the lowest `seq` among
 //! the timers pending or in flight in the queue), the minimum taken over all shards.
 //!
+//! One exemption: `stats()` describes how the timers are stored, and its `due_waiting` (how
+//! many pending timers sit in the staged sets: up to one per shard after a `pop_due` that
+//! stopped at its limit) and its wheel figures depend on the shard count. Its `pending`,
+//! `in_flight` and `queues` do not.
+//!
 //! Deadlines are `Instant`s, converted to ticks of the chosen resolution: a deadline rounds
-//! up, `now` rounds down, so a timer is never early (see [`crate::clock`] for the edges).
+//! up, `now` rounds down, so a timer is never early (see [`crate::clock`] for the rounding
+//! rules). The edges: a deadline at or before the origin is tick 0, due at the first
+//! `pop_due` at or after the origin; a `now` before the origin finds nothing due; a deadline
+//! so far ahead that its tick saturates — `u64::MAX` ticks or more after the origin, that is
+//! 584 years at 1 ns resolution (584 million years at 1 ms) — never fires, because `now`
+//! saturates one tick lower: it stays pending until cancelled or drained.
 //!
 //! # How it is checked
 //!
 //! Not with loom: the scheduler uses `parking_lot` directly, and swapping it for loom's
-//! primitives would need a shim layer through every module. Instead, the test-only module
-//! `model` (`model/phases.rs`, `model/wake.rs`) is an **exhaustive-interleaving harness**:
+//! primitives would need a shim layer through every module. Instead, a test-only
+//! **exhaustive-interleaving harness** checks it:
 //! it enumerates every interleaving of small per-thread step sequences — schedule,
 //! reschedule, cancel, `pop_due`, taking and dropping `Due`s, dropping a half-taken batch,
 //! and each shard's step of a drain — replaying each on a real scheduler, checking every
@@ -107,17 +113,17 @@
 //! one step; only another `pop_due` could tell the difference, and then it sees timers
 //! put back on some shards and not yet on others — never a timer lost or doubled). What the
 //! harness cannot check is that the code takes its locks as described; that is by
-//! construction, and exercised under real concurrency by `tests/scheduler_stress.rs`, which
-//! counts every timer in and out. The wake-up protocol, which uses atomics outside the
+//! construction, and exercised under real concurrency by the crate's threaded stress test,
+//! which counts every timer in and out. The wake-up protocol, which uses atomics outside the
 //! locks, is enumerated at the granularity of each atomic access, and two deliberately
 //! broken pollers are shown to be caught.
 //!
 //! # For the async layer
 //!
-//! The crate-internal `register_waker` / `arm_waker` (wake a task when the earliest
-//! deadline may have moved earlier), `clock_origin`, `deadline_tick`, `now_tick` and
-//! `tick_instant` let `src/tokio` drive a scheduler without a thread; `sync` never imports
-//! it.
+//! With the `tokio` feature, `Scheduler::due_stream` (in the `tokio` module) drives a
+//! scheduler from a task instead of a thread, through crate-internal hooks: a task waker
+//! woken when the earliest deadline may have moved earlier, and the scheduler's tick clock.
+//! `sync` never imports tokio.
 
 mod builder;
 mod dispatcher;

@@ -107,8 +107,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// id's shard once.
     ///
     /// `at` may be in the past (due at once). The timer fires no earlier than `at` and about
-    /// one resolution after it at most (plus however late the poller runs). If a poller
-    /// sleeps until a later deadline, it is woken.
+    /// one resolution after it at most (plus however late the poller runs): `at` rounds up
+    /// to a tick boundary (see [`crate::clock`] for the rounding rules). If a poller sleeps
+    /// until a later deadline, it is woken.
+    ///
+    /// Any `at` is accepted. One at or before the clock origin is due from the origin on. One
+    /// so far ahead that its tick saturates — `u64::MAX` ticks or more after the origin:
+    /// 584 years at 1 ns resolution, 584 million years at 1 ms — **never fires**
+    /// (`pop_due`'s `now` saturates one tick lower); it stays pending until cancelled,
+    /// drained or rescheduled.
     ///
     /// # Errors
     ///
@@ -159,7 +166,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 
     /// Moves a pending timer to `at`, as if scheduled anew (it goes behind other timers of
     /// the same tick). O(1) expected; locks the id's shard once. Wakes a poller that sleeps
-    /// past the new deadline.
+    /// past the new deadline. `at` is taken as by [`schedule`](Self::schedule): rounded up
+    /// to a tick, and never firing if its tick saturates.
     ///
     /// # Errors
     ///
@@ -267,7 +275,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// returned before its deadline: a timer due at `at` is due for `now` once `now` reaches
     /// the first tick boundary at or after `at` (so a deadline between ticks needs a `now`
     /// up to one resolution later); a `now` before the clock origin finds nothing, and
-    /// `limit == 0` returns an empty batch.
+    /// `limit == 0` returns an empty batch. A `now` too far ahead for a tick saturates at
+    /// tick `u64::MAX - 1`, so a timer whose deadline tick saturated at `u64::MAX` (see
+    /// [`schedule`](Self::schedule)) is never returned. See [`crate::clock`] for the
+    /// rounding rules.
     ///
     /// Locks every shard, in ascending order, for the merge: O(shards + limit × log
     /// shards), plus the wheels' cascading. The next due timer of each shard is looked at to
@@ -465,7 +476,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner.clock.origin()
     }
 
-    /// The tick a deadline at `at` files under (rounded up; see `ticks.rs`).
+    /// The tick a deadline at `at` files under (rounded up; see `TickClock::deadline_tick`).
     #[allow(dead_code)] // used by src/tokio (feature "tokio")
     pub(crate) fn deadline_tick(&self, at: Instant) -> u64 {
         self.inner.clock.deadline_tick(at)

@@ -32,7 +32,7 @@
 //!
 //! `notify` sets the watermark to 0 because every armed poller is woken by it (the epoch
 //! moved, the wakers are taken): nobody is left to notify until someone arms again.
-//! The epoch protocol is exhaustively model-checked in `model.rs` (`wake_protocol_*`).
+//! The epoch protocol is exhaustively model-checked in `model/wake.rs` (`wake_protocol_*`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::Waker;

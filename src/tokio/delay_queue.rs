@@ -45,7 +45,8 @@ mod poll;
 ///   or reads the entry now stored there.)
 /// - **No lost wakeups.** A task waiting in `poll_expired` is woken when an insert or reset
 ///   makes the next deadline earlier (or past), and when `remove`, `try_remove` or `clear`
-///   empties the queue. See `waiter.rs` for the rules.
+///   empties the queue. Nothing else can change what it would see before its sleep ends;
+///   a change that moves the next deadline later costs at most a spurious wakeup.
 /// - **No range panics**, see above; tokio-util panics past about 2.2 years.
 /// - **Past deadlines are kept as asked.** tokio-util moves them up to its internal clock;
 ///   here [`Expired::deadline`] and [`deadline`](Self::deadline) report the instant asked

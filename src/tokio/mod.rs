@@ -25,12 +25,24 @@
 //!
 //! # How it is built
 //!
-//! The entries live in a core [`Wheel`](crate::Wheel) whose tick is one millisecond after
-//! the queue's creation (`ticks.rs`: deadlines round up, `now` rounds down, so nothing comes
-//! out early). `poll_expired` polls the wheel at the current tick; when nothing is due it arms
-//! the queue's one `Sleep` for the wheel's next expiration and records that tick beside the
-//! task's waker. Every change compares its new deadline with that tick and wakes the task
-//! when it must (`waiter.rs` has the rules and the lost-wakeup cases they close).
+//! The entries live in a core [`Wheel`](crate::Wheel) whose tick is one millisecond, counted
+//! from the queue's creation: a deadline rounds up to the next whole millisecond and `now`
+//! rounds down, so nothing comes out early; a deadline before the creation is tick 0, and
+//! one more than `u64::MAX` ms ahead saturates (it can never be reached). `poll_expired`
+//! polls the wheel at the current tick; when nothing is due it arms the queue's one `Sleep`
+//! for the wheel's next expiration and records that tick beside the task's waker. Every
+//! change then decides whether the waiting task must be woken now:
+//!
+//! - an insert or reset wakes it when the new deadline is before the recorded tick (or when
+//!   no sleep is armed, because the queue was empty);
+//! - a `remove`, `try_remove` or `clear` wakes it when the queue became empty, so that it
+//!   sees `Ready(None)`;
+//! - nothing else can change its answer before the sleep ends. A change that moves the
+//!   earliest deadline later leaves the sleep armed early: a spurious wakeup, never a lost
+//!   one.
+//!
+//! A reset to an earlier or past deadline, the removal of the last entry and `clear` are
+//! where tokio-util's `DelayQueue` lost wakeups over the years.
 //!
 //! `Scheduler::due_stream`, the async dispatcher for [`sync`](crate::sync), will live here too.
 
