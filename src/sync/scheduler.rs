@@ -515,6 +515,21 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         target.map(|tick| self.tick_instant(tick))
     }
 
+    /// An async poller that registered `waker` goes away: forgets that task's stored waker
+    /// (matched by `will_wake`) and wakes it once, since another poller in the same task may
+    /// share the registration. Without this a dropped poller's waker stayed stored until the
+    /// next notify. Returns whether one was stored.
+    #[allow(dead_code)] // used by src/tokio (feature "tokio")
+    pub(crate) fn forget_waker(&self, waker: &Waker) -> bool {
+        self.inner.signal.forget_waker(waker)
+    }
+
+    /// Wakers registered by async pollers and not yet woken or forgotten.
+    #[cfg(test)]
+    pub(crate) fn waker_count(&self) -> usize {
+        self.inner.signal.waker_count()
+    }
+
     pub(crate) fn signal(&self) -> &Arc<Signal> {
         &self.inner.signal
     }

@@ -104,6 +104,34 @@ impl Signal {
         state.epoch
     }
 
+    /// An async poller goes away (a `DueStream` is dropped): forgets the stored waker that
+    /// [`will_wake`](Waker::will_wake) the same task as `waker`, so wakers of dropped
+    /// pollers do not pile up until the next notify. Returns whether one was stored.
+    ///
+    /// Wakers are stored per task, not per poller: another poller in the same task may be
+    /// relying on that registration. So a forgotten waker is woken once — a spurious wakeup
+    /// at worst, after which any poller still in that task arms again. Never lost.
+    pub(crate) fn forget_waker(&self, waker: &Waker) -> bool {
+        let forgotten = {
+            let mut state = self.state.lock();
+            let index = state.wakers.iter().position(|w| w.will_wake(waker));
+            index.map(|i| state.wakers.swap_remove(i))
+        };
+        match forgotten {
+            Some(stored) => {
+                stored.wake();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Wakers stored now.
+    #[cfg(test)]
+    pub(crate) fn waker_count(&self) -> usize {
+        self.state.lock().wakers.len()
+    }
+
     /// Step 3: the armed poller will sleep until tick `target` (`None`: no timer, no
     /// deadline), so only deadlines before it need a notify.
     pub(crate) fn lower(&self, target: Option<u64>) {
@@ -203,6 +231,33 @@ mod tests {
         );
         s.notify();
         assert_eq!(a.0.load(Ordering::SeqCst), 1, "a woken waker is forgotten");
+    }
+
+    #[test]
+    fn forget_waker_removes_that_task_only_and_wakes_it_once() {
+        let s = Signal::default();
+        let (a, b) = (
+            Arc::new(CountWaker::default()),
+            Arc::new(CountWaker::default()),
+        );
+        let (wa, wb) = (Waker::from(Arc::clone(&a)), Waker::from(Arc::clone(&b)));
+        s.arm_waker(&wa);
+        s.arm_waker(&wb);
+        assert!(s.forget_waker(&wa.clone()), "matched by will_wake");
+        assert_eq!(s.waker_count(), 1);
+        assert_eq!(
+            (a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)),
+            (1, 0),
+            "a shared registration is not lost silently"
+        );
+        assert!(!s.forget_waker(&wa), "already gone");
+        assert_eq!(a.0.load(Ordering::SeqCst), 1);
+        s.notify();
+        assert_eq!(
+            b.0.load(Ordering::SeqCst),
+            1,
+            "the other task stays registered"
+        );
     }
 
     #[test]

@@ -23,6 +23,13 @@
 //! the task then wakes itself and pops again. The signal forgets a waker once it has woken
 //! it, so step 4 re-arms on every wait.
 //!
+//! **Dropped streams leave no waker behind.** The stream remembers the waker it armed
+//! with; its `Drop` (and a poll from a different task) has the signal forget it. Otherwise
+//! the signal kept it until the next notify, and many short-lived tasks each polling a
+//! stream while no earlier deadline arrives would pile up wakers without bound. The signal
+//! stores one waker per task (`will_wake`), so two streams polled by one task share it:
+//! forgetting it wakes it once, and the other stream re-arms on that spurious poll.
+//!
 //! **Clocks.** Deadlines are `std::time::Instant`s (the scheduler is runtime-agnostic). The
 //! stream asks tokio what time it is — `tokio::time::Instant::now().into_std()` is the `now`
 //! of every `pop_due` — and converts `E` back with `tokio::time::Instant::from_std`. Both
@@ -65,7 +72,7 @@ use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use tokio::time::{Duration, Instant, Sleep, sleep_until};
 
@@ -152,6 +159,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             sleep: None,
             limit: DEFAULT_BATCH_LIMIT,
             streak: 0,
+            armed: None,
             #[cfg(test)]
             sleeps_made: 0,
         }
@@ -171,6 +179,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 /// - **drop it** — from the task that owns it (`break` out of the loop), or by aborting
 ///   that task. The timers it popped but had not yielded go back, pending and due, with
 ///   their deadlines and order unchanged; a later stream, `pop_due` or drain gets them.
+///   The waker it registered with the scheduler is removed too (and woken once, in case
+///   another stream polled by the same task shares it: at most one spurious wakeup).
 /// - from another task, end it with `StreamExt::take_until(shutdown)` (futures-util) or
 ///   `tokio::select!` on a shutdown signal, then drop it. A stream that has stopped being
 ///   polled but is not yet dropped still holds its untaken batch in flight.
@@ -199,6 +209,8 @@ pub struct DueStream<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     limit: usize,
     /// Items yielded since the stream last answered `Pending` (see `FAIR_SHARE`).
     streak: usize,
+    /// The waker the stream last armed the signal with: forgotten there on drop.
+    armed: Option<Waker>,
     /// `Sleep`s made so far: one at most (checked by the tests).
     #[cfg(test)]
     sleeps_made: usize,
@@ -262,6 +274,20 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
         sleep.as_mut().poll(cx)
     }
 
+    /// Records `waker` as the one this stream arms with. A waker of another task, armed by
+    /// an earlier poll, is forgotten in the signal first (it would wake a task that no
+    /// longer polls this stream).
+    fn remember_armed(&mut self, waker: &Waker) {
+        match &mut self.armed {
+            Some(old) if old.will_wake(waker) => {}
+            slot => {
+                if let Some(old) = slot.replace(waker.clone()) {
+                    self.sched.forget_waker(&old);
+                }
+            }
+        }
+    }
+
     fn make_sleep(&mut self, at: Instant) -> Pin<Box<Sleep>> {
         #[cfg(test)]
         {
@@ -284,6 +310,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
             return Poll::Ready(due);
         }
         // Nothing due at `now`. Arm before reading the earliest deadline (signal.rs).
+        self.remember_armed(cx.waker());
         let Some(target) = self.sched.arm_waker(cx.waker()) else {
             return Poll::Pending; // no timer: the next schedule wakes us
         };
@@ -296,6 +323,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
             cx.waker().wake_by_ref();
         }
         Poll::Pending
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueStream<Q, K, T> {
+    /// Forgets the stream's waker in the scheduler (see the module doc); the untaken batch
+    /// then goes back as pending when the fields drop.
+    fn drop(&mut self) {
+        if let Some(waker) = self.armed.take() {
+            self.sched.forget_waker(&waker);
+        }
     }
 }
 
@@ -353,6 +390,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> fmt::Debug for DueStream<Q, 
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
     use futures_util::StreamExt;
 
     use super::*;
@@ -378,6 +418,89 @@ mod tests {
             sleeps, [1; 100],
             "one sleep, made at the first wait, then reset"
         );
+    }
+
+    struct CountWake(AtomicUsize);
+
+    impl Wake for CountWake {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counting() -> (Arc<CountWake>, Waker) {
+        let count = Arc::new(CountWake(AtomicUsize::new(0)));
+        (Arc::clone(&count), Waker::from(count))
+    }
+
+    /// Tester's report: a dropped stream left its waker registered in the scheduler until
+    /// the next notify, so short-lived tasks polling streams while no earlier deadline
+    /// arrives piled up wakers without bound (1000 here).
+    #[tokio::test(start_paused = true)]
+    async fn dropped_streams_leave_no_waker_behind() {
+        let t0 = Instant::now();
+        let sched = Arc::new(Scheduler::builder().shards(2).origin(t0.into_std()).build());
+        let hour = t0 + Duration::from_secs(3600);
+        sched.schedule("q", 1u32, hour.into_std(), ()).unwrap();
+        for i in 0..1000 {
+            let (_count, waker) = counting(); // a task of its own
+            let mut stream = sched.due_stream();
+            let mut cx = Context::from_waker(&waker);
+            assert!(stream.poll_next_unpin(&mut cx).is_pending());
+            assert_eq!(sched.waker_count(), 1, "stream {i} waits, registered");
+            drop(stream);
+        }
+        assert_eq!(sched.waker_count(), 0, "no waker outlives its stream");
+        assert_eq!(sched.len(), 1);
+    }
+
+    /// Two streams polled by one task share that task's registration: dropping one wakes
+    /// the task once, and the other re-arms on that poll, so an earlier timer still wakes it.
+    #[tokio::test(start_paused = true)]
+    async fn dropping_one_of_two_streams_in_a_task_loses_no_wakeup() {
+        let t0 = Instant::now();
+        let sched = Arc::new(Scheduler::builder().origin(t0.into_std()).build());
+        sched
+            .schedule("q", 1u32, (t0 + Duration::from_secs(3600)).into_std(), ())
+            .unwrap();
+        let (count, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        let (mut a, mut b) = (sched.due_stream(), sched.due_stream());
+        assert!(a.poll_next_unpin(&mut cx).is_pending());
+        assert!(b.poll_next_unpin(&mut cx).is_pending());
+        assert_eq!(sched.waker_count(), 1, "one waker per task");
+        drop(a);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "the task is woken once");
+        assert!(b.poll_next_unpin(&mut cx).is_pending(), "and b re-arms");
+        assert_eq!(sched.waker_count(), 1);
+        sched
+            .schedule("q", 2, (t0 + Duration::from_secs(1)).into_std(), ())
+            .unwrap();
+        assert_eq!(
+            count.0.load(Ordering::SeqCst),
+            2,
+            "an earlier timer wakes b's task"
+        );
+    }
+
+    /// A stream polled from a new task forgets the old task's waker.
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_moved_to_another_task_forgets_the_old_waker() {
+        let t0 = Instant::now();
+        let sched = Arc::new(Scheduler::builder().origin(t0.into_std()).build());
+        sched
+            .schedule("q", 1u32, (t0 + Duration::from_secs(3600)).into_std(), ())
+            .unwrap();
+        let mut stream = sched.due_stream();
+        for _ in 0..10 {
+            let (_count, waker) = counting();
+            assert!(
+                stream
+                    .poll_next_unpin(&mut Context::from_waker(&waker))
+                    .is_pending()
+            );
+        }
+        assert_eq!(sched.waker_count(), 1, "only the last task's waker");
     }
 
     #[tokio::test(start_paused = true)]
