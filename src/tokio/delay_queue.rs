@@ -99,6 +99,9 @@ pub struct DelayQueue<T> {
     sleep: Option<Pin<Box<Sleep>>>,
     waiter: Waiter,
     peek: PeekIndex,
+    /// `Sleep`s made so far: one at most (checked by the tests).
+    #[cfg(test)]
+    sleeps_made: usize,
 }
 
 // `T` is never pinned: `poll_expired` takes `&mut self`.
@@ -143,6 +146,8 @@ impl<T> DelayQueue<T> {
             sleep: None,
             waiter: Waiter::default(),
             peek: PeekIndex::default(),
+            #[cfg(test)]
+            sleeps_made: 0,
         }
     }
 
