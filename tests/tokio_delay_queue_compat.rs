@@ -335,3 +335,33 @@ async fn a_spelled_out_scenario_matches() {
         ]
     );
 }
+
+/// The panicking key methods are a drop-in: for a key whose entry was removed (its slot not
+/// yet reused), `remove`, `reset`, `reset_at` and `deadline` panic in both queues, and
+/// `try_remove` answers `None` in both. (With the slot reused, tokio-util acts on the new
+/// entry instead; ours still panics: the documented difference, not compared here.)
+#[tokio::test(start_paused = true)]
+async fn a_removed_key_panics_in_both_queues() {
+    fn panics(f: impl FnOnce()) -> bool {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err()
+    }
+    fn outcomes<Q: Queue>() -> Vec<bool> {
+        let mut q = Q::new();
+        let keep = q.insert(1, Duration::from_secs(1));
+        let gone = q.insert(2, Duration::from_secs(2));
+        q.remove(&gone);
+        let out = vec![
+            panics(|| _ = q.remove(&gone)),
+            panics(|| q.reset(&gone, Duration::from_secs(3))),
+            panics(|| q.reset_at(&gone, Instant::now())),
+            panics(|| _ = q.deadline(&gone)),
+            q.try_remove(&gone).is_none(),
+            q.len() == 1 && q.try_remove(&keep).is_some(),
+        ];
+        out
+    }
+    let theirs = outcomes::<tokio_util::time::DelayQueue<u32>>();
+    let ours = outcomes::<tickwheel::tokio::DelayQueue<u32>>();
+    assert_eq!(theirs, ours);
+    assert_eq!(ours, [true; 6]);
+}

@@ -1,6 +1,7 @@
 //! [`DelayQueue`]: a queue of values that come out once their deadline has passed, with the
-//! API of `tokio_util::time::DelayQueue` on the core wheel. See the [module](super) docs for
-//! what differs from tokio-util and why.
+//! API of `tokio_util::time::DelayQueue` on the core wheel, and its [`Key`] and [`Expired`].
+//! [`DelayQueue`] lists where it differs from tokio-util; the [`tokio`](super) module docs
+//! compare the two in a table and say how the queue is built.
 
 use std::pin::Pin;
 
@@ -39,22 +40,37 @@ mod poll;
 /// # Where it differs from tokio-util
 ///
 /// - **Stale keys are harmless.** A key whose entry expired or was removed never names
-///   another entry, even one stored in the same slot later; `try_remove` answers `None`,
-///   and `remove`, `reset` and `deadline` panic with a message naming the key. (tokio-util's
-///   key is a bare slab index: once the slot is reused, a stale key silently removes, resets
-///   or reads the entry now stored there.)
+///   another entry, even one stored in the same slot later. (tokio-util's key is a bare
+///   slab index: once the slot is reused, a stale key silently removes, resets or reads the
+///   entry now stored there.) See below for which methods panic on it.
 /// - **No lost wakeups.** A task waiting in `poll_expired` is woken when an insert or reset
 ///   makes the next deadline earlier (or past), and when `remove`, `try_remove` or `clear`
 ///   empties the queue. Nothing else can change what it would see before its sleep ends;
 ///   a change that moves the next deadline later costs at most a spurious wakeup.
 /// - **No range panics**, see above; tokio-util panics past about 2.2 years.
-/// - **Past deadlines are kept as asked.** tokio-util moves them up to its internal clock;
-///   here [`Expired::deadline`] and [`deadline`](Self::deadline) report the instant asked
-///   for (an instant before the queue was created reads as its creation instant).
+/// - **Past deadlines are kept as asked.** tokio-util raises a deadline that lies before
+///   the point its internal wheel has been polled up to (see [`Expired::deadline`]); here
+///   [`Expired::deadline`] and [`deadline`](Self::deadline) report the instant asked for (an
+///   instant before the queue was created reads as its creation instant).
 /// - **Keys never move**, so [`compact`](Self::compact) cannot renumber entries into a
 ///   smaller slab: it gives back what [`shrink_to_fit`](Self::shrink_to_fit) can.
 /// - **[`peek`](Self::peek) is O(live) after a change** (O(1) when repeated), until the core
 ///   wheel can name its earliest timer.
+///
+/// # Panics on stale keys, as in tokio-util
+///
+/// [`remove`](Self::remove), [`reset`](Self::reset), [`reset_at`](Self::reset_at) and
+/// [`deadline`](Self::deadline) panic when the key names no entry of the queue, as
+/// tokio-util documents for its own ("panics if `key` is not contained by the queue"): the
+/// queue is a drop-in, and code that only passes keys of entries still in the queue never
+/// sees a panic, here or there. The one difference is the case tokio-util gets wrong: for
+/// a stale key whose slot has been reused, tokio-util acts on the new entry without
+/// panicking; here the key is still stale, and they panic with a message naming it.
+///
+/// The `try_*` alternatives never panic, whatever the key, and change nothing for a stale
+/// or foreign one: [`try_remove`](Self::try_remove) (also in tokio-util) and
+/// [`try_deadline`](Self::try_deadline) answer `None`, [`try_reset`](Self::try_reset) and
+/// [`try_reset_at`](Self::try_reset_at) answer `false`.
 ///
 /// # Example: idle timeouts
 ///

@@ -64,8 +64,12 @@ impl<T> Expired<T> {
     /// The deadline the entry had: the instant asked for, rounded up to the queue's 1 ms
     /// resolution. An instant before the queue was created reads as its creation instant.
     ///
-    /// tokio-util moves a deadline that had already passed when it was inserted or reset
-    /// up to the queue's internal clock; this queue keeps the deadline that was asked for.
+    /// tokio-util can report a later one: it raises a deadline given to `insert_at` or
+    /// `reset_at` to the point its internal wheel has been polled up to, when the deadline
+    /// lies before that point. That point advances only when the queue is polled — to the
+    /// deadline of the sleep it last woke from, not to the current time — so a past deadline
+    /// that is still after it is kept, and one before it is moved up. This queue always keeps
+    /// the deadline that was asked for.
     pub fn deadline(&self) -> Instant {
         self.deadline
     }

@@ -14,7 +14,7 @@
 //!
 //! | | tokio-util | here |
 //! |---|---|---|
-//! | key of an entry that expired or was removed | a bare slab index: removes, resets or reads whatever entry reuses the slot | carries a generation: `try_*` answers `None`/`false`, `remove`/`reset`/`deadline` panic naming the key |
+//! | key of an entry that expired or was removed | a bare slab index: removes, resets or reads whatever entry reuses the slot | carries a generation: `try_*` answers `None`/`false`; `remove`/`reset`/`reset_at`/`deadline` panic naming the key, as tokio-util's do for a key not in the queue |
 //! | task waiting in `poll_expired` | was left asleep by some resets, removals of the last entry, `clear` | woken whenever its answer can change before its sleep ends |
 //! | deadline range | panics past about 2.2 years | any `Instant`, any `Duration` |
 //! | equal deadlines | no order | insertion order |
@@ -44,7 +44,9 @@
 //! A reset to an earlier or past deadline, the removal of the last entry and `clear` are
 //! where tokio-util's `DelayQueue` lost wakeups over the years.
 //!
-//! `Scheduler::due_stream`, the async dispatcher for [`sync`](crate::sync), will live here too.
+//! [`Scheduler::due_stream`](crate::sync::Scheduler::due_stream), the async dispatcher for
+//! [`sync`](crate::sync), lives here too: a [`DueStream`] of the scheduler's due timers,
+//! woken by its own tokio `Sleep` and early by earlier deadlines scheduled from any thread.
 
 pub mod delay_queue;
 mod due_stream;
