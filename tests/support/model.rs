@@ -29,7 +29,8 @@
 //! among equal deadlines in the order of *that* refiling. Example: insert A at 5, reset A to
 //! 10, insert C at 10; C goes straight into slot 10, A follows when slot 5 is processed, so C
 //! fires before A, where a fresh insert would fire A first. (`tests/regressions.rs`,
-//! `reset_to_later_deadline_orders_like_a_fresh_insert`, ignored, shows it.)
+//! `a_reset_timer_fires_at_its_new_deadline_and_never_reset_timers_keep_their_order`,
+//! checks the documented contract on this sequence.)
 //!
 //! [`OrderRule::Documented`] therefore checks the documented contract and no less: every
 //! timer comes out at the model's earliest deadline; a timer never reset comes out only when
