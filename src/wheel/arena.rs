@@ -50,6 +50,11 @@ const POS_MASK: u32 = (1 << POS_BITS) - 1;
 pub(crate) const POS_DUE: u32 = POS_MASK;
 /// Position of an entry between its insertion and its first filing.
 pub(crate) const POS_UNFILED: u32 = POS_MASK - 1;
+/// References whose entries are loaded together by [`Arena::touch`] when a slot is
+/// processed or compacted: enough to keep the memory system busy, few enough to stay in L1.
+pub(crate) const TOUCH_BATCH: usize = 32;
+/// Slots with fewer references than this are processed without touching them first.
+pub(crate) const TOUCH_MIN: usize = 8;
 /// No next free entry.
 const NIL: u32 = u32::MAX;
 /// `next` of a retired entry: its generation is exhausted and it is never reused.
@@ -222,6 +227,19 @@ impl<T> Arena<T> {
             Some(Entry::Live(live)) if live.generation == key.generation => Some(live),
             _ => None,
         }
+    }
+
+    /// Reads the entries that `refs` name without branching on what it finds, so that the
+    /// cache misses of a whole batch overlap instead of waiting one after another: a prefetch
+    /// in safe code. Returns how many are live; callers pass it to `black_box`.
+    #[inline]
+    pub(crate) fn touch(&self, refs: &[u64]) -> u32 {
+        refs.iter()
+            .map(|&r| {
+                let entry = self.entries.get((r >> 32) as usize);
+                u32::from(matches!(entry, Some(Entry::Live(_))))
+            })
+            .sum()
     }
 
     /// The index a slot reference names, if the reference is current (its stamp matches).

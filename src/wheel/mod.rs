@@ -45,7 +45,7 @@ mod slots;
 
 pub use key::{Expired, TimerKey, WheelStats};
 
-use arena::{Arena, POS_DUE, POS_UNFILED, position_slot, slot_position};
+use arena::{Arena, POS_DUE, POS_UNFILED, TOUCH_BATCH, TOUCH_MIN, position_slot, slot_position};
 use due::DueQueue;
 use level::{filed_slot_start, level_for, slot_for, slot_start};
 use slots::Levels;
@@ -514,28 +514,44 @@ impl<T> Wheel<T> {
         let mut refs = self.levels.take(level, slot);
         let elapsed = self.elapsed;
         let mut due = 0;
-        for i in 0..refs.len() {
-            // One lookup per reference: check it is current, read the deadline, refile.
-            let placed = self.arena.refile_current(refs[i], |deadline| {
-                if deadline <= elapsed {
-                    POS_DUE
-                } else {
-                    let level = level_for(elapsed, deadline);
-                    slot_position(level, slot_for(deadline, level))
-                }
-            });
-            let Some((deadline, r)) = placed else {
-                continue; // stale: cancelled, or moved to an earlier slot
-            };
-            if deadline <= elapsed {
-                refs[due] = r;
-                due += 1;
-            } else {
-                // A cascade, or a timer whose deadline was moved later while it sat here.
-                // (`quiet_until` is 0 during a poll and set when it ends: nothing to lower.)
-                let level = level_for(elapsed, deadline);
-                self.levels.push(level, slot_for(deadline, level), r);
+        // The entries are scattered over the arena: each batch's entries are loaded
+        // together (`Arena::touch`) one batch ahead of the batch being processed. A slot of a
+        // few references gains nothing from it.
+        let len = refs.len();
+        let touch = len >= TOUCH_MIN;
+        if touch {
+            std::hint::black_box(self.arena.touch(&refs[..len.min(TOUCH_BATCH)]));
+        }
+        let mut start = 0;
+        while start < len {
+            let end = len.min(start + TOUCH_BATCH);
+            if touch {
+                std::hint::black_box(self.arena.touch(&refs[end..len.min(end + TOUCH_BATCH)]));
             }
+            for i in start..end {
+                // One lookup per reference: check it is current, read the deadline, refile.
+                let placed = self.arena.refile_current(refs[i], |deadline| {
+                    if deadline <= elapsed {
+                        POS_DUE
+                    } else {
+                        let level = level_for(elapsed, deadline);
+                        slot_position(level, slot_for(deadline, level))
+                    }
+                });
+                let Some((deadline, r)) = placed else {
+                    continue; // stale: cancelled, or moved to an earlier slot
+                };
+                if deadline <= elapsed {
+                    refs[due] = r;
+                    due += 1;
+                } else {
+                    // A cascade, or a timer whose deadline was moved later while it sat
+                    // here. (`quiet_until` is 0 during a poll and set when it ends.)
+                    let level = level_for(elapsed, deadline);
+                    self.levels.push(level, slot_for(deadline, level), r);
+                }
+            }
+            start = end;
         }
         refs.truncate(due);
         let spare = if due > 0 {
