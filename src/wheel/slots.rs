@@ -15,6 +15,24 @@ pub(crate) const STALE_SLACK: usize = 8;
 /// A slot keeps an emptied vector only up to this capacity, so a burst does not pin memory.
 const KEEP_CAPACITY: usize = 1024;
 
+/// Makes room in a full slot vector: doubling while small (as `Vec::push` would), by half
+/// again from [`KEEP_CAPACITY`] references on. A slot of a big wheel holds a large share of
+/// its timers (at 1 M timers over a minute, each of the 15 busy level-2 slots holds 68 000),
+/// and doubling would leave those vectors up to half empty: 8 bytes of slack per timer on
+/// top of its 24-byte entry. Growing by half keeps the slack under a third; the copies stay
+/// amortised O(1) per push (about 3 instead of 2).
+#[cold]
+#[inline(never)]
+fn grow(refs: &mut Vec<u64>) {
+    let capacity = refs.capacity();
+    let more = if capacity < KEEP_CAPACITY {
+        capacity.max(4)
+    } else {
+        capacity / 2
+    };
+    refs.reserve_exact(more);
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Slot {
     pub(crate) refs: Vec<u64>,
@@ -78,6 +96,9 @@ impl Levels {
     #[inline]
     pub(crate) fn push(&mut self, level: usize, slot: usize, r: u64) {
         let s = &mut self.levels[level].slots[slot];
+        if s.refs.len() == s.refs.capacity() {
+            grow(&mut s.refs);
+        }
         s.refs.push(r);
         s.live += 1;
         self.mark_occupied(level, slot);
