@@ -9,6 +9,14 @@
 //! A structure that offers a capacity hint gets `n` (the number of timers) in the timing
 //! workloads; the memory workload builds each one without a hint.
 //!
+//! Times are the thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`, see [`thread_cpu_ns`]) of the
+//! timed region only: building the structure, converting deadlines and the setup steps of a
+//! workload (the inserts before a cancel, say) are outside it; page faults of memory first
+//! touched inside it are in. A poll hands the harness the lanes that fired; the harness
+//! checksums them (sequentially) and, only for the two peers whose keys must be handed back
+//! after firing (`nexus-timer`'s handles, tokio's dead `Sleep` boxes), releases the key.
+//! Everyone else's fired keys are simply overwritten later, as a caller would.
+//!
 //! | peer | insert | cancel | reset | expiry |
 //! |------|--------|--------|-------|--------|
 //! | `tickwheel` | [`Wheel::insert`] | [`Wheel::cancel`] | [`Wheel::reset`] | [`Wheel::poll`] until `None` |
@@ -20,12 +28,16 @@
 //! | `BTreeMap` | `insert((deadline, seq), v)` | `remove` | remove + insert | `pop_first` while due |
 //! | `BinaryHeap` | push, value in a generation-checked slab | lazy: bump the generation | lazy cancel + push | pop, skipping stale entries |
 //!
-//! tokio peers run inside a current-thread runtime started with a paused clock. A poll at
-//! tick `t` advances that clock to `t` (`tokio::time::advance`, which also yields once so the
-//! driver processes its wheel). The fixed cost of that call is measured on an empty runtime in
-//! the same run and subtracted per poll: it is the test clock's cost, not the timers'. For
-//! `tokio Sleep`, each fired timer wakes a waker that pushes its lane into a mutex-guarded
-//! vector: the stand-in for waking a task, which is what a real `Sleep` does.
+//! tokio peers run inside a current-thread runtime started with a paused clock (entered for
+//! the whole workload, so `Sleep`s and `Instant::now` find it). A poll at tick `t` is one
+//! `block_on` that advances that clock to `t` (`tokio::time::advance`, which yields once so
+//! the driver processes its wheel) and, for `DelayQueue`, drains `poll_expired` until
+//! `Pending`, under `tokio::task::unconstrained` (tokio's co-operative budget would otherwise
+//! cut a long drain short with a `Pending` that only means "yield"). The fixed cost of one
+//! such `block_on` is measured on an empty runtime in the same process and subtracted per
+//! poll: it is the test clock's cost, not the timers'. For `tokio Sleep`, each fired timer
+//! wakes a waker that pushes its lane into a mutex-guarded vector: the stand-in for waking a
+//! task, which is what a real `Sleep` does.
 //!
 //! `hierarchical_hash_wheel_timer` (`hhwt`) takes delays relative to its own clock, which only
 //! moves by `tick`/`skip`; its ids are the lanes. `nexus-timer` never cascades: every `poll`
@@ -92,7 +104,12 @@ pub trait Peer: Sized {
     fn reset(&mut self, key: Self::Key, deadline: Self::Deadline) -> Self::Key;
     /// Takes out every timer due at or before tick `now`, pushing its lane into `fired`.
     fn poll(&mut self, now: u64, fired: &mut Vec<u64>);
-    /// Releases the key of a timer that fired (only nexus-timer needs this).
+    /// Whether the key of a timer that fired must be handed back ([`Peer::release`]) when
+    /// it fires: nexus-timer's handles must be consumed, and a fired tokio `Sleep` is dropped
+    /// by the task that awaited it. For the others a fired key is just forgotten (it is
+    /// overwritten when its lane gets a new timer).
+    const RELEASE: bool = false;
+    /// Releases the key of a timer that fired.
     #[inline]
     fn release(&mut self, key: Self::Key) {
         drop(key);
@@ -317,6 +334,7 @@ pub struct TokioSleep {
 
 impl Peer for TokioSleep {
     const NAME: &'static str = "tokio Sleep";
+    const RELEASE: bool = true;
     type Key = Pin<Box<tokio::time::Sleep>>;
     type Deadline = tokio::time::Instant;
 
@@ -419,6 +437,7 @@ impl Peer for NexusTimer {
         self.wheel
             .poll(self.epoch + Duration::from_millis(now), fired);
     }
+    const RELEASE: bool = true;
     #[inline]
     fn release(&mut self, key: Self::Key) {
         self.wheel.free(key);
@@ -1066,8 +1085,10 @@ fn poll_at<P: Peer>(
     peer.poll(now, fired);
     for &lane in fired.iter() {
         tally.fire(lane, now);
-        if let Some(key) = keys[lane as usize].take() {
-            peer.release(key);
+        if P::RELEASE {
+            if let Some(key) = keys[lane as usize].take() {
+                peer.release(key);
+            }
         }
     }
     fired.clear();
