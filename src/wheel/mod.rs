@@ -216,8 +216,11 @@ impl<T> Wheel<T> {
     /// Moves a pending timer to a new deadline, in ticks. O(1) amortised.
     ///
     /// Returns `false` (and changes nothing) for a stale or foreign key. Afterwards the timer
-    /// behaves as if freshly inserted at `deadline`: a past deadline makes it due on the next
-    /// poll; a due, not yet polled timer moved to the future waits again. Moving a deadline
+    /// fires as if freshly inserted at `deadline`: a past deadline makes it due on the next
+    /// poll; a due, not yet polled timer moved to the future waits again. Among timers with
+    /// the same deadline a reset timer's place is unspecified (insertion order is promised
+    /// only for timers never reset): it is filed by where its slot's processing puts it, not
+    /// by the moment of the reset. Moving a deadline
     /// later allocates nothing and leaves no stale reference: the timer stays in its slot
     /// and is filed again when that slot comes round. Moving it to an earlier slot leaves one
     /// stale reference behind.
