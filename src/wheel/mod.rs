@@ -443,8 +443,18 @@ impl<T> Wheel<T> {
     #[inline(never)]
     fn sweep_stale(&mut self) {
         let arena = &self.arena;
-        self.levels.compact_all(|r| arena.resolve(r).is_some());
+        self.levels
+            .compact_all(|refs| refs.retain(|&r| arena.resolve(r).is_some()));
         self.due.compact(|r| arena.resolve(r).is_some());
+    }
+
+    /// Compacts the slots with more stale than live references (see `slots.rs`).
+    #[cold]
+    #[inline(never)]
+    fn sweep_levels(&mut self) {
+        let arena = &self.arena;
+        self.levels
+            .sweep(|refs| refs.retain(|&r| arena.resolve(r).is_some()));
     }
 
     /// Detaches a live entry from where it is filed; its reference there becomes stale.
@@ -456,9 +466,7 @@ impl<T> Wheel<T> {
             }
         } else if let Some((level, slot)) = position_slot(pos) {
             if self.levels.unlink(level, slot) {
-                let arena = &self.arena;
-                self.levels
-                    .compact(level, slot, |r| arena.resolve(r).is_some());
+                self.sweep_levels();
             }
         } else {
             debug_assert_eq!(pos, POS_UNFILED, "a live entry is filed somewhere");
@@ -563,6 +571,10 @@ impl<T> Wheel<T> {
             refs
         };
         self.levels.restore(level, slot, spare);
+        if self.levels.over_bound() {
+            // The due timers left the levels and their count with them.
+            self.sweep_levels();
+        }
         self.sweep_if_due();
     }
 
@@ -604,6 +616,7 @@ impl<T> Wheel<T> {
             self.len(),
             "every pending timer is filed once"
         );
+        self.levels.check_counts();
         if self.due.live() > 0 {
             assert_eq!(self.quiet_until, 0, "due timers wait, so every poll looks");
         }

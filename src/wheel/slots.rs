@@ -2,15 +2,31 @@
 //! occupancy bitmap.
 //!
 //! Cancel leaves its reference where it is (O(1), no search); the slot's live count drops
-//! instead. A slot whose live count reaches zero is emptied at once, and one whose stale
-//! references outnumber its live ones by more than [`STALE_SLACK`] is compacted; both keep
-//! stale references below `live + STALE_SLACK` per slot, and compaction costs at most twice
-//! the cancels that caused it, so cancel stays amortised O(1).
+//! instead. A slot whose live count reaches zero is emptied at once, without looking.
+//!
+//! The levels count their live timers and their stale references. When the stale ones
+//! outnumber the live ones by more than [`STALE_SLACK`] per slot (8 × 704), the wheel
+//! *sweeps*: every slot whose stale references outnumber its live ones is compacted, which
+//! leaves at most as many stale references as live timers. So stale references stay below
+//! `live + STALE_SLACK × 704` at every moment.
+//!
+//! Why the whole levels and not each slot: most stale references cost nothing, because they
+//! go when their slot is processed or emptied, which resolves or drops them anyway. A bound
+//! per slot compacts slots that would have been processed soon (cancelling half the timers
+//! compacted about half the slots: one extra arena lookup per cancel); a bound on the total
+//! sweeps only when stale references really pile up. A sweep costs at most twice the stale
+//! references it removes (each slot it compacts has more stale than live references) plus a
+//! scan of the 704 slots, and at least `STALE_SLACK × 704` cancels or due timers separate
+//! two sweeps, so cancel stays amortised O(1).
 
 use super::level::{LEVELS, SLOTS};
 
-/// Stale references a slot may hold beyond its live count before it is compacted.
+/// Stale references allowed beyond the live count: per slot of the levels (so
+/// `STALE_SLACK × 704` for the levels together), and for the due queue.
 pub(crate) const STALE_SLACK: usize = 8;
+
+/// Stale references the levels may hold beyond their live timers before they are swept.
+const LEVELS_SLACK: usize = STALE_SLACK * LEVELS * SLOTS;
 
 /// A slot keeps an emptied vector only up to this capacity, so a burst does not pin memory.
 const KEEP_CAPACITY: usize = 1024;
@@ -63,6 +79,10 @@ pub(crate) struct Levels {
     /// Bit `l` set iff `occupied[l] != 0`: the lowest occupied level in one instruction.
     levels_occupied: u16,
     levels: Box<[Level; LEVELS]>,
+    /// Live timers filed in the levels: the sum of the slots' live counts.
+    live: usize,
+    /// Stale references in the levels: the sum over slots of references minus live count.
+    stale: usize,
 }
 
 impl Levels {
@@ -76,6 +96,8 @@ impl Levels {
             occupied: [0; LEVELS],
             levels_occupied: 0,
             levels,
+            live: 0,
+            stale: 0,
         }
     }
 
@@ -101,11 +123,12 @@ impl Levels {
         }
         s.refs.push(r);
         s.live += 1;
+        self.live += 1;
         self.mark_occupied(level, slot);
     }
 
     /// One live timer left the slot (cancelled or moved); its reference stays behind.
-    /// Returns true when the slot should be compacted.
+    /// Returns true when the levels should be swept ([`Levels::over_bound`]).
     #[inline]
     pub(crate) fn unlink(&mut self, level: usize, slot: usize) -> bool {
         let s = &mut self.levels[level].slots[slot];
@@ -114,28 +137,52 @@ impl Levels {
             "unlink from a slot with no live timers: L{level} S{slot}"
         );
         s.live -= 1;
+        self.live -= 1;
         if s.live == 0 {
-            // Every reference left is stale: drop them all without looking.
+            // Every reference left is stale: drop them all without looking. One of them is
+            // the reference just unlinked, which was not counted stale yet.
+            self.stale -= s.refs.len() - 1;
             s.refs.clear();
             self.mark_empty(level, slot);
             return false;
         }
-        s.refs.len() - s.live as usize > s.live as usize + STALE_SLACK
+        self.stale += 1;
+        self.over_bound()
     }
 
-    /// Keeps only the references for which `current` is true.
-    pub(crate) fn compact(&mut self, level: usize, slot: usize, current: impl Fn(u64) -> bool) {
-        self.levels[level].slots[slot].refs.retain(|&r| current(r));
+    /// Whether stale references outnumber live timers by more than the slack: time to sweep.
+    #[inline]
+    pub(crate) fn over_bound(&self) -> bool {
+        self.stale > self.live + LEVELS_SLACK
     }
 
-    /// Keeps only the references for which `current` is true, in every slot.
-    pub(crate) fn compact_all(&mut self, current: impl Fn(u64) -> bool) {
+    /// Compacts every slot whose stale references outnumber its live ones: `retain` keeps
+    /// the current references of a vector. Afterwards stale references are at most as many
+    /// as live timers.
+    pub(crate) fn sweep(&mut self, mut retain: impl FnMut(&mut Vec<u64>)) {
+        self.compact_where(|s| s.refs.len() > 2 * s.live as usize, &mut retain);
+    }
+
+    /// Compacts every occupied slot: `retain` keeps the current references of a vector.
+    pub(crate) fn compact_all(&mut self, mut retain: impl FnMut(&mut Vec<u64>)) {
+        self.compact_where(|_| true, &mut retain);
+    }
+
+    fn compact_where(
+        &mut self,
+        pick: impl Fn(&Slot) -> bool,
+        retain: &mut impl FnMut(&mut Vec<u64>),
+    ) {
         for (lvl, &bits) in self.levels.iter_mut().zip(self.occupied.iter()) {
             let mut occupied = bits;
             while occupied != 0 {
                 let s = &mut lvl.slots[occupied.trailing_zeros() as usize];
                 occupied &= occupied - 1;
-                s.refs.retain(|&r| current(r));
+                if pick(s) {
+                    let before = s.refs.len();
+                    retain(&mut s.refs);
+                    self.stale -= before - s.refs.len();
+                }
             }
         }
     }
@@ -145,6 +192,8 @@ impl Levels {
     pub(crate) fn take(&mut self, level: usize, slot: usize) -> Vec<u64> {
         self.mark_empty(level, slot);
         let s = &mut self.levels[level].slots[slot];
+        self.stale -= s.refs.len() - s.live as usize;
+        self.live -= s.live as usize;
         s.live = 0;
         std::mem::take(&mut s.refs)
     }
@@ -189,13 +238,28 @@ impl Levels {
         self.occupied[level]
     }
 
-    /// References in all slots, live or stale. O(slots).
+    /// References in all slots, live or stale.
     pub(crate) fn total_refs(&self) -> usize {
-        self.levels
-            .iter()
-            .flat_map(|l| l.slots.iter())
-            .map(|s| s.refs.len())
-            .sum()
+        self.live + self.stale
+    }
+
+    /// Checks the level-wide counts against the slots.
+    #[cfg(test)]
+    pub(crate) fn check_counts(&self) {
+        let slots = self.levels.iter().flat_map(|l| l.slots.iter());
+        let (live, refs) = slots.fold((0, 0), |(l, r), s| (l + s.live as usize, r + s.refs.len()));
+        assert_eq!(self.live, live, "the live count is the sum of the slots'");
+        assert_eq!(
+            self.stale,
+            refs - live,
+            "the stale count is references minus live"
+        );
+        assert!(
+            self.stale <= self.live + LEVELS_SLACK,
+            "stale references {} stay within live {} + {LEVELS_SLACK}",
+            self.stale,
+            self.live
+        );
     }
 
     pub(crate) fn bytes_held(&self) -> usize {
@@ -211,6 +275,8 @@ impl Levels {
     pub(crate) fn clear(&mut self) {
         self.occupied = [0; LEVELS];
         self.levels_occupied = 0;
+        self.live = 0;
+        self.stale = 0;
         for lvl in self.levels.iter_mut() {
             for s in lvl.slots.iter_mut() {
                 s.refs.clear();
@@ -227,5 +293,6 @@ impl Levels {
                 s.refs.shrink_to_fit();
             }
         }
+        self.stale = 0;
     }
 }
