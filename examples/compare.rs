@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
+use peers::scheduler::{self as sched, Contender};
 use peers::{
     BTree, Hhwt, Input, LazyHeap, NexusTimer, Outcome, Peer, Tickwheel, TimerQueue,
     TokioDelayQueue, TokioSleep, Workload, median,
@@ -101,10 +102,12 @@ struct Args {
     /// Timer counts to run, comma-separated (default 1000,100000,1000000; --quick: 100000).
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
-    /// Repetitions per cell; the table shows the median (default 5 below 1 M timers, 3 at 1 M).
+    /// Repetitions per cell, after one unmeasured warm-up; the table shows the median
+    /// (default 5 below 1 M timers, 3 at 1 M and with --quick).
     #[arg(long)]
     reps: Option<usize>,
-    /// Time budget of one run in seconds; a run over it reports an estimate (`~`).
+    /// Time budget of one run in seconds (default 4, --quick 1.5); a run over it reports an
+    /// estimate (`~`).
     #[arg(long)]
     budget: Option<f64>,
     /// Peers to run (names as in the table, comma-separated); tickwheel always runs.
@@ -117,6 +120,9 @@ struct Args {
     /// Skip workload 8 (memory).
     #[arg(long)]
     no_memory: bool,
+    /// Skip workload 7 (the concurrent scheduler).
+    #[arg(long)]
+    no_scheduler: bool,
     /// Print Markdown tables.
     #[arg(long)]
     markdown: bool,
@@ -128,7 +134,7 @@ struct Args {
 
 type RunFn = fn(Workload, &Input, Duration) -> Outcome;
 type BytesFn = fn(&Input, &dyn Fn() -> isize) -> f64;
-type ChurnHeapFn = fn(&Input, &dyn Fn() -> isize) -> (isize, isize, isize);
+type ChurnHeapFn = fn(&Input, &dyn Fn() -> isize) -> [isize; 3];
 
 struct Entry {
     name: &'static str,
@@ -171,6 +177,9 @@ struct Cell {
     mismatch: bool,
 }
 
+/// The budget of the unmeasured warm-up run of each cell.
+const WARM_UP_BUDGET: Duration = Duration::from_millis(300);
+
 fn measure(
     peers: &[Entry],
     workload: Workload,
@@ -179,6 +188,12 @@ fn measure(
     budget: Duration,
 ) -> Vec<Cell> {
     let mut samples: Vec<Vec<Outcome>> = peers.iter().map(|_| Vec::new()).collect();
+    // One short unmeasured run each first: the allocator's free lists and the page tables
+    // then look like a program that has run for a while, not like a fresh process (page
+    // faults are expensive on this kind of virtual machine).
+    for peer in peers {
+        let _ = (peer.run)(workload, input, budget.min(WARM_UP_BUDGET));
+    }
     for rep in 0..reps {
         // Rotate the order each repetition so no peer always runs first (warm caches, turbo).
         for k in 0..peers.len() {
@@ -282,8 +297,7 @@ fn main() {
     } else {
         vec![1_000, 100_000, 1_000_000]
     };
-    let budget =
-        Duration::from_secs_f64(args.budget.unwrap_or(if args.quick { 2.0 } else { 10.0 }));
+    let budget = Duration::from_secs_f64(args.budget.unwrap_or(if args.quick { 1.5 } else { 4.0 }));
     let peers: Vec<Entry> = all_peers()
         .into_iter()
         .filter(|p| {
@@ -312,9 +326,12 @@ fn main() {
     let delay_queue = peers.iter().position(|p| p.name == TokioDelayQueue::NAME);
     let mut slowest_vs_delay_queue = f64::INFINITY;
     let mut memory_rows = Vec::new();
+    let mut scheduler_rows = Vec::new();
 
     for &n in &sizes {
-        let reps = args.reps.unwrap_or(if n >= 1_000_000 { 3 } else { 5 });
+        let reps = args
+            .reps
+            .unwrap_or(if n >= 1_000_000 || args.quick { 3 } else { 5 });
         let input = Input::new(n);
         println!();
         println!("n = {n} timers, {reps} repetitions");
@@ -332,6 +349,9 @@ fn main() {
                 slowest_vs_delay_queue = slowest_vs_delay_queue.min(cells[dq].ns / base.ns);
             }
         }
+        if !args.no_scheduler && n >= 100_000 {
+            scheduler_rows.push((n, scheduler(n as u64, reps)));
+        }
         if !args.no_memory {
             memory_rows.push((n, memory(&peers, &input)));
         }
@@ -340,7 +360,7 @@ fn main() {
     if !memory_rows.is_empty() {
         println!();
         println!(
-            "8 memory: heap bytes per pending timer after n inserts (no capacity hint); churn heap per lane after the prefill → after the churn script"
+            "8 memory: heap bytes per pending timer after n inserts (no capacity hint); churn heap bytes per lane after the prefill / half-way / at the end of the churn script (10 ops per lane; flat = the last two equal)"
         );
         table.header("memory");
         for (n, row) in &memory_rows {
@@ -355,12 +375,62 @@ fn main() {
         }
     }
     println!();
-    println!("7 scheduler: not measured — sync::Scheduler has not landed yet");
+    if !scheduler_rows.is_empty() {
+        println!();
+        println!(
+            "7 scheduler: wall ns per op (schedules + drains + timers ended), 2 producers + 1 dispatcher, drains every {} schedules; (r×) = contender ÷ tickwheel",
+            sched::DRAIN_EVERY
+        );
+        let t = Table {
+            markdown: args.markdown,
+            names: vec![
+                sched::TickwheelScheduler::NAME,
+                sched::MutexDelayQueue::NAME,
+                sched::MutexBTreeMap::NAME,
+            ],
+        };
+        t.header("scheduler");
+        for (n, cells) in &scheduler_rows {
+            let texts: Vec<String> = cells
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| fmt_cell(c, cells[0], i == 0))
+                .collect();
+            t.row(&format!("7 scheduler, n={n}"), &texts);
+        }
+    }
     println!("total time: {:.0} s", started.elapsed().as_secs_f64());
     println!(
         "slowest ratio vs tokio DelayQueue: {:.2}",
         slowest_vs_delay_queue
     );
+}
+
+/// Workload 7 on the three contenders, interleaved, `reps` times; median wall ns per op.
+fn scheduler(n: u64, reps: usize) -> Vec<Cell> {
+    let mut samples: [Vec<sched::Throughput>; 3] = Default::default();
+    for rep in 0..reps {
+        for k in 0..3 {
+            let i = (k + rep) % 3;
+            let t = match i {
+                0 => sched::run(n, sched::TickwheelScheduler::new),
+                1 => sched::run(n, sched::MutexDelayQueue::new),
+                _ => sched::run(n, sched::MutexBTreeMap::default),
+            };
+            samples[i].push(t);
+        }
+    }
+    samples
+        .iter()
+        .map(|runs| {
+            let mut ns: Vec<f64> = runs.iter().map(sched::Throughput::ns_per_op).collect();
+            Cell {
+                ns: median(&mut ns),
+                estimate: false,
+                mismatch: runs.iter().any(|t| !t.exact),
+            }
+        })
+        .collect()
 }
 
 struct MemoryCell {
@@ -380,17 +450,14 @@ fn memory(peers: &[Entry], input: &Input) -> Vec<MemoryCell> {
             if peer.name == Tickwheel::NAME {
                 text = format!("{per_timer:.1} (stats {:.1})", tickwheel_stats_bytes(input));
             }
-            let churn = if peer.name == NexusTimer::NAME && n > 100_000 {
+            let churn = if peer.name == NexusTimer::NAME && n >= 100_000 {
                 // Its poll walks every pending timer each tick: the churn script would take
                 // hours at this size.
                 "skipped".to_string()
             } else {
-                let (start, end, _largest) = counting(|| (peer.churn_heap)(input, &live_heap));
-                format!(
-                    "{:.1} → {:.1}",
-                    start as f64 / n as f64,
-                    end as f64 / n as f64
-                )
+                let [start, half, end] = counting(|| (peer.churn_heap)(input, &live_heap));
+                let per = |b: isize| b as f64 / n as f64;
+                format!("{:.0}/{:.0}/{:.0}", per(start), per(half), per(end))
             };
             let _ = &script;
             MemoryCell {

@@ -51,6 +51,8 @@
 
 #![allow(dead_code)]
 
+pub mod scheduler;
+
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -1380,10 +1382,11 @@ pub fn bytes_per_timer<P: Peer>(input: &Input, heap: &dyn Fn() -> isize) -> f64 
     })
 }
 
-/// Heap held by a peer during the churn workload: after the prefill, then after each tenth of
-/// the script. Returns (bytes after prefill, bytes at the end, largest sample), each measured
-/// as heap growth since before the peer was built.
-pub fn churn_heap<P: Peer>(input: &Input, heap: &dyn Fn() -> isize) -> (isize, isize, isize) {
+/// Heap held by a peer during the churn workload, as growth since before the first insert:
+/// after the prefill, half-way through the script and at its end. Flat means the second
+/// half adds nothing: whatever the structure keeps for stale references and spare capacity
+/// has reached its steady state.
+pub fn churn_heap<P: Peer>(input: &Input, heap: &dyn Fn() -> isize) -> [isize; 3] {
     let script = input.churn();
     let n = input.n;
     P::with_context(|| {
@@ -1396,11 +1399,11 @@ pub fn churn_heap<P: Peer>(input: &Input, heap: &dyn Fn() -> isize) -> (isize, i
             keys.push(Some(peer.insert(d, lane as u64)));
         }
         let start = heap() - base;
-        let mut largest = start;
+        let mut half = start;
         let mut next_deadline = n;
         let mut tally = Tally::default();
         let mut clock = Clock::new(Duration::MAX);
-        let step = script.ops.len() / 10 + 1;
+        let middle = script.ops.len() / 2;
         for (i, &op) in script.ops.iter().enumerate() {
             let arg = op & !OP_TAG;
             match op & OP_TAG {
@@ -1417,12 +1420,11 @@ pub fn churn_heap<P: Peer>(input: &Input, heap: &dyn Fn() -> isize) -> (isize, i
                     &mut peer, arg, &mut keys, &mut fired, &mut tally, &mut clock,
                 ),
             }
-            if i % step == step - 1 {
-                largest = largest.max(heap() - base);
+            if i == middle {
+                half = heap() - base;
             }
         }
-        let end = heap() - base;
-        (start, end, largest.max(end))
+        [start, half, heap() - base]
     })
 }
 
