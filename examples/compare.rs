@@ -103,10 +103,10 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
     /// Repetitions per cell, after one unmeasured warm-up; the table shows the median
-    /// (default 5 below 1 M timers, 3 at 1 M and with --quick).
+    /// (default 3).
     #[arg(long)]
     reps: Option<usize>,
-    /// Time budget of one run in seconds (default 4, --quick 1.5); a run over it reports an
+    /// Time budget of one run in seconds (default 3, --quick 1.5); a run over it reports an
     /// estimate (`~`).
     #[arg(long)]
     budget: Option<f64>,
@@ -297,7 +297,7 @@ fn main() {
     } else {
         vec![1_000, 100_000, 1_000_000]
     };
-    let budget = Duration::from_secs_f64(args.budget.unwrap_or(if args.quick { 1.5 } else { 4.0 }));
+    let budget = Duration::from_secs_f64(args.budget.unwrap_or(if args.quick { 1.5 } else { 3.0 }));
     let peers: Vec<Entry> = all_peers()
         .into_iter()
         .filter(|p| {
@@ -329,9 +329,7 @@ fn main() {
     let mut scheduler_rows = Vec::new();
 
     for &n in &sizes {
-        let reps = args
-            .reps
-            .unwrap_or(if n >= 1_000_000 || args.quick { 3 } else { 5 });
+        let reps = args.reps.unwrap_or(3);
         let input = Input::new(n);
         println!();
         println!("n = {n} timers, {reps} repetitions");
