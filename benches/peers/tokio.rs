@@ -1,0 +1,231 @@
+//! tokio's peers, `DelayQueue` and `Sleep`, on a paused current-thread runtime, and the
+//! runtime helpers they share.
+
+use std::cell::RefCell;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use super::Peer;
+use super::workloads::{median, thread_cpu_ns};
+
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("tokio runtime")
+}
+
+thread_local! {
+    /// The runtime of the tokio peer being measured, set by its `with_context`.
+    static RUNTIME: RefCell<Option<Rc<tokio::runtime::Runtime>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with a fresh paused runtime entered (so `Sleep`s and `Instant::now` find it) and
+/// available to the peer through [`current_runtime`].
+fn with_paused_runtime<R>(f: impl FnOnce() -> R) -> R {
+    let rt = Rc::new(paused_runtime());
+    RUNTIME.with(|slot| *slot.borrow_mut() = Some(rt.clone()));
+    let out = {
+        let _entered = rt.enter();
+        f()
+    };
+    RUNTIME.with(|slot| slot.borrow_mut().take());
+    out
+}
+
+fn current_runtime() -> Rc<tokio::runtime::Runtime> {
+    RUNTIME
+        .with(|slot| slot.borrow().clone())
+        .expect("inside with_paused_runtime")
+}
+
+/// Moves tokio's paused clock from tick `from` to tick `to`; `advance` also yields once, so
+/// the runtime's driver processes its wheel up to the new time.
+async fn advance_clock(from: u64, to: u64) {
+    if to > from {
+        tokio::time::advance(Duration::from_millis(to - from)).await;
+    }
+}
+
+/// Per-call cost of `block_on(advance_clock(t, t + 1))` on a runtime with no timers, in ns:
+/// the median of five batches. Measured once per process, outside any runtime, and cached.
+fn tokio_clock_overhead_ns() -> f64 {
+    thread_local! {
+        static CACHED: std::cell::Cell<Option<f64>> = const { std::cell::Cell::new(None) };
+    }
+    if let Some(ns) = CACHED.with(|c| c.get()) {
+        return ns;
+    }
+    let rt = paused_runtime();
+    let _entered = rt.enter();
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let calls = 20_000u64;
+        let start = thread_cpu_ns();
+        for t in 0..calls {
+            rt.block_on(tokio::task::unconstrained(advance_clock(t, t + 1)));
+        }
+        samples.push((thread_cpu_ns() - start) as f64 / calls as f64);
+    }
+    let ns = median(&mut samples);
+    CACHED.with(|c| c.set(Some(ns)));
+    ns
+}
+
+/// `tokio_util::time::DelayQueue<u64>`.
+pub struct TokioDelayQueue {
+    rt: Rc<tokio::runtime::Runtime>,
+    queue: tokio_util::time::DelayQueue<u64>,
+    epoch: tokio::time::Instant,
+    now: u64,
+}
+
+impl Peer for TokioDelayQueue {
+    const NAME: &'static str = "DelayQueue";
+    type Key = tokio_util::time::delay_queue::Key;
+    type Deadline = tokio::time::Instant;
+
+    fn new(_lanes: usize, capacity: usize) -> Self {
+        TokioDelayQueue {
+            rt: current_runtime(),
+            queue: tokio_util::time::DelayQueue::with_capacity(capacity),
+            epoch: tokio::time::Instant::now(),
+            now: 0,
+        }
+    }
+    #[inline]
+    fn deadline(&self, ms: u64) -> tokio::time::Instant {
+        self.epoch + Duration::from_millis(ms)
+    }
+    #[inline]
+    fn insert(&mut self, deadline: tokio::time::Instant, lane: u64) -> Self::Key {
+        self.queue.insert_at(lane, deadline)
+    }
+    #[inline]
+    fn cancel(&mut self, key: Self::Key) -> bool {
+        self.queue.remove(&key);
+        true
+    }
+    #[inline]
+    fn reset(&mut self, key: Self::Key, deadline: tokio::time::Instant) -> Self::Key {
+        self.queue.reset_at(&key, deadline);
+        key
+    }
+    fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
+        let TokioDelayQueue { rt, queue, .. } = self;
+        let from = self.now;
+        // `unconstrained`: tokio's co-operative budget would otherwise cut a long drain short
+        // with a `Pending` that only means "yield", not "nothing due".
+        rt.block_on(tokio::task::unconstrained(async {
+            advance_clock(from, now).await;
+            std::future::poll_fn(|cx| {
+                loop {
+                    match queue.poll_expired(cx) {
+                        Poll::Ready(Some(expired)) => fired.push(expired.into_inner()),
+                        Poll::Ready(None) | Poll::Pending => return Poll::Ready(()),
+                    }
+                }
+            })
+            .await;
+        }));
+        self.now = self.now.max(now);
+    }
+    fn poll_overhead_ns() -> f64 {
+        tokio_clock_overhead_ns()
+    }
+    fn with_context<R>(f: impl FnOnce() -> R) -> R {
+        with_paused_runtime(f)
+    }
+}
+
+/// Where fired `Sleep`s report their lane: the stand-in for waking a task.
+#[derive(Default)]
+struct FiredSink(Mutex<Vec<u64>>);
+
+struct LaneWaker {
+    lane: u64,
+    sink: Arc<FiredSink>,
+}
+
+impl Wake for LaneWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.sink.0.lock().expect("sink").push(self.lane);
+    }
+}
+
+/// tokio's runtime timer wheel, through `tokio::time::Sleep`.
+pub struct TokioSleep {
+    rt: Rc<tokio::runtime::Runtime>,
+    epoch: tokio::time::Instant,
+    wakers: Vec<Waker>,
+    sink: Arc<FiredSink>,
+    now: u64,
+}
+
+impl Peer for TokioSleep {
+    const NAME: &'static str = "tokio Sleep";
+    const RELEASE: bool = true;
+    type Key = Pin<Box<tokio::time::Sleep>>;
+    type Deadline = tokio::time::Instant;
+
+    fn new(lanes: usize, _capacity: usize) -> Self {
+        let sink = Arc::new(FiredSink::default());
+        let wakers = (0..lanes as u64)
+            .map(|lane| {
+                Waker::from(Arc::new(LaneWaker {
+                    lane,
+                    sink: sink.clone(),
+                }))
+            })
+            .collect();
+        TokioSleep {
+            rt: current_runtime(),
+            epoch: tokio::time::Instant::now(),
+            wakers,
+            sink,
+            now: 0,
+        }
+    }
+    #[inline]
+    fn deadline(&self, ms: u64) -> tokio::time::Instant {
+        self.epoch + Duration::from_millis(ms)
+    }
+    #[inline]
+    fn insert(&mut self, deadline: tokio::time::Instant, lane: u64) -> Self::Key {
+        let mut sleep = Box::pin(tokio::time::sleep_until(deadline));
+        // Registration with the driver is lazy: the first poll puts the timer in the wheel.
+        let mut cx = Context::from_waker(&self.wakers[lane as usize]);
+        let _ = sleep.as_mut().poll(&mut cx);
+        sleep
+    }
+    #[inline]
+    fn cancel(&mut self, key: Self::Key) -> bool {
+        let pending = !key.is_elapsed();
+        drop(key);
+        pending
+    }
+    #[inline]
+    fn reset(&mut self, mut key: Self::Key, deadline: tokio::time::Instant) -> Self::Key {
+        key.as_mut().reset(deadline);
+        key
+    }
+    fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
+        self.rt
+            .block_on(tokio::task::unconstrained(advance_clock(self.now, now)));
+        self.now = self.now.max(now);
+        fired.append(&mut self.sink.0.lock().expect("sink"));
+    }
+    fn poll_overhead_ns() -> f64 {
+        tokio_clock_overhead_ns()
+    }
+    fn with_context<R>(f: impl FnOnce() -> R) -> R {
+        with_paused_runtime(f)
+    }
+}
