@@ -15,7 +15,8 @@ use std::fmt;
 
 use tickwheel::IndexedWheel;
 
-use super::model::{Model, OrderRule, When, resolve_when, stale_bound};
+use super::model::checks::{self, ensure, ensure_ok};
+use super::model::{Model, OrderRule, When, resolve_when};
 
 /// One step of an `IndexedWheel` sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,26 +58,8 @@ pub struct IndexedHarness {
 
 impl fmt::Debug for IndexedHarness {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "step {} op {:?}: model elapsed {} len {} earliest {:?}; wheel elapsed {} len {}",
-            self.step,
-            self.op,
-            self.model.elapsed,
-            self.model.len(),
-            self.model.earliest(),
-            self.wheel.elapsed(),
-            self.wheel.len()
-        )
+        checks::describe(f, self.step, &self.op, &self.model, &self.wheel)
     }
-}
-
-macro_rules! ensure {
-    ($h:expr, $cond:expr, $($fmt:tt)+) => {
-        if !$cond {
-            panic!("{:?}: {}", $h, format!($($fmt)+));
-        }
-    };
 }
 
 impl IndexedHarness {
@@ -164,12 +147,7 @@ impl IndexedHarness {
                 prefill,
             } => {
                 let now = self.resolve(now);
-                let limit = if limit == u32::MAX {
-                    usize::MAX
-                } else {
-                    limit as usize
-                };
-                self.poll_into(now, limit, usize::from(prefill));
+                self.poll_into(now, checks::limit(limit), usize::from(prefill));
             }
             IxOp::GetMut(id) => {
                 self.next_value += 1;
@@ -191,12 +169,7 @@ impl IndexedHarness {
             }
             IxOp::ShrinkToFit => {
                 self.wheel.shrink_to_fit();
-                let stats = self.wheel.stats();
-                ensure!(
-                    self,
-                    stats.stale == 0,
-                    "stale references after shrink_to_fit: {stats:?}"
-                );
+                ensure_ok!(self, checks::check_shrunk(&self.wheel));
             }
         }
     }
@@ -219,35 +192,23 @@ impl IndexedHarness {
     /// Checks one `(id, value)` a poll returned and takes it out of the model; returns its
     /// deadline.
     fn fired(&mut self, id: u8, value: u64, effective: u64) -> u64 {
-        if let Err(why) = self
+        let checked = self
             .model
-            .check_fired(id, None, value, effective, self.rule)
-        {
-            panic!("{self:?}: {why}");
-        }
+            .check_fired(id, None, value, effective, self.rule);
+        ensure_ok!(self, checked);
         self.model.remove(id).expect("checked").deadline
     }
 
     fn poll(&mut self, now: u64) -> bool {
         let effective = self.model.elapsed.max(now);
         self.horizon = self.horizon.max(now);
-        match self.wheel.poll(now) {
-            Some((id, value)) => {
-                let deadline = self.fired(id, value, effective);
-                self.model.elapsed = self.model.elapsed.max(deadline);
-                true
-            }
-            None => {
-                if let Err(why) = self
-                    .model
-                    .check_nothing_due(effective, "poll returned None")
-                {
-                    panic!("{self:?}: {why}");
-                }
-                self.model.elapsed = effective;
-                false
-            }
-        }
+        let fired = self
+            .wheel
+            .poll(now)
+            .map(|(id, value)| self.fired(id, value, effective));
+        let polled = self.model.after_poll(effective, fired);
+        ensure_ok!(self, polled);
+        fired.is_some()
     }
 
     fn poll_into(&mut self, now: u64, limit: usize, prefill: usize) {
@@ -256,80 +217,27 @@ impl IndexedHarness {
         let junk = (u8::MAX, u64::MAX);
         let mut out = vec![junk; prefill];
         let taken = self.wheel.poll_into(now, limit, &mut out);
-        ensure!(
-            self,
-            taken <= limit,
-            "poll_into took {taken} > limit {limit}"
-        );
-        ensure!(
-            self,
-            out.len() == prefill + taken,
-            "poll_into said {taken}, out has {}",
-            out.len()
-        );
-        ensure!(
-            self,
-            out[..prefill].iter().all(|e| *e == junk),
-            "poll_into touched out"
-        );
+        let out_ok = checks::check_poll_into_out(&out, &junk, prefill, taken, limit);
+        ensure_ok!(self, out_ok);
         let mut last = None;
         for &(id, value) in &out[prefill..] {
             last = Some(self.fired(id, value, effective));
         }
-        if taken < limit {
-            let why = self
-                .model
-                .check_nothing_due(effective, "poll_into stopped below its limit");
-            if let Err(why) = why {
-                panic!("{self:?}: {why}");
-            }
-            self.model.elapsed = effective;
-        } else if let Some(last) = last {
-            self.model.elapsed = self.model.elapsed.max(last);
-        }
+        let polled = self.model.after_poll_into(effective, taken, limit, last);
+        ensure_ok!(self, polled);
     }
 
     pub fn check(&self) {
         let w = &self.wheel;
         let live = self.model.len();
-        ensure!(self, w.len() == live, "len");
-        ensure!(self, w.is_empty() == (live == 0), "is_empty");
-        ensure!(
-            self,
-            w.elapsed() == self.model.elapsed,
-            "elapsed differs from the model's"
-        );
-        ensure!(
-            self,
-            w.elapsed() <= self.horizon,
-            "elapsed past the largest now {}",
-            self.horizon
-        );
+        ensure_ok!(self, checks::check_state(w, &self.model, self.horizon));
         for &id in &self.used {
-            let expected = self.model.timers.get(&id);
-            ensure!(
-                self,
-                w.contains(&id) == expected.is_some(),
-                "contains({id})"
-            );
-            ensure!(
-                self,
-                w.deadline(&id) == expected.map(|t| t.deadline),
-                "deadline({id})"
-            );
-            ensure!(self, w.get(&id) == expected.map(|t| &t.value), "get({id})");
+            ensure_ok!(self, checks::check_key(w, &self.model, id));
         }
-        if let Err(why) = self.model.check_next_expiration(w.next_expiration()) {
-            panic!("{self:?}: {why}");
-        }
+        let next = self.model.check_next_expiration(w.next_expiration());
+        ensure_ok!(self, next);
         if self.op.is_none() || self.step.checked_rem(self.stats_stride) == Some(0) {
-            let stats = w.stats();
-            ensure!(self, stats.live == live, "stats.live {stats:?}");
-            ensure!(
-                self,
-                stats.stale <= stale_bound(live),
-                "stale over the bound: {stats:?}"
-            );
+            ensure_ok!(self, checks::check_stats(w, live));
         }
     }
 

@@ -52,10 +52,21 @@
 //! after an [`Op::Churn`], the op that piles up stale references, and at the end.)
 #![allow(dead_code)] // each includer uses a different part
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
-use tickwheel::{Expired, TimerKey, Wheel};
+#[path = "model/checks.rs"]
+pub mod checks;
+#[path = "model/ops.rs"]
+mod ops;
+#[path = "model/wheel_harness.rs"]
+mod wheel_harness;
+
+// As for dead code: each includer uses a different part.
+#[allow(unused_imports)]
+pub use ops::{KeyPick, MAX_CHURN, Op, When, pow64, resolve_when};
+#[allow(unused_imports)]
+pub use wheel_harness::Harness;
 
 /// Slots in the wheel: 11 levels of 64.
 pub const SLOTS_TOTAL: usize = 11 * 64;
@@ -74,82 +85,6 @@ pub enum OrderRule {
     /// promise this; see the module doc.
     FreshInsert,
 }
-
-/// `64^level`, saturating at `u64::MAX`.
-pub fn pow64(level: u32) -> u64 {
-    1u64.checked_shl(6 * level).unwrap_or(u64::MAX)
-}
-
-/// A tick, chosen relative to the wheel's state when the op runs, so that generated
-/// sequences keep hitting interesting deadlines whatever `elapsed` has become.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum When {
-    /// `elapsed + d` with `d` uniform in level `level`'s distance range `[64^L, 64^(L+1))`
-    /// (level 0: `[1, 64)`), saturating at `u64::MAX`. Drawing the level first and then the
-    /// distance hits every level equally often.
-    Ahead { level: u8, offset: u64 },
-    /// `elapsed - d` with `d` drawn as for `Ahead`, saturating at 0: the past.
-    Behind { level: u8, offset: u64 },
-    /// A level boundary: `64^k + delta` past `elapsed` or, if `aligned`, past the first
-    /// multiple of `64^k` after `elapsed` (where slots of level `k` begin).
-    Boundary { k: u8, delta: i8, aligned: bool },
-    /// `u64::MAX - back`.
-    Top { back: u8 },
-    /// The last known deadline of an issued key, plus `delta`: equal deadlines, and polls
-    /// exactly at (or one tick before) a deadline.
-    Same { pick: u16, delta: i8 },
-    /// `elapsed` itself.
-    Elapsed,
-    /// Exactly this tick.
-    Abs(u64),
-}
-
-/// Which key an op uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyPick {
-    /// An issued key (pending or stale), by position in issue order, modulo their count.
-    Issued(u16),
-    /// An issued key with its generation moved by `dgen`: stale, or naming whatever timer has
-    /// that index and generation now (a foreign key that happens to match).
-    Skewed { pick: u16, dgen: i8 },
-    /// A key built from raw parts.
-    Raw { index: u32, generation: u32 },
-}
-
-/// One step of a sequence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Insert(When),
-    Cancel(KeyPick),
-    Reset(KeyPick, When),
-    /// One `poll(now)`.
-    Poll(When),
-    /// `poll(now)` until it returns `None`.
-    PollAll(When),
-    /// `poll_into(now, limit, out)` with `prefill` timers' worth of junk already in `out`.
-    PollInto {
-        now: When,
-        limit: u32,
-        prefill: u8,
-    },
-    /// `get_mut` and overwrite the value.
-    GetMut(KeyPick),
-    /// `times` rounds (at most [`MAX_CHURN`]) of: insert a timer at `Ahead { level, .. }`,
-    /// reset one of the last `window + 1` churned timers to another such deadline (often
-    /// earlier, which leaves a stale reference), and cancel the oldest of them once there are
-    /// more. Keeps the live count steady while stale references pile up, which single ops
-    /// never do enough of to reach the memory bound or to make slots compact.
-    Churn {
-        times: u16,
-        level: u8,
-        window: u8,
-    },
-    Clear,
-    ShrinkToFit,
-}
-
-/// Most rounds one [`Op::Churn`] runs.
-pub const MAX_CHURN: u16 = 512;
 
 /// A pending timer in the model.
 #[derive(Debug, Clone, Copy)]
@@ -329,43 +264,38 @@ impl<K: Ord + Copy + fmt::Debug> Model<K> {
             _ => Ok(()),
         }
     }
-}
 
-/// The tick a [`When`] names, given `elapsed` and, for [`When::Same`], the last known
-/// deadline of the picked timer (`None`: nothing to pick, use `elapsed`).
-pub fn resolve_when(when: When, elapsed: u64, same: impl Fn(u16) -> Option<u64>) -> u64 {
-    let distance = |level: u8, offset: u64| {
-        let level = u32::from(level % 11);
-        let lo = pow64(level);
-        let hi = if level == 10 {
-            u64::MAX
-        } else {
-            pow64(level + 1)
-        };
-        lo + offset % (hi - lo)
-    };
-    match when {
-        When::Ahead { level, offset } => elapsed.saturating_add(distance(level, offset)),
-        When::Behind { level, offset } => elapsed.saturating_sub(distance(level, offset)),
-        When::Boundary { k, delta, aligned } => {
-            let k = u32::from(k % 10) + 1;
-            let base = if aligned {
-                let shift = 6 * k;
-                ((elapsed >> shift) + 1)
-                    .checked_shl(shift)
-                    .unwrap_or(u64::MAX)
-            } else {
-                elapsed.saturating_add(pow64(k))
-            };
-            base.saturating_add_signed(i64::from(delta.signum()))
+    /// Moves `elapsed` as a `poll` at an effective now of `effective` does: to the deadline
+    /// of the timer it returned (`fired`), or, when it returned none (which needs nothing
+    /// due), to `effective`.
+    pub fn after_poll(&mut self, effective: u64, fired: Option<u64>) -> Result<(), String> {
+        match fired {
+            Some(deadline) => self.elapsed = self.elapsed.max(deadline),
+            None => {
+                self.check_nothing_due(effective, "poll returned None")?;
+                self.elapsed = effective;
+            }
         }
-        When::Top { back } => u64::MAX - u64::from(back % 4),
-        When::Same { pick, delta } => match same(pick) {
-            Some(deadline) => deadline.saturating_add_signed(i64::from(delta.signum())),
-            None => elapsed,
-        },
-        When::Elapsed => elapsed,
-        When::Abs(tick) => tick,
+        Ok(())
+    }
+
+    /// Moves `elapsed` as a `poll_into` that took `taken` timers under `limit` does: below its
+    /// limit it stopped because nothing is due, so to `effective`; at its limit, to the
+    /// deadline of the last timer it returned (`last`).
+    pub fn after_poll_into(
+        &mut self,
+        effective: u64,
+        taken: usize,
+        limit: usize,
+        last: Option<u64>,
+    ) -> Result<(), String> {
+        if taken < limit {
+            self.check_nothing_due(effective, "poll_into stopped below its limit")?;
+            self.elapsed = effective;
+        } else if let Some(last) = last {
+            self.elapsed = self.elapsed.max(last);
+        }
+        Ok(())
     }
 }
 
@@ -375,482 +305,4 @@ pub fn resolve_when(when: When, elapsed: u64, same: impl Fn(u16) -> Option<u64>)
 pub fn cascade_tick(elapsed: u64, deadline: u64) -> u64 {
     let level = (((elapsed ^ deadline) | 63).ilog2() / 6) as u64;
     deadline & !((1u64 << (6 * level)) - 1)
-}
-
-/// Runs one op sequence against a [`Wheel`] and the model; panics (with the step, the op and
-/// the state) on the first difference.
-pub struct Harness {
-    pub wheel: Wheel<u64>,
-    model: Model<TimerKey>,
-    rule: OrderRule,
-    /// Every key issued, with its last known deadline (for [`When::Same`]).
-    issued: Vec<(TimerKey, u64)>,
-    issued_set: BTreeSet<TimerKey>,
-    /// The largest `now` (or starting tick) seen: nothing may fire after it.
-    horizon: u64,
-    next_value: u64,
-    step: usize,
-    op: Option<Op>,
-    /// `stats()` walks every slot, which dominates a fuzz run; the fuzz targets check it every
-    /// `stats_stride` steps (and after every churn and at the end). Default 1: every step.
-    pub stats_stride: usize,
-    stats_turn_counter: std::cell::Cell<usize>,
-}
-
-impl fmt::Debug for Harness {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "step {} op {:?}: model elapsed {} len {} earliest {:?}; wheel elapsed {} len {}",
-            self.step,
-            self.op,
-            self.model.elapsed,
-            self.model.timers.len(),
-            self.model.earliest(),
-            self.wheel.elapsed(),
-            self.wheel.len()
-        )
-    }
-}
-
-macro_rules! ensure {
-    ($h:expr, $cond:expr, $($fmt:tt)+) => {
-        if !$cond {
-            panic!("{:?}: {}", $h, format!($($fmt)+));
-        }
-    };
-}
-
-impl Harness {
-    /// A fresh wheel started at `start` (`Wheel::starting_at`), and an empty model.
-    pub fn new(start: u64, rule: OrderRule) -> Self {
-        Harness {
-            wheel: Wheel::starting_at(start),
-            model: Model::new(start),
-            rule,
-            issued: Vec::new(),
-            issued_set: BTreeSet::new(),
-            horizon: start,
-            next_value: 0,
-            step: 0,
-            op: None,
-            stats_stride: 1,
-            stats_turn_counter: std::cell::Cell::new(0),
-        }
-    }
-
-    /// Runs `ops` from `start`, checking after every step, then drains the wheel at
-    /// `u64::MAX` and checks that exactly the model's remaining timers come out.
-    pub fn run(start: u64, ops: &[Op], rule: OrderRule) {
-        Harness::run_with(Harness::new(start, rule), ops);
-    }
-
-    /// [`Harness::run`] on a harness set up by the caller.
-    pub fn run_with(mut h: Harness, ops: &[Op]) {
-        h.check();
-        for op in ops {
-            h.apply(*op);
-            h.check();
-        }
-        h.finish();
-    }
-
-    /// Pending timers in the model.
-    pub fn len(&self) -> usize {
-        self.model.timers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.model.timers.is_empty()
-    }
-
-    /// Applies one op to both sides and checks its direct results.
-    pub fn apply(&mut self, op: Op) {
-        self.step += 1;
-        self.op = Some(op);
-        match op {
-            Op::Insert(when) => {
-                let deadline = self.resolve(when);
-                self.insert(deadline);
-            }
-            Op::Cancel(pick) => self.cancel(pick),
-            Op::Reset(pick, when) => {
-                let deadline = self.resolve(when);
-                self.reset(pick, deadline);
-            }
-            Op::Poll(when) => {
-                let now = self.resolve(when);
-                self.poll(now);
-            }
-            Op::PollAll(when) => {
-                let now = self.resolve(when);
-                self.poll_all(now);
-            }
-            Op::PollInto {
-                now,
-                limit,
-                prefill,
-            } => {
-                let now = self.resolve(now);
-                let limit = if limit == u32::MAX {
-                    usize::MAX
-                } else {
-                    limit as usize
-                };
-                self.poll_into(now, limit, prefill as usize);
-            }
-            Op::GetMut(pick) => self.get_mut(pick),
-            Op::Churn {
-                times,
-                level,
-                window,
-            } => self.churn(times, level, window),
-            Op::Clear => {
-                self.wheel.clear();
-                self.model.clear();
-            }
-            Op::ShrinkToFit => {
-                self.wheel.shrink_to_fit();
-                let stats = self.wheel.stats();
-                ensure!(
-                    self,
-                    stats.stale == 0,
-                    "stale references after shrink_to_fit: {stats:?}"
-                );
-            }
-        }
-    }
-
-    /// The tick a [`When`] names now.
-    pub fn resolve(&self, when: When) -> u64 {
-        resolve_when(when, self.model.elapsed, |pick| {
-            self.pick_issued(pick).map(|(_, d)| d)
-        })
-    }
-
-    fn pick_issued(&self, pick: u16) -> Option<(TimerKey, u64)> {
-        if self.issued.is_empty() {
-            return None;
-        }
-        Some(self.issued[pick as usize % self.issued.len()])
-    }
-
-    /// The key a [`KeyPick`] names now.
-    pub fn key(&self, pick: KeyPick) -> TimerKey {
-        match pick {
-            KeyPick::Issued(i) => self
-                .pick_issued(i)
-                .map_or(TimerKey::from_raw_parts(0, 0), |(k, _)| k),
-            KeyPick::Skewed { pick, dgen } => {
-                let key = self
-                    .pick_issued(pick)
-                    .map_or(TimerKey::from_raw_parts(0, 0), |(k, _)| k);
-                TimerKey::from_raw_parts(
-                    key.index(),
-                    key.generation().wrapping_add_signed(i32::from(dgen)),
-                )
-            }
-            KeyPick::Raw { index, generation } => TimerKey::from_raw_parts(index, generation),
-        }
-    }
-
-    fn note_deadline(&mut self, key: TimerKey, deadline: u64) {
-        // Keys are few and recent ones are picked most; a linear search from the end is fine.
-        if let Some(entry) = self.issued.iter_mut().rev().find(|(k, _)| *k == key) {
-            entry.1 = deadline;
-        }
-    }
-
-    pub fn insert(&mut self, deadline: u64) -> TimerKey {
-        self.next_value += 1;
-        let value = self.next_value;
-        let key = self.wheel.insert(deadline, value);
-        ensure!(
-            self,
-            self.issued_set.insert(key),
-            "insert returned {key:?}, a key issued before: a stale key would alias the new timer"
-        );
-        self.issued.push((key, deadline));
-        self.model.insert(key, deadline, value, false);
-        key
-    }
-
-    pub fn cancel(&mut self, pick: KeyPick) {
-        let key = self.key(pick);
-        let expected = self.model.remove(key).map(|t| t.value);
-        let got = self.wheel.cancel(key);
-        ensure!(
-            self,
-            got == expected,
-            "cancel({key:?}) = {got:?}, model says {expected:?}"
-        );
-    }
-
-    pub fn reset(&mut self, pick: KeyPick, deadline: u64) {
-        let key = self.key(pick);
-        let elapsed = self.model.elapsed;
-        // A timer not yet due, moved later: stays in its slot, no garbage, no allocation.
-        let later = self
-            .model
-            .timers
-            .get(&key)
-            .is_some_and(|t| t.deadline > elapsed && deadline >= t.deadline);
-        let before = (later && self.stats_turn()).then(|| self.wheel.stats());
-        let got = self.wheel.reset(key, deadline);
-        let Some(old) = self.model.remove(key) else {
-            ensure!(
-                self,
-                !got,
-                "reset({key:?}, {deadline}) = true on a key the model says is stale"
-            );
-            return;
-        };
-        ensure!(
-            self,
-            got,
-            "reset({key:?}, {deadline}) = false on a pending timer"
-        );
-        self.model.insert(key, deadline, old.value, true);
-        self.note_deadline(key, deadline);
-        if let Some(before) = before {
-            let after = self.wheel.stats();
-            ensure!(
-                self,
-                after == before,
-                "reset later ({} -> {deadline}) changed stats: {before:?} -> {after:?}",
-                old.deadline
-            );
-        }
-    }
-
-    fn get_mut(&mut self, pick: KeyPick) {
-        let key = self.key(pick);
-        self.next_value += 1;
-        let value = self.next_value;
-        let got = self.wheel.get_mut(key).map(|v| std::mem::replace(v, value));
-        let expected = self.model.timers.get(&key).map(|t| t.value);
-        ensure!(
-            self,
-            got == expected,
-            "get_mut({key:?}) = {got:?}, model has {expected:?}"
-        );
-        if let Some(t) = self.model.timers.get_mut(&key) {
-            t.value = value;
-        }
-    }
-
-    /// Whether this check gets `stats()`: every time, or every `stats_stride`-th time.
-    fn stats_turn(&self) -> bool {
-        self.stats_stride <= 1 || {
-            let turn = self.stats_turn_counter.get();
-            self.stats_turn_counter.set(turn.wrapping_add(1));
-            turn.checked_rem(self.stats_stride) == Some(0)
-        }
-    }
-
-    fn churn(&mut self, times: u16, level: u8, window: u8) {
-        let window = usize::from(window % 64) + 1;
-        let mut ring = std::collections::VecDeque::new();
-        let mut x = (self.step as u64) ^ 0x9e37_79b9_7f4a_7c15;
-        for _ in 0..times.min(MAX_CHURN) {
-            x = x
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            let deadline = self.resolve(When::Ahead {
-                level,
-                offset: x >> 8,
-            });
-            ring.push_back(self.insert(deadline));
-            let victim = ring[(x >> 40) as usize % ring.len()];
-            let deadline = self.resolve(When::Ahead {
-                level,
-                offset: x >> 20,
-            });
-            self.reset(
-                KeyPick::Raw {
-                    index: victim.index(),
-                    generation: victim.generation(),
-                },
-                deadline,
-            );
-            if ring.len() > window {
-                let oldest = ring.pop_front().expect("ring is not empty");
-                self.cancel(KeyPick::Raw {
-                    index: oldest.index(),
-                    generation: oldest.generation(),
-                });
-            }
-        }
-    }
-
-    /// Checks one timer the wheel returned against the model and takes it out of the model.
-    fn fired(&mut self, e: &Expired<u64>, effective: u64) {
-        let checked =
-            self.model
-                .check_fired(e.key, Some(e.deadline), e.value, effective, self.rule);
-        if let Err(why) = checked {
-            panic!("{self:?}: {why}");
-        }
-        self.model.remove(e.key);
-    }
-
-    fn expect_nothing_due(&self, effective: u64, what: &str) {
-        if let Err(why) = self.model.check_nothing_due(effective, what) {
-            panic!("{self:?}: {why}");
-        }
-    }
-
-    pub fn poll(&mut self, now: u64) -> bool {
-        let effective = self.model.elapsed.max(now);
-        self.horizon = self.horizon.max(now);
-        match self.wheel.poll(now) {
-            Some(e) => {
-                self.fired(&e, effective);
-                self.model.elapsed = self.model.elapsed.max(e.deadline);
-                true
-            }
-            None => {
-                self.expect_nothing_due(effective, "poll returned None");
-                self.model.elapsed = effective;
-                false
-            }
-        }
-    }
-
-    pub fn poll_all(&mut self, now: u64) {
-        let most = self.model.timers.len() + 1;
-        for _ in 0..most {
-            if !self.poll(now) {
-                return;
-            }
-        }
-        panic!("{self:?}: poll({now}) returned more timers than are pending");
-    }
-
-    pub fn poll_into(&mut self, now: u64, limit: usize, prefill: usize) {
-        let effective = self.model.elapsed.max(now);
-        self.horizon = self.horizon.max(now);
-        let junk = Expired {
-            key: TimerKey::from_raw_parts(u32::MAX, 0),
-            deadline: 0,
-            value: 0,
-        };
-        let mut out = vec![junk.clone(); prefill];
-        let taken = self.wheel.poll_into(now, limit, &mut out);
-        ensure!(
-            self,
-            taken <= limit,
-            "poll_into took {taken} > limit {limit}"
-        );
-        ensure!(
-            self,
-            out.len() == prefill + taken,
-            "poll_into said {taken} but out grew from {prefill} to {}",
-            out.len()
-        );
-        ensure!(
-            self,
-            out[..prefill].iter().all(|e| *e == junk),
-            "poll_into touched what was in out"
-        );
-        for e in &out[prefill..] {
-            self.fired(e, effective);
-        }
-        if taken < limit {
-            self.expect_nothing_due(effective, "poll_into stopped below its limit");
-            self.model.elapsed = effective;
-        } else if let Some(last) = out.last().filter(|_| taken > 0) {
-            self.model.elapsed = self.model.elapsed.max(last.deadline);
-        }
-    }
-
-    /// Checks every observable against the model.
-    pub fn check(&self) {
-        let w = &self.wheel;
-        let live = self.model.timers.len();
-        ensure!(self, w.len() == live, "len");
-        ensure!(self, w.is_empty() == (live == 0), "is_empty");
-        ensure!(
-            self,
-            w.elapsed() == self.model.elapsed,
-            "elapsed differs from the model's"
-        );
-        ensure!(
-            self,
-            w.elapsed() <= self.horizon,
-            "elapsed past the largest now {}",
-            self.horizon
-        );
-        ensure!(
-            self,
-            w.capacity() >= live,
-            "capacity {} < len",
-            w.capacity()
-        );
-        let churned = matches!(self.op, Some(Op::Churn { .. }) | None);
-        if self.stats_turn() || churned {
-            let stats = w.stats();
-            ensure!(self, stats.live == live, "stats.live {stats:?}");
-            ensure!(
-                self,
-                stats.stale <= stale_bound(live),
-                "stale references over the bound {}: {stats:?}",
-                stale_bound(live)
-            );
-        }
-        for (key, timer) in &self.model.timers {
-            ensure!(
-                self,
-                w.contains(*key),
-                "contains({key:?}) on a pending timer"
-            );
-            ensure!(
-                self,
-                w.deadline(*key) == Some(timer.deadline),
-                "deadline({key:?})"
-            );
-            ensure!(self, w.get(*key) == Some(&timer.value), "get({key:?})");
-        }
-        for (key, _) in self.issued.iter().rev().take(64) {
-            let expected = self.model.timers.get(key);
-            ensure!(
-                self,
-                w.contains(*key) == expected.is_some(),
-                "contains({key:?})"
-            );
-            ensure!(
-                self,
-                w.deadline(*key) == expected.map(|t| t.deadline),
-                "deadline({key:?})"
-            );
-            ensure!(
-                self,
-                w.get(*key) == expected.map(|t| &t.value),
-                "get({key:?})"
-            );
-        }
-        self.check_next_expiration();
-    }
-
-    fn check_next_expiration(&self) {
-        if let Err(why) = self
-            .model
-            .check_next_expiration(self.wheel.next_expiration())
-        {
-            panic!("{self:?}: {why}");
-        }
-    }
-
-    /// Drains everything at `u64::MAX` and checks the model is drained with it.
-    pub fn finish(&mut self) {
-        self.op = None;
-        self.step += 1;
-        self.poll_into(u64::MAX, usize::MAX, 0);
-        ensure!(
-            self,
-            self.model.timers.is_empty(),
-            "timers left after draining at u64::MAX"
-        );
-        self.check();
-    }
 }
