@@ -1,0 +1,65 @@
+//! Decoding `indexed_ops` inputs: `IndexedWheel` ops over a few colliding ids.
+
+use arbitrary::{Arbitrary, Result, Unstructured};
+
+use crate::MAX_OPS;
+use crate::indexed_model::IxOp;
+use crate::model::When;
+use crate::wheel_ops::{deadline, limit, now, start};
+
+/// The input of `indexed_ops`: a starting tick and an op sequence over colliding ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedInput {
+    pub start: u64,
+    pub ops: Vec<IxOp>,
+}
+
+impl<'a> Arbitrary<'a> for IndexedInput {
+    fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
+        let start = start(u)?;
+        let mut ops = Vec::new();
+        while !u.is_empty() && ops.len() < MAX_OPS {
+            ops.push(ix_op(u)?);
+        }
+        Ok(IndexedInput { start, ops })
+    }
+}
+
+/// An id: mostly one of six (they collide: replacements, reuse after firing), else any.
+pub fn id(u: &mut Unstructured) -> Result<u8> {
+    let raw: u8 = u.arbitrary()?;
+    Ok(if raw < 224 { raw % 6 } else { raw })
+}
+
+/// [`When::Same`] picks by id in `indexed_ops`: keep its picks among the common ids.
+fn same_id(when: When) -> When {
+    match when {
+        When::Same { pick, delta } => When::Same {
+            pick: pick % 6,
+            delta,
+        },
+        other => other,
+    }
+}
+
+/// One `IndexedWheel` op.
+pub fn ix_op(u: &mut Unstructured) -> Result<IxOp> {
+    Ok(match u.int_in_range(0u8..=63)? {
+        0..=19 => IxOp::Insert {
+            id: id(u)?,
+            when: same_id(deadline(u)?),
+        },
+        20..=28 => IxOp::Cancel(id(u)?),
+        29..=37 => IxOp::Reset(id(u)?, same_id(deadline(u)?)),
+        38..=45 => IxOp::Poll(same_id(now(u)?)),
+        46..=50 => IxOp::PollAll(same_id(now(u)?)),
+        51..=57 => IxOp::PollInto {
+            now: same_id(now(u)?),
+            limit: limit(u)?,
+            prefill: u.int_in_range(0..=2)?,
+        },
+        58..=60 => IxOp::GetMut(id(u)?),
+        61 | 62 => IxOp::ShrinkToFit,
+        _ => IxOp::Clear,
+    })
+}
