@@ -3,11 +3,10 @@
 //! [`DelayQueue`] lists where it differs from tokio-util; the [`tokio`](super) module docs
 //! compare the two in a table and say how the queue is built.
 
-use std::pin::Pin;
-
-use tokio::time::{Duration, Instant, Sleep};
+use tokio::time::{Duration, Instant};
 
 pub use super::key::{Expired, Key};
+use super::one_sleep::OneSleep;
 use super::peek::PeekIndex;
 use super::ticks;
 use super::waiter::Waiter;
@@ -113,12 +112,9 @@ pub struct DelayQueue<T> {
     origin: Instant,
     /// Armed by `poll_expired` only, for the tick it recorded in `waiter`. Created on the first
     /// `Pending` (creating a `Sleep` needs a runtime; creating a queue does not), then reset.
-    sleep: Option<Pin<Box<Sleep>>>,
+    sleep: OneSleep,
     waiter: Waiter,
     peek: PeekIndex,
-    /// `Sleep`s made so far: one at most (checked by the tests).
-    #[cfg(test)]
-    sleeps_made: usize,
 }
 
 // `T` is never pinned: `poll_expired` takes `&mut self`.
@@ -160,11 +156,9 @@ impl<T> DelayQueue<T> {
         DelayQueue {
             wheel: Wheel::with_capacity(capacity),
             origin: Instant::now(),
-            sleep: None,
+            sleep: OneSleep::default(),
             waiter: Waiter::default(),
             peek: PeekIndex::default(),
-            #[cfg(test)]
-            sleeps_made: 0,
         }
     }
 

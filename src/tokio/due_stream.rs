@@ -68,14 +68,14 @@
 //!   atomic load and no wakeup.
 
 use std::fmt;
-use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use tokio::time::{Duration, Instant, Sleep, sleep_until};
+use tokio::time::{Duration, Instant};
 
+use super::one_sleep::OneSleep;
 use crate::sync::{Due, DueBatch, Scheduler};
 
 /// The batch limit of a new [`DueStream`]: timers taken per `pop_due`.
@@ -156,12 +156,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         DueStream {
             sched: Arc::clone(self),
             batch: None,
-            sleep: None,
+            sleep: OneSleep::default(),
             limit: DEFAULT_BATCH_LIMIT,
             streak: 0,
             armed: None,
-            #[cfg(test)]
-            sleeps_made: 0,
         }
     }
 }
@@ -204,16 +202,13 @@ pub struct DueStream<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     batch: Option<DueBatch<Q, K, T>>,
     /// The one sleep, until the earliest deadline. Made the first time the stream has to
     /// wait (making a `Sleep` needs a runtime; `due_stream` does not), then only reset.
-    sleep: Option<Pin<Box<Sleep>>>,
+    sleep: OneSleep,
     /// Timers per `pop_due`, at least 1.
     limit: usize,
     /// Items yielded since the stream last answered `Pending` (see `FAIR_SHARE`).
     streak: usize,
     /// The waker the stream last armed the signal with: forgotten there on drop.
     armed: Option<Waker>,
-    /// `Sleep`s made so far: one at most (checked by the tests).
-    #[cfg(test)]
-    sleeps_made: usize,
 }
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
@@ -263,15 +258,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
             return Poll::Pending; // the end of time: only the signal can wake us
         };
         let at = target.min(cap - Duration::from_secs(1));
-        let sleep = match self.sleep.take() {
-            Some(sleep) => sleep,
-            None => self.make_sleep(at),
-        };
-        let sleep = self.sleep.insert(sleep);
-        if sleep.deadline() != at {
-            sleep.as_mut().reset(at);
-        }
-        sleep.as_mut().poll(cx)
+        self.sleep.poll_at(at, cx)
     }
 
     /// Records `waker` as the one this stream arms with. A waker of another task, armed by
@@ -286,14 +273,6 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
                 }
             }
         }
-    }
-
-    fn make_sleep(&mut self, at: Instant) -> Pin<Box<Sleep>> {
-        #[cfg(test)]
-        {
-            self.sleeps_made += 1;
-        }
-        Box::pin(sleep_until(at))
     }
 
     /// `Ready` with the next due timer, or `Pending` with the task's wakeups arranged.
@@ -383,7 +362,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> fmt::Debug for DueStream<Q, 
         f.debug_struct("DueStream")
             .field("batch_limit", &self.limit)
             .field("batch_len", &self.batch_len())
-            .field("sleep_until", &self.sleep.as_ref().map(|s| s.deadline()))
+            .field("sleep_until", &self.sleep.deadline())
             .finish_non_exhaustive()
     }
 }
@@ -411,7 +390,7 @@ mod tests {
         for _ in 0..100 {
             let due = stream.next().await.unwrap();
             assert_eq!(Instant::now(), *due.value(), "out exactly at its deadline");
-            sleeps.push(stream.sleeps_made);
+            sleeps.push(stream.sleep.made);
         }
         assert!(sched.is_empty());
         assert_eq!(
@@ -520,11 +499,11 @@ mod tests {
         let waker = std::task::Waker::noop();
         let mut cx = Context::from_waker(waker);
         assert!(stream.poll_next_unpin(&mut cx).is_pending(), "no panic");
-        let deadline = stream.sleep.as_ref().map(|s| s.deadline());
+        let deadline = stream.sleep.deadline();
         assert_eq!(deadline, Some(t0 + MAX_SLEEP));
         tokio::time::advance(MAX_SLEEP).await;
         assert!(stream.poll_next_unpin(&mut cx).is_pending());
-        let deadline = stream.sleep.as_ref().map(|s| s.deadline());
+        let deadline = stream.sleep.deadline();
         assert_eq!(deadline, Some(t0 + MAX_SLEEP * 2), "the next step");
     }
 }

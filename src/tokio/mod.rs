@@ -51,6 +51,7 @@
 pub mod delay_queue;
 mod due_stream;
 mod key;
+mod one_sleep;
 mod peek;
 mod ticks;
 mod waiter;

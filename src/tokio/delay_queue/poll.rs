@@ -1,11 +1,10 @@
 //! `poll_expired` and the `Stream`: the only place that arms the queue's sleep. The rules for
 //! waking a task that waits here are in `waiter.rs`.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::time::{Instant, Sleep, sleep_until};
+use tokio::time::Instant;
 
 use super::{DelayQueue, Expired, Key};
 use crate::tokio::ticks;
@@ -101,23 +100,7 @@ impl<T> DelayQueue<T> {
         let Some(at) = ticks::tick_instant(self.origin, next) else {
             return Poll::Pending;
         };
-        let sleep = match self.sleep.take() {
-            Some(sleep) => sleep,
-            None => self.make_sleep(at),
-        };
-        let sleep = self.sleep.insert(sleep);
-        if sleep.deadline() != at {
-            sleep.as_mut().reset(at);
-        }
-        sleep.as_mut().poll(cx)
-    }
-
-    fn make_sleep(&mut self, at: Instant) -> Pin<Box<Sleep>> {
-        #[cfg(test)]
-        {
-            self.sleeps_made += 1;
-        }
-        Box::pin(sleep_until(at))
+        self.sleep.poll_at(at, cx)
     }
 }
 
@@ -148,12 +131,12 @@ mod tests {
             // Deadlines in every level from 0 to 3, out of order.
             q.insert_at(i, start + Duration::from_millis(1 + (i * 7_919) % 600_000));
         }
-        assert_eq!(q.sleeps_made, 0, "no sleep before the first poll");
+        assert_eq!(q.sleep.made, 0, "no sleep before the first poll");
         let mut made = Vec::new();
         while let Some(e) = q.next().await {
             assert_eq!(Instant::now(), e.deadline(), "out exactly at its deadline");
-            assert!(q.sleep.is_some(), "a sleep was armed");
-            made.push(q.sleeps_made);
+            assert!(q.sleep.deadline().is_some(), "a sleep was armed");
+            made.push(q.sleep.made);
         }
         assert_eq!(
             made, [1; 100],

@@ -1,0 +1,54 @@
+//! The one tokio `Sleep` that a [`DelayQueue`](super::DelayQueue) and a
+//! [`DueStream`](super::DueStream) each wait on.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::time::{Instant, Sleep, sleep_until};
+
+/// A `Sleep` made the first time it is armed (making one needs a runtime; its owner is made
+/// without one), then only reset: one allocation for the owner's lifetime.
+#[derive(Default)]
+pub(super) struct OneSleep {
+    sleep: Option<Pin<Box<Sleep>>>,
+    /// `Sleep`s made so far: one at most (checked by the tests).
+    #[cfg(test)]
+    pub(super) made: usize,
+}
+
+impl OneSleep {
+    /// Arms the sleep for `at` (resetting it, never re-allocating) and polls it.
+    pub(super) fn poll_at(&mut self, at: Instant, cx: &mut Context<'_>) -> Poll<()> {
+        let sleep = match self.sleep.take() {
+            Some(sleep) => sleep,
+            None => self.make(at),
+        };
+        let sleep = self.sleep.insert(sleep);
+        if sleep.deadline() != at {
+            sleep.as_mut().reset(at);
+        }
+        sleep.as_mut().poll(cx)
+    }
+
+    /// The instant the sleep was last armed for; `None` before the first time.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        self.sleep.as_ref().map(|s| s.deadline())
+    }
+
+    fn make(&mut self, at: Instant) -> Pin<Box<Sleep>> {
+        #[cfg(test)]
+        {
+            self.made += 1;
+        }
+        Box::pin(sleep_until(at))
+    }
+}
+
+/// As the `Option<Pin<Box<Sleep>>>` it wraps, so that its owners' `Debug` reads as before.
+impl fmt::Debug for OneSleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.sleep.fmt(f)
+    }
+}
