@@ -55,6 +55,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+// Children by explicit path, relative to this file, so that whoever includes this file with
+// `#[path]` gets them too and needs no change.
 #[path = "model/checks.rs"]
 pub mod checks;
 #[path = "model/ops.rs"]
