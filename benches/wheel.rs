@@ -6,6 +6,7 @@
 //! cargo bench --bench wheel                                  # 1 000 and 100 000 timers
 //! TICKWHEEL_BENCH_SIZES=1000000 cargo bench --bench wheel    # other sizes
 //! cargo bench --bench wheel -- churn                         # one workload
+//! cargo bench --features tokio --bench wheel                 # with tickwheel's DelayQueue
 //! ```
 //!
 //! Each criterion iteration is one whole workload run on a fresh structure; only the
@@ -19,9 +20,11 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
+#[cfg(feature = "tokio")]
+use peers::TickwheelDelayQueue;
 use peers::{
-    BTree, Hhwt, Input, LazyHeap, NexusTimer, Peer, Tickwheel, TimerQueue, TokioDelayQueue,
-    TokioSleep, Workload,
+    BTree, Hhwt, Input, LazyHeap, NexusTimer, Peer, Tickwheel, TimerQueue, TimerWheelPeer,
+    TokioDelayQueue, TokioSleep, Workload,
 };
 
 /// No budget: a criterion sample must be a whole run.
@@ -76,6 +79,9 @@ fn workloads(c: &mut Criterion) {
             group.warm_up_time(Duration::from_millis(500));
             group.measurement_time(Duration::from_secs(3));
             bench_peer::<Tickwheel>(&mut group, workload, &input);
+            bench_peer::<TimerWheelPeer>(&mut group, workload, &input);
+            #[cfg(feature = "tokio")]
+            bench_peer::<TickwheelDelayQueue>(&mut group, workload, &input);
             bench_peer::<TokioDelayQueue>(&mut group, workload, &input);
             bench_peer::<TokioSleep>(&mut group, workload, &input);
             bench_peer::<NexusTimer>(&mut group, workload, &input);

@@ -1,16 +1,23 @@
 //! Side-by-side comparison of tickwheel with tokio and the other timer wheels (issue 6).
 //!
 //! ```text
-//! cargo run --release --example compare -- --quick      # 100 000 timers, under a minute
-//! cargo run --release --example compare                 # 1 000, 100 000 and 1 000 000
-//! cargo run --release --example compare -- --markdown   # tables for PERFORMANCE.md
+//! cargo run --release --features tokio --example compare -- --quick     # 100 000 timers, under a minute
+//! cargo run --release --features tokio --example compare                # 1 000, 100 000 and 1 000 000
+//! cargo run --release --features tokio --example compare -- --markdown  # tables for PERFORMANCE.md
 //! ```
+//!
+//! Without `--features tokio` the `tickwheel DelayQueue` column (tickwheel's drop-in for
+//! tokio-util's `DelayQueue`) is left out, and the output says so.
 //!
 //! Every workload runs once per peer per repetition, peers interleaved (so noise on a shared
 //! machine hits them alike), and the table shows the median ns per operation and the ratio
-//! peer ÷ tickwheel (above 1: tickwheel is faster). The peers, what each figure includes and
-//! the workloads are described in `benches/peers/mod.rs`. The last line is the smallest ratio
-//! against tokio's `DelayQueue` over workloads 1–6 and every size run.
+//! peer ÷ tickwheel (above 1: tickwheel is faster), tickwheel being the core `Wheel<u64>`. The
+//! peers, what each figure includes and the workloads are described in
+//! `benches/peers/mod.rs`. The last three lines name the slowest cells against tokio-util's
+//! `DelayQueue` over workloads 1–6 and every size run: tokio-util's `DelayQueue` ÷ tickwheel's
+//! drop-in `DelayQueue` (API for API), then the cell and the ratio against the core wheel. The
+//! very last line keeps the issue's format, `slowest ratio vs tokio DelayQueue: X.XX`
+//! (`n/a` when `DelayQueue` was filtered out).
 //!
 //! Memory (workload 8) is measured with a counting global allocator: the one `unsafe` of this
 //! example, a thin wrapper around `std::alloc::System` that counts live heap bytes while
@@ -26,9 +33,11 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
+#[cfg(feature = "tokio")]
+use peers::TickwheelDelayQueue;
 use peers::scheduler::{self as sched, Contender};
 use peers::{
-    BTree, Hhwt, Input, LazyHeap, NexusTimer, Outcome, Peer, Tickwheel, TimerQueue,
+    BTree, Hhwt, Input, LazyHeap, NexusTimer, Outcome, Peer, Tickwheel, TimerQueue, TimerWheelPeer,
     TokioDelayQueue, TokioSleep, Workload, median,
 };
 
@@ -155,6 +164,9 @@ fn entry<P: Peer>() -> Entry {
 fn all_peers() -> Vec<Entry> {
     vec![
         entry::<Tickwheel>(),
+        entry::<TimerWheelPeer>(),
+        #[cfg(feature = "tokio")]
+        entry::<TickwheelDelayQueue>(),
         entry::<TokioDelayQueue>(),
         entry::<TokioSleep>(),
         entry::<NexusTimer>(),
@@ -272,7 +284,7 @@ impl Table {
         } else {
             print!("{first:<22}");
             for name in &self.names {
-                print!("{name:>19}");
+                print!("{name:>22}");
             }
             println!();
         }
@@ -283,7 +295,7 @@ impl Table {
         } else {
             print!("{first:<22}");
             for c in cells {
-                print!("{c:>19}");
+                print!("{c:>22}");
             }
             println!();
         }
@@ -325,8 +337,15 @@ fn main() {
         "~ = stopped at the {:.0} s budget, estimated from the part completed; ! = fired/cancelled the wrong timers",
         budget.as_secs_f64()
     );
-    let delay_queue = peers.iter().position(|p| p.name == TokioDelayQueue::NAME);
-    let mut slowest_vs_delay_queue = f64::INFINITY;
+    if cfg!(not(feature = "tokio")) {
+        println!("(built without --features tokio: the tickwheel DelayQueue column is left out)");
+    }
+    let position = |name: &str| peers.iter().position(|p| p.name == name);
+    let delay_queue = position(TokioDelayQueue::NAME);
+    let tickwheel_dq = position("tickwheel DelayQueue");
+    // The smallest ratio and its cell: against the core wheel, and against the drop-in.
+    let mut slowest_vs_delay_queue: Option<Slowest> = None;
+    let mut slowest_dq_vs_dq: Option<Slowest> = None;
     let mut memory_rows = Vec::new();
     let mut scheduler_rows = Vec::new();
 
@@ -346,7 +365,16 @@ fn main() {
                 .collect();
             table.row(w.label(), &texts);
             if let (Some(dq), true) = (delay_queue, w != Workload::IdlePoll) {
-                slowest_vs_delay_queue = slowest_vs_delay_queue.min(cells[dq].ns / base.ns);
+                keep_min(
+                    &mut slowest_vs_delay_queue,
+                    (cells[dq].ns / base.ns, w.short(), n),
+                );
+                if let Some(ours) = tickwheel_dq {
+                    keep_min(
+                        &mut slowest_dq_vs_dq,
+                        (cells[dq].ns / cells[ours].ns, w.short(), n),
+                    );
+                }
             }
         }
         if !args.no_scheduler && n >= 100_000 {
@@ -400,10 +428,41 @@ fn main() {
         }
     }
     println!("total time: {:.0} s", started.elapsed().as_secs_f64());
+    let ratio = |r: Option<Slowest>| match r {
+        Some((r, ..)) => format!("{r:.2}"),
+        None => "n/a".to_string(),
+    };
+    let cell = |r: Option<Slowest>| match r {
+        Some((_, w, n)) => format!(" ({w}, {n})"),
+        None => String::new(),
+    };
     println!(
-        "slowest ratio vs tokio DelayQueue: {:.2}",
-        slowest_vs_delay_queue
+        "slowest ratio, tokio-util DelayQueue vs tickwheel's DelayQueue: {}{}",
+        ratio(slowest_dq_vs_dq),
+        cell(slowest_dq_vs_dq)
     );
+    println!(
+        "slowest cell vs tokio DelayQueue (tokio-util DelayQueue ÷ tickwheel):{}",
+        match slowest_vs_delay_queue {
+            Some(_) => cell(slowest_vs_delay_queue),
+            None => " n/a".to_string(),
+        }
+    );
+    println!(
+        "slowest ratio vs tokio DelayQueue: {}",
+        ratio(slowest_vs_delay_queue)
+    );
+}
+
+/// A ratio and the cell it comes from: (ratio, workload, timers).
+type Slowest = (f64, &'static str, usize);
+
+/// Keeps in `slot` the smaller ratio of the two.
+fn keep_min(slot: &mut Option<Slowest>, cell: Slowest) {
+    match slot {
+        Some((r, ..)) if *r <= cell.0 => {}
+        _ => *slot = Some(cell),
+    }
 }
 
 /// Workload 7 on the three contenders, interleaved, `reps` times; median wall ns per op.

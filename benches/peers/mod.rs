@@ -20,13 +20,21 @@
 //! | peer | insert | cancel | reset | expiry |
 //! |------|--------|--------|-------|--------|
 //! | `tickwheel` | [`Wheel::insert`] | [`Wheel::cancel`] | [`Wheel::reset`] | [`Wheel::poll`] until `None` |
+//! | `TimerWheel` | `insert_at` (precomputed `Instant`) | `cancel` | `reset_at` | `poll(Instant)` until `None` |
 //! | `DelayQueue` | `insert_at` (precomputed `Instant`) | `remove` | `reset_at` | `poll_expired` until `Pending`, after advancing tokio's paused clock |
+//! | `tickwheel DelayQueue` | as `DelayQueue`: the same adapter code, on the same runtime | | | |
 //! | `tokio Sleep` | `Box::pin(sleep_until)` + one poll (registration is lazy) | drop | `Sleep::reset` | the paused clock's `advance`; the driver wakes each fired `Sleep`'s waker |
 //! | `nexus-timer` | `schedule` | `cancel` | `reschedule` | `poll`, then `free` of each fired handle (handles must be consumed) |
 //! | `timer-queue` | `insert` | `remove` | `reset` | `poll` until `None` |
 //! | `hhwt` | `insert` of an `IdOnlyTimerEntry` (relative delay) | `cancel(id)` (lazy) | cancel + insert (no reset API) | `tick` per ms, `skip` over empty ticks (`can_skip`) |
 //! | `BTreeMap` | `insert((deadline, seq), v)` | `remove` | remove + insert | `pop_first` while due |
 //! | `BinaryHeap` | push, value in a generation-checked slab | lazy: bump the generation | lazy cancel + push | pop, skipping stale entries |
+//!
+//! `tickwheel` is the core `Wheel<u64>` with tick deadlines: the reference column of every
+//! ratio. `TimerWheel` and `tickwheel DelayQueue` are the like-for-like columns: the same
+//! wheel behind the `Instant` API and behind the drop-in for tokio-util's `DelayQueue`, so the
+//! figure against `DelayQueue` can be read API for API. `tickwheel DelayQueue` needs the
+//! `tokio` feature (`--features tokio`); without it the column is left out.
 //!
 //! tokio peers run inside a current-thread runtime started with a paused clock (entered for
 //! the whole workload, so `Sleep`s and `Instant::now` find it). A poll at tick `t` is one
@@ -35,8 +43,8 @@
 //! `Pending`, under `tokio::task::unconstrained` (tokio's co-operative budget would otherwise
 //! cut a long drain short with a `Pending` that only means "yield"). The fixed cost of one
 //! such `block_on` is measured on an empty runtime in the same process and subtracted per
-//! poll: it is the test clock's cost, not the timers'. For `tokio Sleep`, each fired timer
-//! wakes a waker that pushes its lane into a mutex-guarded vector: the stand-in for waking a
+//! poll, for both `DelayQueue`s alike: it is the test clock's cost, not the timers'. For
+//! `tokio Sleep`, each fired timer wakes a waker that pushes its lane into a mutex-guarded vector: the stand-in for waking a
 //! task, which is what a real `Sleep` does.
 //!
 //! `hierarchical_hash_wheel_timer` (`hhwt`) takes delays relative to its own clock, which only
@@ -66,8 +74,10 @@ mod workloads;
 pub use self::baselines::{BTree, LazyHeap};
 pub use self::hhwt::Hhwt;
 pub use self::nexus::NexusTimer;
-pub use self::tickwheel::Tickwheel;
+pub use self::tickwheel::{Tickwheel, TimerWheelPeer};
 pub use self::timer_queue::TimerQueue;
+#[cfg(feature = "tokio")]
+pub use self::tokio::TickwheelDelayQueue;
 pub use self::tokio::{TokioDelayQueue, TokioSleep};
 // Each includer uses its own subset of what follows (the bench neither memory nor `median`).
 #[allow(unused_imports)]

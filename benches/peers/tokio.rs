@@ -1,5 +1,6 @@
-//! tokio's peers, `DelayQueue` and `Sleep`, on a paused current-thread runtime, and the
-//! runtime helpers they share.
+//! The peers on a paused current-thread tokio runtime: tokio-util's `DelayQueue`, tickwheel's
+//! drop-in `tickwheel::tokio::DelayQueue` (same adapter), tokio's `Sleep`, and the runtime
+//! helpers they share.
 
 use std::cell::RefCell;
 use std::pin::Pin;
@@ -76,23 +77,99 @@ fn tokio_clock_overhead_ns() -> f64 {
     ns
 }
 
-/// `tokio_util::time::DelayQueue<u64>`.
-pub struct TokioDelayQueue {
+/// The part of the `DelayQueue` API the adapter drives. Implemented by
+/// `tokio_util::time::DelayQueue<u64>` and by its drop-in, `tickwheel::tokio::DelayQueue<u64>`,
+/// so both are driven by the same code ([`DelayQueuePeer`]): same runtime, same calls, same
+/// clock-overhead subtraction.
+pub trait DelayQueueApi {
+    /// Column name in the table.
+    const NAME: &'static str;
+    type Key;
+    fn with_capacity(capacity: usize) -> Self;
+    fn insert_at(&mut self, lane: u64, when: tokio::time::Instant) -> Self::Key;
+    fn remove(&mut self, key: &Self::Key);
+    fn reset_at(&mut self, key: &Self::Key, when: tokio::time::Instant);
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<u64>>;
+}
+
+impl DelayQueueApi for tokio_util::time::DelayQueue<u64> {
+    const NAME: &'static str = "DelayQueue";
+    type Key = tokio_util::time::delay_queue::Key;
+    #[inline]
+    fn with_capacity(capacity: usize) -> Self {
+        tokio_util::time::DelayQueue::with_capacity(capacity)
+    }
+    #[inline]
+    fn insert_at(&mut self, lane: u64, when: tokio::time::Instant) -> Self::Key {
+        tokio_util::time::DelayQueue::insert_at(self, lane, when)
+    }
+    #[inline]
+    fn remove(&mut self, key: &Self::Key) {
+        tokio_util::time::DelayQueue::remove(self, key);
+    }
+    #[inline]
+    fn reset_at(&mut self, key: &Self::Key, when: tokio::time::Instant) {
+        tokio_util::time::DelayQueue::reset_at(self, key, when);
+    }
+    #[inline]
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<u64>> {
+        tokio_util::time::DelayQueue::poll_expired(self, cx)
+            .map(|e| e.map(tokio_util::time::delay_queue::Expired::into_inner))
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl DelayQueueApi for tickwheel::tokio::DelayQueue<u64> {
+    const NAME: &'static str = "tickwheel DelayQueue";
+    type Key = tickwheel::tokio::Key;
+    #[inline]
+    fn with_capacity(capacity: usize) -> Self {
+        tickwheel::tokio::DelayQueue::with_capacity(capacity)
+    }
+    #[inline]
+    fn insert_at(&mut self, lane: u64, when: tokio::time::Instant) -> Self::Key {
+        tickwheel::tokio::DelayQueue::insert_at(self, lane, when)
+    }
+    #[inline]
+    fn remove(&mut self, key: &Self::Key) {
+        tickwheel::tokio::DelayQueue::remove(self, key);
+    }
+    #[inline]
+    fn reset_at(&mut self, key: &Self::Key, when: tokio::time::Instant) {
+        tickwheel::tokio::DelayQueue::reset_at(self, key, when);
+    }
+    #[inline]
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<u64>> {
+        tickwheel::tokio::DelayQueue::poll_expired(self, cx)
+            .map(|e| e.map(tickwheel::tokio::Expired::into_inner))
+    }
+}
+
+/// A `DelayQueue<u64>` (tokio-util's or tickwheel's drop-in) on a paused current-thread
+/// runtime.
+pub struct DelayQueuePeer<Q> {
     rt: Rc<tokio::runtime::Runtime>,
-    queue: tokio_util::time::DelayQueue<u64>,
+    queue: Q,
     epoch: tokio::time::Instant,
     now: u64,
 }
 
-impl Peer for TokioDelayQueue {
-    const NAME: &'static str = "DelayQueue";
-    type Key = tokio_util::time::delay_queue::Key;
+/// `tokio_util::time::DelayQueue<u64>`.
+pub type TokioDelayQueue = DelayQueuePeer<tokio_util::time::DelayQueue<u64>>;
+/// `tickwheel::tokio::DelayQueue<u64>`, the drop-in for tokio-util's (needs the `tokio`
+/// feature).
+#[cfg(feature = "tokio")]
+pub type TickwheelDelayQueue = DelayQueuePeer<tickwheel::tokio::DelayQueue<u64>>;
+
+impl<Q: DelayQueueApi> Peer for DelayQueuePeer<Q> {
+    const NAME: &'static str = Q::NAME;
+    type Key = Q::Key;
     type Deadline = tokio::time::Instant;
 
     fn new(_lanes: usize, capacity: usize) -> Self {
-        TokioDelayQueue {
+        DelayQueuePeer {
             rt: current_runtime(),
-            queue: tokio_util::time::DelayQueue::with_capacity(capacity),
+            queue: Q::with_capacity(capacity),
             epoch: tokio::time::Instant::now(),
             now: 0,
         }
@@ -116,7 +193,7 @@ impl Peer for TokioDelayQueue {
         key
     }
     fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
-        let TokioDelayQueue { rt, queue, .. } = self;
+        let DelayQueuePeer { rt, queue, .. } = self;
         let from = self.now;
         // `unconstrained`: tokio's co-operative budget would otherwise cut a long drain short
         // with a `Pending` that only means "yield", not "nothing due".
@@ -125,7 +202,7 @@ impl Peer for TokioDelayQueue {
             std::future::poll_fn(|cx| {
                 loop {
                     match queue.poll_expired(cx) {
-                        Poll::Ready(Some(expired)) => fired.push(expired.into_inner()),
+                        Poll::Ready(Some(lane)) => fired.push(lane),
                         Poll::Ready(None) | Poll::Pending => return Poll::Ready(()),
                     }
                 }
