@@ -27,11 +27,18 @@ use std::time::{Duration, Instant};
 use crate::wheel::{Expired, TimerKey, Wheel};
 
 /// Converts between `Instant` and ticks of a fixed resolution since an origin.
+///
+/// Converting an instant costs a subtraction from the origin, a multiplication and a
+/// multiply-shift (no division) as long as the instant lies within 584 years of the origin
+/// and the resolution is shorter than that; beyond, an exact `u128` division.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TickClock {
     origin: Instant,
     /// Nanoseconds per tick, at least 1; `u128` so that any `Duration` fits.
     resolution_nanos: u128,
+    /// `resolution_nanos` as a divisor prepared for `u64` dividends; `None` when the
+    /// resolution does not fit in a `u64` of nanoseconds (over 584 years).
+    divisor: Option<Reciprocal>,
 }
 
 impl TickClock {
@@ -58,6 +65,7 @@ impl TickClock {
         Some(TickClock {
             origin,
             resolution_nanos: nanos,
+            divisor: u64::try_from(nanos).ok().map(Reciprocal::new),
         })
     }
 
@@ -73,17 +81,30 @@ impl TickClock {
 
     /// The first tick at or after `instant` (rounds up): the tick a deadline files at.
     /// Instants at or before the origin give 0; far instants saturate at `u64::MAX`.
+    ///
+    /// O(1): a multiply-shift when `instant` is within 584 years of the origin (see
+    /// [`TickClock`]), else a `u128` division.
+    #[inline]
     pub fn deadline_tick(&self, instant: Instant) -> u64 {
-        let nanos = instant.saturating_duration_since(self.origin).as_nanos();
-        let ticks = nanos.div_ceil(self.resolution_nanos);
+        let since = instant.saturating_duration_since(self.origin);
+        if let (Some(nanos), Some(divisor)) = (nanos_u64(since), self.divisor) {
+            // No saturation: the quotient is at most `nanos`, which is below `u64::MAX`.
+            return divisor.div_ceil(nanos);
+        }
+        let ticks = since.as_nanos().div_ceil(self.resolution_nanos);
         u64::try_from(ticks).unwrap_or(u64::MAX)
     }
 
     /// The last tick at or before `instant` (rounds down): the tick a `now` polls at.
-    /// `None` before the origin; saturates at [`TickClock::MAX_NOW_TICK`].
+    /// `None` before the origin; saturates at [`TickClock::MAX_NOW_TICK`]. O(1), as
+    /// [`deadline_tick`](TickClock::deadline_tick).
+    #[inline]
     pub fn now_tick(&self, instant: Instant) -> Option<u64> {
-        let nanos = instant.checked_duration_since(self.origin)?.as_nanos();
-        let ticks = nanos / self.resolution_nanos;
+        let since = instant.checked_duration_since(self.origin)?;
+        let ticks = match (nanos_u64(since), self.divisor) {
+            (Some(nanos), Some(divisor)) => u128::from(divisor.div_floor(nanos)),
+            _ => since.as_nanos() / self.resolution_nanos,
+        };
         Some(u64::try_from(ticks).map_or(Self::MAX_NOW_TICK, |t| t.min(Self::MAX_NOW_TICK)))
     }
 
@@ -117,6 +138,70 @@ impl TickClock {
     }
 }
 
+/// `d` in whole nanoseconds, if that fits in a `u64`: durations under 584 years.
+#[inline]
+fn nanos_u64(d: Duration) -> Option<u64> {
+    const NANOS_PER_SEC: u64 = 1_000_000_000;
+    d.as_secs()
+        .checked_mul(NANOS_PER_SEC)?
+        .checked_add(u64::from(d.subsec_nanos()))
+}
+
+/// A `u64` divisor `d ≥ 1` prepared so that dividing by it is a multiply-shift, exact for
+/// every `u64` dividend (Granlund & Montgomery, "Division by Invariant Integers using
+/// Multiplication", PLDI 1994, theorem 4.2 with N = 64).
+///
+/// With `ℓ = ⌈log2 d⌉` and the 65-bit multiplier `m = 2^64 + magic`, where
+/// `magic = ⌊2^64·(2^ℓ − d) / d⌋ + 1`, every `n < 2^64` has `⌊n / d⌋ = ⌊m·n / 2^(64+ℓ)⌋`.
+/// `m·n` takes 129 bits, so it is computed as `(⌊magic·n / 2^64⌋ + n) >> ℓ`: a 64×64→128
+/// multiply, an add and a shift, all within `u128`. Example, d = 10^6 (1 ms): ℓ = 20,
+/// magic = ⌊2^64·48 576 / 10^6⌋ + 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Reciprocal {
+    divisor: u64,
+    /// `⌊2^64·(2^shift − divisor) / divisor⌋ + 1`: the multiplier less its 2^64 bit. Below
+    /// 2^64 because `2^shift − divisor < divisor` (`shift` is the smallest with `2^shift ≥
+    /// divisor`); 1 for a power of two.
+    magic: u64,
+    /// `⌈log2 divisor⌉`, 0 to 64.
+    shift: u32,
+}
+
+impl Reciprocal {
+    /// Prepares `divisor`, which must be at least 1 (checked in debug builds; 0 would give
+    /// wrong quotients, never a panic).
+    fn new(divisor: u64) -> Self {
+        debug_assert!(divisor >= 1, "a tick is at least 1 ns, got {divisor}");
+        // ⌈log2 d⌉: 0 for d = 1, else one more than the highest bit of d − 1.
+        let shift = u64::BITS - divisor.saturating_sub(1).leading_zeros();
+        let d = u128::from(divisor.max(1));
+        // 2^shift − d < d ≤ 2^63 when shift ≤ 64, so `excess << 64` fits in a `u128`.
+        let excess = (1u128 << shift) - d;
+        let magic = u64::try_from((excess << 64) / d + 1).unwrap_or(u64::MAX);
+        Reciprocal {
+            divisor,
+            magic,
+            shift,
+        }
+    }
+
+    /// `⌊n / divisor⌋`, exactly.
+    #[inline]
+    fn div_floor(self, n: u64) -> u64 {
+        let high = (u128::from(n) * u128::from(self.magic)) >> 64;
+        // `high + n < 2^65` and the shift is at least `log2 divisor`: the result fits.
+        ((high + u128::from(n)) >> self.shift) as u64
+    }
+
+    /// `⌈n / divisor⌉`, exactly: the floor, plus one when the division leaves a remainder.
+    #[inline]
+    fn div_ceil(self, n: u64) -> u64 {
+        let q = self.div_floor(n);
+        // `q·divisor ≤ n`: no overflow.
+        q + u64::from(q * self.divisor != n)
+    }
+}
+
 /// A `Duration` of `nanos` nanoseconds, if it fits.
 fn nanos_to_duration(nanos: u128) -> Option<Duration> {
     let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
@@ -127,7 +212,8 @@ fn nanos_to_duration(nanos: u128) -> Option<Duration> {
 ///
 /// Deadlines round up to the next tick and `now` rounds down (see the [module
 /// docs](self)), so a timer never fires before its deadline instant. Every operation costs
-/// what the same [`Wheel`] operation costs plus a division.
+/// what the same [`Wheel`] operation costs plus one conversion of an `Instant` (a subtraction
+/// from the origin and a multiply-shift, see [`TickClock`]).
 ///
 /// # Example
 ///
@@ -298,7 +384,118 @@ impl<T> TimerWheel<T> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// The exact conversions the fast path must agree with: `u128` division, as before it.
+    fn exact_deadline_tick(c: &TickClock, at: Instant) -> u64 {
+        let nanos = at.saturating_duration_since(c.origin).as_nanos();
+        u64::try_from(nanos.div_ceil(c.resolution_nanos)).unwrap_or(u64::MAX)
+    }
+
+    fn exact_now_tick(c: &TickClock, at: Instant) -> Option<u64> {
+        let ticks = at.checked_duration_since(c.origin)?.as_nanos() / c.resolution_nanos;
+        Some(
+            u64::try_from(ticks)
+                .map_or(TickClock::MAX_NOW_TICK, |t| t.min(TickClock::MAX_NOW_TICK)),
+        )
+    }
+
+    /// Divisors and dividends at the edges of the reciprocal: powers of two and their
+    /// neighbours, whole and odd millisecond multiples, and both ends of `u64`.
+    fn edge_u64s() -> Vec<u64> {
+        let mut v = vec![1, 2, 3, 5, 7, 10, 999_999, 1_000_000, 1_000_001, 1_500_000];
+        v.extend([
+            700_001,
+            1_000_000_000,
+            3_600_000_000_000,
+            u64::MAX,
+            u64::MAX - 1,
+        ]);
+        for bit in 0..64 {
+            let p = 1u64 << bit;
+            v.extend([p, p - 1, p + 1]);
+        }
+        v.extend([
+            u64::MAX / 3,
+            u64::MAX / 1_000_000,
+            18_446_744_072_999_999_999,
+        ]);
+        v
+    }
+
+    #[test]
+    fn reciprocal_divides_exactly_at_the_edges() {
+        let edges = edge_u64s();
+        for &d in edges.iter().filter(|&&d| d > 0) {
+            let r = Reciprocal::new(d);
+            for &n in &edges {
+                for n in [n, n.wrapping_sub(1) % d, (n / d).wrapping_mul(d)] {
+                    assert_eq!(r.div_floor(n), n / d, "floor {n} / {d} ({r:?})");
+                    assert_eq!(r.div_ceil(n), n.div_ceil(d), "ceil {n} / {d} ({r:?})");
+                }
+            }
+        }
+    }
+
+    /// A resolution in nanoseconds: tiny, whole and odd milliseconds, anything in `u64`, or
+    /// longer than a `u64` of nanoseconds (the exact path).
+    fn resolution() -> impl Strategy<Value = Duration> {
+        prop_oneof![
+            (1u64..=10).prop_map(Duration::from_nanos),
+            (1u64..=100).prop_map(Duration::from_millis),
+            (1u64..=10_000_000).prop_map(Duration::from_nanos),
+            any::<u64>().prop_map(|n| Duration::from_nanos(n.max(1))),
+            (0u32..64).prop_map(|b| Duration::from_nanos(1 << b)),
+            (u64::MAX / 1_000_000_000..=u64::MAX).prop_map(Duration::from_secs),
+            Just(Duration::MAX),
+        ]
+    }
+
+    /// An offset from the origin: small, any `u64` of nanoseconds, around the 584-year edge
+    /// of the fast path, or far beyond it.
+    fn offset() -> impl Strategy<Value = Duration> {
+        const EDGE_SECS: u64 = u64::MAX / 1_000_000_000;
+        prop_oneof![
+            (0u64..100_000_000).prop_map(Duration::from_nanos),
+            any::<u64>().prop_map(Duration::from_nanos),
+            (EDGE_SECS - 2..=EDGE_SECS + 2, 0u32..1_000_000_000)
+                .prop_map(|(s, n)| Duration::new(s, n)),
+            (0u64..1 << 40, 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        #[test]
+        fn reciprocal_matches_division(d in 1u64.., n in any::<u64>()) {
+            let r = Reciprocal::new(d);
+            prop_assert_eq!(r.div_floor(n), n / d);
+            prop_assert_eq!(r.div_ceil(n), n.div_ceil(d));
+        }
+
+        #[test]
+        fn fast_conversions_match_the_exact_ones(
+            res in resolution(),
+            after in offset(),
+            before in 0u64..1 << 34,
+            ahead in any::<bool>(),
+        ) {
+            // Instants after the origin, and (with an origin moved ahead) before it.
+            let base = Instant::now();
+            let Some(origin) = base.checked_add(Duration::from_nanos(if ahead { before } else { 0 })) else {
+                return Ok(());
+            };
+            let c = TickClock::new(origin, res);
+            for at in [base.checked_add(after), Some(base), origin.checked_add(after)] {
+                let Some(at) = at else { continue };
+                prop_assert_eq!(c.deadline_tick(at), exact_deadline_tick(&c, at), "deadline {:?}", at);
+                prop_assert_eq!(c.now_tick(at), exact_now_tick(&c, at), "now {:?}", at);
+            }
+        }
+    }
 
     #[test]
     fn deadline_rounds_up_and_now_rounds_down() {
