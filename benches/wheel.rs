@@ -37,24 +37,11 @@ fn sizes() -> Vec<usize> {
         .unwrap_or_else(|| vec![1_000, 100_000])
 }
 
-/// nexus-timer's poll walks every pending timer, so its per-tick workloads grow as
-/// timers × ticks; above this many timers they would run for minutes per sample.
-fn too_slow<P: Peer>(workload: Workload, n: usize) -> bool {
-    let per_tick = matches!(
-        workload,
-        Workload::ExpireTicks | Workload::Churn | Workload::IdlePoll | Workload::ResetHeavy
-    );
-    P::NAME == NexusTimer::NAME && per_tick && n > 10_000
-}
-
 fn bench_peer<P: Peer>(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     workload: Workload,
     input: &Input,
 ) {
-    if too_slow::<P>(workload, input.n) {
-        return;
-    }
     let probe = peers::run::<P>(workload, input, NO_BUDGET);
     assert_eq!(probe.tally, probe.expected, "{} on {workload:?}", P::NAME);
     group.throughput(Throughput::Elements(probe.ops));

@@ -509,15 +509,9 @@ fn memory(peers: &[Entry], input: &Input) -> Vec<MemoryCell> {
             if peer.name == Tickwheel::NAME {
                 text = format!("{per_timer:.1} (stats {:.1})", tickwheel_stats_bytes(input));
             }
-            let churn = if peer.name == NexusTimer::NAME && n >= 100_000 {
-                // Its poll walks every pending timer each tick: the churn script would take
-                // hours at this size.
-                "skipped".to_string()
-            } else {
-                let [start, half, end] = counting(|| (peer.churn_heap)(input, &live_heap));
-                let per = |b: isize| b as f64 / n as f64;
-                format!("{:.0}/{:.0}/{:.0}", per(start), per(half), per(end))
-            };
+            let [start, half, end] = counting(|| (peer.churn_heap)(input, &live_heap));
+            let per = |b: isize| b as f64 / n as f64;
+            let churn = format!("{:.0}/{:.0}/{:.0}", per(start), per(half), per(end));
             let _ = &script;
             MemoryCell {
                 per_timer: text,

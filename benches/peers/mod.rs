@@ -5,9 +5,11 @@
 //!
 //! Every peer stores the same payload (the timer's *lane*, a `u64`), receives deadlines as
 //! milliseconds converted beforehand (outside the timed region) into the type its API takes,
-//! and is driven by the same generic workload code (`workloads.rs`), so harness costs are the same for all.
-//! A structure that offers a capacity hint gets `n` (the number of timers) in the timing
-//! workloads; the memory workload builds each one without a hint.
+//! and is driven by the same generic workload code (`workloads.rs`), so harness costs are the
+//! same for all. A structure that offers a capacity hint gets `n` (the number of timers) in
+//! the timing workloads; the memory workload builds each one without a hint. `nexus-timer`
+//! has no capacity hint: its only sizing knob is the slab's chunk size, which gets `n` (one
+//! chunk holds the whole workload), and its README's 4096 in the memory workload.
 //!
 //! Times are the thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`, see [`thread_cpu_ns`]) of the
 //! timed region only: building the structure, converting deadlines and the setup steps of a
@@ -24,7 +26,7 @@
 //! | `DelayQueue` | `insert_at` (precomputed `Instant`) | `remove` | `reset_at` | `poll_expired` until `Pending`, after advancing tokio's paused clock |
 //! | `tickwheel DelayQueue` | as `DelayQueue`: the same adapter code, on the same runtime | | | |
 //! | `tokio Sleep` | `Box::pin(sleep_until)` + one poll (registration is lazy) | drop | `Sleep::reset` | the paused clock's `advance`; the driver wakes each fired `Sleep`'s waker |
-//! | `nexus-timer` | `schedule` | `cancel` | `reschedule` | `poll`, then `free` of each fired handle (handles must be consumed) |
+//! | `nexus-timer` | `schedule` | `cancel` | `reschedule` | `poll_and_rebalance` (the poll its docs recommend for steady polling), then `free` of each fired handle (handles must be consumed) |
 //! | `timer-queue` | `insert` | `remove` | `reset` | `poll` until `None` |
 //! | `hhwt` | `insert` of an `IdOnlyTimerEntry` (relative delay) | `cancel(id)` (lazy) | cancel + insert (no reset API) | `tick` per ms, `skip` over empty ticks (`can_skip`) |
 //! | `BTreeMap` | `insert((deadline, seq), v)` | `remove` | remove + insert | `pop_first` while due |
@@ -48,9 +50,11 @@
 //! task, which is what a real `Sleep` does.
 //!
 //! `hierarchical_hash_wheel_timer` (`hhwt`) takes delays relative to its own clock, which only
-//! moves by `tick`/`skip`; its ids are the lanes. `nexus-timer` never cascades: every `poll`
-//! walks every pending entry to compare deadlines, so polling each tick costs O(pending) per
-//! tick; the budget below stops it on the large runs and the table marks the estimate.
+//! moves by `tick`/`skip`; its ids are the lanes. `nexus-timer` (1.5) places a timer at the
+//! level its distance calls for and, in `poll_and_rebalance`, moves the entries of a coarse
+//! slot that comes due down to finer levels; its bare `poll` does not, and then re-walks
+//! coarse slots on every call, which is why its docs recommend `poll_and_rebalance` for
+//! steady polling and the adapter uses it.
 //!
 //! # Budget
 //!

@@ -4,22 +4,37 @@ use std::time::{Duration, Instant};
 
 use super::Peer;
 
-/// `nexus_timer::Wheel<u64>` (unbounded, the README's configuration: 1 ms ticks, 4096-entry
-/// slab chunks).
+/// `nexus_timer::Wheel<u64>` (unbounded, default configuration: 1 ms ticks), polled with
+/// `poll_and_rebalance`, the poll its documentation recommends for steady polling: it
+/// collects what is due and moves not-yet-due entries down to finer levels in the same pass,
+/// where the bare `poll` leaves them in their coarse slot and re-walks them on every call.
+///
+/// Capacity: its only sizing knob is the slab's chunk size (entries per chunk; the slab grows
+/// by whole chunks). With a capacity hint the chunk is `n` entries, so the whole workload
+/// fits in one chunk allocated up front, as a `with_capacity(n)` would; without one (the
+/// memory workload) it is the README's 4096.
 pub struct NexusTimer {
     wheel: nexus_timer::Wheel<u64>,
     epoch: Instant,
 }
+
+/// Slab chunk size without a capacity hint (nexus-timer's README).
+const DEFAULT_CHUNK: usize = 4096;
 
 impl Peer for NexusTimer {
     const NAME: &'static str = "nexus-timer";
     type Key = nexus_timer::TimerHandle<u64>;
     type Deadline = Instant;
 
-    fn new(_lanes: usize, _capacity: usize) -> Self {
+    fn new(_lanes: usize, capacity: usize) -> Self {
         let epoch = Instant::now();
+        let chunk = if capacity == 0 {
+            DEFAULT_CHUNK
+        } else {
+            capacity
+        };
         NexusTimer {
-            wheel: nexus_timer::Wheel::unbounded(4096, epoch),
+            wheel: nexus_timer::Wheel::unbounded(chunk, epoch),
             epoch,
         }
     }
@@ -42,7 +57,7 @@ impl Peer for NexusTimer {
     #[inline]
     fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
         self.wheel
-            .poll(self.epoch + Duration::from_millis(now), fired);
+            .poll_and_rebalance(self.epoch + Duration::from_millis(now), fired);
     }
     const RELEASE: bool = true;
     #[inline]
