@@ -10,8 +10,14 @@
 //! tokio-util's `DelayQueue`) is left out, and the output says so.
 //!
 //! Every workload runs once per peer per repetition, peers interleaved (so noise on a shared
-//! machine hits them alike), and the table shows the median ns per operation and the ratio
-//! peer ÷ tickwheel (above 1: tickwheel is faster), tickwheel being the core `Wheel<u64>`. The
+//! machine hits them alike). One repetition's sample repeats the workload, on a fresh
+//! structure each time with the setup untimed, until its timed regions add up to 10 ms: at
+//! 1 000 timers one run is ~15 µs, too close to the ~0.2 µs cost of reading the CPU clock and
+//! to scheduler noise to stand alone. The sample's figure is its total time over its total
+//! operations. The table shows, per peer, the median over repetitions of ns per operation
+//! and, in parentheses, the median over repetitions of the pairwise ratio peer ÷ tickwheel
+//! (repetition i of the peer over repetition i of tickwheel, which ran next to it; above 1:
+//! tickwheel is faster), tickwheel being the core `Wheel<u64>`. The
 //! peers, what each figure includes and the workloads are described in
 //! `benches/peers/mod.rs`. The last three lines name the slowest cells against tokio-util's
 //! `DelayQueue` over workloads 1–6 and every size run: tokio-util's `DelayQueue` ÷ tickwheel's
@@ -181,16 +187,75 @@ fn all_peers() -> Vec<Entry> {
 // Measuring
 // ---------------------------------------------------------------------------------------------
 
-/// The median of one cell, and whether any of its runs was an estimate.
-#[derive(Clone, Copy)]
+/// The samples of one cell: ns per operation of each repetition, in repetition order.
 struct Cell {
-    ns: f64,
+    ns: Vec<f64>,
+    /// A run stopped at its budget (the figure is an estimate).
     estimate: bool,
+    /// A run fired or cancelled the wrong timers.
     mismatch: bool,
+}
+
+impl Cell {
+    fn median(&self) -> f64 {
+        median(&mut self.ns.clone())
+    }
+
+    /// The median over repetitions of this cell's sample ÷ `base`'s sample of the same
+    /// repetition (pairwise: both ran back to back, so they saw the same machine).
+    fn ratio_to(&self, base: &Cell) -> f64 {
+        let mut ratios: Vec<f64> = self.ns.iter().zip(&base.ns).map(|(a, b)| a / b).collect();
+        median(&mut ratios)
+    }
 }
 
 /// The budget of the unmeasured warm-up run of each cell.
 const WARM_UP_BUDGET: Duration = Duration::from_millis(300);
+
+/// One sample repeats a workload (on a fresh structure each time, setup untimed) until the
+/// timed regions add up to this much: one run on 1 000 timers is ~15 µs, and reading the
+/// thread's CPU clock costs ~0.2 µs.
+const MIN_SAMPLE: Duration = Duration::from_millis(10);
+
+/// A sample never repeats a workload more often than this.
+const MAX_RUNS_PER_SAMPLE: usize = 10_000;
+
+/// One sample of `workload` on `peer`: as many runs as it takes to reach [`MIN_SAMPLE`] of
+/// timed region (or one run that stopped at its budget), summed into one outcome. Reports a
+/// run whose result does not match the expected one.
+fn sample(peer: &Entry, workload: Workload, input: &Input, budget: Duration) -> (f64, bool, bool) {
+    let (mut nanos, mut ops, mut timed) = (0.0, 0u64, 0u64);
+    let mut mismatch = false;
+    for _ in 0..MAX_RUNS_PER_SAMPLE {
+        let o = (peer.run)(workload, input, budget);
+        if !o.partial && o.tally != o.expected && !mismatch {
+            mismatch = true;
+            eprintln!(
+                "MISMATCH: {} on {} at n={}{}: got {:?}, expected {:?}",
+                peer.name,
+                workload.label(),
+                input.n,
+                if o.partial {
+                    " (stopped at the budget)"
+                } else {
+                    ""
+                },
+                o.tally,
+                o.expected
+            );
+        }
+        nanos += o.nanos;
+        ops += o.ops;
+        timed += o.timed_ns;
+        if o.partial {
+            return (nanos / ops.max(1) as f64, true, mismatch);
+        }
+        if Duration::from_nanos(timed) >= MIN_SAMPLE {
+            break;
+        }
+    }
+    (nanos / ops.max(1) as f64, false, mismatch)
+}
 
 fn measure(
     peers: &[Entry],
@@ -199,7 +264,14 @@ fn measure(
     reps: usize,
     budget: Duration,
 ) -> Vec<Cell> {
-    let mut samples: Vec<Vec<Outcome>> = peers.iter().map(|_| Vec::new()).collect();
+    let mut cells: Vec<Cell> = peers
+        .iter()
+        .map(|_| Cell {
+            ns: Vec::new(),
+            estimate: false,
+            mismatch: false,
+        })
+        .collect();
     // One short unmeasured run each first: the allocator's free lists and the page tables
     // then look like a program that has run for a while, not like a fresh process (page
     // faults are expensive on this kind of virtual machine).
@@ -210,41 +282,19 @@ fn measure(
         // Rotate the order each repetition so no peer always runs first (warm caches, turbo).
         for k in 0..peers.len() {
             let i = (k + rep) % peers.len();
-            if rep > 0 && samples[i].iter().any(|o| o.partial) {
+            if cells[i].estimate {
                 continue; // one estimate is enough for a run that blows its budget
             }
             // tickwheel is the reference of every ratio: it always runs to the end.
             let budget = if i == 0 { Duration::MAX } else { budget };
-            samples[i].push((peers[i].run)(workload, input, budget));
+            let (ns, partial, mismatch) = sample(&peers[i], workload, input, budget);
+            let cell = &mut cells[i];
+            cell.ns.push(ns);
+            cell.estimate |= partial;
+            cell.mismatch |= mismatch;
         }
     }
-    peers
-        .iter()
-        .zip(samples)
-        .map(|(peer, outs)| {
-            let mismatch = outs.iter().any(|o| !o.partial && o.tally != o.expected);
-            if mismatch {
-                let o = outs
-                    .iter()
-                    .find(|o| o.tally != o.expected)
-                    .expect("a mismatch");
-                eprintln!(
-                    "MISMATCH: {} on {} at n={}: got {:?}, expected {:?}",
-                    peer.name,
-                    workload.label(),
-                    input.n,
-                    o.tally,
-                    o.expected
-                );
-            }
-            let mut ns: Vec<f64> = outs.iter().map(Outcome::ns_per_op).collect();
-            Cell {
-                ns: median(&mut ns),
-                estimate: outs.iter().any(|o| o.partial),
-                mismatch,
-            }
-        })
-        .collect()
+    cells
 }
 
 fn fmt_ns(ns: f64) -> String {
@@ -257,7 +307,8 @@ fn fmt_ns(ns: f64) -> String {
     }
 }
 
-fn fmt_cell(cell: Cell, base: Cell, is_base: bool) -> String {
+/// A cell's text: its median, and its ratio to the reference unless it is the reference.
+fn fmt_cell(cell: &Cell, base: &Cell, is_base: bool) -> String {
     let mark = if cell.mismatch {
         "!"
     } else if cell.estimate {
@@ -265,10 +316,11 @@ fn fmt_cell(cell: Cell, base: Cell, is_base: bool) -> String {
     } else {
         ""
     };
+    let ns = fmt_ns(cell.median());
     if is_base {
-        return format!("{mark}{}", fmt_ns(cell.ns));
+        return format!("{mark}{ns}");
     }
-    format!("{mark}{} ({:.1}×)", fmt_ns(cell.ns), cell.ns / base.ns)
+    format!("{mark}{ns} ({:.1}×)", cell.ratio_to(base))
 }
 
 struct Table {
@@ -331,7 +383,7 @@ fn main() {
     let started = Instant::now();
 
     println!(
-        "tickwheel compare: ns per operation, median of repetitions; (r×) = peer ÷ tickwheel, above 1 means tickwheel is faster"
+        "tickwheel compare: ns per operation, median of repetitions (each ≥ 10 ms of timed runs); (r×) = median of pairwise ratios peer ÷ tickwheel, above 1 means tickwheel is faster"
     );
     println!(
         "~ = stopped at the {:.0} s budget, estimated from the part completed; ! = fired/cancelled the wrong timers",
@@ -357,22 +409,22 @@ fn main() {
         table.header("workload");
         for &w in &workloads {
             let cells = measure(&peers, w, &input, reps, budget);
-            let base = cells[0];
+            let base = &cells[0];
             let texts: Vec<String> = cells
                 .iter()
                 .enumerate()
-                .map(|(i, &c)| fmt_cell(c, base, i == 0))
+                .map(|(i, c)| fmt_cell(c, base, i == 0))
                 .collect();
             table.row(w.label(), &texts);
             if let (Some(dq), true) = (delay_queue, w != Workload::IdlePoll) {
                 keep_min(
                     &mut slowest_vs_delay_queue,
-                    (cells[dq].ns / base.ns, w.short(), n),
+                    (cells[dq].ratio_to(base), w.short(), n),
                 );
                 if let Some(ours) = tickwheel_dq {
                     keep_min(
                         &mut slowest_dq_vs_dq,
-                        (cells[dq].ns / cells[ours].ns, w.short(), n),
+                        (cells[dq].ratio_to(&cells[ours]), w.short(), n),
                     );
                 }
             }
@@ -422,7 +474,7 @@ fn main() {
             let texts: Vec<String> = cells
                 .iter()
                 .enumerate()
-                .map(|(i, &c)| fmt_cell(c, cells[0], i == 0))
+                .map(|(i, c)| fmt_cell(c, &cells[0], i == 0))
                 .collect();
             t.row(&format!("7 scheduler, n={n}"), &texts);
         }
@@ -481,13 +533,10 @@ fn scheduler(n: u64, reps: usize) -> Vec<Cell> {
     }
     samples
         .iter()
-        .map(|runs| {
-            let mut ns: Vec<f64> = runs.iter().map(sched::Throughput::ns_per_op).collect();
-            Cell {
-                ns: median(&mut ns),
-                estimate: false,
-                mismatch: runs.iter().any(|t| !t.exact),
-            }
+        .map(|runs| Cell {
+            ns: runs.iter().map(sched::Throughput::ns_per_op).collect(),
+            estimate: false,
+            mismatch: runs.iter().any(|t| !t.exact),
         })
         .collect()
 }

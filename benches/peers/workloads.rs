@@ -100,6 +100,8 @@ impl Tally {
 pub struct Outcome {
     /// Time of the timed region, with the clock overhead subtracted (tokio peers).
     pub nanos: f64,
+    /// Time of the timed region as measured, overhead included.
+    pub timed_ns: u64,
     /// Operations done in the timed region.
     pub ops: u64,
     pub tally: Tally,
@@ -172,6 +174,7 @@ impl Clock {
         let overhead = P::poll_overhead_ns() * self.polls as f64;
         Outcome {
             nanos: (raw - overhead).max(raw * 0.01),
+            timed_ns: self.spent,
             ops,
             tally,
             expected,
