@@ -83,6 +83,9 @@ pub struct Churn {
     pub counted_ops: u64,
     pub expected: Tally,
     pub ticks: u64,
+    /// Every expected fire as (tick of the poll that returns it, lane), in tick order: what
+    /// a run stopped part-way is checked against.
+    fires: Vec<(u64, u32)>,
 }
 
 impl Churn {
@@ -100,6 +103,7 @@ impl Churn {
         let target = CHURN_OPS_PER_TIMER * n as u64;
         let mut counted = 0u64;
         let mut expected = Tally::default();
+        let mut fires = Vec::new();
         let mut tick = 0u64;
         while counted < target {
             tick += 1;
@@ -123,6 +127,7 @@ impl Churn {
                 .unwrap_or_default()
             {
                 expected.fire(lane as u64, tick - 1);
+                fires.push((tick - 1, lane));
                 ops.push(OP_INSERT | lane as u64);
                 plan.schedule(lane, tick, &mut rng);
                 counted += 2;
@@ -137,6 +142,7 @@ impl Churn {
             .unwrap_or(&[])
         {
             expected.fire(lane as u64, tick);
+            fires.push((tick, lane));
             counted += 1;
         }
         Churn {
@@ -145,7 +151,24 @@ impl Churn {
             counted_ops: counted,
             expected,
             ticks: tick,
+            fires,
         }
+    }
+
+    /// What a run that did the first `done` ops, the last of them the poll at tick `last`,
+    /// must have seen: the cancels among those ops, and the fires up to `last`.
+    pub(super) fn expected_until(&self, done: usize, last: u64) -> Tally {
+        let mut expected = Tally {
+            cancelled: self.ops[..done]
+                .iter()
+                .filter(|&&op| op & OP_TAG == OP_CANCEL)
+                .count() as u64,
+            ..Tally::default()
+        };
+        for &(tick, lane) in self.fires.iter().take_while(|&&(tick, _)| tick <= last) {
+            expected.fire(lane as u64, tick);
+        }
+        expected
     }
 }
 

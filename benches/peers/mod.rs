@@ -23,11 +23,11 @@
 //! |------|--------|--------|-------|--------|
 //! | `tickwheel` | [`Wheel::insert`] | [`Wheel::cancel`] | [`Wheel::reset`] | [`Wheel::poll`] until `None` |
 //! | `TimerWheel` | `insert_at` (precomputed `Instant`) | `cancel` | `reset_at` | `poll(Instant)` until `None` |
-//! | `DelayQueue` | `insert_at` (precomputed `Instant`) | `remove` | `reset_at` | `poll_expired` until `Pending`, after advancing tokio's paused clock |
+//! | `DelayQueue` | `insert_at` (precomputed `Instant`) | `try_remove` | `reset_at` | `poll_expired` until `Pending`, after advancing tokio's paused clock |
 //! | `tickwheel DelayQueue` | as `DelayQueue`: the same adapter code, on the same runtime | | | |
 //! | `tokio Sleep` | `Box::pin(sleep_until)` + one poll (registration is lazy) | drop | `Sleep::reset` | the paused clock's `advance`; the driver wakes each fired `Sleep`'s waker |
 //! | `nexus-timer` | `schedule` | `cancel` | `reschedule` | `poll_and_rebalance` (the poll its docs recommend for steady polling), then `free` of each fired handle (handles must be consumed) |
-//! | `timer-queue` | `insert` | `remove` | `reset` | `poll` until `None` |
+//! | `timer-queue` | `insert` | `remove` (checks the lane it returns) | `reset` | `poll` until `None` |
 //! | `hhwt` | `insert` of an `IdOnlyTimerEntry` (relative delay) | `cancel(id)` (lazy) | cancel + insert (no reset API) | `tick` per ms, `skip` over empty ticks (`can_skip`) |
 //! | `BTreeMap` | `insert((deadline, seq), v)` | `remove` | remove + insert | `pop_first` while due |
 //! | `BinaryHeap` | push, value in a generation-checked slab | lazy: bump the generation | lazy cancel + push | pop, skipping stale entries |
@@ -56,10 +56,17 @@
 //! coarse slots on every call, which is why its docs recommend `poll_and_rebalance` for
 //! steady polling and the adapter uses it.
 //!
-//! # Budget
+//! # Budget, and the checks
 //!
 //! A run that exceeds its time budget stops at the next check and reports the cost per
 //! operation of the part it completed (marked `~` in the table): an estimate, not a bound.
+//!
+//! Every run, stopped or not, is checked (outside the timed region) against what the script
+//! says should have happened up to where it stopped: the number of timers cancelled, and the
+//! lanes fired with the tick of the poll that returned each (count and checksum), so an early,
+//! late, missing or duplicate fire shows as a mismatch (`!` in the table). Workload 1 has
+//! nothing to fire in its timed region: after it, one untimed poll past the last deadline
+//! must fire every lane once.
 
 #![allow(dead_code)]
 

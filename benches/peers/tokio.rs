@@ -87,7 +87,8 @@ pub trait DelayQueueApi {
     type Key;
     fn with_capacity(capacity: usize) -> Self;
     fn insert_at(&mut self, lane: u64, when: tokio::time::Instant) -> Self::Key;
-    fn remove(&mut self, key: &Self::Key);
+    /// `try_remove`: removes the entry, or returns `false` for a key that names none.
+    fn try_remove(&mut self, key: &Self::Key) -> bool;
     fn reset_at(&mut self, key: &Self::Key, when: tokio::time::Instant);
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<u64>>;
 }
@@ -104,8 +105,8 @@ impl DelayQueueApi for tokio_util::time::DelayQueue<u64> {
         tokio_util::time::DelayQueue::insert_at(self, lane, when)
     }
     #[inline]
-    fn remove(&mut self, key: &Self::Key) {
-        tokio_util::time::DelayQueue::remove(self, key);
+    fn try_remove(&mut self, key: &Self::Key) -> bool {
+        tokio_util::time::DelayQueue::try_remove(self, key).is_some()
     }
     #[inline]
     fn reset_at(&mut self, key: &Self::Key, when: tokio::time::Instant) {
@@ -131,8 +132,8 @@ impl DelayQueueApi for tickwheel::tokio::DelayQueue<u64> {
         tickwheel::tokio::DelayQueue::insert_at(self, lane, when)
     }
     #[inline]
-    fn remove(&mut self, key: &Self::Key) {
-        tickwheel::tokio::DelayQueue::remove(self, key);
+    fn try_remove(&mut self, key: &Self::Key) -> bool {
+        tickwheel::tokio::DelayQueue::try_remove(self, key).is_some()
     }
     #[inline]
     fn reset_at(&mut self, key: &Self::Key, when: tokio::time::Instant) {
@@ -147,6 +148,12 @@ impl DelayQueueApi for tickwheel::tokio::DelayQueue<u64> {
 
 /// A `DelayQueue<u64>` (tokio-util's or tickwheel's drop-in) on a paused current-thread
 /// runtime.
+///
+/// Cancel is `try_remove` (tokio-util ≥ 0.7.5), not `remove`, so the harness sees whether an
+/// entry was there: `remove` panics on an absent key instead. Caveat for tokio-util's: its keys
+/// are bare slab indexes, so a stale key whose slot was reused would remove the new entry and
+/// still say `true`. The workloads only cancel pending timers, so that case never arises here;
+/// a wrong removal would show in the fires instead.
 pub struct DelayQueuePeer<Q> {
     rt: Rc<tokio::runtime::Runtime>,
     queue: Q,
@@ -184,8 +191,7 @@ impl<Q: DelayQueueApi> Peer for DelayQueuePeer<Q> {
     }
     #[inline]
     fn cancel(&mut self, key: Self::Key) -> bool {
-        self.queue.remove(&key);
-        true
+        self.queue.try_remove(&key)
     }
     #[inline]
     fn reset(&mut self, key: Self::Key, deadline: tokio::time::Instant) -> Self::Key {

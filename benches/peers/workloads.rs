@@ -194,6 +194,29 @@ pub(super) fn poll_at<P: Peer>(
     clock: &mut Clock,
 ) {
     clock.polls += 1;
+    collect(peer, now, keys, fired, tally);
+}
+
+/// Polls `peer` at `now` outside any timed region (a check, not a measurement).
+fn poll_untimed<P: Peer>(
+    peer: &mut P,
+    now: u64,
+    keys: &mut [Option<P::Key>],
+    fired: &mut Vec<u64>,
+    tally: &mut Tally,
+) {
+    collect(peer, now, keys, fired, tally);
+}
+
+/// The poll itself: what fired goes into `tally`, and fired keys back to the peer.
+#[inline]
+fn collect<P: Peer>(
+    peer: &mut P,
+    now: u64,
+    keys: &mut [Option<P::Key>],
+    fired: &mut Vec<u64>,
+    tally: &mut Tally,
+) {
     peer.poll(now, fired);
     for &lane in fired.iter() {
         tally.fire(lane, now);
@@ -249,10 +272,16 @@ fn insert<P: Peer>(input: &Input, budget: Duration) -> Outcome {
         keys.push(peer.insert(d, lane as u64));
     }
     clock.stop();
-    let expected = Tally::default();
-    let out = clock.outcome::<P>(input.n as u64, Tally::default(), expected);
-    drop(keys);
-    out
+    // The check, untimed: every timer inserted is pending with its lane, so one poll past
+    // the last deadline fires each lane once.
+    let mut keys: Vec<Option<P::Key>> = keys.into_iter().map(Some).collect();
+    let (mut tally, mut expected) = (Tally::default(), Tally::default());
+    for lane in 0..input.n as u64 {
+        expected.fire(lane, SPAN + 1);
+    }
+    let mut fired = Vec::with_capacity(input.n);
+    poll_untimed(&mut peer, SPAN + 1, &mut keys, &mut fired, &mut tally);
+    clock.outcome::<P>(input.n as u64, tally, expected)
 }
 
 fn cancel<P: Peer>(input: &Input, budget: Duration) -> Outcome {
@@ -279,22 +308,18 @@ fn expire<P: Peer>(input: &Input, budget: Duration, every_tick: bool) -> Outcome
     for key in take_keys(&mut keys, input.cancelled()) {
         peer.cancel(key);
     }
-    let survivors = input.survivors();
-    let mut expected = Tally::default();
-    for (lane, &d) in input.deadlines.iter().enumerate() {
-        if survivors[lane] {
-            expected.fire(lane as u64, if every_tick { d } else { SPAN + 1 });
-        }
-    }
     let mut fired = Vec::with_capacity(input.n);
     let mut tally = Tally::default();
     let mut clock = Clock::new(budget);
+    // The last tick polled: a run stopped at its budget is checked up to there.
+    let mut last = SPAN + 1;
     clock.start();
     if every_tick {
         for now in 1..=SPAN {
             poll_at(
                 &mut peer, now, &mut keys, &mut fired, &mut tally, &mut clock,
             );
+            last = now;
             if now % 256 == 0 && clock.over() {
                 break;
             }
@@ -310,6 +335,13 @@ fn expire<P: Peer>(input: &Input, budget: Duration, every_tick: bool) -> Outcome
         );
     }
     clock.stop();
+    let survivors = input.survivors();
+    let mut expected = Tally::default();
+    for (lane, &d) in input.deadlines.iter().enumerate() {
+        if survivors[lane] && d <= last {
+            expected.fire(lane as u64, if every_tick { d } else { SPAN + 1 });
+        }
+    }
     let ops = if clock.partial {
         tally.fired.max(1)
     } else {
@@ -367,6 +399,8 @@ fn reset_heavy<P: Peer>(input: &Input, budget: Duration) -> Outcome {
         }
     }
 
+    // Every reset pushes a timer at least `ROUND_TICKS + 1` past the round's end, so nothing
+    // fires during the rounds: a run stopped after any round is checked against "nothing".
     let mut expected = Tally::default();
     if rounds == RESETS {
         // Cancel half, then expire the rest with one poll far ahead.
@@ -404,8 +438,11 @@ fn churn<P: Peer>(input: &Input, budget: Duration) -> Outcome {
     let mut tally = Tally::default();
     let mut clock = Clock::new(budget);
     let mut inserts = 0u64;
+    // Ops done and the last tick polled: a run stopped at its budget is checked up to there.
+    let (mut done, mut last) = (0, 0);
     clock.start();
     for &op in &script.ops {
+        done += 1;
         let arg = op & !OP_TAG;
         match op & OP_TAG {
             OP_INSERT => {
@@ -421,6 +458,7 @@ fn churn<P: Peer>(input: &Input, budget: Duration) -> Outcome {
                 poll_at(
                     &mut peer, arg, &mut keys, &mut fired, &mut tally, &mut clock,
                 );
+                last = arg;
                 if arg % 256 == 0 && clock.over() {
                     break;
                 }
@@ -428,12 +466,13 @@ fn churn<P: Peer>(input: &Input, budget: Duration) -> Outcome {
         }
     }
     clock.stop();
-    let ops = if clock.partial {
-        inserts + tally.cancelled + tally.fired
+    let (ops, expected) = if clock.partial {
+        let ops = inserts + tally.cancelled + tally.fired;
+        (ops, script.expected_until(done, last))
     } else {
-        script.counted_ops
+        (script.counted_ops, script.expected)
     };
-    clock.outcome::<P>(ops, tally, script.expected)
+    clock.outcome::<P>(ops, tally, expected)
 }
 
 fn idle_poll<P: Peer>(input: &Input, budget: Duration) -> Outcome {
