@@ -121,6 +121,11 @@ struct Args {
     /// (default 3).
     #[arg(long)]
     reps: Option<usize>,
+    /// Repetitions of workload 7 (the concurrent scheduler), whose wall-clock figure is
+    /// noisier on a shared machine; the table shows the median and the min–max spread
+    /// (default 5).
+    #[arg(long)]
+    scheduler_reps: Option<usize>,
     /// Time budget of one run in seconds (default 3, --quick 1.5); a run over it reports an
     /// estimate (`~`).
     #[arg(long)]
@@ -403,6 +408,7 @@ fn main() {
 
     for &n in &sizes {
         let reps = args.reps.unwrap_or(3);
+        let scheduler_reps = args.scheduler_reps.unwrap_or(5);
         let input = Input::new(n);
         println!();
         println!("n = {n} timers, {reps} repetitions");
@@ -430,7 +436,7 @@ fn main() {
             }
         }
         if !args.no_scheduler && n >= 100_000 {
-            scheduler_rows.push((n, scheduler(n as u64, reps)));
+            scheduler_rows.push((n, scheduler(n as u64, scheduler_reps)));
         }
         if !args.no_memory {
             memory_rows.push((n, memory(&peers, &input)));
@@ -458,8 +464,9 @@ fn main() {
     if !scheduler_rows.is_empty() {
         println!();
         println!(
-            "7 scheduler: wall ns per op (schedules + drains + timers ended), 2 producers + 1 dispatcher, drains every {} schedules; (r×) = contender ÷ tickwheel",
-            sched::DRAIN_EVERY
+            "7 scheduler: wall ns per op (schedules + drains + timers ended), 2 producers + 1 dispatcher, drains every {} schedules; median [min–max] of {} repetitions; (r×) = median pairwise contender ÷ tickwheel",
+            sched::DRAIN_EVERY,
+            args.scheduler_reps.unwrap_or(5)
         );
         let t = Table {
             markdown: args.markdown,
@@ -474,7 +481,18 @@ fn main() {
             let texts: Vec<String> = cells
                 .iter()
                 .enumerate()
-                .map(|(i, c)| fmt_cell(c, &cells[0], i == 0))
+                .map(|(i, c)| {
+                    let (lo, hi) =
+                        c.ns.iter()
+                            .fold((f64::INFINITY, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                    let spread = format!(" [{}–{}]", fmt_ns(lo), fmt_ns(hi));
+                    let text = fmt_cell(c, &cells[0], i == 0);
+                    // The spread goes right after the median, before the ratio.
+                    match text.find(" (") {
+                        Some(at) => format!("{}{spread}{}", &text[..at], &text[at..]),
+                        None => format!("{text}{spread}"),
+                    }
+                })
                 .collect();
             t.row(&format!("7 scheduler, n={n}"), &texts);
         }
@@ -517,7 +535,7 @@ fn keep_min(slot: &mut Option<Slowest>, cell: Slowest) {
     }
 }
 
-/// Workload 7 on the three contenders, interleaved, `reps` times; median wall ns per op.
+/// Workload 7 on the three contenders, interleaved, `reps` times: wall ns per op of each run.
 fn scheduler(n: u64, reps: usize) -> Vec<Cell> {
     let mut samples: [Vec<sched::Throughput>; 3] = Default::default();
     for rep in 0..reps {

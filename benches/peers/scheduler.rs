@@ -4,10 +4,11 @@
 //! queues each, deadline uniform over the next [`DEADLINE_SPREAD`] of real time); every
 //! [`DRAIN_EVERY`] schedules a producer drains a whole queue (the operator's "bounce this
 //! destination"). One dispatcher thread pops what is due, up to [`BATCH`] at a time, and
-//! delivers it (counts it and drops it); when nothing is due it yields its thread (tokio's
-//! `yield_now` for the `DelayQueue`, whose internal `Sleep` only fires when the runtime's
-//! driver runs: a sleep there rounds up to tokio's 1 ms tick, and a dispatcher that slept
-//! it fell ~10 µs per timer behind).
+//! delivers it (counts it and drops it); when nothing is due it yields its thread
+//! (`std::thread::yield_now`), every contender alike. The `DelayQueue` dispatcher then also
+//! yields to its runtime (`tokio::task::yield_now`): its internal `Sleep` only fires when the
+//! runtime's driver runs. (Sleeping instead would round up to tokio's 1 ms tick: a dispatcher
+//! that slept fell ~10 µs per timer behind.)
 //!
 //! The figure is wall time per operation from the start until every timer has ended
 //! exactly once (checked), operations being the schedules, the drain calls and the timers
@@ -23,15 +24,21 @@
 //!   (two-phase: a drain reports in-flight timers instead of racing with the dispatcher);
 //! - `Mutex<DelayQueue>` with the two maps a drain needs (id → key, queue → ids); its
 //!   dispatcher is a task on a current-thread tokio runtime (the `DelayQueue` needs the
-//!   runtime's timer to advance) and sleeps on tokio's clock;
+//!   runtime's timer to advance), idling as above;
 //! - `Mutex<BTreeMap<(Instant, seq), _>>` with the same two maps.
+//!
+//! The maps are `hashbrown`'s with its default hasher (foldhash), the map tickwheel's own
+//! index uses, so no contender pays for std's SipHash where tickwheel does not. Each
+//! dispatcher reuses one batch buffer; tickwheel's `pop_due` returns its own batch (the
+//! crate's cost, part of its figure).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use hashbrown::{HashMap, HashSet};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -255,8 +262,8 @@ impl Contender for MutexDelayQueue {
     fn dispatch(self: Arc<Self>, delivered: &AtomicU64, done: &dyn Fn(u64) -> bool) {
         self.rt.block_on(async {
             let mut count = 0u64;
+            let mut batch = Vec::with_capacity(BATCH);
             while !done(count) {
-                let mut batch = Vec::with_capacity(BATCH);
                 // The lock is taken inside the poll, so it is never held across an await.
                 std::future::poll_fn(|cx| {
                     let mut st = self.state.lock().expect("state");
@@ -282,10 +289,12 @@ impl Contender for MutexDelayQueue {
                 })
                 .await;
                 if batch.is_empty() {
+                    std::thread::yield_now();
+                    // The runtime's driver runs here and fires the queue's `Sleep`.
                     tokio::task::yield_now().await;
                     continue;
                 }
-                for id in batch {
+                for id in batch.drain(..) {
                     std::hint::black_box(id);
                     count += 1;
                 }
@@ -333,8 +342,8 @@ impl Contender for MutexBTreeMap {
     }
     fn dispatch(self: Arc<Self>, delivered: &AtomicU64, done: &dyn Fn(u64) -> bool) {
         let mut count = 0u64;
+        let mut batch = Vec::with_capacity(BATCH);
         while !done(count) {
-            let mut batch = Vec::with_capacity(BATCH);
             {
                 let now = Instant::now();
                 let mut st = self.0.lock().expect("state");
@@ -357,7 +366,7 @@ impl Contender for MutexBTreeMap {
                 std::thread::yield_now();
                 continue;
             }
-            for id in batch {
+            for id in batch.drain(..) {
                 std::hint::black_box(id);
                 count += 1;
             }
