@@ -114,6 +114,12 @@ pub struct DelayQueue<T> {
     /// `Pending` (creating a `Sleep` needs a runtime; creating a queue does not), then reset.
     sleep: OneSleep,
     waiter: Waiter,
+    /// The instant of the tick the sleep is armed for, while the waiter is
+    /// [`armed`](Waiter::armed): no entry is due before it, so until the driver ends that
+    /// sleep a poll answers `Pending` without reading the clock or looking at the wheel.
+    /// `None` when that tick lies past the end of `Instant`'s range (then nothing can become
+    /// due until the queue changes). Meaningless while the waiter is not armed.
+    quiet_until: Option<Instant>,
     peek: PeekIndex,
 }
 
@@ -158,7 +164,8 @@ impl<T> DelayQueue<T> {
             origin: Instant::now(),
             sleep: OneSleep::default(),
             waiter: Waiter::default(),
-            peek: PeekIndex::default(),
+            quiet_until: None,
+            peek: PeekIndex::with_capacity(capacity),
         }
     }
 

@@ -258,7 +258,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
             return Poll::Pending; // the end of time: only the signal can wake us
         };
         let at = target.min(cap - Duration::from_secs(1));
-        self.sleep.poll_at(at, cx)
+        // Always polled: the stream does not track whether its waker changed.
+        self.sleep.poll_at(at, cx, false)
     }
 
     /// Records `waker` as the one this stream arms with. A waker of another task, armed by

@@ -13,6 +13,9 @@ use tokio::time::{Instant, Sleep, sleep_until};
 #[derive(Default)]
 pub(super) struct OneSleep {
     sleep: Option<Pin<Box<Sleep>>>,
+    /// The sleep was polled at its current deadline and answered `Pending`: the timer driver
+    /// holds the waker of that poll and wakes it when the sleep ends. Cleared by a reset.
+    registered: bool,
     /// `Sleep`s made so far: one at most (checked by the tests).
     #[cfg(test)]
     pub(super) made: usize,
@@ -20,7 +23,16 @@ pub(super) struct OneSleep {
 
 impl OneSleep {
     /// Arms the sleep for `at` (resetting it, never re-allocating) and polls it.
-    pub(super) fn poll_at(&mut self, at: Instant, cx: &mut Context<'_>) -> Poll<()> {
+    ///
+    /// `same_waker`: `cx`'s waker wakes the task of the previous call. Then a sleep already
+    /// registered at `at` and not yet ended is not polled again: the driver holds an
+    /// equivalent waker, and the answer is `Pending`.
+    pub(super) fn poll_at(
+        &mut self,
+        at: Instant,
+        cx: &mut Context<'_>,
+        same_waker: bool,
+    ) -> Poll<()> {
         let sleep = match self.sleep.take() {
             Some(sleep) => sleep,
             None => self.make(at),
@@ -28,8 +40,19 @@ impl OneSleep {
         let sleep = self.sleep.insert(sleep);
         if sleep.deadline() != at {
             sleep.as_mut().reset(at);
+            self.registered = false;
+        } else if same_waker && self.registered && !sleep.is_elapsed() {
+            return Poll::Pending;
         }
-        sleep.as_mut().poll(cx)
+        let poll = sleep.as_mut().poll(cx);
+        self.registered = poll.is_pending();
+        poll
+    }
+
+    /// Whether the timer driver has ended the sleep (its deadline passed), or no sleep was
+    /// ever armed.
+    pub(super) fn ended(&self) -> bool {
+        self.sleep.as_ref().is_none_or(|s| s.is_elapsed())
     }
 
     /// The instant the sleep was last armed for; `None` before the first time.

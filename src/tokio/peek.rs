@@ -54,6 +54,14 @@ impl Default for PeekIndex {
 }
 
 impl PeekIndex {
+    /// An empty index with room in its log for `capacity` keys.
+    pub(super) fn with_capacity(capacity: usize) -> Self {
+        PeekIndex {
+            log: Vec::with_capacity(capacity),
+            ..PeekIndex::default()
+        }
+    }
+
     /// Records a new key. O(1) amortised.
     pub(super) fn inserted<T>(&mut self, key: TimerKey, wheel: &Wheel<T>) {
         self.changed();

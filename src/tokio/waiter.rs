@@ -34,13 +34,31 @@ pub(super) struct Waiter {
 
 impl Waiter {
     /// `poll_expired` answers `Pending` (`wake_at` = the tick its sleep is armed for) or
-    /// `Ready(None)` (`wake_at` = `None`): remember whom to wake.
-    pub(super) fn register(&mut self, waker: &Waker, wake_at: Option<u64>) {
-        match &mut self.waker {
-            Some(old) if old.will_wake(waker) => {}
-            slot => *slot = Some(waker.clone()),
-        }
+    /// `Ready(None)` (`wake_at` = `None`): remember whom to wake. Returns whether `waker`
+    /// wakes the same task as the one already held (then nothing was cloned).
+    pub(super) fn register(&mut self, waker: &Waker, wake_at: Option<u64>) -> bool {
+        let same = match &mut self.waker {
+            Some(old) if old.will_wake(waker) => true,
+            slot => {
+                *slot = Some(waker.clone());
+                false
+            }
+        };
         self.wake_at = wake_at;
+        same
+    }
+
+    /// `poll_expired` answers `Pending` again for the same armed tick: [`Waiter::register`]
+    /// keeping `wake_at`.
+    pub(super) fn register_again(&mut self, waker: &Waker) -> bool {
+        self.register(waker, self.wake_at)
+    }
+
+    /// Whether a sleep is armed for the tick recorded by the last `register`, with no
+    /// change since that could make an entry due before it: every pending deadline is at or
+    /// after that tick (an earlier one would have woken the task and cleared it).
+    pub(super) fn armed(&self) -> bool {
+        self.wake_at.is_some()
     }
 
     /// `poll_expired` answered `Ready(Some(_))`: the caller will poll again, nobody waits.

@@ -20,6 +20,13 @@ impl<T> DelayQueue<T> {
     ///   sooner if an insert or reset brings a deadline earlier, or when `remove`,
     ///   `try_remove` or `clear` empties the queue. It may also be woken spuriously, e.g.
     ///   at the old deadline after the earliest entry was removed.
+    ///
+    /// "Due" is judged on the clock (`Instant::now()`) except between a `Pending` and the end
+    /// of the sleep it armed: while the queue has not changed in a way that wakes the task
+    /// (see above) and the timer driver has not yet ended that sleep, a poll answers
+    /// `Pending` without reading the clock, as tokio-util's does. The driver ends the sleep
+    /// at its deadline and wakes the task; an entry is never yielded early, and at most one
+    /// driver turn late.
     /// - `Ready(None)`: the queue is empty. This does not end the queue: after a later insert,
     ///   polling yields again, and the task that saw `Ready(None)` is woken by that insert.
     ///
@@ -45,6 +52,13 @@ impl<T> DelayQueue<T> {
     /// # }
     /// ```
     pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        if self.waiter.armed() && (self.quiet_until.is_none() || !self.sleep.ended()) {
+            // Nothing changed that could make an entry due before the armed tick, and the
+            // timer driver has not ended the sleep armed for it: still `Pending`, without
+            // reading the clock.
+            let same_waker = self.waiter.register_again(cx.waker());
+            return self.wait(cx, same_waker);
+        }
         let now = ticks::now_tick(self.origin, Instant::now());
         if let Some(expired) = self.take_due(now) {
             self.waiter.forget();
@@ -57,10 +71,21 @@ impl<T> DelayQueue<T> {
         // `take_due` found nothing due at `now`, so the wheel has advanced to `now` and its
         // next expiration lies ahead (core contract: never skipped).
         debug_assert!(next > now, "next expiration {next} is ahead of now {now}");
-        self.waiter.register(cx.waker(), Some(next));
-        if self.poll_sleep(next, cx).is_ready() {
-            // The clock passed `next` after `now` was read. Poll again via the scheduler
-            // rather than looping here: `now` will then be at least `next`.
+        let same_waker = self.waiter.register(cx.waker(), Some(next));
+        self.quiet_until = ticks::tick_instant(self.origin, next);
+        self.wait(cx, same_waker)
+    }
+
+    /// Polls the sleep armed for `quiet_until` (re-arming it if needed) and answers
+    /// `Pending`. A tick past the end of `Instant`'s range is never reached: nothing to
+    /// sleep for.
+    fn wait(&mut self, cx: &mut Context<'_>, same_waker: bool) -> Poll<Option<Expired<T>>> {
+        let Some(at) = self.quiet_until else {
+            return Poll::Pending;
+        };
+        if self.sleep.poll_at(at, cx, same_waker).is_ready() {
+            // The clock passed `at` after `now` was read. Poll again via the scheduler
+            // rather than looping here: `now` will then be at least `at`.
             cx.waker().wake_by_ref();
         }
         Poll::Pending
@@ -93,15 +118,6 @@ impl<T> DelayQueue<T> {
             key: Key(e.key),
         }
     }
-
-    /// Arms the one sleep for tick `next` (resetting it, never re-allocating) and polls it.
-    /// A tick past the end of `Instant`'s range is never reached: nothing to sleep for.
-    fn poll_sleep(&mut self, next: u64, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(at) = ticks::tick_instant(self.origin, next) else {
-            return Poll::Pending;
-        };
-        self.sleep.poll_at(at, cx)
-    }
 }
 
 impl<T> futures_core::Stream for DelayQueue<T> {
@@ -120,6 +136,28 @@ mod tests {
     use tokio::time::Duration;
 
     use super::*;
+
+    /// The quiet path (armed, sleep not ended: `Pending` without reading the clock) gives
+    /// way as soon as a change could make an entry due before the armed tick, or the sleep
+    /// ends.
+    #[tokio::test(start_paused = true)]
+    async fn quiet_polls_yield_to_earlier_inserts_and_to_the_sleep_ending() {
+        let start = Instant::now();
+        let mut q = DelayQueue::new();
+        q.insert_at("late", start + Duration::from_millis(10));
+        let pending = std::future::poll_fn(|cx| Poll::Ready(q.poll_expired(cx))).await;
+        assert!(pending.is_pending(), "nothing due yet");
+        let again = std::future::poll_fn(|cx| Poll::Ready(q.poll_expired(cx))).await;
+        assert!(again.is_pending(), "quiet path: still nothing due");
+        q.insert_at("past", start);
+        assert_eq!(q.next().await.map(Expired::into_inner), Some("past"));
+        q.insert_at("early", start + Duration::from_millis(5));
+        assert_eq!(q.next().await.map(Expired::into_inner), Some("early"));
+        assert_eq!(Instant::now(), start + Duration::from_millis(5));
+        assert_eq!(q.next().await.map(Expired::into_inner), Some("late"));
+        assert_eq!(Instant::now(), start + Duration::from_millis(10));
+        assert!(q.next().await.is_none());
+    }
 
     /// Counts `Sleep`s made rather than comparing addresses: a `Box<Sleep>` dropped and made
     /// again usually lands at the same address, so an address check could not fail.
