@@ -391,7 +391,7 @@ fn main() {
         "tickwheel compare: ns per operation, median of repetitions (each ≥ 10 ms of timed runs); (r×) = median of pairwise ratios peer ÷ tickwheel, above 1 means tickwheel is faster"
     );
     println!(
-        "~ = stopped at the {:.0} s budget, estimated from the part completed; ! = fired/cancelled the wrong timers",
+        "~ = stopped at the {} s budget, estimated from the part completed; ! = fired/cancelled the wrong timers",
         budget.as_secs_f64()
     );
     if cfg!(not(feature = "tokio")) {

@@ -75,6 +75,21 @@ impl Workload {
     }
 }
 
+impl Workload {
+    /// The operations a complete run (no budget) counts, known without running it.
+    pub fn ops(self, input: &Input) -> u64 {
+        let n = input.n as u64;
+        match self {
+            Workload::Insert => n,
+            Workload::Cancel => input.cancelled().len() as u64,
+            Workload::ExpireOnce | Workload::ExpireTicks => n - input.cancelled().len() as u64,
+            Workload::ResetHeavy => n * (RESETS as u64 + 2),
+            Workload::Churn => input.churn().counted_ops,
+            Workload::IdlePoll => IDLE_POLLS,
+        }
+    }
+}
+
 /// What fired and what was cancelled: compared across peers (and against the script) so a
 /// peer that fires early, late or twice is caught instead of measured.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
