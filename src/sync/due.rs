@@ -67,6 +67,8 @@ pub struct Due<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
 struct FlightGuard<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     inner: Arc<Inner<Q, K, T>>,
     shard: usize,
+    /// The timer's entry in its shard.
+    entry: u32,
     id: K,
     queue: Q,
 }
@@ -90,13 +92,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Iterator for DueBatch<Q, K, 
 
     fn next(&mut self) -> Option<Due<Q, K, T>> {
         let (shard, popped) = self.items.pop_front()?;
-        let Popped { id, tick: _, timer } = popped;
+        let Popped {
+            id, entry, timer, ..
+        } = popped;
         Some(Due {
             at: timer.at,
             value: timer.value,
             flight: FlightGuard {
                 inner: Arc::clone(&self.inner),
                 shard,
+                entry,
                 id,
                 queue: timer.queue,
             },
@@ -210,7 +215,7 @@ where
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for FlightGuard<Q, K, T> {
     fn drop(&mut self) {
         if let Some(mutex) = self.inner.shards.get(self.shard) {
-            mutex.lock().finish(&self.id, &self.queue);
+            mutex.lock().finish(self.entry, &self.id);
         }
     }
 }

@@ -311,7 +311,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         }
         let mut shards: Vec<MutexGuard<'_, ShardState<Q, K, T>>> =
             self.inner.shards.iter().map(|m| m.lock()).collect();
-        let mut cursors: Vec<Cursor<Q, K, T>> = shards.iter().map(|_| Cursor::default()).collect();
+        let mut cursors: Vec<Cursor> = shards.iter().map(|_| Cursor::default()).collect();
         let mut heads = BinaryHeap::with_capacity(shards.len());
         for (index, (shard, cursor)) in shards.iter_mut().zip(cursors.iter_mut()).enumerate() {
             if let Some(key) = shard.head(now, cursor) {

@@ -1,17 +1,32 @@
 //! One shard: the state behind one of the scheduler's mutexes.
 //!
-//! A shard owns the ids that hash to it, and each of its ids is in exactly one of three
-//! places (or none, when it has no timer):
+//! A shard owns the ids that hash to it. Each of its timers lives in one **entry** of a
+//! slab (`entries`), found by id through `ids`, the shard's only id-keyed map; the entry
+//! records where the timer is (its [`Place`]):
 //!
-//! - `store.wheel` — **pending**, waiting for its deadline;
-//! - `store.staged` — **pending** and already due: taken out of the wheel by a `pop_due`
-//!   that looked at it but stopped at its limit, or put back by a dropped `DueBatch`;
-//!   ordered by `(deadline tick, seq)` so it merges with the wheel in delivery order;
-//! - `in_flight` — popped; its `Due` is not done yet.
+//! - `Wheel` — **pending**, waiting for its deadline in `wheel`, which holds entry indexes;
+//! - `Staged` — **pending** and already due: taken out of the wheel by a `pop_due` that
+//!   looked at it but stopped at its limit, or put back by a dropped `DueBatch`; listed in
+//!   `staged`, ordered by `(deadline tick, seq)` so it merges with the wheel in delivery
+//!   order;
+//! - `Polled` — out of the wheel, held by the cursor of the `pop_due` running now (which
+//!   holds this shard's lock): taken next, or staged when that `pop_due` ends;
+//! - `InFlight` — popped; its `Due` is not done yet. The entry keeps the id, deadline and
+//!   `seq` (for drains); the `Due` carries the queue name and the value.
 //!
-//! `queues` lists, per queue, which of the shard's ids are pending and which are in flight,
-//! so a drain visits its members only. Everything here runs under the shard's lock; nothing
-//! here calls back into the scheduler or takes another lock.
+//! So a timer's life costs two hash lookups of its id (insert at `schedule`, remove when it
+//! ends) plus one of its queue name at `schedule`: popping it, putting it back and
+//! finishing it go by entry index.
+//!
+//! Queues: `queue_ids` maps a queue name to a queue record in `queue_recs`, which counts the
+//! queue's pending and in-flight members here and heads a doubly linked list of their
+//! entries (`prev`/`next` entry indexes, [`NIL`] at the ends), so a drain visits its members
+//! only. Entries store their queue record's index. A queue record is freed as soon as its
+//! queue has no member here, and entries are reused through a free list, so memory follows
+//! the live timers and queues.
+//!
+//! Everything here runs under the shard's lock; nothing here calls back into the scheduler
+//! or takes another lock.
 
 use std::collections::BTreeMap;
 use std::hash::Hash;
@@ -20,10 +35,12 @@ use std::time::Instant;
 use hashbrown::{HashMap, HashSet};
 
 use super::types::{Cancel, RescheduleError, ScheduleError};
-use crate::indexed::IndexedWheel;
-use crate::wheel::WheelStats;
+use crate::wheel::{TimerKey, Wheel, WheelStats};
 
-/// A scheduled timer, as stored while pending and carried while in flight.
+/// "No entry": the end of a queue's list.
+const NIL: u32 = u32::MAX;
+
+/// A scheduled timer, as handed to `schedule` and carried while in flight.
 #[derive(Debug)]
 pub(crate) struct Timer<Q, T> {
     pub(crate) queue: Q,
@@ -34,126 +51,94 @@ pub(crate) struct Timer<Q, T> {
     pub(crate) value: T,
 }
 
-/// A timer out of its store: being merged by `pop_due`, in a `DueBatch`, or put back.
+/// A timer out of its store: in a `DueBatch`, or being put back.
 #[derive(Debug)]
 pub(crate) struct Popped<Q, K, T> {
     pub(crate) id: K,
     pub(crate) tick: u64,
+    /// Its entry in the shard, which stays `InFlight` until the `Due` is done.
+    pub(crate) entry: u32,
     pub(crate) timer: Timer<Q, T>,
 }
 
-impl<Q, K, T> Popped<Q, K, T> {
-    /// The delivery-order key.
-    pub(crate) fn order(&self) -> (u64, u64) {
-        (self.tick, self.timer.seq)
-    }
-}
-
-/// Where `pop_due`'s merge stands in one shard: the wheel's next due timer, already polled
-/// out but not yet taken, and whether the wheel has no more due timers.
-#[derive(Debug)]
-pub(crate) struct Cursor<Q, K, T> {
-    wheel_head: Option<Popped<Q, K, T>>,
+/// Where `pop_due`'s merge stands in one shard: the entry of the wheel's next due timer,
+/// already polled out (`Polled`) but not yet taken, and whether the wheel has no more due
+/// timers.
+#[derive(Debug, Default)]
+pub(crate) struct Cursor {
+    wheel_head: Option<u32>,
     wheel_done: bool,
 }
 
-impl<Q, K, T> Default for Cursor<Q, K, T> {
-    fn default() -> Self {
-        Cursor {
-            wheel_head: None,
-            wheel_done: false,
-        }
-    }
+/// Where an entry's timer is; see the module doc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Wheel(TimerKey),
+    Polled,
+    Staged,
+    InFlight,
 }
 
-/// Ids of one queue in this shard.
+/// One timer of this shard.
 #[derive(Debug)]
-struct Members<K> {
-    pending: HashSet<K>,
-    in_flight: HashSet<K>,
-}
-
-/// What the shard remembers of an in-flight id: enough to order a drain's report.
-#[derive(Debug, Clone, Copy)]
-struct Flight {
+struct Entry<Q, K, T> {
+    id: K,
     tick: u64,
     seq: u64,
+    at: Instant,
+    place: Place,
+    /// Index of its queue record.
+    queue: u32,
+    /// Neighbours in its queue's list.
+    prev: u32,
+    next: u32,
+    /// The queue name and the value; `None` while in flight (the `Due` has them).
+    payload: Option<(Q, T)>,
 }
 
-/// The two stores of pending timers (see the module doc).
+impl<Q, K, T> Entry<Q, K, T> {
+    /// The delivery-order key.
+    fn order(&self) -> (u64, u64) {
+        (self.tick, self.seq)
+    }
+}
+
+/// A queue with at least one member in this shard.
 #[derive(Debug)]
-struct Store<Q, K, T> {
-    wheel: IndexedWheel<K, Timer<Q, T>>,
-    staged: BTreeMap<(u64, u64), K>,
-    staged_timers: HashMap<K, (u64, Timer<Q, T>)>,
-}
-
-impl<Q, K: Hash + Eq + Clone, T> Store<Q, K, T> {
-    fn contains(&self, id: &K) -> bool {
-        self.wheel.contains(id) || self.staged_timers.contains_key(id)
-    }
-
-    fn len(&self) -> usize {
-        self.wheel.len() + self.staged_timers.len()
-    }
-
-    /// The `seq` of a pending timer, in whichever store holds it.
-    fn seq(&self, id: &K) -> Option<u64> {
-        match self.wheel.get(id) {
-            Some(timer) => Some(timer.seq),
-            None => self.staged_timers.get(id).map(|(_, timer)| timer.seq),
-        }
-    }
-
-    /// Takes a pending timer out of whichever store holds it, with its deadline tick.
-    fn take(&mut self, id: &K) -> Option<(u64, Timer<Q, T>)> {
-        if let Some(tick) = self.wheel.deadline(id) {
-            return self.wheel.cancel(id).map(|timer| (tick, timer));
-        }
-        let (tick, timer) = self.staged_timers.remove(id)?;
-        self.staged.remove(&(tick, timer.seq));
-        Some((tick, timer))
-    }
-
-    fn stage(&mut self, popped: Popped<Q, K, T>) {
-        self.staged.insert(popped.order(), popped.id.clone());
-        self.staged_timers
-            .insert(popped.id, (popped.tick, popped.timer));
-    }
-
-    /// The first staged timer, if it is due by `now`.
-    fn staged_head(&self, now: u64) -> Option<(u64, u64)> {
-        self.staged
-            .first_key_value()
-            .map(|(&key, _)| key)
-            .filter(|&(tick, _)| tick <= now)
-    }
-
-    fn pop_staged(&mut self) -> Option<Popped<Q, K, T>> {
-        let (_, id) = self.staged.pop_first()?;
-        let (tick, timer) = self.staged_timers.remove(&id)?;
-        Some(Popped { id, tick, timer })
-    }
+struct QueueRec<Q> {
+    name: Q,
+    /// First entry of its members' list.
+    head: u32,
+    pending: usize,
+    in_flight: usize,
 }
 
 /// The state one shard mutex guards.
 #[derive(Debug)]
 pub(crate) struct ShardState<Q, K, T> {
-    store: Store<Q, K, T>,
-    in_flight: HashMap<K, Flight>,
-    queues: HashMap<Q, Members<K>>,
+    ids: HashMap<K, u32>,
+    entries: Vec<Option<Entry<Q, K, T>>>,
+    free_entries: Vec<u32>,
+    wheel: Wheel<u32>,
+    staged: BTreeMap<(u64, u64), u32>,
+    in_flight: usize,
+    queue_ids: HashMap<Q, u32>,
+    queue_recs: Vec<Option<QueueRec<Q>>>,
+    free_queues: Vec<u32>,
 }
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     pub(crate) fn new() -> Self {
         ShardState {
-            store: Store {
-                wheel: IndexedWheel::new(),
-                staged: BTreeMap::new(),
-                staged_timers: HashMap::new(),
-            },
-            in_flight: HashMap::new(),
-            queues: HashMap::new(),
+            ids: HashMap::new(),
+            entries: Vec::new(),
+            free_entries: Vec::new(),
+            wheel: Wheel::new(),
+            staged: BTreeMap::new(),
+            in_flight: 0,
+            queue_ids: HashMap::new(),
+            queue_recs: Vec::new(),
+            free_queues: Vec::new(),
         }
     }
 
@@ -164,21 +149,47 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         tick: u64,
         timer: Timer<Q, T>,
     ) -> Result<(), ScheduleError<T>> {
-        if self.in_flight.contains_key(&id) {
-            return Err(ScheduleError::InFlight(timer.value));
+        let vacant = match self.ids.entry(id) {
+            hashbrown::hash_map::Entry::Occupied(o) => {
+                let place = self.entries[*o.get() as usize].as_ref().map(|e| e.place);
+                return Err(if place == Some(Place::InFlight) {
+                    ScheduleError::InFlight(timer.value)
+                } else {
+                    ScheduleError::Pending(timer.value)
+                });
+            }
+            hashbrown::hash_map::Entry::Vacant(v) => v,
+        };
+        let index = match self.free_entries.last() {
+            Some(&free) => free,
+            None => match u32::try_from(self.entries.len()) {
+                Ok(next) if next != NIL => next,
+                _ => return Err(ScheduleError::Full(timer.value)),
+            },
+        };
+        let key = match self.wheel.try_insert(tick, index) {
+            Ok(key) => key,
+            Err(_) => return Err(ScheduleError::Full(timer.value)),
+        };
+        let entry = Entry {
+            id: vacant.key().clone(),
+            tick,
+            seq: timer.seq,
+            at: timer.at,
+            place: Place::Wheel(key),
+            queue: NIL,
+            prev: NIL,
+            next: NIL,
+            payload: None,
+        };
+        vacant.insert(index);
+        if self.free_entries.pop().is_none() {
+            self.entries.push(None);
         }
-        if self.store.contains(&id) {
-            return Err(ScheduleError::Pending(timer.value));
-        }
-        let queue = timer.queue.clone();
-        if let Err(full) = self.store.wheel.try_insert(id.clone(), tick, timer) {
-            return Err(ScheduleError::Full(full.0.value));
-        }
-        let members = self.queues.entry(queue).or_insert_with(|| Members {
-            pending: HashSet::new(),
-            in_flight: HashSet::new(),
-        });
-        members.pending.insert(id);
+        self.entries[index as usize] = Some(entry);
+        let queue = self.queue_of(&timer.queue);
+        self.entry_mut(index).payload = Some((timer.queue, timer.value));
+        self.link(queue, index);
         Ok(())
     }
 
@@ -190,31 +201,32 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         at: Instant,
         seq: u64,
     ) -> Result<(), RescheduleError> {
-        let Some((_, mut timer)) = self.store.take(id) else {
-            return Err(if self.in_flight.contains_key(id) {
-                RescheduleError::InFlight
-            } else {
-                RescheduleError::NotFound
-            });
-        };
-        timer.at = at;
-        timer.seq = seq;
-        // Cannot fail: `take` just freed an entry in this wheel.
-        let reinserted = self.store.wheel.try_insert(id.clone(), tick, timer);
-        debug_assert!(reinserted.is_ok(), "re-insert after take has room");
+        let index = *self.ids.get(id).ok_or(RescheduleError::NotFound)?;
+        if self.entry(index).place == Place::InFlight {
+            return Err(RescheduleError::InFlight);
+        }
+        self.unfile(index);
+        let entry = self.entry_mut(index);
+        (entry.tick, entry.at, entry.seq) = (tick, at, seq);
+        match self.wheel.try_insert(tick, index) {
+            Ok(key) => self.entry_mut(index).place = Place::Wheel(key),
+            // The wheel is full (u32::MAX - 1 timers): the staged set takes any deadline
+            // (`head` and `earliest` read it by tick), so the timer is not lost.
+            Err(_) => self.stage(index),
+        }
         Ok(())
     }
 
     pub(crate) fn cancel(&mut self, id: &K) -> Cancel<T> {
-        if let Some((_, timer)) = self.store.take(id) {
-            self.leave_queue(&timer.queue, id, false);
-            return Cancel::Cancelled(timer.value);
+        let Some(&index) = self.ids.get(id) else {
+            return Cancel::NotFound;
+        };
+        if self.entry(index).place == Place::InFlight {
+            return Cancel::InFlight;
         }
-        if self.in_flight.contains_key(id) {
-            Cancel::InFlight
-        } else {
-            Cancel::NotFound
-        }
+        self.ids.remove(id);
+        let (_, value) = self.remove_pending(index);
+        Cancel::Cancelled(value)
     }
 
     /// Takes every pending member of `queue` into `cancelled` as `(tick, seq, id, value)`
@@ -225,42 +237,48 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         cancelled: &mut Vec<(u64, u64, K, T)>,
         in_flight: &mut Vec<(u64, u64, K)>,
     ) {
-        let Some(members) = self.queues.get_mut(queue) else {
+        let Some(&rec) = self.queue_ids.get(queue) else {
             return;
         };
-        for id in &members.in_flight {
-            if let Some(f) = self.in_flight.get(id) {
-                in_flight.push((f.tick, f.seq, id.clone()));
+        // Walks the list once. The record is freed when its last member leaves, and then
+        // that member's `next` is already NIL: the walk never reads a freed record.
+        let mut index = self.queue_rec(rec).head;
+        while index != NIL {
+            let entry = self.entry(index);
+            let next = entry.next;
+            if entry.place == Place::InFlight {
+                in_flight.push((entry.tick, entry.seq, entry.id.clone()));
+            } else {
+                let (tick, seq) = entry.order();
+                let id = self.entry(index).id.clone();
+                self.ids.remove(&id);
+                let (_, value) = self.remove_pending(index);
+                cancelled.push((tick, seq, id, value));
             }
-        }
-        let pending = std::mem::take(&mut members.pending);
-        if members.in_flight.is_empty() {
-            self.queues.remove(queue);
-        }
-        for id in pending {
-            if let Some((tick, timer)) = self.store.take(&id) {
-                cancelled.push((tick, timer.seq, id, timer.value));
-            }
+            index = next;
         }
     }
 
     /// The delivery-order key of this shard's next due timer at `now`, polling the wheel
     /// into the cursor if needed; `None` when nothing more is due.
-    pub(crate) fn head(&mut self, now: u64, cursor: &mut Cursor<Q, K, T>) -> Option<(u64, u64)> {
+    pub(crate) fn head(&mut self, now: u64, cursor: &mut Cursor) -> Option<(u64, u64)> {
         if cursor.wheel_head.is_none() && !cursor.wheel_done {
-            match self.store.wheel.poll_with_deadline(now) {
+            match self.wheel.poll(now) {
                 // The wheel's clock never goes back: after a poll at a later `now` it also
                 // returns timers due by then. Keep those for a later `now`: never early.
-                Some((id, tick, timer)) if tick > now => {
-                    self.store.stage(Popped { id, tick, timer });
+                Some(expired) if expired.deadline > now => {
+                    self.stage(expired.value);
                     cursor.wheel_done = true;
                 }
-                Some((id, tick, timer)) => cursor.wheel_head = Some(Popped { id, tick, timer }),
+                Some(expired) => {
+                    self.entry_mut(expired.value).place = Place::Polled;
+                    cursor.wheel_head = Some(expired.value);
+                }
                 None => cursor.wheel_done = true,
             }
         }
-        let wheel = cursor.wheel_head.as_ref().map(Popped::order);
-        let staged = self.store.staged_head(now);
+        let wheel = cursor.wheel_head.map(|index| self.entry(index).order());
+        let staged = self.staged_head(now);
         match (wheel, staged) {
             (Some(w), Some(s)) => Some(w.min(s)),
             (w, s) => w.or(s),
@@ -268,108 +286,102 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// Takes the timer [`head`](Self::head) names and marks it in flight.
-    pub(crate) fn take_head(
-        &mut self,
-        now: u64,
-        cursor: &mut Cursor<Q, K, T>,
-    ) -> Option<Popped<Q, K, T>> {
+    pub(crate) fn take_head(&mut self, now: u64, cursor: &mut Cursor) -> Option<Popped<Q, K, T>> {
         let key = self.head(now, cursor)?;
-        let popped = match cursor.wheel_head.take() {
-            Some(w) if w.order() == key => w,
-            other => {
-                cursor.wheel_head = other;
-                self.store.pop_staged()?
+        let index = match cursor.wheel_head {
+            Some(w) if self.entry(w).order() == key => {
+                cursor.wheel_head = None;
+                w
             }
+            _ => self.staged.pop_first()?.1,
         };
-        self.in_flight.insert(
-            popped.id.clone(),
-            Flight {
-                tick: popped.tick,
-                seq: popped.timer.seq,
+        let entry = self.entry_mut(index);
+        let (queue, value) = entry.payload.take()?;
+        entry.place = Place::InFlight;
+        let rec = entry.queue;
+        let popped = Popped {
+            id: entry.id.clone(),
+            tick: entry.tick,
+            entry: index,
+            timer: Timer {
+                queue,
+                at: entry.at,
+                seq: entry.seq,
+                value,
             },
-        );
-        if let Some(members) = self.queues.get_mut(&popped.timer.queue) {
-            if let Some(id) = members.pending.take(&popped.id) {
-                members.in_flight.insert(id);
-            }
-        }
+        };
+        self.in_flight += 1;
+        let rec = self.queue_rec_mut(rec);
+        rec.pending -= 1;
+        rec.in_flight += 1;
         Some(popped)
     }
 
     /// Ends a merge: the wheel timer the cursor holds (polled, not taken) is staged, so it
     /// stays pending and keeps its place.
-    pub(crate) fn close(&mut self, cursor: Cursor<Q, K, T>) {
-        if let Some(popped) = cursor.wheel_head {
-            self.store.stage(popped);
+    pub(crate) fn close(&mut self, cursor: Cursor) {
+        if let Some(index) = cursor.wheel_head {
+            self.stage(index);
         }
     }
 
-    /// The dispatcher is done with an in-flight id.
-    pub(crate) fn finish(&mut self, id: &K, queue: &Q) {
-        if self.in_flight.remove(id).is_some() {
-            self.leave_queue(queue, id, true);
+    /// The dispatcher is done with in-flight `id`, whose entry is `index`.
+    pub(crate) fn finish(&mut self, index: u32, id: &K) {
+        if !self.is_in_flight(index, id) {
+            debug_assert!(false, "a Due's entry is in flight until the Due is done");
+            return;
         }
+        self.ids.remove(id);
+        self.in_flight -= 1;
+        let queue = self.entry(index).queue;
+        self.queue_rec_mut(queue).in_flight -= 1;
+        self.unlink(index);
+        self.free_entry(index);
     }
 
     /// An untaken timer of a dropped batch: in flight again becomes pending (and due).
     pub(crate) fn put_back(&mut self, popped: Popped<Q, K, T>) {
-        if self.in_flight.remove(&popped.id).is_none() {
-            debug_assert!(
-                false,
-                "a batch item is in flight until the batch lets it go"
-            );
+        let index = popped.entry;
+        if !self.is_in_flight(index, &popped.id) {
+            debug_assert!(false, "a batch item is in flight until the batch lets it go");
             return;
         }
-        if let Some(members) = self.queues.get_mut(&popped.timer.queue) {
-            if let Some(id) = members.in_flight.take(&popped.id) {
-                members.pending.insert(id);
-            }
-        }
-        self.store.stage(popped);
-    }
-
-    fn leave_queue(&mut self, queue: &Q, id: &K, in_flight: bool) {
-        let Some(members) = self.queues.get_mut(queue) else {
-            return;
-        };
-        if in_flight {
-            members.in_flight.remove(id);
-        } else {
-            members.pending.remove(id);
-        }
-        if members.pending.is_empty() && members.in_flight.is_empty() {
-            self.queues.remove(queue);
-        }
+        self.in_flight -= 1;
+        let entry = self.entry_mut(index);
+        entry.payload = Some((popped.timer.queue, popped.timer.value));
+        let rec = entry.queue;
+        let rec = self.queue_rec_mut(rec);
+        rec.in_flight -= 1;
+        rec.pending += 1;
+        self.stage(index);
     }
 
     /// The earliest tick a `pop_due` may find a timer due here; never later than the
     /// earliest pending deadline (see `Wheel::next_expiration`).
     pub(crate) fn earliest(&self) -> Option<u64> {
-        let staged = self
-            .store
-            .staged
-            .first_key_value()
-            .map(|(&(tick, _), _)| tick);
-        match (staged, self.store.wheel.next_expiration()) {
+        let staged = self.staged.first_key_value().map(|(&(tick, _), _)| tick);
+        match (staged, self.wheel.next_expiration()) {
             (Some(s), Some(w)) => Some(s.min(w)),
             (s, w) => s.or(w),
         }
     }
 
     pub(crate) fn pending_len(&self) -> usize {
-        self.store.len()
+        self.ids.len() - self.in_flight
     }
 
     pub(crate) fn staged_len(&self) -> usize {
-        self.store.staged_timers.len()
+        self.staged.len()
     }
 
     pub(crate) fn in_flight_len(&self) -> usize {
-        self.in_flight.len()
+        self.in_flight
     }
 
     pub(crate) fn queue_len(&self, queue: &Q) -> usize {
-        self.queues.get(queue).map_or(0, |m| m.pending.len())
+        self.queue_ids
+            .get(queue)
+            .map_or(0, |&rec| self.queue_rec(rec).pending)
     }
 
     /// Appends `(oldest, queue)` for every queue with a member here, where `oldest` is the
@@ -379,72 +391,217 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// Only current members count, and `seq` is global, so the lowest over all shards is
     /// the same whatever the shard count (`Scheduler::queues` takes it).
     pub(crate) fn queues_into(&self, out: &mut Vec<(u64, Q)>) {
-        for (queue, m) in &self.queues {
-            let pending = m.pending.iter().filter_map(|id| self.store.seq(id));
-            let in_flight = m
-                .in_flight
-                .iter()
-                .filter_map(|id| self.in_flight.get(id).map(|f| f.seq));
-            if let Some(oldest) = pending.chain(in_flight).min() {
-                out.push((oldest, queue.clone()));
+        for rec in self.queue_recs.iter().flatten() {
+            let oldest = self.members(rec.head).map(|e| e.seq).min();
+            if let Some(oldest) = oldest {
+                out.push((oldest, rec.name.clone()));
             }
         }
     }
 
     /// Appends every queue with a member here (no order). O(queues here).
     pub(crate) fn queue_names_into(&self, out: &mut HashSet<Q>) {
-        out.extend(self.queues.keys().cloned());
+        out.extend(self.queue_ids.keys().cloned());
     }
 
     pub(crate) fn wheel_stats(&self) -> WheelStats {
-        self.store.wheel.stats()
+        self.wheel.stats()
     }
 
-    /// Walks the whole shard and asserts that the stores, the in-flight set and the queue
+    // --- entries ---------------------------------------------------------------------------
+
+    fn entry(&self, index: u32) -> &Entry<Q, K, T> {
+        self.entries[index as usize]
+            .as_ref()
+            .expect("an index held by the shard names a used entry")
+    }
+
+    fn entry_mut(&mut self, index: u32) -> &mut Entry<Q, K, T> {
+        self.entries[index as usize]
+            .as_mut()
+            .expect("an index held by the shard names a used entry")
+    }
+
+    fn is_in_flight(&self, index: u32, id: &K) -> bool {
+        self.entries
+            .get(index as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|e| e.place == Place::InFlight && e.id == *id)
+    }
+
+    fn free_entry(&mut self, index: u32) -> Entry<Q, K, T> {
+        self.free_entries.push(index);
+        self.entries[index as usize]
+            .take()
+            .expect("a freed entry was used")
+    }
+
+    /// Takes a pending timer out of the wheel or the staged set (it stays in the slab).
+    fn unfile(&mut self, index: u32) {
+        let entry = self.entry(index);
+        match entry.place {
+            Place::Wheel(key) => {
+                self.wheel.cancel(key);
+            }
+            Place::Staged => {
+                let order = entry.order();
+                self.staged.remove(&order);
+            }
+            Place::Polled | Place::InFlight => {
+                debug_assert!(false, "only a pending timer is unfiled");
+            }
+        }
+    }
+
+    /// Removes a pending timer whose id has already left `ids`: out of its store and its
+    /// queue, entry freed. Returns its queue name and value.
+    fn remove_pending(&mut self, index: u32) -> (Q, T) {
+        self.unfile(index);
+        let queue = self.entry(index).queue;
+        self.queue_rec_mut(queue).pending -= 1;
+        self.unlink(index);
+        let entry = self.free_entry(index);
+        entry.payload.expect("a pending entry holds its payload")
+    }
+
+    fn stage(&mut self, index: u32) {
+        let entry = self.entry_mut(index);
+        entry.place = Place::Staged;
+        let order = entry.order();
+        self.staged.insert(order, index);
+    }
+
+    /// The first staged timer, if it is due by `now`.
+    fn staged_head(&self, now: u64) -> Option<(u64, u64)> {
+        self.staged
+            .first_key_value()
+            .map(|(&key, _)| key)
+            .filter(|&(tick, _)| tick <= now)
+    }
+
+    // --- queues ----------------------------------------------------------------------------
+
+    /// The record of queue `name`, created (with no member) if it has none here.
+    fn queue_of(&mut self, name: &Q) -> u32 {
+        if let Some(&rec) = self.queue_ids.get(name) {
+            return rec;
+        }
+        let rec = QueueRec {
+            name: name.clone(),
+            head: NIL,
+            pending: 0,
+            in_flight: 0,
+        };
+        let index = match self.free_queues.pop() {
+            Some(free) => {
+                self.queue_recs[free as usize] = Some(rec);
+                free
+            }
+            None => {
+                self.queue_recs.push(Some(rec));
+                (self.queue_recs.len() - 1) as u32
+            }
+        };
+        self.queue_ids.insert(name.clone(), index);
+        index
+    }
+
+    fn queue_rec(&self, rec: u32) -> &QueueRec<Q> {
+        self.queue_recs[rec as usize]
+            .as_ref()
+            .expect("an entry's queue record exists")
+    }
+
+    fn queue_rec_mut(&mut self, rec: u32) -> &mut QueueRec<Q> {
+        self.queue_recs[rec as usize]
+            .as_mut()
+            .expect("an entry's queue record exists")
+    }
+
+    /// Puts a new pending entry at the head of its queue's list.
+    fn link(&mut self, rec: u32, index: u32) {
+        let q = self.queue_rec_mut(rec);
+        let old_head = std::mem::replace(&mut q.head, index);
+        q.pending += 1;
+        if old_head != NIL {
+            self.entry_mut(old_head).prev = index;
+        }
+        let entry = self.entry_mut(index);
+        (entry.queue, entry.prev, entry.next) = (rec, NIL, old_head);
+    }
+
+    /// Takes an entry out of its queue's list (counts already updated); frees the record
+    /// when the queue has no member left here.
+    fn unlink(&mut self, index: u32) {
+        let entry = self.entry(index);
+        let (rec, prev, next) = (entry.queue, entry.prev, entry.next);
+        if next != NIL {
+            self.entry_mut(next).prev = prev;
+        }
+        if prev != NIL {
+            self.entry_mut(prev).next = next;
+        } else {
+            self.queue_rec_mut(rec).head = next;
+        }
+        let q = self.queue_rec(rec);
+        if q.head == NIL {
+            debug_assert_eq!((q.pending, q.in_flight), (0, 0), "an empty list counts none");
+            if let Some(q) = self.queue_recs[rec as usize].take() {
+                self.queue_ids.remove(&q.name);
+                self.free_queues.push(rec);
+            }
+        }
+    }
+
+    /// The entries of a queue's list, from `head`.
+    fn members(&self, head: u32) -> impl Iterator<Item = &Entry<Q, K, T>> + '_ {
+        let mut index = head;
+        std::iter::from_fn(move || {
+            if index == NIL {
+                return None;
+            }
+            let entry = self.entry(index);
+            index = entry.next;
+            Some(entry)
+        })
+    }
+
+    /// Walks the whole shard and asserts that the stores, the in-flight count and the queue
     /// lists agree. Test-only.
     #[cfg(test)]
     pub(crate) fn check_invariants(&self) {
+        let used = self.entries.iter().flatten().count();
+        assert_eq!(used, self.ids.len(), "one entry per id");
         assert_eq!(
-            self.store.staged.len(),
-            self.store.staged_timers.len(),
-            "staged order and timers agree"
+            used + self.free_entries.len(),
+            self.entries.len(),
+            "every entry is used or free"
         );
-        for (&(tick, seq), id) in &self.store.staged {
-            let entry = self.store.staged_timers.get(id);
-            assert!(
-                entry.is_some_and(|(t, timer)| *t == tick && timer.seq == seq),
-                "staged entry matches its key"
-            );
-            assert!(
-                !self.store.wheel.contains(id),
-                "a staged id is not in the wheel too"
-            );
+        for (id, &index) in &self.ids {
+            let entry = self.entry(index);
+            assert!(entry.id == *id, "an id's entry carries that id");
+            match entry.place {
+                Place::Wheel(key) => assert_eq!(self.wheel.get(key), Some(&index)),
+                Place::Staged => assert_eq!(self.staged.get(&entry.order()), Some(&index)),
+                Place::Polled => panic!("no entry stays polled outside a pop_due"),
+                Place::InFlight => assert!(entry.payload.is_none(), "in flight: the Due has it"),
+            }
         }
+        let in_flight = self.entries.iter().flatten();
+        let in_flight = in_flight.filter(|e| e.place == Place::InFlight).count();
+        assert_eq!(in_flight, self.in_flight, "in-flight count");
+        assert_eq!(self.wheel.len() + self.staged.len(), self.pending_len());
         let mut members = 0;
-        for m in self.queues.values() {
-            assert!(
-                !m.pending.is_empty() || !m.in_flight.is_empty(),
-                "a listed queue has members"
-            );
-            for id in &m.pending {
-                assert!(self.store.contains(id), "a pending member is in a store");
-                assert!(
-                    !self.in_flight.contains_key(id),
-                    "a pending member is not in flight"
-                );
-            }
-            for id in &m.in_flight {
-                assert!(
-                    self.in_flight.contains_key(id),
-                    "an in-flight member is in flight"
-                );
-            }
-            members += m.pending.len() + m.in_flight.len();
+        for (name, &rec) in &self.queue_ids {
+            let q = self.queue_rec(rec);
+            assert!(q.name == *name, "a queue's record carries its name");
+            let list: Vec<_> = self.members(q.head).collect();
+            let flying = list.iter().filter(|e| e.place == Place::InFlight).count();
+            assert!(!list.is_empty(), "a listed queue has members");
+            assert_eq!((q.pending, q.in_flight), (list.len() - flying, flying));
+            assert!(list.iter().all(|e| e.queue == rec), "members point at their queue");
+            members += list.len();
         }
-        assert_eq!(
-            members,
-            self.store.len() + self.in_flight.len(),
-            "every id is a member of one queue"
-        );
+        assert_eq!(members, self.ids.len(), "every id is a member of one queue");
     }
 }
