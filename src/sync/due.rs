@@ -130,7 +130,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueBatch<Q, K, T> {
             let Some(mutex) = self.inner.shards.get(shard) else {
                 return;
             };
-            let mut state = mutex.lock();
+            let mut state = mutex.lock_unsettled();
             while let Some((_, popped)) = items.next_if(|(s, _)| *s == shard) {
                 state.put_back(popped);
             }
@@ -214,8 +214,8 @@ where
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for FlightGuard<Q, K, T> {
     fn drop(&mut self) {
-        if let Some(mutex) = self.inner.shards.get(self.shard) {
-            mutex.lock().finish(self.entry, &self.id);
+        if let Some(shard) = self.inner.shards.get(self.shard) {
+            shard.done(self.entry);
         }
     }
 }

@@ -127,6 +127,7 @@
 
 mod builder;
 mod dispatcher;
+mod done;
 mod due;
 #[cfg(test)]
 mod model;

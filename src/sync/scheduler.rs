@@ -11,10 +11,11 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use hashbrown::HashSet;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::MutexGuard;
 
 use super::builder::SchedulerBuilder;
 use super::due::DueBatch;
+use super::done::Shard;
 use super::shard::{Cursor, ShardState, Timer};
 use super::signal::Signal;
 use super::types::{Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};
@@ -24,7 +25,7 @@ use crate::wheel::WheelStats;
 /// State shared by the scheduler, its batches and its `Due`s.
 pub(crate) struct Inner<Q, K, T> {
     /// Lock order: ascending index; the signal lock is never held with any of these.
-    pub(crate) shards: Box<[Mutex<ShardState<Q, K, T>>]>,
+    pub(crate) shards: Box<[Shard<Q, K, T>]>,
     pub(crate) signal: Arc<Signal>,
     /// Picks an id's shard. Fixed keys (SipHash, zero key), so the same ids land on the
     /// same shards in every run of a build; delivery order never depends on it anyway.
@@ -92,7 +93,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// A scheduler with `shards` shards (already validated) and this clock.
     pub(crate) fn with_settings(shards: usize, clock: TickClock) -> Self {
         let inner = Inner {
-            shards: (0..shards).map(|_| Mutex::new(ShardState::new())).collect(),
+            shards: (0..shards).map(|_| Shard::new()).collect(),
             signal: Arc::new(Signal::default()),
             hasher: BuildHasherDefault::default(),
             clock,
@@ -149,7 +150,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         value: T,
     ) -> Result<u64, ScheduleError<T>> {
         let tick = self.inner.clock.deadline_tick(at);
-        let mut shard = self.shard_of(&id).lock();
+        let (mut shard, done) = self.shard_of(&id).lock_lazy();
         let seq = self.next_seq();
         shard.schedule(
             id,
@@ -160,6 +161,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
                 seq,
                 value,
             },
+            done,
         )?;
         Ok(tick)
     }
@@ -188,9 +190,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     pub fn reschedule(&self, id: &K, at: Instant) -> Result<(), RescheduleError> {
         let tick = self.inner.clock.deadline_tick(at);
         {
-            let mut shard = self.shard_of(id).lock();
+            let (mut shard, done) = self.shard_of(id).lock_lazy();
             let seq = self.next_seq();
-            shard.reschedule(id, tick, at, seq)?;
+            shard.reschedule(id, tick, at, seq, done)?;
         }
         self.inner.signal.deadline_added(tick);
         Ok(())
@@ -212,7 +214,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// assert_eq!(sched.cancel(&1), Cancel::NotFound);
     /// ```
     pub fn cancel(&self, id: &K) -> Cancel<T> {
-        self.shard_of(id).lock().cancel(id)
+        let (mut shard, done) = self.shard_of(id).lock_lazy();
+        shard.cancel(id, done)
     }
 
     /// Takes every pending timer of `queue` out (they will not fire) and lists the queue's
@@ -261,7 +264,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         in_flight: &mut Vec<(u64, u64, K)>,
     ) {
         if let Some(shard) = self.inner.shards.get(index) {
-            shard.lock().drain(queue, cancelled, in_flight);
+            let (mut state, done) = shard.lock_lazy();
+            state.drain(queue, cancelled, in_flight, done);
         }
     }
 
@@ -539,7 +543,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         (hash % self.inner.shards.len() as u64) as usize
     }
 
-    fn shard_of(&self, id: &K) -> &Mutex<ShardState<Q, K, T>> {
+    fn shard_of(&self, id: &K) -> &Shard<Q, K, T> {
         &self.inner.shards[self.shard_index(id)]
     }
 

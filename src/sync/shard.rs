@@ -34,6 +34,7 @@ use std::time::Instant;
 
 use hashbrown::{HashMap, HashSet};
 
+use super::done::DoneList;
 use super::types::{Cancel, RescheduleError, ScheduleError};
 use crate::wheel::{TimerKey, Wheel, WheelStats};
 
@@ -125,6 +126,8 @@ pub(crate) struct ShardState<Q, K, T> {
     queue_ids: HashMap<Q, u32>,
     queue_recs: Vec<Option<QueueRec<Q>>>,
     free_queues: Vec<u32>,
+    /// Kept between settles of the done list, so that settling allocates nothing.
+    done_buffer: Vec<u32>,
 }
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
@@ -139,24 +142,29 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             queue_ids: HashMap::new(),
             queue_recs: Vec::new(),
             free_queues: Vec::new(),
+            done_buffer: Vec::new(),
         }
     }
 
-    /// Adds a timer for a new id; refuses an id that is pending or in flight.
+    /// Adds a timer for a new id; refuses an id that is pending or in flight. An id met in
+    /// flight is looked at again after settling `done` (its `Due` may be done).
     pub(crate) fn schedule(
         &mut self,
         id: K,
         tick: u64,
         timer: Timer<Q, T>,
+        done: &DoneList,
     ) -> Result<(), ScheduleError<T>> {
         let vacant = match self.ids.entry(id) {
             hashbrown::hash_map::Entry::Occupied(o) => {
-                let place = self.entries[*o.get() as usize].as_ref().map(|e| e.place);
-                return Err(if place == Some(Place::InFlight) {
-                    ScheduleError::InFlight(timer.value)
-                } else {
-                    ScheduleError::Pending(timer.value)
-                });
+                let (index, id) = (*o.get(), o.key().clone());
+                if self.entry(index).place != Place::InFlight {
+                    return Err(ScheduleError::Pending(timer.value));
+                }
+                if done.settle(self) {
+                    return self.schedule(id, tick, timer, done);
+                }
+                return Err(ScheduleError::InFlight(timer.value));
             }
             hashbrown::hash_map::Entry::Vacant(v) => v,
         };
@@ -200,9 +208,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         tick: u64,
         at: Instant,
         seq: u64,
+        done: &DoneList,
     ) -> Result<(), RescheduleError> {
         let index = *self.ids.get(id).ok_or(RescheduleError::NotFound)?;
         if self.entry(index).place == Place::InFlight {
+            if done.settle(self) {
+                return self.reschedule(id, tick, at, seq, done);
+            }
             return Err(RescheduleError::InFlight);
         }
         self.unfile(index);
@@ -217,11 +229,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         Ok(())
     }
 
-    pub(crate) fn cancel(&mut self, id: &K) -> Cancel<T> {
+    /// Cancels a pending timer; an id met in flight is looked at again after settling
+    /// `done`.
+    pub(crate) fn cancel(&mut self, id: &K, done: &DoneList) -> Cancel<T> {
         let Some(&index) = self.ids.get(id) else {
             return Cancel::NotFound;
         };
         if self.entry(index).place == Place::InFlight {
+            if done.settle(self) {
+                return self.cancel(id, done);
+            }
             return Cancel::InFlight;
         }
         self.ids.remove(id);
@@ -236,10 +253,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         queue: &Q,
         cancelled: &mut Vec<(u64, u64, K, T)>,
         in_flight: &mut Vec<(u64, u64, K)>,
+        done: &DoneList,
     ) {
         let Some(&rec) = self.queue_ids.get(queue) else {
             return;
         };
+        // In-flight members may be done: settle, then look the queue up again.
+        if self.queue_rec(rec).in_flight > 0 && done.settle(self) {
+            return self.drain(queue, cancelled, in_flight, done);
+        }
         // Walks the list once. The record is freed when its last member leaves, and then
         // that member's `next` is already NIL: the walk never reads a freed record.
         let mut index = self.queue_rec(rec).head;
@@ -325,13 +347,17 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         }
     }
 
-    /// The dispatcher is done with in-flight `id`, whose entry is `index`.
-    pub(crate) fn finish(&mut self, index: u32, id: &K) {
-        if !self.is_in_flight(index, id) {
-            debug_assert!(false, "a Due's entry is in flight until the Due is done");
+    /// The `Due` of in-flight entry `index` is done: the id leaves the shard.
+    pub(crate) fn finish(&mut self, index: u32) {
+        let Some(entry) = self.entries.get(index as usize).and_then(Option::as_ref) else {
+            debug_assert!(false, "a done entry is in use");
+            return;
+        };
+        if entry.place != Place::InFlight {
+            debug_assert!(false, "a done entry is in flight until finished");
             return;
         }
-        self.ids.remove(id);
+        self.ids.remove(&entry.id);
         self.in_flight -= 1;
         let queue = self.entry(index).queue;
         self.queue_rec_mut(queue).in_flight -= 1;
@@ -406,6 +432,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
 
     pub(crate) fn wheel_stats(&self) -> WheelStats {
         self.wheel.stats()
+    }
+
+    /// The done list's buffer, to swap with the list (see `DoneList::settle`).
+    pub(crate) fn take_done_buffer(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.done_buffer)
+    }
+
+    pub(crate) fn return_done_buffer(&mut self, buffer: Vec<u32>) {
+        self.done_buffer = buffer;
     }
 
     // --- entries ---------------------------------------------------------------------------

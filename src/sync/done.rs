@@ -1,0 +1,94 @@
+//! [`Shard`]: a shard's state mutex, and beside it the list of its **done** entries —
+//! in-flight timers whose `Due` has been dropped or consumed, not yet finished in the state.
+//!
+//! A `Due` ends the in-flight state when it is done. Finishing it under the shard lock
+//! (remove the id, leave the queue, free the entry) cost the dispatcher one shard lock per
+//! timer, taken against the producers. Instead the `Due` pushes its entry index onto the
+//! shard's done list, under a small lock of its own, and the shard state catches up later,
+//! under its lock, **before anything can tell**: the only things a finish changes are what
+//! the id and its queue answer while in flight, and the in-flight counts. So
+//!
+//! - every operation that reads those settles first: [`Shard::lock`] settles on every lock
+//!   (counts, `queues`, stats, `pop_due`, which also keeps the done list short);
+//! - `schedule`, `reschedule` and `cancel` lock with [`Shard::lock_lazy`] and settle only
+//!   when they meet an in-flight id (then look again); `drain_queue` settles only when its
+//!   queue has in-flight members here.
+//!
+//! A finish therefore takes effect at the moment the `Due` is done, as before: an operation
+//! that starts after it (in the same thread, or synchronized with it) takes the done
+//! list's lock after the push, so it sees the entry there, and finishes it first. An entry
+//! on the list is still `InFlight` in the state, and only its own `Due` frees it, so it
+//! cannot be reused or finished twice meanwhile.
+//!
+//! Lock order: the done list's lock is a leaf. It is taken alone (by a `Due`) or under its
+//! shard's lock (to settle), never the other way round, and never with the signal lock.
+
+use std::hash::Hash;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::shard::ShardState;
+
+/// One shard: its state, and the entries whose `Due` is done (see the module doc).
+#[derive(Debug)]
+pub(crate) struct Shard<Q, K, T> {
+    state: Mutex<ShardState<Q, K, T>>,
+    done: DoneList,
+}
+
+/// Entry indexes of in-flight timers whose `Due` is done, in the order they were done.
+#[derive(Debug, Default)]
+pub(crate) struct DoneList(Mutex<Vec<u32>>);
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
+    pub(crate) fn new() -> Self {
+        Shard {
+            state: Mutex::new(ShardState::new()),
+            done: DoneList::default(),
+        }
+    }
+
+    /// Locks the state and finishes every done entry first: the state is then exactly as
+    /// if each `Due` had finished its timer when it was done.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ShardState<Q, K, T>> {
+        let mut state = self.state.lock();
+        self.done.settle(&mut state);
+        state
+    }
+
+    /// Locks the state without settling, for the operations that settle through the
+    /// returned list only if they meet an in-flight id.
+    pub(crate) fn lock_lazy(&self) -> (MutexGuard<'_, ShardState<Q, K, T>>, &DoneList) {
+        (self.state.lock(), &self.done)
+    }
+
+    /// Locks the state and nothing else (a dropped batch putting timers back: it touches
+    /// only its own in-flight entries, which are not done).
+    pub(crate) fn lock_unsettled(&self) -> MutexGuard<'_, ShardState<Q, K, T>> {
+        self.state.lock()
+    }
+
+    /// The `Due` of in-flight entry `entry` is done. Takes only the done list's lock.
+    pub(crate) fn done(&self, entry: u32) {
+        self.done.0.lock().push(entry);
+    }
+}
+
+impl DoneList {
+    /// Finishes every entry on the list in `state` (whose lock the caller holds); returns
+    /// whether there was any.
+    pub(crate) fn settle<Q, K, T>(&self, state: &mut ShardState<Q, K, T>) -> bool
+    where
+        Q: Hash + Eq + Clone,
+        K: Hash + Eq + Clone,
+    {
+        let mut entries = state.take_done_buffer();
+        std::mem::swap(&mut *self.0.lock(), &mut entries);
+        let any = !entries.is_empty();
+        for entry in entries.drain(..) {
+            state.finish(entry);
+        }
+        state.return_done_buffer(entries);
+        any
+    }
+}
