@@ -24,16 +24,38 @@
 //! shard's lock (to settle), never the other way round, and never with the signal lock.
 
 use std::hash::Hash;
+use std::ops::Deref;
+use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
 use super::shard::ShardState;
 
 /// One shard: its state, and the entries whose `Due` is done (see the module doc).
+///
+/// The scheduler keeps its shards [`Padded`], and the done list is padded in its own
+/// allocation (each `Due` holds an `Arc` of it): producers write the state's lock, the
+/// dispatcher writes the done list and its reference count, and neither shares a cache
+/// line with the other.
 #[derive(Debug)]
 pub(crate) struct Shard<Q, K, T> {
     state: Mutex<ShardState<Q, K, T>>,
-    done: DoneList,
+    done: Arc<Padded<DoneList>>,
+}
+
+/// `T` alone in its 128 bytes (two cache lines: the adjacent-line prefetcher moves lines
+/// in pairs), so that what one thread writes there never shares a line with what another
+/// thread uses elsewhere (false sharing).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct Padded<T>(pub(crate) T);
+
+impl<T> Deref for Padded<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 /// Entry indexes of in-flight timers whose `Due` is done, in the order they were done.
@@ -44,7 +66,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     pub(crate) fn new() -> Self {
         Shard {
             state: Mutex::new(ShardState::new()),
-            done: DoneList::default(),
+            done: Arc::default(),
         }
     }
 
@@ -59,7 +81,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     /// Locks the state without settling, for the operations that settle through the
     /// returned list only if they meet an in-flight id.
     pub(crate) fn lock_lazy(&self) -> (MutexGuard<'_, ShardState<Q, K, T>>, &DoneList) {
-        (self.state.lock(), &self.done)
+        (self.state.lock(), &self.done.0)
     }
 
     /// Locks the state and nothing else (a dropped batch putting timers back: it touches
@@ -68,13 +90,18 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
         self.state.lock()
     }
 
-    /// The `Due` of in-flight entry `entry` is done. Takes only the done list's lock.
-    pub(crate) fn done(&self, entry: u32) {
-        self.done.0.lock().push(entry);
+    /// The done list, for a `Due` to hold.
+    pub(crate) fn done_list(&self) -> Arc<Padded<DoneList>> {
+        Arc::clone(&self.done)
     }
 }
 
 impl DoneList {
+    /// The `Due` of in-flight entry `entry` is done. Takes only the done list's lock.
+    pub(crate) fn push(&self, entry: u32) {
+        self.0.lock().push(entry);
+    }
+
     /// Finishes every entry on the list in `state` (whose lock the caller holds); returns
     /// whether there was any.
     pub(crate) fn settle<Q, K, T>(&self, state: &mut ShardState<Q, K, T>) -> bool

@@ -14,9 +14,11 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::hash::Hash;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::done::{DoneList, Padded};
 use super::scheduler::Inner;
 use super::shard::Popped;
 
@@ -62,15 +64,15 @@ pub struct Due<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     flight: FlightGuard<Q, K, T>,
 }
 
-/// Clears the in-flight mark when dropped (a `Due` cannot have `Drop` itself, or
-/// `into_value` could not move the value out).
+/// Ends the in-flight state when dropped (a `Due` cannot have `Drop` itself, or
+/// `into_value` could not move the value out): puts the entry on its shard's done list.
 struct FlightGuard<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
-    inner: Arc<Inner<Q, K, T>>,
-    shard: usize,
+    done: Arc<Padded<DoneList>>,
     /// The timer's entry in its shard.
     entry: u32,
     id: K,
     queue: Q,
+    _values: PhantomData<fn() -> T>,
 }
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueBatch<Q, K, T> {
@@ -99,11 +101,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Iterator for DueBatch<Q, K, 
             at: timer.at,
             value: timer.value,
             flight: FlightGuard {
-                inner: Arc::clone(&self.inner),
-                shard,
+                done: self.inner.shards[shard].done_list(),
                 entry,
                 id,
                 queue: timer.queue,
+                _values: PhantomData,
             },
         })
     }
@@ -214,8 +216,6 @@ where
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for FlightGuard<Q, K, T> {
     fn drop(&mut self) {
-        if let Some(shard) = self.inner.shards.get(self.shard) {
-            shard.done(self.entry);
-        }
+        self.done.push(self.entry);
     }
 }

@@ -15,7 +15,7 @@ use parking_lot::MutexGuard;
 
 use super::builder::SchedulerBuilder;
 use super::due::DueBatch;
-use super::done::Shard;
+use super::done::{Padded, Shard};
 use super::shard::{Cursor, ShardState, Timer};
 use super::signal::Signal;
 use super::types::{Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};
@@ -25,14 +25,16 @@ use crate::wheel::WheelStats;
 /// State shared by the scheduler, its batches and its `Due`s.
 pub(crate) struct Inner<Q, K, T> {
     /// Lock order: ascending index; the signal lock is never held with any of these.
-    pub(crate) shards: Box<[Shard<Q, K, T>]>,
+    pub(crate) shards: Box<[Padded<Shard<Q, K, T>>]>,
     pub(crate) signal: Arc<Signal>,
     /// Picks an id's shard. Fixed keys (SipHash, zero key), so the same ids land on the
     /// same shards in every run of a build; delivery order never depends on it anyway.
     hasher: BuildHasherDefault<DefaultHasher>,
     clock: TickClock,
     /// Global schedule order, taken under the shard lock (so it rises within a shard).
-    seq: AtomicU64,
+    /// Padded: the producers write it on every schedule; the fields above are read-only,
+    /// and the `Arc`'s counts (written per `pop_due`) sit in the padding before `Inner`.
+    seq: Padded<AtomicU64>,
 }
 
 /// A thread-safe timer scheduler with named queues, two-phase dispatch, and drains that
@@ -93,11 +95,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// A scheduler with `shards` shards (already validated) and this clock.
     pub(crate) fn with_settings(shards: usize, clock: TickClock) -> Self {
         let inner = Inner {
-            shards: (0..shards).map(|_| Shard::new()).collect(),
+            shards: (0..shards).map(|_| Padded(Shard::new())).collect(),
             signal: Arc::new(Signal::default()),
             hasher: BuildHasherDefault::default(),
             clock,
-            seq: AtomicU64::new(0),
+            seq: Padded(AtomicU64::new(0)),
         };
         Scheduler {
             inner: Arc::new(inner),
