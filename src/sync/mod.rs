@@ -129,6 +129,7 @@ mod builder;
 mod dispatcher;
 mod done;
 mod due;
+mod hash;
 #[cfg(test)]
 mod model;
 mod scheduler;

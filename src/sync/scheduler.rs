@@ -1,7 +1,6 @@
 //! [`Scheduler`]: the public face of the sharded scheduler, and the state it shares.
 
 use std::cmp::Reverse;
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash};
@@ -16,6 +15,7 @@ use parking_lot::MutexGuard;
 use super::builder::SchedulerBuilder;
 use super::due::DueBatch;
 use super::done::{Padded, Shard};
+use super::hash::{ShardHasher, shard_of_hash};
 use super::shard::{Cursor, ShardState, Timer};
 use super::signal::Signal;
 use super::types::{Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};
@@ -27,9 +27,9 @@ pub(crate) struct Inner<Q, K, T> {
     /// Lock order: ascending index; the signal lock is never held with any of these.
     pub(crate) shards: Box<[Padded<Shard<Q, K, T>>]>,
     pub(crate) signal: Arc<Signal>,
-    /// Picks an id's shard. Fixed keys (SipHash, zero key), so the same ids land on the
-    /// same shards in every run of a build; delivery order never depends on it anyway.
-    hasher: BuildHasherDefault<DefaultHasher>,
+    /// Picks an id's shard; unseeded, so the same ids land on the same shards in every run
+    /// of a build (delivery order never depends on it anyway). See `hash.rs`.
+    hasher: BuildHasherDefault<ShardHasher>,
     clock: TickClock,
     /// Global schedule order, taken under the shard lock (so it rises within a shard).
     /// Padded: the producers write it on every schedule; the fields above are read-only,
@@ -541,8 +541,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     pub(crate) fn shard_index(&self, id: &K) -> usize {
-        let hash = self.inner.hasher.hash_one(id);
-        (hash % self.inner.shards.len() as u64) as usize
+        shard_of_hash(self.inner.hasher.hash_one(id), self.inner.shards.len())
     }
 
     fn shard_of(&self, id: &K) -> &Shard<Q, K, T> {
