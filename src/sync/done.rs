@@ -90,6 +90,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
         self.state.lock()
     }
 
+    /// Settles the done list, if it is not empty, under the state's lock.
+    pub(crate) fn settle_if_done(&self) {
+        if !self.done.is_empty() {
+            self.done.settle(&mut self.state.lock());
+        }
+    }
+
     /// The done list, for a `Due` to hold.
     pub(crate) fn done_list(&self) -> Arc<Padded<DoneList>> {
         Arc::clone(&self.done)
@@ -97,6 +104,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
 }
 
 impl DoneList {
+    fn is_empty(&self) -> bool {
+        self.0.lock().is_empty()
+    }
+
     /// The `Due` of in-flight entry `entry` is done. Takes only the done list's lock.
     pub(crate) fn push(&self, entry: u32) {
         self.0.lock().push(entry);

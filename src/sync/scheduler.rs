@@ -315,31 +315,37 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         if limit == 0 {
             return DueBatch::new(Arc::clone(&self.inner), items);
         }
-        let mut shards: Vec<MutexGuard<'_, ShardState<Q, K, T>>> =
-            self.inner.shards.iter().map(|m| m.lock()).collect();
-        let mut cursors: Vec<Cursor> = shards.iter().map(|_| Cursor::default()).collect();
-        let mut heads = BinaryHeap::with_capacity(shards.len());
-        for (index, (shard, cursor)) in shards.iter_mut().zip(cursors.iter_mut()).enumerate() {
+        // Finish the done `Due`s first, one shard at a time: the merge below holds every
+        // shard at once, and needs none of that work (it takes pending timers only).
+        for shard in self.inner.shards.iter() {
+            shard.settle_if_done();
+        }
+        let mut lanes: Vec<(MutexGuard<'_, ShardState<Q, K, T>>, Cursor)> = (self.inner.shards)
+            .iter()
+            .map(|shard| (shard.lock_unsettled(), Cursor::default()))
+            .collect();
+        let mut heads = BinaryHeap::with_capacity(lanes.len());
+        for (index, (shard, cursor)) in lanes.iter_mut().enumerate() {
             if let Some(key) = shard.head(now, cursor) {
                 heads.push(Reverse((key, index)));
             }
         }
         while items.len() < limit {
-            let Some(Reverse((_, index))) = heads.pop() else {
+            let Some(Reverse((key, index))) = heads.pop() else {
                 break;
             };
-            let (shard, cursor) = (&mut shards[index], &mut cursors[index]);
-            if let Some(popped) = shard.take_head(now, cursor) {
+            let (shard, cursor) = &mut lanes[index];
+            if let Some(popped) = shard.take(key, cursor) {
                 items.push_back((index, popped));
             }
             if let Some(key) = shard.head(now, cursor) {
                 heads.push(Reverse((key, index)));
             }
         }
-        for (shard, cursor) in shards.iter_mut().zip(cursors) {
-            shard.close(cursor);
+        for (shard, cursor) in &mut lanes {
+            shard.close(std::mem::take(cursor));
         }
-        drop(shards);
+        drop(lanes);
         DueBatch::new(Arc::clone(&self.inner), items)
     }
 

@@ -307,15 +307,19 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         }
     }
 
-    /// Takes the timer [`head`](Self::head) names and marks it in flight.
-    pub(crate) fn take_head(&mut self, now: u64, cursor: &mut Cursor) -> Option<Popped<Q, K, T>> {
-        let key = self.head(now, cursor)?;
+    /// Takes the timer whose order key `key` the last [`head`](Self::head) returned, and
+    /// marks it in flight.
+    pub(crate) fn take(&mut self, key: (u64, u64), cursor: &mut Cursor) -> Option<Popped<Q, K, T>> {
         let index = match cursor.wheel_head {
             Some(w) if self.entry(w).order() == key => {
                 cursor.wheel_head = None;
                 w
             }
-            _ => self.staged.pop_first()?.1,
+            _ => {
+                let (staged, index) = self.staged.pop_first()?;
+                debug_assert_eq!(staged, key, "head named the first staged timer");
+                index
+            }
         };
         let entry = self.entry_mut(index);
         let (queue, value) = entry.payload.take()?;
