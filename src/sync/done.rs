@@ -97,6 +97,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
         }
     }
 
+    /// Runs `f` on the state and the done list as they are, without settling. Test-only.
+    #[cfg(test)]
+    pub(crate) fn inspect<R>(&self, f: impl FnOnce(&ShardState<Q, K, T>, &[u32]) -> R) -> R {
+        let state = self.state.lock();
+        let done = self.done.0.0.lock();
+        f(&state, &done)
+    }
+
     /// The done list, for a `Due` to hold.
     pub(crate) fn done_list(&self) -> Arc<Padded<DoneList>> {
         Arc::clone(&self.done)

@@ -605,10 +605,19 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         })
     }
 
-    /// Walks the whole shard and asserts that the stores, the in-flight count and the queue
-    /// lists agree. Test-only.
+    /// Walks the whole shard and asserts that the stores, the in-flight count, the queue
+    /// lists and the done list (`done`, not settled yet) agree. Test-only.
     #[cfg(test)]
-    pub(crate) fn check_invariants(&self) {
+    pub(crate) fn check_invariants(&self, done: &[u32]) {
+        let mut seen = HashSet::new();
+        for &index in done {
+            assert!(seen.insert(index), "an entry is done once");
+            let entry = self.entries.get(index as usize).and_then(Option::as_ref);
+            assert!(
+                entry.is_some_and(|e| e.place == Place::InFlight),
+                "a done entry stays in flight until settled"
+            );
+        }
         let used = self.entries.iter().flatten().count();
         assert_eq!(used, self.ids.len(), "one entry per id");
         assert_eq!(
