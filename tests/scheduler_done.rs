@@ -17,7 +17,10 @@ fn popped(shards: usize, n: u32) -> (Scheduler<u8, u32, u32>, Instant, Vec<u32>)
     for id in 0..n {
         s.schedule((id % 2) as u8, id, t0, id).unwrap();
     }
-    let values = s.pop_due(t0 + MS, n as usize).map(|d| d.into_value()).collect();
+    let values = s
+        .pop_due(t0 + MS, n as usize)
+        .map(|d| d.into_value())
+        .collect();
     (s, t0, values)
 }
 
@@ -34,7 +37,8 @@ fn every_observer_sees_done_dues_gone_without_a_pop_in_between() {
         let drained = s.drain_queue(&0);
         assert!(drained.cancelled.is_empty() && drained.in_flight.is_empty());
         for id in 0..6 {
-            s.schedule(7, id, t0, id).expect("a delivered id is free at once");
+            s.schedule(7, id, t0, id)
+                .expect("a delivered id is free at once");
         }
         assert_eq!(s.queues(), [7]);
     }
@@ -52,7 +56,11 @@ fn a_drain_reports_only_the_dues_not_yet_done() {
     let second = batch.next().unwrap();
     drop(first);
     let drained = s.drain_queue(&0);
-    assert_eq!(drained.in_flight, [1, 2, 3], "0 is done; 1 is held; 2, 3 are in the batch");
+    assert_eq!(
+        drained.in_flight,
+        [1, 2, 3],
+        "0 is done; 1 is held; 2, 3 are in the batch"
+    );
     drop(second);
     drop(batch); // 2 and 3 go back: pending and due
     let drained = s.drain_queue(&0);
@@ -86,7 +94,8 @@ fn an_id_sent_after_its_due_is_done_is_free_in_the_receiving_thread() {
         std::thread::spawn(move || {
             for id in rx {
                 s.schedule(id % 3, id + N, t0, ()).unwrap();
-                s.schedule(id % 3, id, t0 + MS * 1000, ()).expect("done before sent");
+                s.schedule(id % 3, id, t0 + MS * 1000, ())
+                    .expect("done before sent");
                 assert_eq!(s.cancel(&id), Cancel::Cancelled(()));
             }
         })
@@ -107,6 +116,10 @@ fn an_id_sent_after_its_due_is_done_is_free_in_the_receiving_thread() {
     drop(tx);
     producer.join().unwrap();
     let rest = s.pop_due(t0 + MS, usize::MAX).count() as u32;
-    assert_eq!(resent + rest, N, "each id the producer scheduled is delivered once");
+    assert_eq!(
+        resent + rest,
+        N,
+        "each id the producer scheduled is delivered once"
+    );
     assert_eq!((s.len(), s.in_flight_len()), (0, 0));
 }

@@ -3,13 +3,15 @@
 //! A `pop_due` marks every timer it returns in flight. From then on the batch and its items
 //! own that state:
 //!
-//! - a [`Due`] clears its id's in-flight mark when it is dropped or consumed by
-//!   [`Due::into_value`] — that is the moment the timer counts as delivered;
+//! - a [`Due`] ends its id's in-flight state when it is dropped or consumed by
+//!   [`Due::into_value`] — that is the moment the timer counts as delivered. It takes no
+//!   shard lock for that: it puts its entry on the shard's done list, which the shard
+//!   settles before anything can tell (see `done.rs`);
 //! - a [`DueBatch`] dropped with items not yet taken (a handler panicked, the dispatcher
 //!   stopped) puts them back: pending again, due, deadline and order unchanged.
 //!
-//! Both hold an `Arc` of the scheduler's shared state, so they stay valid after the
-//! `Scheduler` handle itself is dropped.
+//! A batch holds an `Arc` of the scheduler's shared state, and a `Due` one of its shard's
+//! done list, so both stay valid after the `Scheduler` handle itself is dropped.
 
 use std::collections::VecDeque;
 use std::fmt;

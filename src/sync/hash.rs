@@ -83,7 +83,9 @@ mod tests {
                 }
                 let expected = n as usize / shards;
                 assert!(
-                    counts.iter().all(|&c| c > expected * 3 / 4 && c < expected * 5 / 4),
+                    counts
+                        .iter()
+                        .all(|&c| c > expected * 3 / 4 && c < expected * 5 / 4),
                     "{shards} shards, stride {stride}: {counts:?}"
                 );
             }
@@ -101,7 +103,10 @@ mod tests {
     #[test]
     fn strings_hash_by_content() {
         let build = BuildHasherDefault::<ShardHasher>::default();
-        assert_eq!(build.hash_one("example.com"), build.hash_one(String::from("example.com")));
+        assert_eq!(
+            build.hash_one("example.com"),
+            build.hash_one(String::from("example.com"))
+        );
         assert_ne!(build.hash_one("example.com"), build.hash_one("example.org"));
     }
 }

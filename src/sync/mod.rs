@@ -34,7 +34,9 @@
 //! *returned* — its value came back from `cancel` or in `Drained::cancelled`. Never both,
 //! never neither: the only way out of pending is a transition made under the shard lock,
 //! each transition removes the id from the state it leaves, and nothing but the `Due`
-//! ends the in-flight state. A timer in flight is *reported* (`Cancel::InFlight`,
+//! ends the in-flight state. (A done `Due` puts its timer on its shard's *done list*,
+//! which the shard settles under its lock before anything can tell the difference: see
+//! "Two phases".) A timer in flight is *reported* (`Cancel::InFlight`,
 //! `Drained::in_flight`), never returned. A drained or cancelled id can be scheduled again
 //! at once; an in-flight id once its `Due` is done. Timers are never delivered before
 //! their deadline.
@@ -57,15 +59,25 @@
 //!   ─── phase two: no lock held ───             schedule(id)    → Err(InFlight)
 //!   for due in batch:
 //!     handler(due)
-//!     drop(due): lock its shard,
-//!       clear IN FLIGHT, unlock                 schedule(id)    → Ok again
+//!     drop(due): push its entry on the
+//!       shard's done list (own lock)            schedule(id)    → Ok again
 //! ```
 //!
+//! A done `Due` does not lock its shard: it pushes its entry onto the shard's **done
+//! list**, and the shard *settles* (finishes every entry listed: the id leaves the shard)
+//! under its lock, before any answer could differ — every lock taken for counts, `queues`,
+//! `stats` and `pop_due` settles first, and `schedule`, `reschedule`, `cancel` and
+//! `drain_queue` settle when they meet an in-flight id of their own. So the done `Due` is
+//! finished at the moment it was dropped, for every observer, and the dispatcher pays one
+//! shard lock per `pop_due` instead of one per timer.
+//!
 //! **Lock order.** Shard mutexes are only ever taken in ascending shard index: `pop_due`
-//! takes all of them in that order and releases them together; every other operation holds
-//! one shard at a time (`drain_queue`, `len` and friends visit the shards one after
-//! another). The lock of the wake-up signal (which wakes sleeping pollers when an earlier
-//! deadline arrives) is a leaf: it is never held together with a shard lock. No user code runs under a lock except the `Hash`,
+//! takes all of them in that order and releases them together (after settling each shard
+//! on its own); every other operation holds one shard at a time (`drain_queue`, `len` and
+//! friends visit the shards one after another). A shard's done-list lock is a leaf: taken
+//! alone by a `Due`, or under that shard's lock to settle. The lock of the wake-up signal
+//! (which wakes sleeping pollers when an earlier deadline arrives) is a leaf too: it is
+//! never held together with a shard lock. No user code runs under a lock except the `Hash`,
 //! `Eq` and `Clone` impls of `Q` and `K`, which must not call back into the scheduler (and
 //! should not panic: `parking_lot` locks do not poison, so a panic there can leave that
 //! shard's bookkeeping half-updated); none of `T`'s code runs under a lock (values are
@@ -108,7 +120,10 @@
 //! step's answer against a sequential model, and checking exactly-once at the end.
 //!
 //! Its unit of interleaving is the critical section, the real unit here: all shared state
-//! is touched only under a shard lock, and each step above is one critical section, except
+//! is touched only under a shard lock or a done-list lock, and each step above is one
+//! critical section (dropping a `Due` is its push onto the done list; the harness checks
+//! the counts between steps without settling, so the settles happen inside the steps that
+//! meet done ids, as in real use), except
 //! that a dropped batch puts its timers back one shard at a time (the harness takes it as
 //! one step; only another `pop_due` could tell the difference, and then it sees timers
 //! put back on some shards and not yet on others — never a timer lost or doubled). What the

@@ -10,11 +10,10 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use hashbrown::HashSet;
-use parking_lot::MutexGuard;
 
 use super::builder::SchedulerBuilder;
-use super::due::DueBatch;
 use super::done::{Padded, Shard};
+use super::due::DueBatch;
 use super::hash::{ShardHasher, shard_of_hash};
 use super::shard::{Cursor, ShardState, Timer};
 use super::signal::Signal;
@@ -286,8 +285,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// [`schedule`](Self::schedule)) is never returned. See [`crate::clock`] for the
     /// rounding rules.
     ///
-    /// Locks every shard, in ascending order, for the merge: O(shards + limit × log
-    /// shards), plus the wheels' cascading. The next due timer of each shard is looked at to
+    /// First finishes the timers whose `Due` is done since the last call (one shard at a
+    /// time, only where there are some), then locks every shard, in ascending order, for
+    /// the merge: O(shards + limit × log shards), plus the wheels' cascading and the
+    /// finished timers. The next due timer of each shard is looked at to
     /// merge; one looked at and not taken stays pending, in its place. So a `pop_due` that
     /// stops at `limit` leaves up to one looked-at timer per shard staged outside the wheel:
     /// which timers are delivered, and in what order, never depends on that, but
@@ -320,9 +321,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         for shard in self.inner.shards.iter() {
             shard.settle_if_done();
         }
-        let mut lanes: Vec<(MutexGuard<'_, ShardState<Q, K, T>>, Cursor)> = (self.inner.shards)
-            .iter()
-            .map(|shard| (shard.lock_unsettled(), Cursor::default()))
+        let shards = self.inner.shards.iter();
+        let mut lanes: Vec<_> = shards
+            .map(|s| (s.lock_unsettled(), Cursor::default()))
             .collect();
         let mut heads = BinaryHeap::with_capacity(lanes.len());
         for (index, (shard, cursor)) in lanes.iter_mut().enumerate() {
@@ -569,22 +570,20 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         }
     }
 
-    /// `(pending, in flight)` counted without settling the done lists, so that a test can
-    /// look without finishing done `Due`s (which only the operations themselves should do):
-    /// an entry on a done list is already delivered, not in flight.
+    /// `(pending, in flight, pending in queue)` counted without settling the done lists, so
+    /// a test can look without finishing done `Due`s (only the operations should): an
+    /// entry on a done list is delivered already, not in flight.
     #[cfg(test)]
-    pub(crate) fn counts_unsettled(&self) -> (usize, usize) {
-        self.inner.shards.iter().fold((0, 0), |(p, f), shard| {
-            shard.inspect(|s, done| (p + s.pending_len(), f + s.in_flight_len() - done.len()))
-        })
-    }
-
-    /// [`queue_len`](Self::queue_len) without settling (it counts pending timers only, which
-    /// settling does not change).
-    #[cfg(test)]
-    pub(crate) fn queue_len_unsettled(&self, queue: &Q) -> usize {
-        let shards = self.inner.shards.iter();
-        shards.map(|shard| shard.inspect(|s, _| s.queue_len(queue))).sum()
+    pub(crate) fn counts_unsettled(&self, queue: &Q) -> (usize, usize, usize) {
+        let count = |s: &ShardState<Q, K, T>, done: &[u32]| {
+            (
+                s.pending_len(),
+                s.in_flight_len() - done.len(),
+                s.queue_len(queue),
+            )
+        };
+        let each = self.inner.shards.iter().map(|shard| shard.inspect(count));
+        each.fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
     }
 }
 

@@ -38,6 +38,10 @@ use super::done::DoneList;
 use super::types::{Cancel, RescheduleError, ScheduleError};
 use crate::wheel::{TimerKey, Wheel, WheelStats};
 
+#[cfg(test)]
+mod check;
+mod queues;
+
 /// "No entry": the end of a queue's list.
 const NIL: u32 = u32::MAX;
 
@@ -373,7 +377,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     pub(crate) fn put_back(&mut self, popped: Popped<Q, K, T>) {
         let index = popped.entry;
         if !self.is_in_flight(index, &popped.id) {
-            debug_assert!(false, "a batch item is in flight until the batch lets it go");
+            debug_assert!(
+                false,
+                "a batch item is in flight until the batch lets it go"
+            );
             return;
         }
         self.in_flight -= 1;
@@ -516,140 +523,5 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             .first_key_value()
             .map(|(&key, _)| key)
             .filter(|&(tick, _)| tick <= now)
-    }
-
-    // --- queues ----------------------------------------------------------------------------
-
-    /// The record of queue `name`, created (with no member) if it has none here.
-    fn queue_of(&mut self, name: &Q) -> u32 {
-        if let Some(&rec) = self.queue_ids.get(name) {
-            return rec;
-        }
-        let rec = QueueRec {
-            name: name.clone(),
-            head: NIL,
-            pending: 0,
-            in_flight: 0,
-        };
-        let index = match self.free_queues.pop() {
-            Some(free) => {
-                self.queue_recs[free as usize] = Some(rec);
-                free
-            }
-            None => {
-                self.queue_recs.push(Some(rec));
-                (self.queue_recs.len() - 1) as u32
-            }
-        };
-        self.queue_ids.insert(name.clone(), index);
-        index
-    }
-
-    fn queue_rec(&self, rec: u32) -> &QueueRec<Q> {
-        self.queue_recs[rec as usize]
-            .as_ref()
-            .expect("an entry's queue record exists")
-    }
-
-    fn queue_rec_mut(&mut self, rec: u32) -> &mut QueueRec<Q> {
-        self.queue_recs[rec as usize]
-            .as_mut()
-            .expect("an entry's queue record exists")
-    }
-
-    /// Puts a new pending entry at the head of its queue's list.
-    fn link(&mut self, rec: u32, index: u32) {
-        let q = self.queue_rec_mut(rec);
-        let old_head = std::mem::replace(&mut q.head, index);
-        q.pending += 1;
-        if old_head != NIL {
-            self.entry_mut(old_head).prev = index;
-        }
-        let entry = self.entry_mut(index);
-        (entry.queue, entry.prev, entry.next) = (rec, NIL, old_head);
-    }
-
-    /// Takes an entry out of its queue's list (counts already updated); frees the record
-    /// when the queue has no member left here.
-    fn unlink(&mut self, index: u32) {
-        let entry = self.entry(index);
-        let (rec, prev, next) = (entry.queue, entry.prev, entry.next);
-        if next != NIL {
-            self.entry_mut(next).prev = prev;
-        }
-        if prev != NIL {
-            self.entry_mut(prev).next = next;
-        } else {
-            self.queue_rec_mut(rec).head = next;
-        }
-        let q = self.queue_rec(rec);
-        if q.head == NIL {
-            debug_assert_eq!((q.pending, q.in_flight), (0, 0), "an empty list counts none");
-            if let Some(q) = self.queue_recs[rec as usize].take() {
-                self.queue_ids.remove(&q.name);
-                self.free_queues.push(rec);
-            }
-        }
-    }
-
-    /// The entries of a queue's list, from `head`.
-    fn members(&self, head: u32) -> impl Iterator<Item = &Entry<Q, K, T>> + '_ {
-        let mut index = head;
-        std::iter::from_fn(move || {
-            if index == NIL {
-                return None;
-            }
-            let entry = self.entry(index);
-            index = entry.next;
-            Some(entry)
-        })
-    }
-
-    /// Walks the whole shard and asserts that the stores, the in-flight count, the queue
-    /// lists and the done list (`done`, not settled yet) agree. Test-only.
-    #[cfg(test)]
-    pub(crate) fn check_invariants(&self, done: &[u32]) {
-        let mut seen = HashSet::new();
-        for &index in done {
-            assert!(seen.insert(index), "an entry is done once");
-            let entry = self.entries.get(index as usize).and_then(Option::as_ref);
-            assert!(
-                entry.is_some_and(|e| e.place == Place::InFlight),
-                "a done entry stays in flight until settled"
-            );
-        }
-        let used = self.entries.iter().flatten().count();
-        assert_eq!(used, self.ids.len(), "one entry per id");
-        assert_eq!(
-            used + self.free_entries.len(),
-            self.entries.len(),
-            "every entry is used or free"
-        );
-        for (id, &index) in &self.ids {
-            let entry = self.entry(index);
-            assert!(entry.id == *id, "an id's entry carries that id");
-            match entry.place {
-                Place::Wheel(key) => assert_eq!(self.wheel.get(key), Some(&index)),
-                Place::Staged => assert_eq!(self.staged.get(&entry.order()), Some(&index)),
-                Place::Polled => panic!("no entry stays polled outside a pop_due"),
-                Place::InFlight => assert!(entry.payload.is_none(), "in flight: the Due has it"),
-            }
-        }
-        let in_flight = self.entries.iter().flatten();
-        let in_flight = in_flight.filter(|e| e.place == Place::InFlight).count();
-        assert_eq!(in_flight, self.in_flight, "in-flight count");
-        assert_eq!(self.wheel.len() + self.staged.len(), self.pending_len());
-        let mut members = 0;
-        for (name, &rec) in &self.queue_ids {
-            let q = self.queue_rec(rec);
-            assert!(q.name == *name, "a queue's record carries its name");
-            let list: Vec<_> = self.members(q.head).collect();
-            let flying = list.iter().filter(|e| e.place == Place::InFlight).count();
-            assert!(!list.is_empty(), "a listed queue has members");
-            assert_eq!((q.pending, q.in_flight), (list.len() - flying, flying));
-            assert!(list.iter().all(|e| e.queue == rec), "members point at their queue");
-            members += list.len();
-        }
-        assert_eq!(members, self.ids.len(), "every id is a member of one queue");
     }
 }

@@ -1,0 +1,97 @@
+//! A shard's queues: a record per queue with a member here, heading a doubly linked list of
+//! its members' entries (see the `shard` module doc).
+
+use std::hash::Hash;
+
+use super::{Entry, NIL, QueueRec, ShardState};
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
+    /// The record of queue `name`, created (with no member) if it has none here.
+    pub(super) fn queue_of(&mut self, name: &Q) -> u32 {
+        if let Some(&rec) = self.queue_ids.get(name) {
+            return rec;
+        }
+        let rec = QueueRec {
+            name: name.clone(),
+            head: NIL,
+            pending: 0,
+            in_flight: 0,
+        };
+        let index = match self.free_queues.pop() {
+            Some(free) => {
+                self.queue_recs[free as usize] = Some(rec);
+                free
+            }
+            None => {
+                self.queue_recs.push(Some(rec));
+                (self.queue_recs.len() - 1) as u32
+            }
+        };
+        self.queue_ids.insert(name.clone(), index);
+        index
+    }
+
+    pub(super) fn queue_rec(&self, rec: u32) -> &QueueRec<Q> {
+        self.queue_recs[rec as usize]
+            .as_ref()
+            .expect("an entry's queue record exists")
+    }
+
+    pub(super) fn queue_rec_mut(&mut self, rec: u32) -> &mut QueueRec<Q> {
+        self.queue_recs[rec as usize]
+            .as_mut()
+            .expect("an entry's queue record exists")
+    }
+
+    /// Puts a new pending entry at the head of its queue's list.
+    pub(super) fn link(&mut self, rec: u32, index: u32) {
+        let q = self.queue_rec_mut(rec);
+        let old_head = std::mem::replace(&mut q.head, index);
+        q.pending += 1;
+        if old_head != NIL {
+            self.entry_mut(old_head).prev = index;
+        }
+        let entry = self.entry_mut(index);
+        (entry.queue, entry.prev, entry.next) = (rec, NIL, old_head);
+    }
+
+    /// Takes an entry out of its queue's list (counts already updated); frees the record
+    /// when the queue has no member left here.
+    pub(super) fn unlink(&mut self, index: u32) {
+        let entry = self.entry(index);
+        let (rec, prev, next) = (entry.queue, entry.prev, entry.next);
+        if next != NIL {
+            self.entry_mut(next).prev = prev;
+        }
+        if prev != NIL {
+            self.entry_mut(prev).next = next;
+        } else {
+            self.queue_rec_mut(rec).head = next;
+        }
+        let q = self.queue_rec(rec);
+        if q.head == NIL {
+            debug_assert_eq!(
+                (q.pending, q.in_flight),
+                (0, 0),
+                "an empty list counts none"
+            );
+            if let Some(q) = self.queue_recs[rec as usize].take() {
+                self.queue_ids.remove(&q.name);
+                self.free_queues.push(rec);
+            }
+        }
+    }
+
+    /// The entries of a queue's list, from `head`.
+    pub(super) fn members(&self, head: u32) -> impl Iterator<Item = &Entry<Q, K, T>> + '_ {
+        let mut index = head;
+        std::iter::from_fn(move || {
+            if index == NIL {
+                return None;
+            }
+            let entry = self.entry(index);
+            index = entry.next;
+            Some(entry)
+        })
+    }
+}
