@@ -21,7 +21,12 @@ use super::types::{Cancel, Drained, RescheduleError, ScheduleError, SchedulerSta
 use crate::clock::TickClock;
 use crate::wheel::WheelStats;
 
-/// State shared by the scheduler, its batches and its `Due`s.
+/// The most items `pop_due` makes room for before it has found them (a batch of more grows
+/// as it goes): enough for the batches a dispatcher usually takes, bounded so that a
+/// `pop_due(now, usize::MAX)` that finds one timer does not reserve megabytes.
+const BATCH_RESERVE: usize = 1024;
+
+/// State shared by the scheduler and its batches.
 pub(crate) struct Inner<Q, K, T> {
     /// Lock order: ascending index; the signal lock is never held with any of these.
     pub(crate) shards: Box<[Padded<Shard<Q, K, T>>]>,
@@ -337,6 +342,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             };
             let (shard, cursor) = &mut lanes[index];
             if let Some(popped) = shard.take(key, cursor) {
+                if items.capacity() == 0 {
+                    // Room for the whole batch at once (up to `BATCH_RESERVE`): growing it
+                    // by doubling would copy every item several times with every shard locked.
+                    items.reserve(limit.min(BATCH_RESERVE));
+                }
                 items.push_back((index, popped));
             }
             if let Some(key) = shard.head(now, cursor) {
