@@ -9,7 +9,9 @@
 //! the id and its queue answer while in flight, and the in-flight counts. So
 //!
 //! - every operation that reads those settles first: [`Shard::lock`] settles on every lock
-//!   (counts, `queues`, stats, `pop_due`, which also keeps the done list short);
+//!   (counts, `queues`, stats, `next_deadline`), and `pop_due` settles each shard before
+//!   it locks them all, which also keeps the done lists short (at most the `Due`s done
+//!   since the last `pop_due`, so memory stays bounded by the timers popped);
 //! - `schedule`, `reschedule` and `cancel` lock with [`Shard::lock_lazy`] and settle only
 //!   when they meet an in-flight id (then look again); `drain_queue` settles only when its
 //!   queue has in-flight members here.
