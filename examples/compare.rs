@@ -11,9 +11,10 @@
 //!
 //! Every workload runs once per peer per repetition, peers interleaved (so noise on a shared
 //! machine hits them alike). One repetition's sample repeats the workload, on a fresh
-//! structure each time with the setup untimed, until its timed regions add up to 10 ms: at
-//! 1 000 timers one run is ~15 µs, too close to the ~0.2 µs cost of reading the CPU clock and
-//! to scheduler noise to stand alone. The sample's figure is its total time over its total
+//! structure each time with the setup untimed, until its timed regions add up to 10 ms (or
+//! the sample has taken 0.2 s of wall time, setup included, which only the idle poll at large
+//! sizes reaches): at 1 000 timers one run is ~15 µs, too close to the ~0.2 µs cost of
+//! reading the CPU clock and to scheduler noise to stand alone. The sample's figure is its total time over its total
 //! operations. The table shows, per peer, the median over repetitions of ns per operation
 //! and, in parentheses, the median over repetitions of the pairwise ratio peer ÷ tickwheel
 //! (repetition i of the peer over repetition i of tickwheel, which ran next to it; above 1:
@@ -118,7 +119,7 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
     /// Repetitions per cell, after one unmeasured warm-up; the table shows the median
-    /// (default 3).
+    /// (default 3, --quick 2).
     #[arg(long)]
     reps: Option<usize>,
     /// Repetitions of workload 7 (the concurrent scheduler), whose wall-clock figure is
@@ -126,7 +127,7 @@ struct Args {
     /// (default 5).
     #[arg(long)]
     scheduler_reps: Option<usize>,
-    /// Time budget of one run in seconds (default 3, --quick 1.5); a run over it reports an
+    /// Time budget of one run in seconds (default 3, --quick 1); a run over it reports an
     /// estimate (`~`).
     #[arg(long)]
     budget: Option<f64>,
@@ -222,16 +223,20 @@ const WARM_UP_BUDGET: Duration = Duration::from_millis(300);
 /// thread's CPU clock costs ~0.2 µs.
 const MIN_SAMPLE: Duration = Duration::from_millis(10);
 
-/// A sample never repeats a workload more often than this.
-const MAX_RUNS_PER_SAMPLE: usize = 10_000;
+/// A sample stops repeating once it has taken this much wall time, setup included, even
+/// short of [`MIN_SAMPLE`]: the idle poll's timed region is ~30 µs whatever `n`, and at
+/// 100 000 timers each of its runs first inserts them all, untimed.
+const MAX_SAMPLE_WALL: Duration = Duration::from_millis(200);
 
 /// One sample of `workload` on `peer`: as many runs as it takes to reach [`MIN_SAMPLE`] of
-/// timed region (or one run that stopped at its budget), summed into one outcome. Reports a
+/// timed region or [`MAX_SAMPLE_WALL`] of wall time (or one run that stopped at its budget),
+/// summed into one outcome. Reports a
 /// run whose result does not match the expected one.
 fn sample(peer: &Entry, workload: Workload, input: &Input, budget: Duration) -> (f64, bool, bool) {
     let (mut nanos, mut ops, mut timed) = (0.0, 0u64, 0u64);
     let mut mismatch = false;
-    for _ in 0..MAX_RUNS_PER_SAMPLE {
+    let started = Instant::now();
+    loop {
         let o = (peer.run)(workload, input, budget);
         if o.tally != o.expected && !mismatch {
             mismatch = true;
@@ -255,11 +260,10 @@ fn sample(peer: &Entry, workload: Workload, input: &Input, budget: Duration) -> 
         if o.partial {
             return (nanos / ops.max(1) as f64, true, mismatch);
         }
-        if Duration::from_nanos(timed) >= MIN_SAMPLE {
-            break;
+        if Duration::from_nanos(timed) >= MIN_SAMPLE || started.elapsed() >= MAX_SAMPLE_WALL {
+            return (nanos / ops.max(1) as f64, false, mismatch);
         }
     }
-    (nanos / ops.max(1) as f64, false, mismatch)
 }
 
 fn measure(
@@ -368,7 +372,7 @@ fn main() {
     } else {
         vec![1_000, 100_000, 1_000_000]
     };
-    let budget = Duration::from_secs_f64(args.budget.unwrap_or(if args.quick { 1.5 } else { 3.0 }));
+    let budget = Duration::from_secs_f64(args.budget.unwrap_or(if args.quick { 1.0 } else { 3.0 }));
     let peers: Vec<Entry> = all_peers()
         .into_iter()
         .filter(|p| {
@@ -388,7 +392,7 @@ fn main() {
     let started = Instant::now();
 
     println!(
-        "tickwheel compare: ns per operation, median of repetitions (each ≥ 10 ms of timed runs); (r×) = median of pairwise ratios peer ÷ tickwheel, above 1 means tickwheel is faster"
+        "tickwheel compare: ns per operation, median of repetitions (each ≥ 10 ms of timed runs or 0.2 s of wall time); (r×) = median of pairwise ratios peer ÷ tickwheel, above 1 means tickwheel is faster"
     );
     println!(
         "~ = stopped at the {} s budget, estimated from the part completed; ! = fired/cancelled the wrong timers",
@@ -407,7 +411,8 @@ fn main() {
     let mut scheduler_rows = Vec::new();
 
     for &n in &sizes {
-        let reps = args.reps.unwrap_or(3);
+        // --quick: 2 repetitions, so it stays under a minute on 2 busy shared cores.
+        let reps = args.reps.unwrap_or(if args.quick { 2 } else { 3 });
         let scheduler_reps = args.scheduler_reps.unwrap_or(5);
         let input = Input::new(n);
         println!();
