@@ -14,17 +14,20 @@
 //! structure each time with the setup untimed, until its timed regions add up to 10 ms (or
 //! the sample has taken 0.2 s of wall time, setup included, which only the idle poll at large
 //! sizes reaches): at 1 000 timers one run is ~15 µs, too close to the ~0.2 µs cost of
-//! reading the CPU clock and to scheduler noise to stand alone. The sample's figure is its total time over its total
-//! operations. The table shows, per peer, the median over repetitions of ns per operation
-//! and, in parentheses, the median over repetitions of the pairwise ratio peer ÷ tickwheel
+//! reading the CPU clock and to scheduler noise to stand alone. A sample's figure is its
+//! total time over its total operations.
+//!
+//! The table shows, per peer, the median over repetitions of ns per operation and, in
+//! parentheses, the median over repetitions of the pairwise ratio peer ÷ tickwheel
 //! (repetition i of the peer over repetition i of tickwheel, which ran next to it; above 1:
-//! tickwheel is faster), tickwheel being the core `Wheel<u64>`. The
-//! peers, what each figure includes and the workloads are described in
-//! `benches/peers/mod.rs`. The last three lines name the slowest cells against tokio-util's
-//! `DelayQueue` over workloads 1–6 and every size run: tokio-util's `DelayQueue` ÷ tickwheel's
-//! drop-in `DelayQueue` (API for API), then the cell and the ratio against the core wheel. The
-//! very last line keeps the format, `slowest ratio vs tokio DelayQueue: X.XX`
-//! (`n/a` when `DelayQueue` was filtered out).
+//! tickwheel is faster), tickwheel being the core `Wheel<u64>`. The peers, what each figure
+//! includes and the workloads are described in `benches/peers/mod.rs`.
+//!
+//! The last three lines name the slowest cells against tokio-util's `DelayQueue` over
+//! workloads 1–6 and every size run: tokio-util's `DelayQueue` ÷ tickwheel's drop-in
+//! `DelayQueue` (API for API), then the cell and the ratio against the core wheel. The very
+//! last line keeps the format, `slowest ratio vs tokio DelayQueue: X.XX` (`n/a` when
+//! `DelayQueue` was filtered out).
 //!
 //! Memory (workload 8) is measured with a counting global allocator: the one `unsafe` of this
 //! example, a thin wrapper around `std::alloc::System` that counts live heap bytes while
