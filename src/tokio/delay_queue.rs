@@ -133,8 +133,8 @@ impl<T> Default for DelayQueue<T> {
 }
 
 impl<T> DelayQueue<T> {
-    /// An empty queue whose clock starts now. Allocates the wheel's level table only; needs no
-    /// runtime (the first poll does).
+    /// An empty queue whose clock starts now. Allocates the wheel's level table and the
+    /// waiter's waker slot only; needs no runtime (the first poll does).
     ///
     /// # Examples
     ///

@@ -24,9 +24,10 @@ pub(super) struct OneSleep {
 impl OneSleep {
     /// Arms the sleep for `at` (resetting it, never re-allocating) and polls it.
     ///
-    /// `same_waker`: `cx`'s waker wakes the task of the previous call. Then a sleep already
-    /// registered at `at` and not yet ended is not polled again: the driver holds an
-    /// equivalent waker, and the answer is `Pending`.
+    /// `same_waker`: `cx`'s waker wakes the same as the previous call's (the `DelayQueue`
+    /// always polls with its waiter's one waker). Then a sleep already registered at `at`
+    /// and not yet ended is not polled again: the driver holds an equivalent waker, and the
+    /// answer is `Pending`.
     pub(super) fn poll_at(
         &mut self,
         at: Instant,

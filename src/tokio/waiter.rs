@@ -20,38 +20,95 @@
 //!
 //! These are the cases where tokio-util's `DelayQueue` lost wakeups over the years: a reset
 //! to an earlier or past deadline, the removal of the last entry, and `clear`.
+//!
+//! # The sleep's waker
+//!
+//! The sleep is polled with [`Waiter::sleep_waker`], a waker of the queue's own that wakes
+//! whichever task is registered here when the sleep ends, never with the task's waker. That
+//! waker never changes, so a sleep registered with the timer driver need not be polled again
+//! while it runs (see `OneSleep::poll_at`): a poll that finds nothing due only swaps the
+//! task's waker here, under an uncontended lock.
 
-use std::task::Waker;
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+
+use parking_lot::Mutex;
 
 /// The task that last got `Pending` or `Ready(None)` from `poll_expired`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Waiter {
-    waker: Option<Waker>,
-    /// The tick the armed sleep wakes `waker` at; `None` when no sleep will wake it (the
+    /// The waiting task's waker, shared with `sleep_waker`: taken by whichever wakes it first.
+    slot: Arc<Slot>,
+    /// Wakes the task in `slot`; the only waker the sleep is ever polled with.
+    sleep_waker: Waker,
+    /// The tick the armed sleep wakes the task at; `None` when no sleep will wake it (the
     /// queue was empty), so that any new deadline must.
     wake_at: Option<u64>,
+    /// A task was registered and neither `forget` nor `wake` has run since (the sleep may
+    /// have taken it meanwhile): `false` spares inserts into a queue nobody waits on the
+    /// lock.
+    waiting: bool,
+}
+
+/// Where the waiting task's waker lives.
+#[derive(Debug, Default)]
+struct Slot(Mutex<Option<Waker>>);
+
+impl Slot {
+    fn wake_task(&self) {
+        // Take it under the lock, wake it outside.
+        let waker = self.0.lock().take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// The sleep ended: wake the waiting task, if any.
+impl Wake for Slot {
+    fn wake(self: Arc<Self>) {
+        self.wake_task();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wake_task();
+    }
+}
+
+impl Default for Waiter {
+    fn default() -> Self {
+        let slot = Arc::new(Slot::default());
+        Waiter {
+            sleep_waker: Waker::from(slot.clone()),
+            slot,
+            wake_at: None,
+            waiting: false,
+        }
+    }
 }
 
 impl Waiter {
     /// `poll_expired` answers `Pending` (`wake_at` = the tick its sleep is armed for) or
-    /// `Ready(None)` (`wake_at` = `None`): remember whom to wake. Returns whether `waker`
-    /// wakes the same task as the one already held (then nothing was cloned).
-    pub(super) fn register(&mut self, waker: &Waker, wake_at: Option<u64>) -> bool {
-        let same = match &mut self.waker {
-            Some(old) if old.will_wake(waker) => true,
-            slot => {
-                *slot = Some(waker.clone());
-                false
-            }
-        };
+    /// `Ready(None)` (`wake_at` = `None`): remember whom to wake.
+    pub(super) fn register(&mut self, waker: &Waker, wake_at: Option<u64>) {
+        let mut slot = self.slot.0.lock();
+        match &mut *slot {
+            Some(old) if old.will_wake(waker) => {}
+            slot => *slot = Some(waker.clone()),
+        }
         self.wake_at = wake_at;
-        same
+        self.waiting = true;
     }
 
     /// `poll_expired` answers `Pending` again for the same armed tick: [`Waiter::register`]
     /// keeping `wake_at`.
-    pub(super) fn register_again(&mut self, waker: &Waker) -> bool {
-        self.register(waker, self.wake_at)
+    pub(super) fn register_again(&mut self, waker: &Waker) {
+        self.register(waker, self.wake_at);
+    }
+
+    /// The waker to poll the sleep with: it wakes the registered task.
+    pub(super) fn sleep_waker(&self) -> &Waker {
+        &self.sleep_waker
     }
 
     /// Whether a sleep is armed for the tick recorded by the last `register`, with no
@@ -63,7 +120,9 @@ impl Waiter {
 
     /// `poll_expired` answered `Ready(Some(_))`: the caller will poll again, nobody waits.
     pub(super) fn forget(&mut self) {
-        self.waker = None;
+        if std::mem::take(&mut self.waiting) {
+            *self.slot.0.lock() = None;
+        }
         self.wake_at = None;
     }
 
@@ -78,14 +137,14 @@ impl Waiter {
     /// The queue's answer changed for certain (it became empty): wake the waiting task.
     pub(super) fn wake(&mut self) {
         self.wake_at = None;
-        if let Some(waker) = self.waker.take() {
-            waker.wake();
+        if std::mem::take(&mut self.waiting) {
+            self.slot.wake_task();
         }
     }
 
     #[cfg(test)]
     fn waiting(&self) -> bool {
-        self.waker.is_some()
+        self.slot.0.lock().is_some()
     }
 }
 
@@ -140,6 +199,32 @@ mod tests {
         w.register(&waker, None);
         w.deadline_added(u64::MAX);
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn the_sleep_waker_wakes_whichever_task_registered_last_once() {
+        let (first, first_waker) = counting();
+        let (second, second_waker) = counting();
+        let mut w = Waiter::default();
+        let sleep_waker = w.sleep_waker().clone();
+        w.register(&first_waker, Some(10));
+        w.register_again(&second_waker);
+        sleep_waker.wake_by_ref();
+        sleep_waker.wake_by_ref();
+        assert_eq!(
+            first.0.load(Ordering::SeqCst),
+            0,
+            "replaced before the sleep ended"
+        );
+        assert_eq!(
+            second.0.load(Ordering::SeqCst),
+            1,
+            "woken once: the waker is taken"
+        );
+        w.register(&first_waker, Some(10));
+        w.forget();
+        sleep_waker.wake_by_ref();
+        assert_eq!(first.0.load(Ordering::SeqCst), 0, "forgotten: nobody waits");
     }
 
     #[test]

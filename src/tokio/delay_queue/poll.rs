@@ -56,8 +56,8 @@ impl<T> DelayQueue<T> {
             // Nothing changed that could make an entry due before the armed tick, and the
             // timer driver has not ended the sleep armed for it: still `Pending`, without
             // reading the clock.
-            let same_waker = self.waiter.register_again(cx.waker());
-            return self.wait(cx, same_waker);
+            self.waiter.register_again(cx.waker());
+            return self.wait(cx);
         }
         let now = ticks::now_tick(self.origin, Instant::now());
         if let Some(expired) = self.take_due(now) {
@@ -71,19 +71,22 @@ impl<T> DelayQueue<T> {
         // `take_due` found nothing due at `now`, so the wheel has advanced to `now` and its
         // next expiration lies ahead (core contract: never skipped).
         debug_assert!(next > now, "next expiration {next} is ahead of now {now}");
-        let same_waker = self.waiter.register(cx.waker(), Some(next));
+        self.waiter.register(cx.waker(), Some(next));
         self.quiet_until = ticks::tick_instant(self.origin, next);
-        self.wait(cx, same_waker)
+        self.wait(cx)
     }
 
     /// Polls the sleep armed for `quiet_until` (re-arming it if needed) and answers
     /// `Pending`. A tick past the end of `Instant`'s range is never reached: nothing to
     /// sleep for.
-    fn wait(&mut self, cx: &mut Context<'_>, same_waker: bool) -> Poll<Option<Expired<T>>> {
+    fn wait(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         let Some(at) = self.quiet_until else {
             return Poll::Pending;
         };
-        if self.sleep.poll_at(at, cx, same_waker).is_ready() {
+        // The sleep wakes the registered task through the waiter, with a waker that never
+        // changes: once registered, the sleep needs no further poll until it ends.
+        let mut sleep_cx = Context::from_waker(self.waiter.sleep_waker());
+        if self.sleep.poll_at(at, &mut sleep_cx, true).is_ready() {
             // The clock passed `at` after `now` was read. Poll again via the scheduler
             // rather than looping here: `now` will then be at least `at`.
             cx.waker().wake_by_ref();
