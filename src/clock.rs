@@ -110,6 +110,10 @@ impl TickClock {
 
     /// The instant at which `tick` begins, or `None` if it is too far ahead for `Instant`.
     pub fn instant_of(&self, tick: u64) -> Option<Instant> {
+        // Within 584 years of the origin: `u64` nanoseconds, no `u128` division.
+        if let Some(nanos) = self.divisor.and_then(|d| tick.checked_mul(d.divisor)) {
+            return self.origin.checked_add(Duration::from_nanos(nanos));
+        }
         let nanos = u128::from(tick).checked_mul(self.resolution_nanos)?;
         self.origin.checked_add(nanos_to_duration(nanos)?)
     }
@@ -213,7 +217,9 @@ fn nanos_to_duration(nanos: u128) -> Option<Duration> {
 /// Deadlines round up to the next tick and `now` rounds down (see the [module
 /// docs](self)), so a timer never fires before its deadline instant. Every operation costs
 /// what the same [`Wheel`] operation costs plus one conversion of an `Instant` (a subtraction
-/// from the origin and a multiply-shift, see [`TickClock`]).
+/// from the origin and a multiply-shift, see [`TickClock`]). A poll that finds nothing due
+/// remembers the instant of the wheel's next expiration; until then, or until an insert or
+/// reset before it, a poll is one comparison of instants.
 ///
 /// # Example
 ///
@@ -232,6 +238,12 @@ fn nanos_to_duration(nanos: u128) -> Option<Duration> {
 pub struct TimerWheel<T> {
     clock: TickClock,
     wheel: Wheel<T>,
+    /// A tick at or before every pending deadline, and the instant it begins: a poll at an
+    /// earlier `now` has nothing to return, and returns `None` without converting `now`.
+    /// Set by a poll that leaves nothing due; cleared (unknown) by an insert or reset
+    /// before it and by [`wheel_mut`](TimerWheel::wheel_mut). Cancels only raise the
+    /// earliest deadline, so they keep it.
+    quiet: Option<(u64, Instant)>,
 }
 
 impl<T> TimerWheel<T> {
@@ -255,6 +267,7 @@ impl<T> TimerWheel<T> {
         TimerWheel {
             clock: TickClock::new(origin, resolution),
             wheel: Wheel::new(),
+            quiet: None,
         }
     }
 
@@ -272,6 +285,7 @@ impl<T> TimerWheel<T> {
     /// ([`Wheel::reset`] to a tick, [`Wheel::reserve`], [`Wheel::stats`],
     /// [`Wheel::shrink_to_fit`], …) is available through it.
     pub fn wheel_mut(&mut self) -> &mut Wheel<T> {
+        self.quiet = None;
         &mut self.wheel
     }
 
@@ -283,7 +297,8 @@ impl<T> TimerWheel<T> {
     /// As [`Wheel::insert`]: only with `u32::MAX - 1` timers pending.
     #[track_caller]
     pub fn insert_at(&mut self, deadline: Instant, value: T) -> TimerKey {
-        self.wheel.insert(self.clock.deadline_tick(deadline), value)
+        let tick = self.clock.deadline_tick(deadline);
+        self.insert_tick(tick, value)
     }
 
     /// Adds a timer due `delay` from now (`Instant::now()`); O(1) amortised.
@@ -294,7 +309,20 @@ impl<T> TimerWheel<T> {
     #[track_caller]
     pub fn insert(&mut self, delay: Duration, value: T) -> TimerKey {
         let tick = self.delay_tick(delay);
+        self.insert_tick(tick, value)
+    }
+
+    #[track_caller]
+    fn insert_tick(&mut self, tick: u64, value: T) -> TimerKey {
+        self.deadline_added(tick);
         self.wheel.insert(tick, value)
+    }
+
+    /// A timer may now be due at `tick`: forget a quiet tick after it.
+    fn deadline_added(&mut self, tick: u64) {
+        if self.quiet.is_some_and(|(quiet, _)| tick < quiet) {
+            self.quiet = None;
+        }
     }
 
     /// Cancels a pending timer; `None` for a stale or foreign key. O(1) amortised.
@@ -304,7 +332,12 @@ impl<T> TimerWheel<T> {
 
     /// Moves a pending timer to `deadline`; `false` for a stale or foreign key. O(1) amortised.
     pub fn reset_at(&mut self, key: TimerKey, deadline: Instant) -> bool {
-        self.wheel.reset(key, self.clock.deadline_tick(deadline))
+        let tick = self.clock.deadline_tick(deadline);
+        let reset = self.wheel.reset(key, tick);
+        if reset {
+            self.deadline_added(tick);
+        }
+        reset
     }
 
     /// The deadline of a pending timer, rounded up to its tick; `None` for a stale or foreign
@@ -334,15 +367,45 @@ impl<T> TimerWheel<T> {
     /// (rounded down); `None` for a `now` before the origin. The returned [`Expired::deadline`] is in ticks; convert it with
     /// [`TickClock::instant_of`].
     pub fn poll(&mut self, now: Instant) -> Option<Expired<T>> {
-        self.wheel.poll(self.clock.now_tick(now)?)
+        if self.is_quiet(now) {
+            return None;
+        }
+        let expired = self.wheel.poll(self.clock.now_tick(now)?);
+        if expired.is_none() {
+            self.quiet = self.next_quiet();
+        }
+        expired
     }
 
     /// Up to `limit` due timers into `out`, as [`Wheel::poll_into`]; returns how many.
     pub fn poll_into(&mut self, now: Instant, limit: usize, out: &mut Vec<Expired<T>>) -> usize {
-        match self.clock.now_tick(now) {
-            Some(tick) => self.wheel.poll_into(tick, limit, out),
-            None => 0,
+        if self.is_quiet(now) {
+            return 0;
         }
+        let Some(tick) = self.clock.now_tick(now) else {
+            return 0;
+        };
+        let taken = self.wheel.poll_into(tick, limit, out);
+        // Fewer than `limit`: nothing due is left at `tick`.
+        self.quiet = if taken < limit {
+            self.next_quiet()
+        } else {
+            None
+        };
+        taken
+    }
+
+    /// Whether `now` is before the quiet tick: nothing can be due.
+    #[inline]
+    fn is_quiet(&self, now: Instant) -> bool {
+        self.quiet.is_some_and(|(_, until)| now < until)
+    }
+
+    /// The quiet tick after a poll left nothing due: the wheel's next expiration (never
+    /// later than the earliest deadline), if `Instant` can represent its start.
+    fn next_quiet(&self) -> Option<(u64, Instant)> {
+        let tick = self.wheel.next_expiration()?;
+        Some((tick, self.clock.instant_of(tick)?))
     }
 
     /// When the next poll may return something, never later than the earliest deadline;
@@ -366,6 +429,7 @@ impl<T> TimerWheel<T> {
 
     /// Cancels every pending timer; all keys become stale.
     pub fn clear(&mut self) {
+        self.quiet = None;
         self.wheel.clear();
     }
 
@@ -400,6 +464,11 @@ mod tests {
             u64::try_from(ticks)
                 .map_or(TickClock::MAX_NOW_TICK, |t| t.min(TickClock::MAX_NOW_TICK)),
         )
+    }
+
+    fn exact_instant_of(c: &TickClock, tick: u64) -> Option<Instant> {
+        let nanos = u128::from(tick).checked_mul(c.resolution_nanos)?;
+        c.origin.checked_add(nanos_to_duration(nanos)?)
     }
 
     /// Divisors and dividends at the edges of the reciprocal: powers of two and their
@@ -493,6 +562,10 @@ mod tests {
                 let Some(at) = at else { continue };
                 prop_assert_eq!(c.deadline_tick(at), exact_deadline_tick(&c, at), "deadline {:?}", at);
                 prop_assert_eq!(c.now_tick(at), exact_now_tick(&c, at), "now {:?}", at);
+                let tick = c.deadline_tick(at);
+                for tick in [tick, tick.saturating_add(1), tick / 2] {
+                    prop_assert_eq!(c.instant_of(tick), exact_instant_of(&c, tick), "tick {}", tick);
+                }
             }
         }
     }
@@ -603,6 +676,36 @@ mod tests {
     #[should_panic(expected = "resolution must be")]
     fn zero_resolution_panics_with_message() {
         let _ = TickClock::new(Instant::now(), Duration::ZERO);
+    }
+
+    /// The quiet tick a poll leaves behind never hides a timer that an insert, a reset or
+    /// a change through `wheel_mut` made due earlier.
+    #[test]
+    fn quiet_polls_see_earlier_inserts_resets_and_wheel_changes() {
+        let o = Instant::now();
+        let ms = |n: u64| o + Duration::from_millis(n);
+        let mut timers = TimerWheel::with_origin(o, Duration::from_millis(1));
+        let late = timers.insert_at(ms(1000), "late");
+        assert!(timers.poll(ms(10)).is_none(), "sets the quiet tick");
+        assert!(timers.poll(ms(11)).is_none(), "quiet");
+        timers.insert_at(ms(5), "past");
+        assert_eq!(timers.poll(ms(12)).map(|e| e.value), Some("past"));
+        assert!(timers.poll(ms(12)).is_none());
+        timers.insert_at(ms(20), "sooner");
+        assert!(timers.poll(ms(19)).is_none());
+        assert_eq!(timers.poll(ms(20)).map(|e| e.value), Some("sooner"));
+        assert!(timers.poll(ms(21)).is_none());
+        assert!(timers.reset_at(late, ms(30)));
+        assert_eq!(timers.poll(ms(30)).map(|e| e.value), Some("late"));
+        let mut out = Vec::new();
+        timers.insert_at(ms(500), "far");
+        assert_eq!(timers.poll_into(ms(31), 8, &mut out), 0);
+        timers.wheel_mut().insert(40, "raw");
+        assert_eq!(timers.poll_into(ms(40), 8, &mut out), 1);
+        assert_eq!(out.pop().map(|e| e.value), Some("raw"));
+        timers.clear();
+        timers.insert_at(ms(41), "after clear");
+        assert_eq!(timers.poll(ms(41)).map(|e| e.value), Some("after clear"));
     }
 
     #[test]
