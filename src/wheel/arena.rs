@@ -50,6 +50,8 @@ const POS_MASK: u32 = (1 << POS_BITS) - 1;
 pub(crate) const POS_DUE: u32 = POS_MASK;
 /// Position of an entry between its insertion and its first filing.
 pub(crate) const POS_UNFILED: u32 = POS_MASK - 1;
+/// Position of an entry in the due queue's sorted run (see `due.rs`).
+pub(crate) const POS_RUN: u32 = POS_MASK - 2;
 /// References whose entries are loaded together by [`Arena::touch`] when a slot is
 /// processed or compacted: enough to keep the memory system busy, few enough to stay in L1.
 pub(crate) const TOUCH_BATCH: usize = 32;
@@ -68,10 +70,10 @@ pub(crate) fn slot_position(level: usize, slot: usize) -> u32 {
     1 + (level * super::level::SLOTS + slot) as u32
 }
 
-/// The (level, slot) of a slot position code; `None` for DUE/UNFILED.
+/// The (level, slot) of a slot position code; `None` for DUE/UNFILED/RUN.
 #[inline]
 pub(crate) fn position_slot(pos: u32) -> Option<(usize, usize)> {
-    if pos == 0 || pos >= POS_UNFILED {
+    if pos == 0 || pos >= POS_RUN {
         return None;
     }
     let p = (pos - 1) as usize;
@@ -92,6 +94,16 @@ impl<T> Live<T> {
     pub(crate) fn position(&self) -> u32 {
         self.stamp.get() & POS_MASK
     }
+}
+
+/// What [`Arena::take_if_due`] found.
+pub(crate) enum TakeDue<T> {
+    /// The timer, taken out: it is due.
+    Taken(TimerKey, Live<T>),
+    /// The reference is stale: the timer was cancelled or moved.
+    Stale,
+    /// The timer is current but its deadline (here) was moved past `elapsed`.
+    Later(u32, u64),
 }
 
 #[derive(Debug)]
@@ -234,12 +246,17 @@ impl<T> Arena<T> {
     /// in safe code. Returns how many are live; callers pass it to `black_box`.
     #[inline]
     pub(crate) fn touch(&self, refs: &[u64]) -> u32 {
-        refs.iter()
-            .map(|&r| {
-                let entry = self.entries.get((r >> 32) as usize);
-                u32::from(matches!(entry, Some(Entry::Live(_))))
-            })
-            .sum()
+        self.touch_all(refs.iter().copied())
+    }
+
+    /// [`Arena::touch`] over any sequence of references.
+    #[inline]
+    pub(crate) fn touch_all(&self, refs: impl Iterator<Item = u64>) -> u32 {
+        refs.map(|r| {
+            let entry = self.entries.get((r >> 32) as usize);
+            u32::from(matches!(entry, Some(Entry::Live(_))))
+        })
+        .sum()
     }
 
     /// The index a slot reference names, if the reference is current (its stamp matches).
@@ -249,6 +266,15 @@ impl<T> Arena<T> {
         match self.entries.get(index as usize) {
             Some(Entry::Live(live)) if live.stamp.get() == r as u32 => Some(index),
             _ => None,
+        }
+    }
+
+    /// The deadline of live entry `index`, which the caller has just resolved.
+    #[inline]
+    pub(crate) fn deadline_of(&self, index: u32) -> u64 {
+        match self.entries.get(index as usize) {
+            Some(Entry::Live(live)) => live.deadline,
+            _ => unreachable!("deadline of a free entry"),
         }
     }
 
@@ -293,6 +319,24 @@ impl<T> Arena<T> {
         Some((live.deadline, make_ref(index, stamp)))
     }
 
+    /// Takes out the live entry a current reference names if its deadline is at or before
+    /// `elapsed`: a timer of the due queue's sorted run, whose deadline may have moved later
+    /// while it waited there (see `Wheel::reset`).
+    #[inline]
+    pub(crate) fn take_if_due(&mut self, r: u64, elapsed: u64) -> TakeDue<T> {
+        let index = (r >> 32) as u32;
+        let deadline = match self.entries.get(index as usize) {
+            Some(Entry::Live(live)) if live.stamp.get() == r as u32 => live.deadline,
+            _ => return TakeDue::Stale,
+        };
+        if deadline > elapsed {
+            return TakeDue::Later(index, deadline);
+        }
+        let live = self.vacate(index);
+        let generation = live.generation;
+        TakeDue::Taken(TimerKey { index, generation }, live)
+    }
+
     /// Vacates a live entry; its generation moves on, so its key becomes stale.
     pub(crate) fn remove(&mut self, index: u32) -> Option<Live<T>> {
         match self.entries.get(index as usize) {
@@ -307,16 +351,6 @@ impl<T> Arena<T> {
     pub(crate) fn take(&mut self, key: TimerKey) -> Option<(u32, Live<T>)> {
         let pos = self.get(key)?.position();
         Some((pos, self.vacate(key.index)))
-    }
-
-    /// Vacates the live entry a current reference names; returns its key and the timer.
-    /// `None` when the reference is stale.
-    #[inline]
-    pub(crate) fn take_current(&mut self, r: u64) -> Option<(TimerKey, Live<T>)> {
-        let index = self.resolve(r)?;
-        let live = self.vacate(index);
-        let generation = live.generation;
-        Some((TimerKey { index, generation }, live))
     }
 
     /// Vacates entry `index`, which the caller has just seen live.
@@ -480,12 +514,13 @@ mod tests {
         for level in 0..super::super::level::LEVELS {
             for slot in 0..super::super::level::SLOTS {
                 let pos = slot_position(level, slot);
-                assert!(pos != 0 && pos < POS_UNFILED);
+                assert!(pos != 0 && pos < POS_RUN);
                 assert_eq!(position_slot(pos), Some((level, slot)));
             }
         }
         assert_eq!(position_slot(POS_DUE), None);
         assert_eq!(position_slot(POS_UNFILED), None);
+        assert_eq!(position_slot(POS_RUN), None);
     }
 
     #[test]

@@ -33,6 +33,15 @@
 //!   cheap reschedules). Only a reset to an *earlier* slot moves it.
 //! - **A due queue** (`due.rs`) holds due timers between polls, so `poll` returns one at a
 //!   time and `poll_into` can stop at `limit` and resume without losing order.
+//! - **A level-1 or level-2 slot is sorted, not cascaded.** When such a slot is processed
+//!   and no sorted run is pending, a stable counting sort over its 64 or 4 096 ticks makes
+//!   it the due queue's *run*, which hands its timers out deadline by deadline as `elapsed`
+//!   reaches them (`poll.rs`). Each timer is visited once there instead of once per level
+//!   it would cascade through (at 1 M timers over a minute, most sit in level 2: three visits
+//!   to a random 24-byte arena entry become one), and the visits are what a poll costs.
+//!   Timers inserted later go to the levels as usual; the wheel advances `elapsed` to the
+//!   earlier of the run's head and the first occupied slot. A timer in the run is cancelled
+//!   and reset in O(1) like any other (its entry's stamp says it is in the run).
 //!
 //! Ordering contract: timers come out in deadline order; timers with equal deadlines come
 //! out in insertion order if they were never reset. Nothing depends on hashing.
@@ -41,11 +50,12 @@ mod arena;
 mod due;
 mod key;
 pub(crate) mod level;
+mod poll;
 mod slots;
 
 pub use key::{Expired, TimerKey, WheelStats};
 
-use arena::{Arena, POS_DUE, POS_UNFILED, TOUCH_BATCH, TOUCH_MIN, position_slot, slot_position};
+use arena::{Arena, POS_DUE, POS_RUN, POS_UNFILED, position_slot, slot_position};
 use due::DueQueue;
 use level::{filed_slot_start, level_for, slot_for, slot_start};
 use slots::Levels;
@@ -137,8 +147,9 @@ impl<T> Wheel<T> {
     /// The tick the wheel has advanced to, in ticks.
     ///
     /// After a [`poll`](Wheel::poll) or [`poll_into`](Wheel::poll_into) that returned
-    /// everything due, it equals the largest `now` passed so far. After a `poll_into` stopped
-    /// by its `limit`, it is the tick of the last slot processed: timers due then and not yet
+    /// everything due, it equals the largest `now` passed so far. After a `poll` that returned
+    /// a timer or a `poll_into` stopped by its `limit`, it is the deadline of the last timer
+    /// returned (the tick the wheel had to reach to find it): timers due then and not yet
     /// returned wait in the due queue and come out first on the next poll.
     pub fn elapsed(&self) -> u64 {
         self.elapsed
@@ -221,15 +232,21 @@ impl<T> Wheel<T> {
     /// the same deadline a reset timer's place is unspecified (insertion order is promised
     /// only for timers never reset): it is filed by where its slot's processing puts it, not
     /// by the moment of the reset. Moving a deadline
-    /// later allocates nothing and leaves no stale reference: the timer stays in its slot
-    /// and is filed again when that slot comes round. Moving it to an earlier slot leaves one
-    /// stale reference behind.
+    /// later allocates nothing and leaves no stale reference: the timer stays in its slot (or
+    /// in the due queue's sorted run) and is filed again when that slot (or that place in the
+    /// run) comes round. Moving it to an earlier slot leaves one stale reference behind.
     pub fn reset(&mut self, key: TimerKey, deadline: u64) -> bool {
         let Some(live) = self.arena.get_mut(key) else {
             return false;
         };
         let pos = live.position();
         if deadline > self.elapsed {
+            if pos == POS_RUN && deadline >= live.deadline && live.deadline > self.elapsed {
+                // It waits in the run, not due yet: it stays there and is filed again by
+                // its new deadline when the run reaches it (see `Wheel::pop_due`).
+                live.deadline = deadline;
+                return true;
+            }
             if let Some((level, slot)) = position_slot(pos) {
                 if slot_start(self.elapsed, level, slot) <= deadline {
                     // Its slot comes round no later than the new deadline: keep it there.
@@ -239,8 +256,14 @@ impl<T> Wheel<T> {
             }
         }
         live.deadline = deadline;
-        self.unlink(pos);
-        self.file(key.index, deadline);
+        if pos == POS_RUN {
+            // Filed first, so that its run reference is stale when the run's head is settled.
+            self.file(key.index, deadline);
+            self.unlink(pos);
+        } else {
+            self.unlink(pos);
+            self.file(key.index, deadline);
+        }
         self.sweep_if_due();
         true
     }
@@ -301,24 +324,11 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// Sets [`quiet_until`](Wheel::quiet_until) exactly, after a poll found nothing more.
-    fn settle_quiet_until(&mut self) {
-        self.quiet_until = if self.due.live() > 0 {
-            0
-        } else {
-            self.levels
-                .first_occupied()
-                .map_or(u64::MAX, |(level, slot)| {
-                    slot_start(self.elapsed, level, slot)
-                })
-        };
-    }
-
     /// Takes out up to `limit` due timers (deadline ≤ `now`) into `out`, in the order
     /// [`poll`](Wheel::poll) would, and returns how many it added.
     ///
     /// A call that stops at `limit` leaves the rest in place: the next call resumes where it
-    /// stopped, and `elapsed()` is the tick of the last slot processed (see
+    /// stopped, and `elapsed()` is the deadline of the last timer returned (see
     /// [`elapsed`](Wheel::elapsed)). `limit == 0` does nothing. Cost as for `poll`.
     pub fn poll_into(&mut self, now: u64, limit: usize, out: &mut Vec<Expired<T>>) -> usize {
         if limit == 0 {
@@ -346,16 +356,12 @@ impl<T> Wheel<T> {
     /// empty. O(levels).
     ///
     /// Never later than the earliest pending deadline. It is that deadline exactly when the
-    /// earliest timer is in level 0 (due within 64 ticks of `elapsed`); otherwise it is the
-    /// tick its slot cascades, which is earlier. Due timers not yet polled give a tick at or
+    /// earliest timer is due within 64 ticks of `elapsed` (same level-1 digit); otherwise it
+    /// is the tick its slot would cascade, which is earlier (also for a timer waiting in the
+    /// due queue's sorted run, so the answer does not depend on where a timer waits). Due timers not yet polled give a tick at or
     /// before `elapsed`. Cancelled timers do not hold it early: slots count live timers.
     pub fn next_expiration(&self) -> Option<u64> {
-        if let Some(deadline) = self.due.min_deadline() {
-            return Some(deadline);
-        }
-        self.levels
-            .first_occupied()
-            .map(|(level, slot)| slot_start(self.elapsed, level, slot))
+        self.next_expiration_tick()
     }
 
     /// Cancels every pending timer; every key issued so far becomes stale. O(capacity).
@@ -457,12 +463,22 @@ impl<T> Wheel<T> {
             .sweep(|refs| refs.retain(|&r| arena.resolve(r).is_some()));
     }
 
+    /// Removes the due queue's stale references, once they outnumber its timers.
+    #[cold]
+    #[inline(never)]
+    fn compact_due(&mut self) {
+        let arena = &self.arena;
+        self.due.compact(|r| arena.resolve(r).is_some());
+    }
+
     /// Detaches a live entry from where it is filed; its reference there becomes stale.
     fn unlink(&mut self, pos: u32) {
-        if pos == POS_DUE {
-            if self.due.unlink() {
-                let arena = &self.arena;
-                self.due.compact(|r| arena.resolve(r).is_some());
+        if pos == POS_DUE || pos == POS_RUN {
+            if self.due.unlink(pos == POS_RUN) {
+                self.compact_due();
+            }
+            if pos == POS_RUN {
+                self.settle_run_head();
             }
         } else if let Some((level, slot)) = position_slot(pos) {
             if self.levels.unlink(level, slot) {
@@ -471,111 +487,6 @@ impl<T> Wheel<T> {
         } else {
             debug_assert_eq!(pos, POS_UNFILED, "a live entry is filed somewhere");
         }
-    }
-
-    /// Returns the earliest live due timer, skipping stale references.
-    #[inline]
-    fn pop_due(&mut self) -> Option<Expired<T>> {
-        while self.due.live() > 0 {
-            let r = self.due.pop()?;
-            let Some((key, live)) = self.arena.take_current(r) else {
-                continue; // cancelled or moved after it became due
-            };
-            if self.due.unlink() {
-                // Pops keep the stale share constant; cancels raised it past the bound.
-                let arena = &self.arena;
-                self.due.compact(|r| arena.resolve(r).is_some());
-            }
-            return Some(Expired {
-                key,
-                deadline: live.deadline,
-                value: live.value,
-            });
-        }
-        None
-    }
-
-    /// Processes the next occupied slot if it is due by `now`: its due timers go to the due
-    /// queue, the others are filed again lower down. Returns false when no slot is due by
-    /// `now`; `elapsed` then moves to `now` (never backwards).
-    #[inline]
-    fn advance_one_slot(&mut self, now: u64) -> bool {
-        let Some((level, slot)) = self.levels.first_occupied() else {
-            self.elapsed = self.elapsed.max(now);
-            return false;
-        };
-        let start = slot_start(self.elapsed, level, slot);
-        debug_assert!(
-            start > self.elapsed,
-            "occupied slots lie ahead: L{level} S{slot} at {start} <= {}",
-            self.elapsed
-        );
-        if start > now {
-            self.elapsed = self.elapsed.max(now);
-            return false;
-        }
-        self.elapsed = start;
-        self.process_slot(level, slot);
-        true
-    }
-
-    /// Empties a slot that `elapsed` has reached: its due timers become the due queue's
-    /// batch (filtered in place in the slot's own vector), the others are filed lower down.
-    fn process_slot(&mut self, level: usize, slot: usize) {
-        let mut refs = self.levels.take(level, slot);
-        let elapsed = self.elapsed;
-        let mut due = 0;
-        // The entries are scattered over the arena: each batch's entries are loaded
-        // together (`Arena::touch`) one batch ahead of the batch being processed. A slot of a
-        // few references gains nothing from it.
-        let len = refs.len();
-        let touch = len >= TOUCH_MIN;
-        if touch {
-            std::hint::black_box(self.arena.touch(&refs[..len.min(TOUCH_BATCH)]));
-        }
-        let mut start = 0;
-        while start < len {
-            let end = len.min(start + TOUCH_BATCH);
-            if touch {
-                std::hint::black_box(self.arena.touch(&refs[end..len.min(end + TOUCH_BATCH)]));
-            }
-            for i in start..end {
-                // One lookup per reference: check it is current, read the deadline, refile.
-                let placed = self.arena.refile_current(refs[i], |deadline| {
-                    if deadline <= elapsed {
-                        POS_DUE
-                    } else {
-                        let level = level_for(elapsed, deadline);
-                        slot_position(level, slot_for(deadline, level))
-                    }
-                });
-                let Some((deadline, r)) = placed else {
-                    continue; // stale: cancelled, or moved to an earlier slot
-                };
-                if deadline <= elapsed {
-                    refs[due] = r;
-                    due += 1;
-                } else {
-                    // A cascade, or a timer whose deadline was moved later while it sat
-                    // here. (`quiet_until` is 0 during a poll and set when it ends.)
-                    let level = level_for(elapsed, deadline);
-                    self.levels.push(level, slot_for(deadline, level), r);
-                }
-            }
-            start = end;
-        }
-        refs.truncate(due);
-        let spare = if due > 0 {
-            self.due.push_batch(elapsed, refs)
-        } else {
-            refs
-        };
-        self.levels.restore(level, slot, spare);
-        if self.levels.over_bound() {
-            // The due timers left the levels and their count with them.
-            self.sweep_levels();
-        }
-        self.sweep_if_due();
     }
 
     #[cfg(test)]
@@ -612,10 +523,23 @@ impl<T> Wheel<T> {
             }
         }
         assert_eq!(
-            live_filed + self.due.live(),
+            live_filed + self.due.live() + self.due.run_live(),
             self.len(),
             "every pending timer is filed once"
         );
+        if let Some((at, r)) = self.due.run_head() {
+            let index = self.arena.resolve(r);
+            assert!(index.is_some(), "the run's head {r:#x} at {at} is current");
+            if at <= self.elapsed {
+                assert_eq!(self.quiet_until, 0, "a due run head makes every poll look");
+            } else {
+                assert!(
+                    self.quiet_until <= at,
+                    "quiet_until {} is no later than the run's head at {at}",
+                    self.quiet_until
+                );
+            }
+        }
         self.levels.check_counts();
         if self.due.live() > 0 {
             assert_eq!(self.quiet_until, 0, "due timers wait, so every poll looks");

@@ -1,0 +1,255 @@
+//! Polling: taking due timers out, advancing `elapsed` to the next occupied slot or the next
+//! deadline of the sorted run, and processing slots (cascading, batching, making runs).
+
+use super::arena::{POS_DUE, POS_RUN, TOUCH_BATCH, TOUCH_MIN, TakeDue, slot_position};
+use super::level::{SLOT_BITS, filed_slot_start, level_for, slot_for, slot_start};
+use super::{Expired, Wheel};
+
+/// Levels whose slots become the due queue's sorted run when processed (if no run is
+/// pending): a counting sort over a level-1 slot's 64 ticks or a level-2 slot's 4 096
+/// replaces one or two cascades per timer. A level-3 slot spans 262 144 ticks: its
+/// counters would outweigh what they save, so it cascades into level 2 first.
+const RUN_LEVELS: std::ops::RangeInclusive<usize> = 1..=2;
+
+/// The earlier of two optional ticks.
+#[inline]
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl<T> Wheel<T> {
+    /// The next tick at which something becomes due, after a poll found nothing due: the
+    /// start of the first occupied slot or the run's next deadline, whichever comes first.
+    #[inline]
+    fn next_event(&self) -> Option<u64> {
+        let slot = self
+            .levels
+            .first_occupied()
+            .map(|(level, slot)| slot_start(self.elapsed, level, slot));
+        earliest(slot, self.due.run_head().map(|(deadline, _)| deadline))
+    }
+
+    /// Sets `quiet_until` exactly, after a poll found nothing more.
+    pub(super) fn settle_quiet_until(&mut self) {
+        self.quiet_until = if self.due.live() > 0 {
+            0
+        } else {
+            self.next_event().unwrap_or(u64::MAX)
+        };
+    }
+
+    /// See [`Wheel::next_expiration`]. A run timer is reported at the tick its slot would be
+    /// processed had it been filed in the levels (its deadline once within 64 ticks), so the
+    /// answer does not depend on where the timer waits.
+    pub(super) fn next_expiration_tick(&self) -> Option<u64> {
+        if let Some(deadline) = self.due.min_deadline() {
+            return Some(deadline);
+        }
+        let slot = self
+            .levels
+            .first_occupied()
+            .map(|(level, slot)| slot_start(self.elapsed, level, slot));
+        let run = self.due.run_head().map(|(deadline, _)| {
+            if deadline <= self.elapsed {
+                deadline
+            } else {
+                filed_slot_start(deadline, level_for(self.elapsed, deadline))
+            }
+        });
+        earliest(slot, run)
+    }
+
+    /// Returns the earliest live due timer, skipping stale references.
+    #[inline]
+    pub(super) fn pop_due(&mut self) -> Option<Expired<T>> {
+        loop {
+            if let Some(ahead) = self.due.run_ahead() {
+                // The run's entries are scattered over the arena: load the next batch's
+                // together, a batch ahead of the pops that take them.
+                std::hint::black_box(self.arena.touch_all(ahead));
+            }
+            let r = self.due.pop(self.elapsed)?;
+            match self.arena.take_if_due(r, self.elapsed) {
+                TakeDue::Taken(key, live) => {
+                    self.unlink(live.position());
+                    return Some(Expired {
+                        key,
+                        deadline: live.deadline,
+                        value: live.value,
+                    });
+                }
+                TakeDue::Stale => {} // cancelled or moved after it became due
+                TakeDue::Later(index, deadline) => {
+                    // A run timer whose deadline was moved later while it waited there.
+                    self.file(index, deadline);
+                    self.unlink(POS_RUN);
+                    self.sweep_if_due();
+                }
+            }
+        }
+    }
+
+    /// Keeps the run's head current: drops stale references at the head, and files again a
+    /// due head whose deadline was moved past `elapsed`. Afterwards the head's deadline is
+    /// the run's earliest live deadline, and it is due only if its timer is.
+    pub(super) fn settle_run_head(&mut self) {
+        while let Some((at, r)) = self.due.run_head() {
+            let Some(index) = self.arena.resolve(r) else {
+                self.due.skip_run_head();
+                continue;
+            };
+            let deadline = self.arena.deadline_of(index);
+            if at > self.elapsed || deadline <= self.elapsed {
+                return;
+            }
+            self.due.skip_run_head();
+            self.file(index, deadline);
+            if self.due.unlink(true) {
+                self.compact_due();
+            }
+        }
+        self.sweep_if_due();
+    }
+
+    /// Processes the next occupied slot or run deadline if it is due by `now`. Returns false
+    /// when nothing is due by `now`; `elapsed` then moves to `now` (never backwards).
+    #[inline]
+    pub(super) fn advance_one_slot(&mut self, now: u64) -> bool {
+        let first = self.levels.first_occupied();
+        let start = first.map(|(level, slot)| slot_start(self.elapsed, level, slot));
+        let next = earliest(start, self.due.run_head().map(|(deadline, _)| deadline));
+        let Some(next) = next.filter(|&next| next <= now) else {
+            self.elapsed = self.elapsed.max(now);
+            return false;
+        };
+        debug_assert!(
+            next > self.elapsed,
+            "occupied slots and the run lie ahead: {first:?} at {start:?}, run at {:?}, elapsed {}",
+            self.due.run_head(),
+            self.elapsed
+        );
+        self.elapsed = next;
+        if let (Some((level, slot)), true) = (first, start == Some(next)) {
+            self.process_slot(level, slot);
+        }
+        true
+    }
+
+    /// Loads the arena entries of the batch of references starting at `at` (see
+    /// `Arena::touch`), if the slot is big enough to gain from it.
+    #[inline]
+    fn touch_batch(&self, refs: &[u64], at: usize) {
+        if refs.len() >= TOUCH_MIN && at < refs.len() {
+            let end = refs.len().min(at + TOUCH_BATCH);
+            std::hint::black_box(self.arena.touch(&refs[at..end]));
+        }
+    }
+
+    /// Empties a slot that `elapsed` has reached: its due timers become the due queue's
+    /// batch (filtered in place in the slot's own vector), the others are filed lower down;
+    /// or, for a level-1 or level-2 slot while no run is pending, the slot becomes the run.
+    fn process_slot(&mut self, level: usize, slot: usize) {
+        if RUN_LEVELS.contains(&level) && self.due.run_is_empty() {
+            self.run_slot(level, slot);
+            return;
+        }
+        let mut refs = self.levels.take(level, slot);
+        let elapsed = self.elapsed;
+        let mut due = 0;
+        // The entries are scattered over the arena: each batch's entries are loaded
+        // together one batch ahead of the batch being processed.
+        let len = refs.len();
+        self.touch_batch(&refs, 0);
+        for start in (0..len).step_by(TOUCH_BATCH) {
+            let end = len.min(start + TOUCH_BATCH);
+            self.touch_batch(&refs, end);
+            for i in start..end {
+                // One lookup per reference: check it is current, read the deadline, refile.
+                let placed = self.arena.refile_current(refs[i], |deadline| {
+                    if deadline <= elapsed {
+                        POS_DUE
+                    } else {
+                        let level = level_for(elapsed, deadline);
+                        slot_position(level, slot_for(deadline, level))
+                    }
+                });
+                let Some((deadline, r)) = placed else {
+                    continue; // stale: cancelled, or moved to an earlier slot
+                };
+                if deadline <= elapsed {
+                    refs[due] = r;
+                    due += 1;
+                } else {
+                    // A cascade, or a timer whose deadline was moved later while it sat
+                    // here. (`quiet_until` is 0 during a poll and set when it ends.)
+                    let level = level_for(elapsed, deadline);
+                    self.levels.push(level, slot_for(deadline, level), r);
+                }
+            }
+        }
+        refs.truncate(due);
+        let spare = if due > 0 {
+            self.due.push_batch(elapsed, refs)
+        } else {
+            refs
+        };
+        self.levels.restore(level, slot, spare);
+        self.after_processing();
+    }
+
+    /// Makes a processed slot the due queue's sorted run (see `due.rs`): one visit per
+    /// timer reads its deadline and stamps it as in the run; timers whose deadline was moved
+    /// past the slot's span are filed again instead.
+    fn run_slot(&mut self, level: usize, slot: usize) {
+        let mut refs = self.levels.take(level, slot);
+        let base = self.elapsed;
+        let width = 1u64 << (level as u32 * SLOT_BITS);
+        let mut offsets = self.due.take_offsets();
+        let mut kept = 0;
+        let len = refs.len();
+        self.touch_batch(&refs, 0);
+        for start in (0..len).step_by(TOUCH_BATCH) {
+            let end = len.min(start + TOUCH_BATCH);
+            self.touch_batch(&refs, end);
+            for i in start..end {
+                // A timer in a slot is due no earlier than the slot's start.
+                let placed = self.arena.refile_current(refs[i], |deadline| {
+                    if deadline - base < width {
+                        POS_RUN
+                    } else {
+                        let level = level_for(base, deadline);
+                        slot_position(level, slot_for(deadline, level))
+                    }
+                });
+                let Some((deadline, r)) = placed else {
+                    continue; // stale: cancelled, or moved to an earlier slot
+                };
+                if deadline - base < width {
+                    refs[kept] = r;
+                    kept += 1;
+                    offsets.push((deadline - base) as u32);
+                } else {
+                    let level = level_for(base, deadline);
+                    self.levels.push(level, slot_for(deadline, level), r);
+                }
+            }
+        }
+        refs.truncate(kept);
+        self.due.start_run(base, width as usize, &refs, offsets);
+        self.levels.restore(level, slot, refs);
+        self.after_processing();
+    }
+
+    /// The bounds a processed slot may have crossed: stale references in the levels (the
+    /// slot's timers left the levels and their count with them) and epoch sweeps.
+    #[inline]
+    fn after_processing(&mut self) {
+        if self.levels.over_bound() {
+            self.sweep_levels();
+        }
+        self.sweep_if_due();
+    }
+}
