@@ -20,10 +20,11 @@
 //!
 //! Each time the wheel files the entry somewhere (insert, cascade, a reset that moves it,
 //! entering the due queue) the epoch goes up by one, also across reuse of the index. A slot
-//! holds *references*, `index << 32 | stamp`; a reference is current exactly when its stamp
-//! equals the entry's, so a reference left behind by a cancel or a move is recognised as stale
-//! without being found and removed. Positions are never 0, so the stamp is never 0, which
-//! gives the enum its niche.
+//! holds *references*, the index and the epoch (and the deadline's low digits, see
+//! [`make_ref`]); a reference is current exactly when its epoch equals the entry's, so a
+//! reference left behind by a cancel or a move is recognised as stale without being found and
+//! removed. The position stays in the entry: it says where to unlink a cancelled timer.
+//! Positions are never 0, so the stamp is never 0, which gives the enum its niche.
 //!
 //! The epoch wraps after 2^20 filings of one index, and a stale reference that outlived that
 //! many filings would look current again (and could put a timer out of order). So whenever
@@ -50,8 +51,6 @@ const POS_MASK: u32 = (1 << POS_BITS) - 1;
 pub(crate) const POS_DUE: u32 = POS_MASK;
 /// Position of an entry between its insertion and its first filing.
 pub(crate) const POS_UNFILED: u32 = POS_MASK - 1;
-/// Position of an entry in the due queue's sorted run (see `due.rs`).
-pub(crate) const POS_RUN: u32 = POS_MASK - 2;
 /// References whose entries are loaded together by [`Arena::touch`] when a slot is
 /// processed or compacted: enough to keep the memory system busy, few enough to stay in L1.
 pub(crate) const TOUCH_BATCH: usize = 32;
@@ -70,10 +69,10 @@ pub(crate) fn slot_position(level: usize, slot: usize) -> u32 {
     1 + (level * super::level::SLOTS + slot) as u32
 }
 
-/// The (level, slot) of a slot position code; `None` for DUE/UNFILED/RUN.
+/// The (level, slot) of a slot position code; `None` for DUE/UNFILED.
 #[inline]
 pub(crate) fn position_slot(pos: u32) -> Option<(usize, usize)> {
-    if pos == 0 || pos >= POS_RUN {
+    if pos == 0 || pos >= POS_UNFILED {
         return None;
     }
     let p = (pos - 1) as usize;
@@ -140,10 +139,29 @@ fn next_stamp(old: u32, pos: u32) -> (NonZeroU32, bool) {
     (NonZeroU32::new(stamp).unwrap_or(NonZeroU32::MIN), sweep)
 }
 
-/// A reference as slots hold it: index in the high half, stamp in the low half.
+/// A reference as slots hold it: index in the high half, then the stamp's epoch, then the
+/// two lowest base-64 digits of the deadline the entry had when it was filed:
+///
+/// ```text
+///  63            32 31               12 11          0
+/// +----------------+-------------------+-------------+
+/// |  index         |  epoch (20 bits)  | deadline %  |
+/// |                |                   |   4096      |
+/// +----------------+-------------------+-------------+
+/// ```
+///
+/// The epoch alone tells a current reference from a stale one (every filing moves it on).
+/// The deadline digits let a level-2 slot be sorted into the due queue's run
+/// without loading any entry (see `due.rs`): within such a slot they *are* the deadline.
 #[inline]
-pub(crate) fn make_ref(index: u32, stamp: NonZeroU32) -> u64 {
-    ((index as u64) << 32) | stamp.get() as u64
+pub(crate) fn make_ref(index: u32, stamp: NonZeroU32, deadline: u64) -> u64 {
+    ((index as u64) << 32) | (stamp.get() & !POS_MASK) as u64 | (deadline & POS_MASK as u64)
+}
+
+/// Whether reference `r` was made at the entry's latest filing (`stamp`): the epochs match.
+#[inline]
+fn is_current(stamp: NonZeroU32, r: u64) -> bool {
+    (stamp.get() ^ r as u32) & !POS_MASK == 0
 }
 
 impl<T> Arena<T> {
@@ -204,7 +222,10 @@ impl<T> Arena<T> {
                 generation,
             });
             self.len += 1;
-            return Ok((TimerKey { index, generation }, make_ref(index, stamp)));
+            return Ok((
+                TimerKey { index, generation },
+                make_ref(index, stamp, deadline),
+            ));
         }
         let Ok(index) = u32::try_from(self.entries.len()) else {
             return Err(value);
@@ -221,7 +242,10 @@ impl<T> Arena<T> {
             generation,
         }));
         self.len += 1;
-        Ok((TimerKey { index, generation }, make_ref(index, stamp)))
+        Ok((
+            TimerKey { index, generation },
+            make_ref(index, stamp, deadline),
+        ))
     }
 
     /// The live entry a key names; `None` when the key is stale or foreign.
@@ -259,12 +283,12 @@ impl<T> Arena<T> {
         .sum()
     }
 
-    /// The index a slot reference names, if the reference is current (its stamp matches).
+    /// The index a slot reference names, if the reference is current (its epoch matches).
     #[inline]
     pub(crate) fn resolve(&self, r: u64) -> Option<u32> {
         let index = (r >> 32) as u32;
         match self.entries.get(index as usize) {
-            Some(Entry::Live(live)) if live.stamp.get() == r as u32 => Some(index),
+            Some(Entry::Live(live)) if is_current(live.stamp, r) => Some(index),
             _ => None,
         }
     }
@@ -293,8 +317,9 @@ impl<T> Arena<T> {
         let live = self.live_mut(index)?;
         let (stamp, sweep) = next_stamp(live.stamp.get(), pos);
         live.stamp = stamp;
+        let r = make_ref(index, stamp, live.deadline);
         self.sweep_due |= sweep;
-        Some(make_ref(index, stamp))
+        Some(r)
     }
 
     /// Files the live entry a current reference names at the position `place` picks from
@@ -310,13 +335,13 @@ impl<T> Arena<T> {
         let Some(Entry::Live(live)) = self.entries.get_mut(index as usize) else {
             return None;
         };
-        if live.stamp.get() != r as u32 {
+        if !is_current(live.stamp, r) {
             return None;
         }
         let (stamp, sweep) = next_stamp(live.stamp.get(), place(live.deadline));
         live.stamp = stamp;
         self.sweep_due |= sweep;
-        Some((live.deadline, make_ref(index, stamp)))
+        Some((live.deadline, make_ref(index, stamp, live.deadline)))
     }
 
     /// Takes out the live entry a current reference names if its deadline is at or before
@@ -326,7 +351,7 @@ impl<T> Arena<T> {
     pub(crate) fn take_if_due(&mut self, r: u64, elapsed: u64) -> TakeDue<T> {
         let index = (r >> 32) as u32;
         let deadline = match self.entries.get(index as usize) {
-            Some(Entry::Live(live)) if live.stamp.get() == r as u32 => live.deadline,
+            Some(Entry::Live(live)) if is_current(live.stamp, r) => live.deadline,
             _ => return TakeDue::Stale,
         };
         if deadline > elapsed {
@@ -514,13 +539,12 @@ mod tests {
         for level in 0..super::super::level::LEVELS {
             for slot in 0..super::super::level::SLOTS {
                 let pos = slot_position(level, slot);
-                assert!(pos != 0 && pos < POS_RUN);
+                assert!(pos != 0 && pos < POS_UNFILED);
                 assert_eq!(position_slot(pos), Some((level, slot)));
             }
         }
         assert_eq!(position_slot(POS_DUE), None);
         assert_eq!(position_slot(POS_UNFILED), None);
-        assert_eq!(position_slot(POS_RUN), None);
     }
 
     #[test]

@@ -7,11 +7,12 @@
 //!   no sorting is needed. The batch *is* the slot's vector of references, filtered in place
 //!   and handed over whole (the slot gets the previous batch's emptied vector back): a timer
 //!   that fires is not copied between the slot and the queue;
-//! - `run`, the timers of one processed level-1 or level-2 slot, sorted by deadline with a
-//!   stable counting sort over the slot's 64 or 4 096 ticks (equal deadlines keep slot
-//!   order, which is insertion order). A slot that would cascade each timer through level 1
-//!   and level 0 (two more visits to a random arena entry per timer) is visited once; its
-//!   timers then come out one deadline after another as `elapsed` reaches each. Only the
+//! - `run`, the timers of one processed level-2 slot, sorted by deadline with a stable
+//!   counting sort over the slot's 4 096 ticks (equal deadlines keep slot order, which is
+//!   insertion order). The sort reads the deadline digits each reference
+//!   carries, so it loads no arena entry: a timer that would have cascaded through level 1
+//!   and level 0 (a visit to a random arena entry at each) is next visited when it fires.
+//!   Its timers come out one deadline after another as `elapsed` reaches each. Only the
 //!   front of the run (deadline ≤ `elapsed`) is due; the rest waits, and the wheel advances
 //!   `elapsed` to the run's head as it would to an occupied slot;
 //! - `past`, a min-heap of timers inserted or reset to a deadline already reached (rare).
@@ -24,7 +25,9 @@
 //! then the due `run`, then `ready`, then `past` timers due at `elapsed` in insert order.
 //!
 //! The wheel keeps the run's head current (see `Wheel::settle_run_head`), so the head's
-//! deadline is the run's earliest live deadline.
+//! deadline is the run's earliest live deadline. A timer whose deadline was moved later
+//! while it waited in the slot or the run keeps its old place and is filed again by its
+//! new deadline when the run reaches it.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -50,16 +53,23 @@ pub(crate) struct DueQueue {
     /// Timers really in `ready` and `past`; the rest of their references are stale.
     live: usize,
     seq: u64,
-    /// The sorted run: (deadline, reference), by deadline, then slot order. Those before
-    /// `run_head` were handed out (or were stale and skipped).
-    run: Vec<(u64, u64)>,
+    /// The sorted run: references by deadline, then slot order. Those before `run_head` were
+    /// handed out (or were stale and skipped). A reference's deadline is
+    /// `run_base + (r & run_mask)` (see `arena::make_ref`).
+    run: Vec<u64>,
     run_head: usize,
+    /// References before this were loaded by [`DueQueue::run_ahead`].
+    run_touched: usize,
+    run_base: u64,
+    run_mask: u64,
     /// Timers really in `run[run_head..]`. The run is emptied when it reaches 0.
     run_live: usize,
+    /// The position code of the slot the run was made from: its timers' entries still say
+    /// they are filed there (no entry is touched to make a run), and that slot stays empty
+    /// while the run is pending. 0 (no position) when there is no run.
+    run_pos: u32,
     /// Scratch of the counting sort: one counter per tick of the slot, and one more.
     counts: Vec<u32>,
-    /// Scratch of the wheel while it makes a run: each timer's deadline less the slot's start.
-    offsets: Vec<u32>,
 }
 
 impl DueQueue {
@@ -95,57 +105,90 @@ impl DueQueue {
         self.run_live == 0
     }
 
-    /// Makes the run from `refs`, current references to timers of a slot starting at `base`
-    /// and `width` ticks wide, whose deadlines are `base + offsets[i]` (each below `width`).
-    /// A stable counting sort: equal deadlines keep the order of `refs`. O(refs + width).
-    pub(crate) fn start_run(&mut self, base: u64, width: usize, refs: &[u64], offsets: Vec<u32>) {
+    /// Makes the run from the references of the slot at position `pos`, which starts at
+    /// `base`, is `width` ticks wide (64 or 4 096) and holds `live` timers (the rest of
+    /// `refs` are stale). A stable counting sort on the deadline digits every reference
+    /// carries: equal deadlines keep the order of `refs`. O(refs + width), and no arena entry
+    /// is loaded. Returns `refs`, emptied, for the slot to reuse.
+    pub(crate) fn start_run(
+        &mut self,
+        base: u64,
+        width: usize,
+        pos: u32,
+        live: usize,
+        mut refs: Vec<u64>,
+    ) -> Vec<u64> {
         debug_assert!(self.run_is_empty(), "one run at a time");
-        debug_assert_eq!(refs.len(), offsets.len());
+        if live == 0 {
+            refs.clear();
+            return refs;
+        }
+        let mask = width as u64 - 1;
         let counts = &mut self.counts;
         counts.clear();
         counts.resize(width + 1, 0);
-        for &o in &offsets {
-            counts[o as usize + 1] += 1;
+        for &r in &refs {
+            counts[(r & mask) as usize + 1] += 1;
         }
         // `counts[o]` becomes where the timers due at `base + o` start.
         for i in 1..=width {
             counts[i] += counts[i - 1];
         }
         self.run.clear();
-        self.run.resize(refs.len(), (0, 0));
-        for (&r, &o) in refs.iter().zip(&offsets) {
-            let at = &mut counts[o as usize];
-            self.run[*at as usize] = (base + u64::from(o), r);
+        self.run.resize(refs.len(), 0);
+        for &r in &refs {
+            let at = &mut counts[(r & mask) as usize];
+            self.run[*at as usize] = r;
             *at += 1;
         }
         self.run_head = 0;
-        self.run_live = refs.len();
-        self.offsets = offsets;
+        self.run_touched = 0;
+        self.run_base = base;
+        self.run_mask = mask;
+        self.run_live = live;
+        self.run_pos = pos;
+        refs.clear();
+        refs
     }
 
-    /// The scratch vector for the offsets of [`DueQueue::start_run`], emptied.
-    pub(crate) fn take_offsets(&mut self) -> Vec<u32> {
-        let mut offsets = std::mem::take(&mut self.offsets);
-        offsets.clear();
-        offsets
+    /// Whether the run's stale references outnumber twice its timers by more than the
+    /// slack: time to compact it.
+    #[inline]
+    pub(crate) fn run_over_bound(&self) -> bool {
+        self.run_stale() > 2 * self.run_live + STALE_SLACK
     }
 
     /// The run's first (deadline, reference) not handed out yet.
     #[inline]
     pub(crate) fn run_head(&self) -> Option<(u64, u64)> {
-        self.run.get(self.run_head).copied()
+        let r = *self.run.get(self.run_head)?;
+        Some((self.run_base + (r & self.run_mask), r))
     }
 
-    /// The run's references from `TOUCH_BATCH` to `2 × TOUCH_BATCH` past its head when the
-    /// head is at a multiple of `TOUCH_BATCH` (once per batch), for `Arena::touch`.
+    /// The position code the run's timers are filed at (see `run_pos`); 0 without a run.
     #[inline]
-    pub(crate) fn run_ahead(&self) -> Option<impl Iterator<Item = u64> + '_> {
-        if self.run_head % TOUCH_BATCH != 0 {
+    pub(crate) fn run_pos(&self) -> u32 {
+        self.run_pos
+    }
+
+    /// Stale references in the run: those the slot had, and those cancels and moves left.
+    #[inline]
+    pub(crate) fn run_stale(&self) -> usize {
+        self.run.len() - self.run_head - self.run_live
+    }
+
+    /// The next batch of the run's references to load (`Arena::touch`) once the head has
+    /// come within `TOUCH_BATCH` of the end of what was loaded: each reference once, about
+    /// a batch before the head reaches it.
+    #[inline]
+    pub(crate) fn run_ahead(&mut self) -> Option<&[u64]> {
+        if self.run_head + TOUCH_BATCH <= self.run_touched || self.run_touched >= self.run.len() {
             return None;
         }
-        let start = self.run.len().min(self.run_head + TOUCH_BATCH);
-        let end = self.run.len().min(self.run_head + 2 * TOUCH_BATCH);
-        Some(self.run[start..end].iter().map(|&(_, r)| r))
+        let start = self.run_touched.max(self.run_head);
+        let end = self.run.len().min(start + TOUCH_BATCH);
+        self.run_touched = end;
+        Some(&self.run[start..end])
     }
 
     /// Drops the run's head, a stale reference.
@@ -158,7 +201,7 @@ impl DueQueue {
     /// for the order. The caller resolves it and calls [`DueQueue::unlink`] when it was live.
     #[inline]
     pub(crate) fn pop(&mut self, elapsed: u64) -> Option<u64> {
-        let run_due = matches!(self.run.get(self.run_head), Some(&(d, _)) if d <= elapsed);
+        let run_due = matches!(self.run_head(), Some((d, _)) if d <= elapsed);
         let ready = self.ready_head < self.ready.len();
         if let Some(Reverse(top)) = self.past.peek() {
             if top.deadline < elapsed || !(run_due || ready) {
@@ -167,7 +210,7 @@ impl DueQueue {
         }
         if run_due {
             self.run_head += 1;
-            return Some(self.run[self.run_head - 1].1);
+            return Some(self.run[self.run_head - 1]);
         }
         if ready {
             self.ready_head += 1;
@@ -177,24 +220,33 @@ impl DueQueue {
     }
 
     /// A live timer was taken out of the run (`run`) or of `ready`/`past`: returned,
-    /// cancelled or moved away. Returns true when the queue should be compacted.
+    /// cancelled or moved away. Returns true when `ready`/`past` should be compacted (the
+    /// run has its own bound, [`DueQueue::run_over_bound`]).
     #[inline]
     pub(crate) fn unlink(&mut self, run: bool) -> bool {
         if run {
             debug_assert!(self.run_live > 0, "unlink from an empty run");
             self.run_live -= 1;
             if self.run_live == 0 {
-                self.run.clear();
-                self.run_head = 0;
+                self.clear_run();
             }
-        } else {
-            debug_assert!(self.live > 0, "unlink from an empty due queue");
-            self.live -= 1;
-            if self.live == 0 {
-                self.clear_due_refs();
-            }
+            return false;
         }
-        self.refs() > 2 * (self.live + self.run_live) + STALE_SLACK
+        debug_assert!(self.live > 0, "unlink from an empty due queue");
+        self.live -= 1;
+        if self.live == 0 {
+            self.clear_due_refs();
+            return false;
+        }
+        self.due_refs() > 2 * self.live + STALE_SLACK
+    }
+
+    fn clear_run(&mut self) {
+        self.run.clear();
+        self.run_head = 0;
+        self.run_touched = 0;
+        self.run_live = 0;
+        self.run_pos = 0;
     }
 
     fn clear_due_refs(&mut self) {
@@ -203,15 +255,21 @@ impl DueQueue {
         self.past.clear();
     }
 
+    /// Removes the stale references of `ready` and `past`.
     pub(crate) fn compact(&mut self, current: impl Fn(u64) -> bool) {
-        // The handed-out prefixes go first; the rest keep their order.
+        // The handed-out prefix goes first; the rest keep their order.
         self.ready.drain(..self.ready_head);
         self.ready_head = 0;
         self.ready.retain(|&r| current(r));
         self.past.retain(|Reverse(d)| current(d.r));
+    }
+
+    /// Removes the stale references of the run; the others keep their order.
+    pub(crate) fn compact_run(&mut self, current: impl Fn(u64) -> bool) {
         self.run.drain(..self.run_head);
         self.run_head = 0;
-        self.run.retain(|&(_, r)| current(r));
+        self.run_touched = 0;
+        self.run.retain(|&r| current(r));
     }
 
     /// The smallest deadline of any due reference (in `ready` or `past`, live or stale): never
@@ -241,30 +299,33 @@ impl DueQueue {
 
     /// References held, live or stale.
     pub(crate) fn refs(&self) -> usize {
-        self.ready.len() - self.ready_head + self.past.len() + self.run.len() - self.run_head
+        self.due_refs() + self.run.len() - self.run_head
+    }
+
+    /// References held in `ready` and `past`, live or stale.
+    fn due_refs(&self) -> usize {
+        self.ready.len() - self.ready_head + self.past.len()
     }
 
     pub(crate) fn bytes_held(&self) -> usize {
         self.ready.capacity() * std::mem::size_of::<u64>()
             + self.past.capacity() * std::mem::size_of::<DueRef>()
-            + self.run.capacity() * std::mem::size_of::<(u64, u64)>()
-            + (self.counts.capacity() + self.offsets.capacity()) * std::mem::size_of::<u32>()
+            + self.run.capacity() * std::mem::size_of::<u64>()
+            + self.counts.capacity() * std::mem::size_of::<u32>()
     }
 
     pub(crate) fn clear(&mut self) {
         self.clear_due_refs();
         self.live = 0;
-        self.run.clear();
-        self.run_head = 0;
-        self.run_live = 0;
+        self.clear_run();
     }
 
     pub(crate) fn shrink_to_fit(&mut self, current: impl Fn(u64) -> bool) {
-        self.compact(current);
+        self.compact(&current);
+        self.compact_run(&current);
         self.ready.shrink_to_fit();
         self.past.shrink_to_fit();
         self.run.shrink_to_fit();
         self.counts = Vec::new();
-        self.offsets = Vec::new();
     }
 }

@@ -33,12 +33,13 @@
 //!   cheap reschedules). Only a reset to an *earlier* slot moves it.
 //! - **A due queue** (`due.rs`) holds due timers between polls, so `poll` returns one at a
 //!   time and `poll_into` can stop at `limit` and resume without losing order.
-//! - **A level-1 or level-2 slot is sorted, not cascaded.** When such a slot is processed
-//!   and no sorted run is pending, a stable counting sort over its 64 or 4 096 ticks makes
-//!   it the due queue's *run*, which hands its timers out deadline by deadline as `elapsed`
-//!   reaches them (`poll.rs`). Each timer is visited once there instead of once per level
-//!   it would cascade through (at 1 M timers over a minute, most sit in level 2: three visits
-//!   to a random 24-byte arena entry become one), and the visits are what a poll costs.
+//! - **A level-2 slot is sorted, not cascaded.** When such a slot is processed and no
+//!   sorted run is pending, a stable counting sort over its 4 096 ticks, on deadline digits
+//!   each reference carries, makes it the due queue's *run*, which hands its timers out
+//!   deadline by deadline as `elapsed` reaches them (`poll.rs`). No entry is loaded to make
+//!   the run: a timer is next visited when it fires, instead of once per level it would
+//!   cascade through (at 1 M timers over a minute, most sit in level 2: three visits to a
+//!   random 24-byte arena entry become one), and those visits are what a poll costs.
 //!   Timers inserted later go to the levels as usual; the wheel advances `elapsed` to the
 //!   earlier of the run's head and the first occupied slot. A timer in the run is cancelled
 //!   and reset in O(1) like any other (its entry's stamp says it is in the run).
@@ -55,7 +56,7 @@ mod slots;
 
 pub use key::{Expired, TimerKey, WheelStats};
 
-use arena::{Arena, POS_DUE, POS_RUN, POS_UNFILED, position_slot, slot_position};
+use arena::{Arena, POS_DUE, POS_UNFILED, position_slot, slot_position};
 use due::DueQueue;
 use level::{filed_slot_start, level_for, slot_for, slot_start};
 use slots::Levels;
@@ -220,7 +221,7 @@ impl<T> Wheel<T> {
     /// index now holds another timer: that timer is left alone (the generation differs).
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
         let (pos, live) = self.arena.take(key)?;
-        self.unlink(pos);
+        self.unlink(key.index, pos);
         Some(live.value)
     }
 
@@ -241,14 +242,19 @@ impl<T> Wheel<T> {
         };
         let pos = live.position();
         if deadline > self.elapsed {
-            if pos == POS_RUN && deadline >= live.deadline && live.deadline > self.elapsed {
+            let in_run = pos == self.due.run_pos();
+            if in_run && deadline >= live.deadline && live.deadline > self.elapsed {
                 // It waits in the run, not due yet: it stays there and is filed again by
                 // its new deadline when the run reaches it (see `Wheel::pop_due`).
                 live.deadline = deadline;
                 return true;
             }
-            if let Some((level, slot)) = position_slot(pos) {
-                if slot_start(self.elapsed, level, slot) <= deadline {
+            if let Some((level, slot)) = position_slot(pos).filter(|_| !in_run) {
+                // A slot that may become the sorted run is sorted by the deadline its
+                // references carry, which must not be later than the timer's: there, only a
+                // later deadline stays.
+                let sorted = poll::RUN_LEVELS.contains(&level) && deadline < live.deadline;
+                if slot_start(self.elapsed, level, slot) <= deadline && !sorted {
                     // Its slot comes round no later than the new deadline: keep it there.
                     live.deadline = deadline;
                     return true;
@@ -256,12 +262,12 @@ impl<T> Wheel<T> {
             }
         }
         live.deadline = deadline;
-        if pos == POS_RUN {
+        if pos == self.due.run_pos() {
             // Filed first, so that its run reference is stale when the run's head is settled.
             self.file(key.index, deadline);
-            self.unlink(pos);
+            self.unlink(key.index, pos);
         } else {
-            self.unlink(pos);
+            self.unlink(key.index, pos);
             self.file(key.index, deadline);
         }
         self.sweep_if_due();
@@ -452,6 +458,7 @@ impl<T> Wheel<T> {
         self.levels
             .compact_all(|refs| refs.retain(|&r| arena.resolve(r).is_some()));
         self.due.compact(|r| arena.resolve(r).is_some());
+        self.due.compact_run(|r| arena.resolve(r).is_some());
     }
 
     /// Compacts the slots with more stale than live references (see `slots.rs`).
@@ -471,22 +478,45 @@ impl<T> Wheel<T> {
         self.due.compact(|r| arena.resolve(r).is_some());
     }
 
-    /// Detaches a live entry from where it is filed; its reference there becomes stale.
-    fn unlink(&mut self, pos: u32) {
-        if pos == POS_DUE || pos == POS_RUN {
-            if self.due.unlink(pos == POS_RUN) {
-                self.compact_due();
+    /// Detaches live entry `index` from where it is filed (`pos`); its reference there
+    /// becomes stale.
+    fn unlink(&mut self, index: u32, pos: u32) {
+        if pos == self.due.run_pos() {
+            // Filed in the slot that became the run (see `due.rs`).
+            let head = self.due.run_head().map(|(_, r)| (r >> 32) as u32);
+            self.due.unlink(true);
+            if self.due.run_over_bound() {
+                self.compact_run();
             }
-            if pos == POS_RUN {
+            if head == Some(index) {
+                // The head went stale: the run's earliest live deadline moved.
                 self.settle_run_head();
             }
+        } else if pos == POS_DUE {
+            if self.due.unlink(false) {
+                self.compact_due();
+            }
         } else if let Some((level, slot)) = position_slot(pos) {
-            if self.levels.unlink(level, slot) {
+            if self.levels.unlink(level, slot) && self.over_bound() {
                 self.sweep_levels();
             }
         } else {
             debug_assert_eq!(pos, POS_UNFILED, "a live entry is filed somewhere");
         }
+    }
+
+    /// Whether the stale references of the levels call for a sweep.
+    #[inline]
+    fn over_bound(&self) -> bool {
+        self.levels.over_bound()
+    }
+
+    /// Removes the run's stale references (see `DueQueue::run_over_bound`).
+    #[cold]
+    #[inline(never)]
+    fn compact_run(&mut self) {
+        let arena = &self.arena;
+        self.due.compact_run(|r| arena.resolve(r).is_some());
     }
 
     #[cfg(test)]
@@ -541,6 +571,12 @@ impl<T> Wheel<T> {
             }
         }
         self.levels.check_counts();
+        assert!(
+            !self.due.run_over_bound(),
+            "the run's stale references {} stay within 2 x {} + slack",
+            self.due.run_stale(),
+            self.due.run_live()
+        );
         if self.due.live() > 0 {
             assert_eq!(self.quiet_until, 0, "due timers wait, so every poll looks");
         }

@@ -1,15 +1,17 @@
 //! Polling: taking due timers out, advancing `elapsed` to the next occupied slot or the next
 //! deadline of the sorted run, and processing slots (cascading, batching, making runs).
 
-use super::arena::{POS_DUE, POS_RUN, TOUCH_BATCH, TOUCH_MIN, TakeDue, slot_position};
+use super::arena::{POS_DUE, TOUCH_BATCH, TOUCH_MIN, TakeDue, slot_position};
 use super::level::{SLOT_BITS, filed_slot_start, level_for, slot_for, slot_start};
 use super::{Expired, Wheel};
 
 /// Levels whose slots become the due queue's sorted run when processed (if no run is
-/// pending): a counting sort over a level-1 slot's 64 ticks or a level-2 slot's 4 096
-/// replaces one or two cascades per timer. A level-3 slot spans 262 144 ticks: its
-/// counters would outweigh what they save, so it cascades into level 2 first.
-const RUN_LEVELS: std::ops::RangeInclusive<usize> = 1..=2;
+/// pending): a counting sort over a level-2 slot's 4 096 ticks replaces two cascades per
+/// timer. A level-3 slot spans 262 144 ticks: its counters would outweigh what they save, so
+/// it cascades into level 2 first. Level-1 runs (64 ticks) were tried: they save one
+/// cascade, but in a cancel-heavy churn a run made every 64 ticks cost more than it saved
+/// (see the commit log).
+pub(super) const RUN_LEVELS: std::ops::RangeInclusive<usize> = 2..=2;
 
 /// The earlier of two optional ticks.
 #[inline]
@@ -66,15 +68,16 @@ impl<T> Wheel<T> {
     #[inline]
     pub(super) fn pop_due(&mut self) -> Option<Expired<T>> {
         loop {
-            if let Some(ahead) = self.due.run_ahead() {
-                // The run's entries are scattered over the arena: load the next batch's
-                // together, a batch ahead of the pops that take them.
-                std::hint::black_box(self.arena.touch_all(ahead));
-            }
+            self.touch_run_ahead();
             let r = self.due.pop(self.elapsed)?;
             match self.arena.take_if_due(r, self.elapsed) {
                 TakeDue::Taken(key, live) => {
-                    self.unlink(live.position());
+                    let pos = live.position();
+                    let from_run = pos == self.due.run_pos();
+                    self.unlink(key.index, pos);
+                    if from_run {
+                        self.settle_run_head();
+                    }
                     return Some(Expired {
                         key,
                         deadline: live.deadline,
@@ -84,11 +87,22 @@ impl<T> Wheel<T> {
                 TakeDue::Stale => {} // cancelled or moved after it became due
                 TakeDue::Later(index, deadline) => {
                     // A run timer whose deadline was moved later while it waited there.
+                    let pos = self.due.run_pos();
                     self.file(index, deadline);
-                    self.unlink(POS_RUN);
+                    self.unlink(index, pos);
+                    self.settle_run_head();
                     self.sweep_if_due();
                 }
             }
+        }
+    }
+
+    /// The run's entries are scattered over the arena: loads the next batch's together, a
+    /// batch ahead of the pops that take them.
+    #[inline]
+    fn touch_run_ahead(&mut self) {
+        if let Some(ahead) = self.due.run_ahead() {
+            std::hint::black_box(self.arena.touch(ahead));
         }
     }
 
@@ -97,6 +111,7 @@ impl<T> Wheel<T> {
     /// the run's earliest live deadline, and it is due only if its timer is.
     pub(super) fn settle_run_head(&mut self) {
         while let Some((at, r)) = self.due.run_head() {
+            self.touch_run_ahead();
             let Some(index) = self.arena.resolve(r) else {
                 self.due.skip_run_head();
                 continue;
@@ -107,9 +122,7 @@ impl<T> Wheel<T> {
             }
             self.due.skip_run_head();
             self.file(index, deadline);
-            if self.due.unlink(true) {
-                self.compact_due();
-            }
+            self.due.unlink(true);
         }
         self.sweep_if_due();
     }
@@ -150,13 +163,13 @@ impl<T> Wheel<T> {
 
     /// Empties a slot that `elapsed` has reached: its due timers become the due queue's
     /// batch (filtered in place in the slot's own vector), the others are filed lower down;
-    /// or, for a level-1 or level-2 slot while no run is pending, the slot becomes the run.
+    /// or, for a slot of [`RUN_LEVELS`] while no run is pending, the slot becomes the run.
     fn process_slot(&mut self, level: usize, slot: usize) {
         if RUN_LEVELS.contains(&level) && self.due.run_is_empty() {
             self.run_slot(level, slot);
             return;
         }
-        let mut refs = self.levels.take(level, slot);
+        let (mut refs, _) = self.levels.take(level, slot);
         let elapsed = self.elapsed;
         let mut due = 0;
         // The entries are scattered over the arena: each batch's entries are loaded
@@ -200,46 +213,18 @@ impl<T> Wheel<T> {
         self.after_processing();
     }
 
-    /// Makes a processed slot the due queue's sorted run (see `due.rs`): one visit per
-    /// timer reads its deadline and stamps it as in the run; timers whose deadline was moved
-    /// past the slot's span are filed again instead.
+    /// Makes a processed slot the due queue's sorted run (see `due.rs`) without loading any
+    /// of its entries: they stay filed at the slot's position, which now means the run.
     fn run_slot(&mut self, level: usize, slot: usize) {
-        let mut refs = self.levels.take(level, slot);
-        let base = self.elapsed;
-        let width = 1u64 << (level as u32 * SLOT_BITS);
-        let mut offsets = self.due.take_offsets();
-        let mut kept = 0;
-        let len = refs.len();
-        self.touch_batch(&refs, 0);
-        for start in (0..len).step_by(TOUCH_BATCH) {
-            let end = len.min(start + TOUCH_BATCH);
-            self.touch_batch(&refs, end);
-            for i in start..end {
-                // A timer in a slot is due no earlier than the slot's start.
-                let placed = self.arena.refile_current(refs[i], |deadline| {
-                    if deadline - base < width {
-                        POS_RUN
-                    } else {
-                        let level = level_for(base, deadline);
-                        slot_position(level, slot_for(deadline, level))
-                    }
-                });
-                let Some((deadline, r)) = placed else {
-                    continue; // stale: cancelled, or moved to an earlier slot
-                };
-                if deadline - base < width {
-                    refs[kept] = r;
-                    kept += 1;
-                    offsets.push((deadline - base) as u32);
-                } else {
-                    let level = level_for(base, deadline);
-                    self.levels.push(level, slot_for(deadline, level), r);
-                }
-            }
+        let (refs, live) = self.levels.take(level, slot);
+        let width = 1usize << (level as u32 * SLOT_BITS);
+        let pos = slot_position(level, slot);
+        let spare = self.due.start_run(self.elapsed, width, pos, live, refs);
+        self.levels.restore(level, slot, spare);
+        if self.due.run_over_bound() {
+            self.compact_run();
         }
-        refs.truncate(kept);
-        self.due.start_run(base, width as usize, &refs, offsets);
-        self.levels.restore(level, slot, refs);
+        self.settle_run_head();
         self.after_processing();
     }
 
@@ -247,7 +232,7 @@ impl<T> Wheel<T> {
     /// slot's timers left the levels and their count with them) and epoch sweeps.
     #[inline]
     fn after_processing(&mut self) {
-        if self.levels.over_bound() {
+        if self.over_bound() {
             self.sweep_levels();
         }
         self.sweep_if_due();

@@ -10,6 +10,10 @@
 //! leaves at most as many stale references as live timers. So stale references stay below
 //! `live + STALE_SLACK × 704` at every moment.
 //!
+//! A level-2 slot made the due queue's sorted run (`due.rs`) leaves the levels whole, stale
+//! references included; the run keeps its own bound (at most twice its timers plus
+//! [`STALE_SLACK`]).
+//!
 //! Why the whole levels and not each slot: most stale references cost nothing, because they
 //! go when their slot is processed or emptied, which resolves or drops them anyway. A bound
 //! per slot compacts slots that would have been processed soon (cancelling half the timers
@@ -128,7 +132,8 @@ impl Levels {
     }
 
     /// One live timer left the slot (cancelled or moved); its reference stays behind.
-    /// Returns true when the levels should be swept ([`Levels::over_bound`]).
+    /// Returns true when a stale reference was left, so the bound should be checked
+    /// ([`Levels::over_bound`]).
     #[inline]
     pub(crate) fn unlink(&mut self, level: usize, slot: usize) -> bool {
         let s = &mut self.levels[level].slots[slot];
@@ -147,7 +152,7 @@ impl Levels {
             return false;
         }
         self.stale += 1;
-        self.over_bound()
+        true
     }
 
     /// Whether stale references outnumber live timers by more than the slack: time to sweep.
@@ -187,15 +192,17 @@ impl Levels {
         }
     }
 
-    /// Takes every reference out of a slot, leaving it empty.
+    /// Takes every reference out of a slot, leaving it empty; returns them and how many are
+    /// live.
     #[inline]
-    pub(crate) fn take(&mut self, level: usize, slot: usize) -> Vec<u64> {
+    pub(crate) fn take(&mut self, level: usize, slot: usize) -> (Vec<u64>, usize) {
         self.mark_empty(level, slot);
         let s = &mut self.levels[level].slots[slot];
-        self.stale -= s.refs.len() - s.live as usize;
-        self.live -= s.live as usize;
+        let live = s.live as usize;
+        self.stale -= s.refs.len() - live;
+        self.live -= live;
         s.live = 0;
-        std::mem::take(&mut s.refs)
+        (std::mem::take(&mut s.refs), live)
     }
 
     /// Gives an emptied vector back to the slot so its capacity is reused.
