@@ -120,6 +120,12 @@ pub struct DelayQueue<T> {
     /// `None` when that tick lies past the end of `Instant`'s range (then nothing can become
     /// due until the queue changes). Meaningless while the waiter is not armed.
     quiet_until: Option<Instant>,
+    /// The tick of the `now` the last `Ready(Some)` of `poll_expired` was judged at, until
+    /// a poll finds nothing due at it: a caller drains the queue in a loop, and each call
+    /// after the first takes what is due at that tick before reading the clock again. Never
+    /// ahead of the clock, so nothing comes out early; the clock is read again before any
+    /// `Pending`, so nothing due is left behind.
+    drain_now: Option<u64>,
     peek: PeekIndex,
 }
 
@@ -165,6 +171,7 @@ impl<T> DelayQueue<T> {
             sleep: OneSleep::default(),
             waiter: Waiter::default(),
             quiet_until: None,
+            drain_now: None,
             peek: PeekIndex::with_capacity(capacity),
         }
     }

@@ -20,15 +20,19 @@ impl<T> DelayQueue<T> {
     ///   sooner if an insert or reset brings a deadline earlier, or when `remove`,
     ///   `try_remove` or `clear` empties the queue. It may also be woken spuriously, e.g.
     ///   at the old deadline after the earliest entry was removed.
-    ///
-    /// "Due" is judged on the clock (`Instant::now()`) except between a `Pending` and the end
-    /// of the sleep it armed: while the queue has not changed in a way that wakes the task
-    /// (see above) and the timer driver has not yet ended that sleep, a poll answers
-    /// `Pending` without reading the clock, as tokio-util's does. The driver ends the sleep
-    /// at its deadline and wakes the task; an entry is never yielded early, and at most one
-    /// driver turn late.
     /// - `Ready(None)`: the queue is empty. This does not end the queue: after a later insert,
     ///   polling yields again, and the task that saw `Ready(None)` is woken by that insert.
+    ///
+    /// "Due" is judged on the clock (`Instant::now()`), read at most once per call, with two
+    /// shortcuts that never make an entry early:
+    /// - after a `Ready(Some)`, the next call first takes what is due at the `now` that call
+    ///   read, and reads the clock only when nothing is left there (a drain loop reads it
+    ///   about twice, not once per entry);
+    /// - between a `Pending` and the end of the sleep it armed, while the queue has not
+    ///   changed in a way that wakes the task (see above) and the timer driver has not yet
+    ///   ended that sleep, a call answers `Pending` without reading the clock, as
+    ///   tokio-util's does. The driver ends the sleep at its deadline and wakes the task, so
+    ///   an entry comes out at most one driver turn late.
     ///
     /// Only the task that polled last is woken. Cancellation safe: an entry is taken out only
     /// when it is returned. Cost: O(1) amortised per entry returned, O(levels) when nothing
@@ -52,6 +56,10 @@ impl<T> DelayQueue<T> {
     /// # }
     /// ```
     pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
+        if let Some(expired) = self.drain_now.and_then(|now| self.take_due(now)) {
+            // Still draining what was due at the last `Ready(Some)`'s `now`.
+            return Poll::Ready(Some(expired));
+        }
         if self.waiter.armed() && (self.quiet_until.is_none() || !self.sleep.ended()) {
             // Nothing changed that could make an entry due before the armed tick, and the
             // timer driver has not ended the sleep armed for it: still `Pending`, without
@@ -60,8 +68,10 @@ impl<T> DelayQueue<T> {
             return self.wait(cx);
         }
         let now = ticks::now_tick(self.origin, Instant::now());
+        self.drain_now = None;
         if let Some(expired) = self.take_due(now) {
             self.waiter.forget();
+            self.drain_now = Some(now);
             return Poll::Ready(Some(expired));
         }
         let Some(next) = self.wheel.next_expiration() else {
@@ -160,6 +170,41 @@ mod tests {
         assert_eq!(q.next().await.map(Expired::into_inner), Some("late"));
         assert_eq!(Instant::now(), start + Duration::from_millis(10));
         assert!(q.next().await.is_none());
+    }
+
+    /// A drain keeps the `now` of its first `Ready(Some)` until nothing is due there, then
+    /// reads the clock again: deadline order holds across the two, and an insert due before
+    /// that `now` comes out within the drain.
+    #[tokio::test(start_paused = true)]
+    async fn a_drain_reads_the_clock_again_only_when_nothing_is_left() {
+        let start = Instant::now();
+        let ms = |n: u64| start + Duration::from_millis(n);
+        let mut q = DelayQueue::new();
+        for (name, at) in [("a", 1), ("b", 2), ("c", 3), ("late", 50)] {
+            q.insert_at(name, ms(at));
+        }
+        tokio::time::advance(Duration::from_millis(2)).await;
+        let mut poll = || {
+            let waker = futures_util::task::noop_waker();
+            let mut cx = Context::from_waker(&waker);
+            match q.poll_expired(&mut cx) {
+                Poll::Ready(Some(e)) => Some(e.into_inner()),
+                _ => None,
+            }
+        };
+        assert_eq!(poll(), Some("a"));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(poll(), Some("b"), "due at the drain's now (2 ms)");
+        assert_eq!(
+            poll(),
+            Some("c"),
+            "nothing left at 2 ms: the clock says 3 ms"
+        );
+        assert_eq!(poll(), None, "late is not due");
+        q.insert_at("past", start);
+        tokio::time::advance(Duration::from_millis(47)).await;
+        assert_eq!(q.next().await.map(Expired::into_inner), Some("past"));
+        assert_eq!(q.next().await.map(Expired::into_inner), Some("late"));
     }
 
     /// Counts `Sleep`s made rather than comparing addresses: a `Box<Sleep>` dropped and made
