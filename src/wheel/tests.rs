@@ -383,9 +383,16 @@ fn shrink_to_fit_gives_memory_back() {
 /// A wheel whose timers sit in one level-2 slot (ticks 4096..8192), polled up to its start so
 /// that the slot becomes the due queue's sorted run; returns the wheel and the deadlines.
 fn wheel_with_a_run() -> (Wheel<u64>, Vec<u64>, Vec<TimerKey>) {
+    wheel_with_a_run_of(600)
+}
+
+/// [`wheel_with_a_run`] with `n` timers: under 512 the run is sorted by comparison, from
+/// 512 on by counting (see `DueQueue::start_run`).
+fn wheel_with_a_run_of(n: u64) -> (Wheel<u64>, Vec<u64>, Vec<TimerKey>) {
     let mut wheel = Wheel::new();
-    let deadlines: Vec<u64> = (0..600u64).map(|i| 4096 + (i * 7919) % 4096).collect();
-    let keys = (0..600u64).map(|i| wheel.insert(deadlines[i as usize], i));
+    // Multiples of 16: equal deadlines, whose insertion order the run must keep.
+    let deadlines: Vec<u64> = (0..n).map(|i| 4096 + ((i * 7919) % 4096 & !15)).collect();
+    let keys = (0..n).map(|i| wheel.insert(deadlines[i as usize], i));
     let keys: Vec<TimerKey> = keys.collect();
     assert!(drain(&mut wheel, 4096).iter().all(|&(d, _)| d == 4096));
     assert!(wheel.due.run_live() > 0, "the level-2 slot became the run");
@@ -404,7 +411,13 @@ fn model_order(deadlines: &[u64], from: u64, skip: &[u64]) -> Vec<(u64, u64)> {
 
 #[test]
 fn run_comes_out_in_deadline_then_insertion_order_under_poll_into_limits() {
-    let (mut wheel, deadlines, _) = wheel_with_a_run();
+    for n in [600, 100] {
+        run_order_under_poll_into_limits(n);
+    }
+}
+
+fn run_order_under_poll_into_limits(n: u64) {
+    let (mut wheel, deadlines, _) = wheel_with_a_run_of(n);
     let want = model_order(&deadlines, 4096, &[]);
     let mut out = Vec::new();
     let mut calls = 0;
@@ -443,8 +456,11 @@ fn cancel_and_reset_inside_a_run() {
     let mut out = Vec::new();
     wheel.poll_into(5000, 3, &mut out);
     let at = wheel.elapsed();
+    // Timers of tick `at` may still wait behind the three taken: the model is everything
+    // after 4096 in order, less what came out.
+    let taken: Vec<u64> = out.iter().map(|e: &Expired<u64>| e.value).collect();
     // Cancel every third timer still waiting, the run's head among them.
-    let waiting: Vec<u64> = model_order(&deadlines, at, &[])
+    let waiting: Vec<u64> = model_order(&deadlines, 4096, &taken)
         .iter()
         .map(|&(_, i)| i)
         .collect();
@@ -470,7 +486,8 @@ fn cancel_and_reset_inside_a_run() {
         .expect("a reset into the past is due at once");
     assert_eq!((first.deadline, first.value), (100, past));
     let fired = drain(&mut wheel, 200_000);
-    let mut want = model_order(&deadlines, at, &cancelled);
+    let gone: Vec<u64> = taken.iter().chain(&cancelled).copied().collect();
+    let mut want = model_order(&deadlines, 4096, &gone);
     want.retain(|&(_, i)| i != later && i != earlier && i != past);
     want.push((at + 1, earlier));
     want.push((100_000, later));
