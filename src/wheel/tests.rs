@@ -391,7 +391,7 @@ fn wheel_with_a_run() -> (Wheel<u64>, Vec<u64>, Vec<TimerKey>) {
 fn wheel_with_a_run_of(n: u64) -> (Wheel<u64>, Vec<u64>, Vec<TimerKey>) {
     let mut wheel = Wheel::new();
     // Multiples of 16: equal deadlines, whose insertion order the run must keep.
-    let deadlines: Vec<u64> = (0..n).map(|i| 4096 + ((i * 7919) % 4096 & !15)).collect();
+    let deadlines: Vec<u64> = (0..n).map(|i| 4096 + (((i * 7919) % 4096) & !15)).collect();
     let keys = (0..n).map(|i| wheel.insert(deadlines[i as usize], i));
     let keys: Vec<TimerKey> = keys.collect();
     assert!(drain(&mut wheel, 4096).iter().all(|&(d, _)| d == 4096));
