@@ -8,7 +8,7 @@
 //! under its lock, **before anything can tell**: the only things a finish changes are what
 //! the id and its queue answer while in flight, and the in-flight counts. So
 //!
-//! - every operation that reads those settles first: [`Shard::lock`] settles on every lock
+//! - every operation that reads those settles first: [`Shard::with`] settles on every lock
 //!   (counts, `queues`, stats, `next_deadline`), and `pop_due` settles each shard before
 //!   it locks them all, which also keeps the done lists short (at most the `Due`s done
 //!   since the last `pop_due`, so memory stays bounded by the timers popped);
@@ -22,6 +22,10 @@
 //! on the list is still `InFlight` in the state, and only its own `Due` frees it, so it
 //! cannot be reused or finished twice meanwhile.
 //!
+//! Settling finishes entries, and a finished entry's id and queue name (the shard's copies)
+//! are dropped: into the settling operation's `Trash`, dropped after the shard lock (see
+//! `trash.rs`), never under it.
+//!
 //! Lock order: the done list's lock is a leaf. It is taken alone (by a `Due`) or under its
 //! shard's lock (to settle), never the other way round, and never with the signal lock.
 
@@ -32,6 +36,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::shard::ShardState;
+use super::trash::Trash;
 
 /// One shard: its state, and the entries whose `Due` is done (see the module doc).
 ///
@@ -72,12 +77,18 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
         }
     }
 
-    /// Locks the state and finishes every done entry first: the state is then exactly as
-    /// if each `Due` had finished its timer when it was done.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, ShardState<Q, K, T>> {
-        let mut state = self.state.lock();
-        self.done.settle(&mut state);
-        state
+    /// Locks the state, finishes every done entry first — the state is then exactly as if
+    /// each `Due` had finished its timer when it was done — and runs `f` on it. The ids and
+    /// queue names the settle removes are dropped after the lock is released.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut ShardState<Q, K, T>) -> R) -> R {
+        let mut trash = Trash::new();
+        let result = {
+            let mut state = self.state.lock();
+            self.done.settle(&mut state, &mut trash);
+            f(&mut state)
+        };
+        drop(trash);
+        result
     }
 
     /// Locks the state without settling, for the operations that settle through the
@@ -92,10 +103,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
         self.state.lock()
     }
 
-    /// Settles the done list, if it is not empty, under the state's lock.
+    /// Settles the done list, if it is not empty, under the state's lock; what the settle
+    /// removes is dropped after the lock.
     pub(crate) fn settle_if_done(&self) {
         if !self.done.is_empty() {
-            self.done.settle(&mut self.state.lock());
+            let mut trash = Trash::new();
+            self.done.settle(&mut self.state.lock(), &mut trash);
+            drop(trash);
         }
     }
 
@@ -124,8 +138,13 @@ impl DoneList {
     }
 
     /// Finishes every entry on the list in `state` (whose lock the caller holds); returns
-    /// whether there was any.
-    pub(crate) fn settle<Q, K, T>(&self, state: &mut ShardState<Q, K, T>) -> bool
+    /// whether there was any. The finished ids and queue names go to `trash`, which the
+    /// caller drops after the lock.
+    pub(crate) fn settle<Q, K, T>(
+        &self,
+        state: &mut ShardState<Q, K, T>,
+        trash: &mut Trash<Q, K>,
+    ) -> bool
     where
         Q: Hash + Eq + Clone,
         K: Hash + Eq + Clone,
@@ -134,7 +153,7 @@ impl DoneList {
         std::mem::swap(&mut *self.0.lock(), &mut entries);
         let any = !entries.is_empty();
         for entry in entries.drain(..) {
-            state.finish(entry);
+            state.finish(entry, trash);
         }
         state.return_done_buffer(entries);
         any

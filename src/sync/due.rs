@@ -23,6 +23,7 @@ use std::time::Instant;
 use super::done::{DoneList, Padded};
 use super::scheduler::Inner;
 use super::shard::Popped;
+use super::trash::Trash;
 
 /// The timers one [`Scheduler::pop_due`](super::Scheduler::pop_due) took, in delivery order:
 /// deadline tick, then schedule order. An [`Iterator`] of [`Due`] items.
@@ -121,7 +122,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ExactSizeIterator for DueBat
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueBatch<Q, K, T> {
     /// Puts every untaken timer back: pending, due, with its deadline and place unchanged.
-    /// Locks one shard at a time, in ascending order. Never panics.
+    /// Locks one shard at a time, in ascending order; the batch's copies of the ids are
+    /// dropped after each lock. Never panics.
     fn drop(&mut self) {
         if self.items.is_empty() {
             return;
@@ -134,10 +136,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueBatch<Q, K, T> {
             let Some(mutex) = self.inner.shards.get(shard) else {
                 return;
             };
+            let (mut trash, mut lost) = (Trash::new(), Vec::new());
             let mut state = mutex.lock_unsettled();
             while let Some((_, popped)) = items.next_if(|(s, _)| *s == shard) {
-                state.put_back(popped);
+                lost.extend(state.put_back(popped, &mut trash).err());
             }
+            drop(state);
+            drop((trash, lost));
         }
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);

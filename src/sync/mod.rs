@@ -77,11 +77,20 @@
 //! friends visit the shards one after another). A shard's done-list lock is a leaf: taken
 //! alone by a `Due`, or under that shard's lock to settle. The lock of the wake-up signal
 //! (which wakes sleeping pollers when an earlier deadline arrives) is a leaf too: it is
-//! never held together with a shard lock. No user code runs under a lock except the `Hash`,
-//! `Eq` and `Clone` impls of `Q` and `K`, which must not call back into the scheduler (and
-//! should not panic: `parking_lot` locks do not poison, so a panic there can leave that
-//! shard's bookkeeping half-updated); none of `T`'s code runs under a lock (values are
-//! moved, never dropped, in there).
+//! never held together with a shard lock.
+//!
+//! **User code under a lock.** Of the user's code, only the `Hash`, `Eq` and `Clone` impls
+//! of `Q` and `K` run under a shard lock; they must not call back into the scheduler
+//! (`parking_lot` locks are not reentrant: that deadlocks) and should not panic (the locks
+//! do not poison, so a panic there can leave that shard's bookkeeping half-updated).
+//! `Drop` of `Q`, `K` and `T` never runs under a lock, so an id or queue name whose `Drop`
+//! calls the scheduler is fine: values are moved, never dropped, in there, and what a
+//! locked operation removes of ids and queue names — the shard's copies of the id and the
+//! queue name of a timer cancelled, drained, refused by `schedule` or finished by a settle,
+//! of an empty queue's name, and a put-back item's id — is moved into a buffer (`Trash`)
+//! that the operation drops after releasing the lock. No code of `Q`, `K` or `T` runs under
+//! a done-list lock. The signal's lock is held while a stored task `Waker` is cloned,
+//! compared or replaced (the async runtime's code, not `Q`, `K` or `T`).
 //!
 //! # Order and determinism
 //!
@@ -150,6 +159,7 @@ mod model;
 mod scheduler;
 mod shard;
 mod signal;
+mod trash;
 mod types;
 
 pub use builder::{MAX_SHARDS, SchedulerBuilder};

@@ -17,6 +17,7 @@ use super::due::DueBatch;
 use super::hash::{ShardHasher, shard_of_hash};
 use super::shard::{Cursor, ShardState, Timer};
 use super::signal::Signal;
+use super::trash::Trash;
 use super::types::{Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};
 use crate::clock::TickClock;
 use crate::wheel::WheelStats;
@@ -156,20 +157,20 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         value: T,
     ) -> Result<u64, ScheduleError<T>> {
         let tick = self.inner.clock.deadline_tick(at);
+        // Declared before the guard, so dropped after it (also on `?`): see `trash.rs`.
+        let mut trash = Trash::new();
         let (mut shard, done) = self.shard_of(&id).lock_lazy();
         let seq = self.next_seq();
-        shard.schedule(
-            id,
-            tick,
-            Timer {
-                queue,
-                at,
-                seq,
-                value,
-            },
-            done,
-        )?;
-        Ok(tick)
+        let timer = Timer {
+            queue,
+            at,
+            seq,
+            value,
+        };
+        let result = shard.schedule(id, tick, timer, done, &mut trash);
+        drop(shard);
+        drop(trash);
+        result.map(|()| tick)
     }
 
     /// Moves a pending timer to `at`, as if scheduled anew (it goes behind other timers of
@@ -195,11 +196,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// ```
     pub fn reschedule(&self, id: &K, at: Instant) -> Result<(), RescheduleError> {
         let tick = self.inner.clock.deadline_tick(at);
-        {
+        let mut trash = Trash::new();
+        let result = {
             let (mut shard, done) = self.shard_of(id).lock_lazy();
             let seq = self.next_seq();
-            shard.reschedule(id, tick, at, seq, done)?;
-        }
+            shard.reschedule(id, tick, at, seq, done, &mut trash)
+        };
+        drop(trash);
+        result?;
         self.inner.signal.deadline_added(tick);
         Ok(())
     }
@@ -220,8 +224,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// assert_eq!(sched.cancel(&1), Cancel::NotFound);
     /// ```
     pub fn cancel(&self, id: &K) -> Cancel<T> {
+        let mut trash = Trash::new();
         let (mut shard, done) = self.shard_of(id).lock_lazy();
-        shard.cancel(id, done)
+        let result = shard.cancel(id, done, &mut trash);
+        drop(shard);
+        drop(trash);
+        result
     }
 
     /// Takes every pending timer of `queue` out (they will not fire) and lists the queue's
@@ -270,8 +278,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         in_flight: &mut Vec<(u64, u64, K)>,
     ) {
         if let Some(shard) = self.inner.shards.get(index) {
+            let mut trash = Trash::new();
             let (mut state, done) = shard.lock_lazy();
-            state.drain(queue, cancelled, in_flight, done);
+            state.drain(queue, cancelled, in_flight, done, &mut trash);
+            drop(state);
+            drop(trash);
         }
     }
 
@@ -395,7 +406,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner
             .shards
             .get(index)
-            .and_then(|s| s.lock().earliest())
+            .and_then(|s| s.with(|state| state.earliest()))
     }
 
     /// Pending timers, due ones included; not those in flight. O(shards).
@@ -447,7 +458,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     pub fn queues(&self) -> Vec<Q> {
         let mut all = Vec::new();
         for shard in self.inner.shards.iter() {
-            shard.lock().queues_into(&mut all);
+            shard.with(|state| state.queues_into(&mut all));
         }
         // `seq`s are unique, so no two entries tie; a queue's first entry is its oldest.
         all.sort_unstable_by_key(|&(oldest, _)| oldest);
@@ -464,11 +475,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             ..SchedulerStats::default()
         };
         for shard in self.inner.shards.iter() {
-            let shard = shard.lock();
-            stats.pending += shard.pending_len();
-            stats.due_waiting += shard.staged_len();
-            stats.in_flight += shard.in_flight_len();
-            add_wheel_stats(&mut stats.wheel, shard.wheel_stats());
+            shard.with(|shard| {
+                stats.pending += shard.pending_len();
+                stats.due_waiting += shard.staged_len();
+                stats.in_flight += shard.in_flight_len();
+                add_wheel_stats(&mut stats.wheel, shard.wheel_stats());
+            });
         }
         stats.queues = self.queue_count();
         stats
@@ -476,11 +488,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 
     /// Distinct queues with a member, without ordering them. O(queues); one shard at a time.
     fn queue_count(&self) -> usize {
-        let mut names = HashSet::new();
+        let mut names = Vec::new();
         for shard in self.inner.shards.iter() {
-            shard.lock().queue_names_into(&mut names);
+            shard.with(|state| state.queue_names_into(&mut names));
         }
-        names.len()
+        // Counted outside the locks: the set drops the duplicates.
+        names.into_iter().collect::<HashSet<Q>>().len()
     }
 
     /// Number of shards.
@@ -570,7 +583,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     fn sum(&self, f: impl Fn(&ShardState<Q, K, T>) -> usize) -> usize {
-        self.inner.shards.iter().map(|s| f(&s.lock())).sum()
+        self.inner
+            .shards
+            .iter()
+            .map(|s| s.with(|state| f(state)))
+            .sum()
     }
 
     #[cfg(test)]

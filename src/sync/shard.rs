@@ -26,20 +26,25 @@
 //! the live timers and queues.
 //!
 //! Everything here runs under the shard's lock; nothing here calls back into the scheduler
-//! or takes another lock.
+//! or takes another lock, and nothing here drops an id, a queue name or a value: what an
+//! operation removes of those goes to the caller's [`Trash`] (ids and queue names) or back
+//! to the caller (values), to be dropped after the lock.
 
 use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::time::Instant;
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashMap;
 
 use super::done::DoneList;
+use super::trash::Trash;
 use super::types::{Cancel, RescheduleError, ScheduleError};
 use crate::wheel::{TimerKey, Wheel, WheelStats};
+use ids::{IdMap, Slot};
 
 #[cfg(test)]
 mod check;
+mod ids;
 mod queues;
 
 /// "No entry": the end of a queue's list.
@@ -121,7 +126,7 @@ struct QueueRec<Q> {
 /// The state one shard mutex guards.
 #[derive(Debug)]
 pub(crate) struct ShardState<Q, K, T> {
-    ids: HashMap<K, u32>,
+    ids: IdMap<K>,
     entries: Vec<Option<Entry<Q, K, T>>>,
     free_entries: Vec<u32>,
     wheel: Wheel<u32>,
@@ -137,7 +142,7 @@ pub(crate) struct ShardState<Q, K, T> {
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     pub(crate) fn new() -> Self {
         ShardState {
-            ids: HashMap::new(),
+            ids: IdMap::default(),
             entries: Vec::new(),
             free_entries: Vec::new(),
             wheel: Wheel::new(),
@@ -151,40 +156,46 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// Adds a timer for a new id; refuses an id that is pending or in flight. An id met in
-    /// flight is looked at again after settling `done` (its `Due` may be done).
+    /// flight is looked at again after settling `done` (its `Due` may be done). A refused
+    /// timer's id and queue name go to `trash`; its value comes back in the error.
     pub(crate) fn schedule(
         &mut self,
         id: K,
         tick: u64,
         timer: Timer<Q, T>,
         done: &DoneList,
+        trash: &mut Trash<Q, K>,
     ) -> Result<(), ScheduleError<T>> {
-        let vacant = match self.ids.entry(id) {
-            hashbrown::hash_map::Entry::Occupied(o) => {
-                let (index, id) = (*o.get(), o.key().clone());
+        let refuse = |trash: &mut Trash<Q, K>, id, timer: Timer<Q, T>, error: fn(T) -> _| {
+            trash.id(id);
+            trash.queue(timer.queue);
+            Err(error(timer.value))
+        };
+        let vacant = match self.ids.slot(&id) {
+            Slot::Taken(index) => {
                 if self.entry(index).place != Place::InFlight {
-                    return Err(ScheduleError::Pending(timer.value));
+                    return refuse(trash, id, timer, ScheduleError::Pending);
                 }
-                if done.settle(self) {
-                    return self.schedule(id, tick, timer, done);
+                if done.settle(self, trash) {
+                    return self.schedule(id, tick, timer, done, trash);
                 }
-                return Err(ScheduleError::InFlight(timer.value));
+                return refuse(trash, id, timer, ScheduleError::InFlight);
             }
-            hashbrown::hash_map::Entry::Vacant(v) => v,
+            Slot::Free(v) => v,
         };
         let index = match self.free_entries.last() {
             Some(&free) => free,
             None => match u32::try_from(self.entries.len()) {
                 Ok(next) if next != NIL => next,
-                _ => return Err(ScheduleError::Full(timer.value)),
+                _ => return refuse(trash, id, timer, ScheduleError::Full),
             },
         };
         let key = match self.wheel.try_insert(tick, index) {
             Ok(key) => key,
-            Err(_) => return Err(ScheduleError::Full(timer.value)),
+            Err(_) => return refuse(trash, id, timer, ScheduleError::Full),
         };
         let entry = Entry {
-            id: vacant.key().clone(),
+            id: id.clone(),
             tick,
             seq: timer.seq,
             at: timer.at,
@@ -194,7 +205,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             next: NIL,
             payload: None,
         };
-        vacant.insert(index);
+        vacant.insert((id, index));
         if self.free_entries.pop().is_none() {
             self.entries.push(None);
         }
@@ -213,11 +224,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         at: Instant,
         seq: u64,
         done: &DoneList,
+        trash: &mut Trash<Q, K>,
     ) -> Result<(), RescheduleError> {
-        let index = *self.ids.get(id).ok_or(RescheduleError::NotFound)?;
+        let index = self.ids.get(id).ok_or(RescheduleError::NotFound)?;
         if self.entry(index).place == Place::InFlight {
-            if done.settle(self) {
-                return self.reschedule(id, tick, at, seq, done);
+            if done.settle(self, trash) {
+                return self.reschedule(id, tick, at, seq, done, trash);
             }
             return Err(RescheduleError::InFlight);
         }
@@ -234,37 +246,42 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// Cancels a pending timer; an id met in flight is looked at again after settling
-    /// `done`.
-    pub(crate) fn cancel(&mut self, id: &K, done: &DoneList) -> Cancel<T> {
-        let Some(&index) = self.ids.get(id) else {
+    /// `done`. The shard's copies of the id and the queue name go to `trash`.
+    pub(crate) fn cancel(&mut self, id: &K, done: &DoneList, trash: &mut Trash<Q, K>) -> Cancel<T> {
+        let Some(index) = self.ids.get(id) else {
             return Cancel::NotFound;
         };
         if self.entry(index).place == Place::InFlight {
-            if done.settle(self) {
-                return self.cancel(id, done);
+            if done.settle(self, trash) {
+                return self.cancel(id, done, trash);
             }
             return Cancel::InFlight;
         }
-        self.ids.remove(id);
-        let (_, value) = self.remove_pending(index);
+        if let Some(key) = self.ids.remove(id) {
+            trash.id(key);
+        }
+        let (id, value) = self.remove_pending(index, trash);
+        trash.id(id);
         Cancel::Cancelled(value)
     }
 
     /// Takes every pending member of `queue` into `cancelled` as `(tick, seq, id, value)`
-    /// and lists its in-flight members in `in_flight` as `(tick, seq, id)`.
+    /// and lists its in-flight members in `in_flight` as `(tick, seq, id)`. The shard's
+    /// other copies of the ids and the queue names go to `trash`.
     pub(crate) fn drain(
         &mut self,
         queue: &Q,
         cancelled: &mut Vec<(u64, u64, K, T)>,
         in_flight: &mut Vec<(u64, u64, K)>,
         done: &DoneList,
+        trash: &mut Trash<Q, K>,
     ) {
         let Some(&rec) = self.queue_ids.get(queue) else {
             return;
         };
         // In-flight members may be done: settle, then look the queue up again.
-        if self.queue_rec(rec).in_flight > 0 && done.settle(self) {
-            return self.drain(queue, cancelled, in_flight, done);
+        if self.queue_rec(rec).in_flight > 0 && done.settle(self, trash) {
+            return self.drain(queue, cancelled, in_flight, done, trash);
         }
         // Walks the list once. The record is freed when its last member leaves, and then
         // that member's `next` is already NIL: the walk never reads a freed record.
@@ -276,9 +293,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                 in_flight.push((entry.tick, entry.seq, entry.id.clone()));
             } else {
                 let (tick, seq) = entry.order();
-                let id = self.entry(index).id.clone();
-                self.ids.remove(&id);
-                let (_, value) = self.remove_pending(index);
+                if let Some(key) = self.ids.remove(
+                    &self.entries[index as usize]
+                        .as_ref()
+                        .expect("a member's entry is used")
+                        .id,
+                ) {
+                    trash.id(key);
+                }
+                let (id, value) = self.remove_pending(index, trash);
                 cancelled.push((tick, seq, id, value));
             }
             index = next;
@@ -355,8 +378,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         }
     }
 
-    /// The `Due` of in-flight entry `index` is done: the id leaves the shard.
-    pub(crate) fn finish(&mut self, index: u32) {
+    /// The `Due` of in-flight entry `index` is done: the id leaves the shard (its copies go
+    /// to `trash`).
+    pub(crate) fn finish(&mut self, index: u32, trash: &mut Trash<Q, K>) {
         let Some(entry) = self.entries.get(index as usize).and_then(Option::as_ref) else {
             debug_assert!(false, "a done entry is in use");
             return;
@@ -365,24 +389,34 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             debug_assert!(false, "a done entry is in flight until finished");
             return;
         }
-        self.ids.remove(&entry.id);
+        if let Some(key) = self.ids.remove(&entry.id) {
+            trash.id(key);
+        }
         self.in_flight -= 1;
         let queue = self.entry(index).queue;
         self.queue_rec_mut(queue).in_flight -= 1;
-        self.unlink(index);
-        self.free_entry(index);
+        self.unlink(index, trash);
+        let entry = self.free_entry(index);
+        trash.id(entry.id);
     }
 
-    /// An untaken timer of a dropped batch: in flight again becomes pending (and due).
-    pub(crate) fn put_back(&mut self, popped: Popped<Q, K, T>) {
+    /// An untaken timer of a dropped batch: in flight again becomes pending (and due). Its
+    /// id goes to `trash` (the entry keeps its own copy). Gives the whole timer back if its
+    /// entry is not in flight (never: a bug), for the caller to drop after the lock.
+    pub(crate) fn put_back(
+        &mut self,
+        popped: Popped<Q, K, T>,
+        trash: &mut Trash<Q, K>,
+    ) -> Result<(), Popped<Q, K, T>> {
         let index = popped.entry;
         if !self.is_in_flight(index, &popped.id) {
             debug_assert!(
                 false,
                 "a batch item is in flight until the batch lets it go"
             );
-            return;
+            return Err(popped);
         }
+        trash.id(popped.id);
         self.in_flight -= 1;
         let entry = self.entry_mut(index);
         entry.payload = Some((popped.timer.queue, popped.timer.value));
@@ -391,6 +425,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         rec.in_flight -= 1;
         rec.pending += 1;
         self.stage(index);
+        Ok(())
     }
 
     /// The earliest tick a `pop_due` may find a timer due here; never later than the
@@ -436,8 +471,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         }
     }
 
-    /// Appends every queue with a member here (no order). O(queues here).
-    pub(crate) fn queue_names_into(&self, out: &mut HashSet<Q>) {
+    /// Appends every queue with a member here (no order). O(queues here). A `Vec`, not a
+    /// set: a set would drop a clone it already holds, under the lock.
+    pub(crate) fn queue_names_into(&self, out: &mut Vec<Q>) {
         out.extend(self.queue_ids.keys().cloned());
     }
 
@@ -500,14 +536,17 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// Removes a pending timer whose id has already left `ids`: out of its store and its
-    /// queue, entry freed. Returns its queue name and value.
-    fn remove_pending(&mut self, index: u32) -> (Q, T) {
+    /// queue, entry freed. Returns the entry's id and the value; the queue name goes to
+    /// `trash`.
+    fn remove_pending(&mut self, index: u32, trash: &mut Trash<Q, K>) -> (K, T) {
         self.unfile(index);
         let queue = self.entry(index).queue;
         self.queue_rec_mut(queue).pending -= 1;
-        self.unlink(index);
+        self.unlink(index, trash);
         let entry = self.free_entry(index);
-        entry.payload.expect("a pending entry holds its payload")
+        let (queue, value) = entry.payload.expect("a pending entry holds its payload");
+        trash.queue(queue);
+        (entry.id, value)
     }
 
     fn stage(&mut self, index: u32) {

@@ -27,7 +27,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             self.entries.len(),
             "every entry is used or free"
         );
-        for (id, &index) in &self.ids {
+        for (id, index) in self.ids.iter() {
             let entry = self.entry(index);
             assert!(entry.id == *id, "an id's entry carries that id");
             match entry.place {

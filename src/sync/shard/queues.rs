@@ -4,6 +4,7 @@
 use std::hash::Hash;
 
 use super::{Entry, NIL, QueueRec, ShardState};
+use crate::sync::trash::Trash;
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// The record of queue `name`, created (with no member) if it has none here.
@@ -56,8 +57,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// Takes an entry out of its queue's list (counts already updated); frees the record
-    /// when the queue has no member left here.
-    pub(super) fn unlink(&mut self, index: u32) {
+    /// when the queue has no member left here (its name goes to `trash`, twice: the
+    /// record's and the map's).
+    pub(super) fn unlink(&mut self, index: u32, trash: &mut Trash<Q, K>) {
         let entry = self.entry(index);
         let (rec, prev, next) = (entry.queue, entry.prev, entry.next);
         if next != NIL {
@@ -76,7 +78,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                 "an empty list counts none"
             );
             if let Some(q) = self.queue_recs[rec as usize].take() {
-                self.queue_ids.remove(&q.name);
+                if let Some((key, _)) = self.queue_ids.remove_entry(&q.name) {
+                    trash.queue(key);
+                }
+                trash.queue(q.name);
                 self.free_queues.push(rec);
             }
         }

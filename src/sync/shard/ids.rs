@@ -1,0 +1,68 @@
+//! The shard's id map: id → entry index. A `HashTable` rather than a `HashMap`, so that
+//! looking an id up never takes it by value: `schedule` keeps its id until it knows
+//! whether the id is taken, and a refused id goes to the caller's `Trash`, to be dropped
+//! after the lock (see `trash.rs`). One hash per lookup, as with `HashMap::entry`.
+
+use std::hash::{BuildHasher, Hash};
+
+use hashbrown::hash_table::{Entry, VacantEntry};
+use hashbrown::{DefaultHashBuilder, HashTable};
+
+#[derive(Debug)]
+pub(super) struct IdMap<K> {
+    table: HashTable<(K, u32)>,
+    hasher: DefaultHashBuilder,
+}
+
+/// What [`IdMap::slot`] found.
+pub(super) enum Slot<'a, K> {
+    /// The id is in the map, at this entry.
+    Taken(u32),
+    /// The id is not; insert it here.
+    Free(VacantEntry<'a, (K, u32)>),
+}
+
+impl<K> Default for IdMap<K> {
+    fn default() -> Self {
+        IdMap {
+            table: HashTable::new(),
+            hasher: DefaultHashBuilder::default(),
+        }
+    }
+}
+
+impl<K: Hash + Eq> IdMap<K> {
+    pub(super) fn get(&self, id: &K) -> Option<u32> {
+        let hash = self.hasher.hash_one(id);
+        self.table.find(hash, |(k, _)| k == id).map(|&(_, i)| i)
+    }
+
+    /// Looks `id` up, ready to insert it if absent.
+    pub(super) fn slot(&mut self, id: &K) -> Slot<'_, K> {
+        let hasher = &self.hasher;
+        let hash = hasher.hash_one(id);
+        match self
+            .table
+            .entry(hash, |(k, _)| k == id, |(k, _)| hasher.hash_one(k))
+        {
+            Entry::Occupied(o) => Slot::Taken(o.get().1),
+            Entry::Vacant(v) => Slot::Free(v),
+        }
+    }
+
+    /// Removes `id`; returns the map's copy of it, for the caller to drop after the lock.
+    pub(super) fn remove(&mut self, id: &K) -> Option<K> {
+        let hash = self.hasher.hash_one(id);
+        let found = self.table.find_entry(hash, |(k, _)| k == id).ok()?;
+        Some(found.remove().0.0)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    #[cfg(test)]
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&K, u32)> {
+        self.table.iter().map(|(k, i)| (k, *i))
+    }
+}
