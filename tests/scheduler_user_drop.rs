@@ -159,12 +159,13 @@ fn no_operation_drops_an_id_or_a_queue_name_under_a_lock() {
         drop(batch.next());
         drop(batch);
         assert_eq!(s.len(), 3);
-        // Observers that settle.
+        // Observers that settle, and the shrink.
         let dues: Vec<_> = s.pop_due(t0 + ms, 10).collect();
         drop(dues);
         let _ = s.stats();
         let _ = s.queues();
         let _ = s.next_deadline();
+        s.shrink_to_fit();
         assert_eq!((s.len(), s.in_flight_len(), s.stats().queues), (0, 0, 0));
     });
 }

@@ -91,6 +91,25 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
         result
     }
 
+    /// [`with`](Self::with), and then gives back what the done list does not use. For
+    /// `Scheduler::shrink_to_fit`.
+    pub(crate) fn shrink_to_fit(&self) {
+        self.with(|state| {
+            state.shrink_to_fit();
+            // Settled just now: the list holds only what was pushed since (a leaf lock).
+            self.done.0.0.lock().shrink_to_fit();
+        });
+    }
+
+    /// Bytes the shard holds on the heap, by capacity: its state's (see
+    /// `ShardState::bytes_held`) and its done list's, whose `Arc` allocation is counted
+    /// too. Settles first (the state is counted as every observer sees it).
+    pub(crate) fn bytes_held(&self) -> usize {
+        let state = self.with(|state| state.bytes_held());
+        let list = self.done.0.0.lock().capacity() * std::mem::size_of::<u32>();
+        state + list + std::mem::size_of::<Padded<DoneList>>() + 2 * std::mem::size_of::<usize>()
+    }
+
     /// Locks the state without settling, for the operations that settle through the
     /// returned list only if they meet an in-flight id.
     pub(crate) fn lock_lazy(&self) -> (MutexGuard<'_, ShardState<Q, K, T>>, &DoneList) {

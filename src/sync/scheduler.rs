@@ -469,9 +469,29 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// A snapshot of occupancy and memory. O(shards × slots + queues).
+    ///
+    /// [`SchedulerStats::bytes_held`] counts the memory of the whole scheduler; see
+    /// [`shrink_to_fit`](Self::shrink_to_fit) to give back what it does not use.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tickwheel::sync::Scheduler;
+    ///
+    /// let t0 = Instant::now();
+    /// let sched = Scheduler::builder().shards(2).origin(t0).build();
+    /// let empty = sched.stats().bytes_held;
+    /// for id in 0..10_000u32 {
+    ///     sched.schedule(id % 10, id, t0 + Duration::from_secs(60), id).unwrap();
+    /// }
+    /// let full = sched.stats();
+    /// assert_eq!((full.pending, full.queues), (10_000, 10));
+    /// assert!(full.bytes_held > empty + 10_000 * 4, "entries and the wheel are counted");
+    /// ```
     pub fn stats(&self) -> SchedulerStats {
         let mut stats = SchedulerStats {
             shards: self.inner.shards.len(),
+            bytes_held: std::mem::size_of::<Inner<Q, K, T>>()
+                + self.inner.shards.len() * std::mem::size_of::<Padded<Shard<Q, K, T>>>(),
             ..SchedulerStats::default()
         };
         for shard in self.inner.shards.iter() {
@@ -481,9 +501,50 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
                 stats.in_flight += shard.in_flight_len();
                 add_wheel_stats(&mut stats.wheel, shard.wheel_stats());
             });
+            stats.bytes_held += shard.bytes_held();
         }
         stats.queues = self.queue_count();
         stats
+    }
+
+    /// Gives back memory the scheduler does not use, one shard at a time (each shard is
+    /// locked once; other threads may go on using the others meanwhile). O(capacity) per
+    /// shard: the capacity of its entry slab, wheel, maps and queue records.
+    ///
+    /// In each shard it settles the done `Due`s, then shrinks the wheel (stale references
+    /// and unused storage, see [`Wheel::shrink_to_fit`](crate::Wheel::shrink_to_fit)), the
+    /// id and queue maps, the done list and its buffer, and the entry slab and queue
+    /// records down to their highest used slot.
+    ///
+    /// What it cannot give back: a timer's entry never moves, because its index is held
+    /// outside the shard while it is in flight (by its `Due`, or its untaken `DueBatch`
+    /// item) — so the slab keeps every slot up to the highest entry in use, pending or in
+    /// flight, including vacant slots below it (reused first afterwards, lowest first, so a
+    /// later call can give back more). The same holds for queue records. It does not touch
+    /// what `K`, `Q` and `T` own themselves. Timers, their order and every answer are
+    /// unchanged; in-flight `Due`s stay valid and are finished as usual.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tickwheel::sync::Scheduler;
+    ///
+    /// let t0 = Instant::now();
+    /// let sched = Scheduler::builder().shards(2).origin(t0).build();
+    /// for id in 0..10_000u32 {
+    ///     sched.schedule(id % 10, id, t0 + Duration::from_secs(60), id).unwrap();
+    /// }
+    /// let full = sched.stats().bytes_held;
+    /// for queue in 0..10 {
+    ///     sched.drain_queue(&queue);
+    /// }
+    /// assert!(sched.stats().bytes_held >= full, "draining keeps the capacity");
+    /// sched.shrink_to_fit();
+    /// assert!(sched.stats().bytes_held < full / 4, "shrinking gives it back");
+    /// ```
+    pub fn shrink_to_fit(&self) {
+        for shard in self.inner.shards.iter() {
+            shard.shrink_to_fit();
+        }
     }
 
     /// Distinct queues with a member, without ordering them. O(queues); one shard at a time.

@@ -45,6 +45,7 @@ use ids::{IdMap, Slot};
 #[cfg(test)]
 mod check;
 mod ids;
+mod memory;
 mod queues;
 
 /// "No entry": the end of a queue's list.

@@ -164,8 +164,9 @@ impl std::error::Error for BuildError {}
 ///
 /// Statistics describe how the timers are stored, and that depends on the sharding:
 /// `stats()` is exempt from the promise that the same calls give the same results whatever
-/// the shard count. `shards`, [`due_waiting`](Self::due_waiting) and the `wheel` fields
-/// differ between shard counts; `pending`, `in_flight` and `queues` do not.
+/// the shard count. `shards`, [`due_waiting`](Self::due_waiting), the `wheel` fields and
+/// [`bytes_held`](Self::bytes_held) differ between shard counts; `pending`, `in_flight`
+/// and `queues` do not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SchedulerStats {
     /// Number of shards.
@@ -188,6 +189,17 @@ pub struct SchedulerStats {
     pub in_flight: usize,
     /// Distinct queues with at least one pending or in-flight timer.
     pub queues: usize,
-    /// The shards' wheels, summed field by field.
+    /// The shards' wheels, summed field by field. Part of
+    /// [`bytes_held`](Self::bytes_held) only: the shards hold more than their wheels.
     pub wheel: WheelStats,
+    /// Bytes the whole scheduler holds, by **capacity**, not length: what stays allocated
+    /// after timers leave, until [`Scheduler::shrink_to_fit`](super::Scheduler::shrink_to_fit)
+    /// gives it back. It counts the scheduler's shared state and shards, and in each shard
+    /// the entry slab (every entry holds an id, a queue name and a value inline), its free
+    /// list, the wheel (the sum is `wheel.bytes_held` without the wheels' inline size,
+    /// counted with the shards), the id and queue maps, the queue records, the done list
+    /// and its buffer; the staged set is estimated from its length. Not counted: memory
+    /// `K`, `Q` and `T` own themselves (a `String`'s bytes), the wake-up signal's wakers, and
+    /// the allocator's own overhead. Depends on the shard count and on history.
+    pub bytes_held: usize,
 }

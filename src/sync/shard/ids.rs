@@ -65,4 +65,14 @@ impl<K: Hash + Eq> IdMap<K> {
     pub(super) fn iter(&self) -> impl Iterator<Item = (&K, u32)> {
         self.table.iter().map(|(k, i)| (k, *i))
     }
+
+    pub(super) fn shrink_to_fit(&mut self) {
+        let hasher = &self.hasher;
+        self.table.shrink_to_fit(|(k, _)| hasher.hash_one(k));
+    }
+
+    /// Heap bytes of the table, by capacity.
+    pub(super) fn bytes_held(&self) -> usize {
+        self.table.allocation_size()
+    }
 }
