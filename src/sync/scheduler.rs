@@ -622,7 +622,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// Wakers registered by async pollers and not yet woken or forgotten.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "tokio"))]
     pub(crate) fn waker_count(&self) -> usize {
         self.inner.signal.waker_count()
     }
