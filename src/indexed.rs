@@ -237,7 +237,8 @@ impl<K: Hash + Eq + Clone, T> IndexedWheel<K, T> {
 
     /// Takes out the next timer due at or before tick `now`, as `(id, value)`; `None` when
     /// none is due. The id is free again at once. Order and cost as [`Wheel::poll`]; a `now`
-    /// before [`elapsed`](Self::elapsed) is ignored (never early, never a panic).
+    /// before [`elapsed`](Self::elapsed) counts as `elapsed` (time never goes backwards;
+    /// never early, never a panic).
     ///
     /// ```
     /// let mut wheel = tickwheel::IndexedWheel::new();

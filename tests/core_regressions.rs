@@ -88,3 +88,26 @@ fn ping_pong_reset_of_one_timer_keeps_order() {
     assert_eq!(got, want);
     assert!(backlog.iter().all(|&b| !w.contains(b)));
 }
+
+/// `poll(now)` with `now` behind `elapsed` returned a timer whose deadline was after `now`,
+/// while the docs said such a `now` was "ignored" and that a deadline is "never later than the
+/// `now` it was polled at". The timer was due (the wheel had reached its deadline), so the
+/// fix is the contract: a `now` behind `elapsed` counts as `elapsed` (time never goes
+/// backwards), stated on `Wheel::poll`, `Expired::deadline` and `IndexedWheel::poll`.
+#[test]
+fn now_behind_elapsed_counts_as_elapsed() {
+    let mut w = Wheel::new();
+    w.insert(2, "a");
+    w.insert(2, "b");
+    w.insert(3, "c");
+    assert_eq!(w.poll(2).map(|e| e.value), Some("a"));
+    assert_eq!(w.elapsed(), 2);
+    // "b" became due when the wheel reached 2; an earlier `now` does not take that back.
+    let b = w.poll(1).expect("due at elapsed");
+    assert_eq!((b.value, b.deadline), ("b", 2));
+    assert!(b.deadline <= 1u64.max(w.elapsed()));
+    // Nothing beyond elapsed comes out, and elapsed does not move back.
+    assert!(w.poll(1).is_none());
+    assert_eq!(w.elapsed(), 2);
+    assert_eq!(w.poll(3).map(|e| e.value), Some("c"));
+}

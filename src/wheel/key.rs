@@ -72,7 +72,8 @@ impl fmt::Debug for TimerKey {
 pub struct Expired<T> {
     /// The key the timer had; now stale.
     pub key: TimerKey,
-    /// The deadline the timer had, in ticks (never later than the `now` it was polled at).
+    /// The deadline the timer had, in ticks: never later than `max(now, elapsed)` of the
+    /// poll that returned it (see [`Wheel::poll`](crate::Wheel::poll)).
     pub deadline: u64,
     /// The value that was inserted with the timer.
     pub value: T,

@@ -294,13 +294,17 @@ impl<T> Wheel<T> {
         self.arena.get(key).is_some()
     }
 
-    /// Takes out the next timer due at or before `now` (in ticks), or `None` when no pending
-    /// timer has a deadline ≤ `now`.
+    /// Takes out the next timer due at or before `max(now, elapsed())` (in ticks), or `None`
+    /// when no pending timer has a deadline ≤ that.
     ///
     /// Timers come out in deadline order, equal deadlines in insertion order (for timers
     /// never reset). Advances [`elapsed`](Wheel::elapsed) toward `now`, cascading the slots it
-    /// passes; once it returns `None`, `elapsed() == max(elapsed, now)`. A `now` before
-    /// `elapsed` is ignored: nothing fires early and nothing panics.
+    /// passes; once it returns `None`, `elapsed() == max(elapsed, now)`. The wheel's time
+    /// never goes backwards: a `now` before `elapsed` counts as `elapsed`, so a timer that
+    /// became due when the wheel reached `elapsed` (and waits because an earlier poll stopped
+    /// after its equal-deadline neighbour, or `poll_into` hit its limit) comes out even with
+    /// a smaller `now`; nothing fires before the wheel has reached its deadline, and nothing
+    /// panics.
     ///
     /// Cost: O(levels) to find the next slot, plus O(1) amortised per timer cascaded or
     /// returned. An idle poll (nothing due) is one comparison however many timers are pending.
