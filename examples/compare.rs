@@ -343,7 +343,20 @@ struct Table {
 impl Table {
     fn header(&self, first: &str) {
         if self.markdown {
-            println!("| {first} | {} |", self.names.join(" | "));
+            // `Mutex<DelayQueue>` would read as an HTML tag in Markdown: code spans for names
+            // with generics.
+            let names: Vec<String> = self
+                .names
+                .iter()
+                .map(|n| {
+                    if n.contains('<') {
+                        format!("`{n}`")
+                    } else {
+                        n.to_string()
+                    }
+                })
+                .collect();
+            println!("| {first} | {} |", names.join(" | "));
             println!("|---|{}", "---:|".repeat(self.names.len()));
         } else {
             print!("{first:<22}");
