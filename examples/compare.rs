@@ -19,7 +19,7 @@
 //!
 //! The table shows, per peer, the median over repetitions of ns per operation and, in
 //! parentheses, the median over repetitions of the pairwise ratio peer ÷ tickwheel
-//! (repetition i of the peer over repetition i of tickwheel, which ran next to it; above 1:
+//! (repetition i of the peer over repetition i of tickwheel, measured in the same pass; above 1:
 //! tickwheel is faster), tickwheel being the core `Wheel<u64>`. The peers, what each figure
 //! includes and the workloads are described in `benches/peers/mod.rs`.
 //!
@@ -446,12 +446,22 @@ fn main() {
             if let (Some(dq), true) = (delay_queue, w != Workload::IdlePoll) {
                 keep_min(
                     &mut slowest_vs_delay_queue,
-                    (cells[dq].ratio_to(base), w.short(), n),
+                    (
+                        cells[dq].ratio_to(base),
+                        w.short(),
+                        n,
+                        mark(&[&cells[dq], base]),
+                    ),
                 );
                 if let Some(ours) = tickwheel_dq {
                     keep_min(
                         &mut slowest_dq_vs_dq,
-                        (cells[dq].ratio_to(&cells[ours]), w.short(), n),
+                        (
+                            cells[dq].ratio_to(&cells[ours]),
+                            w.short(),
+                            n,
+                            mark(&[&cells[dq], &cells[ours]]),
+                        ),
                     );
                 }
             }
@@ -524,7 +534,7 @@ fn main() {
         None => "n/a".to_string(),
     };
     let cell = |r: Option<Slowest>| match r {
-        Some((_, w, n)) => format!(" ({w}, {n})"),
+        Some((_, w, n, mark)) => format!(" ({w}, {n}{mark})"),
         None => String::new(),
     };
     println!(
@@ -545,8 +555,20 @@ fn main() {
     );
 }
 
-/// A ratio and the cell it comes from: (ratio, workload, timers).
-type Slowest = (f64, &'static str, usize);
+/// A ratio and the cell it comes from: (ratio, workload, timers, a mark for a cell that is
+/// an estimate or fired the wrong timers).
+type Slowest = (f64, &'static str, usize, &'static str);
+
+/// The mark of a ratio between `cells`: `, mismatch` or `, estimate` when either is one.
+fn mark(cells: &[&Cell]) -> &'static str {
+    if cells.iter().any(|c| c.mismatch) {
+        ", mismatch"
+    } else if cells.iter().any(|c| c.estimate) {
+        ", estimate"
+    } else {
+        ""
+    }
+}
 
 /// Keeps in `slot` the smaller ratio of the two.
 fn keep_min(slot: &mut Option<Slowest>, cell: Slowest) {
