@@ -43,6 +43,7 @@
 use std::num::NonZeroU32;
 
 use super::key::TimerKey;
+use super::slots::grow;
 
 /// Bits of the stamp that hold the position.
 const POS_BITS: u32 = 12;
@@ -164,25 +165,10 @@ fn is_current(stamp: NonZeroU32, r: u64) -> bool {
     (stamp.get() ^ r as u32) & !POS_MASK == 0
 }
 
-/// Entries from which the arena grows by half again instead of doubling.
+/// Entries from which the arena grows by half again instead of doubling (`slots::grow`):
+/// doubling leaves a big arena up to half empty (just past 2^20 timers, 24 bytes of slack per
+/// timer on top of the 24-byte entry: 58 heap bytes per timer instead of 36).
 const GROW_BY_HALF_FROM: usize = 4096;
-
-/// Makes room in a full entry vector: doubling while small (as `Vec::push` would), by half
-/// again from [`GROW_BY_HALF_FROM`] entries on. Doubling leaves a big arena up to half empty
-/// (just past 2^20 timers, 24 bytes of slack per timer on top of the 24-byte entry: 58 heap
-/// bytes per timer instead of 36); growing by half keeps the slack under a third, and the
-/// copies stay amortised O(1) per insert (about 3 instead of 2).
-#[cold]
-#[inline(never)]
-fn grow<E>(entries: &mut Vec<E>) {
-    let capacity = entries.capacity();
-    let more = if capacity < GROW_BY_HALF_FROM {
-        capacity.max(4)
-    } else {
-        capacity / 2
-    };
-    entries.reserve_exact(more);
-}
 
 impl<T> Arena<T> {
     pub(crate) fn with_capacity(n: usize) -> Self {
@@ -256,7 +242,7 @@ impl<T> Arena<T> {
         let generation = self.fresh_generation;
         let (stamp, _) = next_stamp(0, pos);
         if self.entries.len() == self.entries.capacity() {
-            grow(&mut self.entries);
+            grow(&mut self.entries, GROW_BY_HALF_FROM);
         }
         self.entries.push(Entry::Live(Live {
             deadline,

@@ -35,22 +35,22 @@ const LEVELS_SLACK: usize = STALE_SLACK * LEVELS * SLOTS;
 /// A slot keeps an emptied vector only up to this capacity, so a burst does not pin memory.
 const KEEP_CAPACITY: usize = 1024;
 
-/// Makes room in a full slot vector: doubling while small (as `Vec::push` would), by half
-/// again from [`KEEP_CAPACITY`] references on. A slot of a big wheel holds a large share of
-/// its timers (at 1 M timers over a minute, each of the 15 busy level-2 slots holds 68 000),
-/// and doubling would leave those vectors up to half empty: 8 bytes of slack per timer on
-/// top of its 24-byte entry. Growing by half keeps the slack under a third; the copies stay
-/// amortised O(1) per push (about 3 instead of 2).
+/// Makes room in a full vector: doubling while small (as `Vec::push` would), by half again
+/// once it holds `half_from` items. A big wheel's vectors hold most of its timers (at 1 M
+/// timers over a minute, each of the 15 busy level-2 slots holds 68 000 references), and
+/// doubling would leave them up to half empty; growing by half keeps the slack under a
+/// third, and the copies stay amortised O(1) per push (about 3 instead of 2). Used by the
+/// slots (from [`KEEP_CAPACITY`] references) and the arena (see `arena.rs`).
 #[cold]
 #[inline(never)]
-fn grow(refs: &mut Vec<u64>) {
-    let capacity = refs.capacity();
-    let more = if capacity < KEEP_CAPACITY {
+pub(crate) fn grow<E>(items: &mut Vec<E>, half_from: usize) {
+    let capacity = items.capacity();
+    let more = if capacity < half_from {
         capacity.max(4)
     } else {
         capacity / 2
     };
-    refs.reserve_exact(more);
+    items.reserve_exact(more);
 }
 
 #[derive(Debug, Default)]
@@ -123,7 +123,7 @@ impl Levels {
     pub(crate) fn push(&mut self, level: usize, slot: usize, r: u64) {
         let s = &mut self.levels[level].slots[slot];
         if s.refs.len() == s.refs.capacity() {
-            grow(&mut s.refs);
+            grow(&mut s.refs, KEEP_CAPACITY);
         }
         s.refs.push(r);
         s.live += 1;
