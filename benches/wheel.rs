@@ -1,6 +1,6 @@
 //! Criterion benches: tickwheel side by side with tokio and the other timer wheels, one group
 //! per workload of issue 6 (see `benches/peers/mod.rs` for the peers and what each figure
-//! includes). `examples/compare.rs` prints the same workloads as one table.
+//! includes). `examples/compare/` prints the same workloads as one table.
 //!
 //! ```text
 //! cargo bench --bench wheel                                  # 1 000 and 100 000 timers

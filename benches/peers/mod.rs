@@ -1,5 +1,5 @@
 //! Peer adapters and workloads shared by `benches/wheel.rs` (criterion) and
-//! `examples/compare.rs` (the side-by-side table). One copy, included by `#[path]` from both.
+//! `examples/compare/` (the side-by-side table). One copy, included by `#[path]` from both.
 //!
 //! # The peers, and what each figure includes
 //!

@@ -17,7 +17,7 @@
 //! the dispatcher lags, so a dispatcher that cannot keep up pays for it. Wall time, because
 //! this is about threads: on a 2-core machine with three busy threads it includes the
 //! scheduling of those threads, for every contender alike. Runs shorter than a few tens of
-//! milliseconds say little; `examples/compare.rs` runs this from 100 000 timers on.
+//! milliseconds say little; `examples/compare/` runs this from 100 000 timers on.
 //!
 //! Contenders, each doing the same work with its own API:
 //! - `tickwheel::sync::Scheduler<u32, u64, u64>`: `schedule`, `drain_queue`, `pop_due`

@@ -34,7 +34,7 @@
 //! counting is switched on (only during the memory workload, so timings pay one relaxed load
 //! per allocation). For tickwheel the figure is cross-checked against `Wheel::stats()`.
 
-#[path = "../benches/peers/mod.rs"]
+#[path = "../../benches/peers/mod.rs"]
 mod peers;
 
 use std::alloc::{GlobalAlloc, Layout, System};
