@@ -9,6 +9,16 @@
 //! Without `--features tokio` the `tickwheel DelayQueue` column (tickwheel's drop-in for
 //! tokio-util's `DelayQueue`) is left out, and the output says so.
 //!
+//! Each size runs in a process of its own: this program re-runs itself once per size with
+//! the same arguments plus a hidden `--child-size N`; the child measures that size (workloads
+//! 1–6 and the idle poll, then workload 7, then workload 8) and prints each cell as a line of
+//! text (`child.rs`), and this process prints the tables as the lines arrive and, at the end,
+//! the slowest cells over all sizes. A size's figures therefore no longer depend on the sizes
+//! measured before it (heap and allocator state, page tables, tokio's clock calibration);
+//! within one size, workloads and peers still run one after another in one process. A child
+//! that fails, or whose output does not parse or comes out of order, stops the run: exit
+//! status 1 and a message naming the size and quoting the child's standard error.
+//!
 //! Every workload runs once per peer per repetition, peers interleaved (so noise on a shared
 //! machine hits them alike). One repetition's sample repeats the workload, on a fresh
 //! structure each time with the setup untimed, until its timed regions add up to 10 ms (or
@@ -33,22 +43,30 @@
 //! example, a thin wrapper around `std::alloc::System` that counts live heap bytes while
 //! counting is switched on (only during the memory workload, so timings pay one relaxed load
 //! per allocation). For tickwheel the figure is cross-checked against `Wheel::stats()`.
+//!
+//! Modules: `measure` (the child's side: samples, workloads 7 and 8), `child` (running a
+//! child, the lines it prints, the parent's check of their order).
 
 #[path = "../../benches/peers/mod.rs"]
 mod peers;
 
+mod child;
+mod measure;
+
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 
+use measure::{Cell, Memory};
 #[cfg(feature = "tokio")]
 use peers::TickwheelDelayQueue;
-use peers::scheduler::{self as sched, Contender};
+use peers::scheduler as sched;
 use peers::{
     BTree, Hhwt, Input, LazyHeap, NexusTimer, Outcome, Peer, Tickwheel, TimerQueue, TimerWheelPeer,
-    TokioDelayQueue, TokioSleep, Workload, median,
+    TokioDelayQueue, TokioSleep, Workload,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -150,6 +168,9 @@ struct Args {
     /// Print Markdown tables.
     #[arg(long)]
     markdown: bool,
+    /// Internal: measure this one size and print its cells for the parent (see `child.rs`).
+    #[arg(long, hide = true)]
+    child_size: Option<usize>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -193,121 +214,8 @@ fn all_peers() -> Vec<Entry> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Measuring
+// The tables
 // ---------------------------------------------------------------------------------------------
-
-/// The samples of one cell: ns per operation of each repetition, in repetition order.
-struct Cell {
-    ns: Vec<f64>,
-    /// A run stopped at its budget (the figure is an estimate).
-    estimate: bool,
-    /// A run fired or cancelled the wrong timers.
-    mismatch: bool,
-}
-
-impl Cell {
-    fn median(&self) -> f64 {
-        median(&mut self.ns.clone())
-    }
-
-    /// The median over repetitions of this cell's sample ÷ `base`'s sample of the same
-    /// repetition (pairwise: both ran back to back, so they saw the same machine).
-    fn ratio_to(&self, base: &Cell) -> f64 {
-        let mut ratios: Vec<f64> = self.ns.iter().zip(&base.ns).map(|(a, b)| a / b).collect();
-        median(&mut ratios)
-    }
-}
-
-/// The budget of the unmeasured warm-up run of each cell.
-const WARM_UP_BUDGET: Duration = Duration::from_millis(300);
-
-/// One sample repeats a workload (on a fresh structure each time, setup untimed) until the
-/// timed regions add up to this much: one run on 1 000 timers is ~15 µs, and reading the
-/// thread's CPU clock costs ~0.2 µs.
-const MIN_SAMPLE: Duration = Duration::from_millis(10);
-
-/// A sample stops repeating once it has taken this much wall time, setup included, even
-/// short of [`MIN_SAMPLE`]: the idle poll's timed region is ~30 µs whatever `n`, and at
-/// 100 000 timers each of its runs first inserts them all, untimed.
-const MAX_SAMPLE_WALL: Duration = Duration::from_millis(200);
-
-/// One sample of `workload` on `peer`: as many runs as it takes to reach [`MIN_SAMPLE`] of
-/// timed region or [`MAX_SAMPLE_WALL`] of wall time (or one run that stopped at its budget),
-/// summed into one outcome. Reports a
-/// run whose result does not match the expected one.
-fn sample(peer: &Entry, workload: Workload, input: &Input, budget: Duration) -> (f64, bool, bool) {
-    let (mut nanos, mut ops, mut timed) = (0.0, 0u64, 0u64);
-    let mut mismatch = false;
-    let started = Instant::now();
-    loop {
-        let o = (peer.run)(workload, input, budget);
-        if o.tally != o.expected && !mismatch {
-            mismatch = true;
-            eprintln!(
-                "MISMATCH: {} on {} at n={}{}: got {:?}, expected {:?}",
-                peer.name,
-                workload.label(),
-                input.n,
-                if o.partial {
-                    " (stopped at the budget)"
-                } else {
-                    ""
-                },
-                o.tally,
-                o.expected
-            );
-        }
-        nanos += o.nanos;
-        ops += o.ops;
-        timed += o.timed_ns;
-        if o.partial {
-            return (nanos / ops.max(1) as f64, true, mismatch);
-        }
-        if Duration::from_nanos(timed) >= MIN_SAMPLE || started.elapsed() >= MAX_SAMPLE_WALL {
-            return (nanos / ops.max(1) as f64, false, mismatch);
-        }
-    }
-}
-
-fn measure(
-    peers: &[Entry],
-    workload: Workload,
-    input: &Input,
-    reps: usize,
-    budget: Duration,
-) -> Vec<Cell> {
-    let mut cells: Vec<Cell> = peers
-        .iter()
-        .map(|_| Cell {
-            ns: Vec::new(),
-            estimate: false,
-            mismatch: false,
-        })
-        .collect();
-    // One short unmeasured run each first: the allocator's free lists and the page tables
-    // then look like a program that has run for a while, not like a fresh process (page
-    // faults are expensive on this kind of virtual machine).
-    for peer in peers {
-        let _ = (peer.run)(workload, input, budget.min(WARM_UP_BUDGET));
-    }
-    for rep in 0..reps {
-        // Rotate the order each repetition so no peer always runs first (warm caches, turbo).
-        for k in 0..peers.len() {
-            let i = (k + rep) % peers.len();
-            if cells[i].estimate {
-                continue; // one estimate is enough for a run that blows its budget
-            }
-            // tickwheel is the reference of every ratio: it always runs to the end.
-            let budget = if i == 0 { Duration::MAX } else { budget };
-            let (ns, partial, mismatch) = sample(&peers[i], workload, input, budget);
-            let cell = &mut cells[i];
-            cell.ns.push(ns);
-            cell.estimate |= partial;
-            cell.mismatch |= mismatch;
-        }
-    }
-    cells
-}
 
 fn fmt_ns(ns: f64) -> String {
     if ns >= 100.0 {
@@ -379,8 +287,77 @@ impl Table {
     }
 }
 
-fn main() {
+// ---------------------------------------------------------------------------------------------
+// The plan, the same in the parent and in every child
+// ---------------------------------------------------------------------------------------------
+
+/// What the arguments select, in table order: a child derives it from the same arguments
+/// as its parent, so both expect the same cells in the same order.
+struct Plan {
+    peers: Vec<Entry>,
+    workloads: Vec<Workload>,
+    budget: Duration,
+    reps: usize,
+    scheduler_reps: usize,
+    scheduler: bool,
+    memory: bool,
+}
+
+impl Plan {
+    fn new(args: &Args) -> Plan {
+        Plan {
+            peers: all_peers()
+                .into_iter()
+                .filter(|p| {
+                    p.name == Tickwheel::NAME
+                        || args.peers.is_empty()
+                        || args.peers.iter().any(|n| n == p.name)
+                })
+                .collect(),
+            workloads: Workload::ALL
+                .into_iter()
+                .filter(|w| {
+                    args.workloads.is_empty() || args.workloads.iter().any(|n| n == w.short())
+                })
+                .collect(),
+            budget: Duration::from_secs_f64(args.budget.unwrap_or(if args.quick {
+                1.0
+            } else {
+                3.0
+            })),
+            // --quick: 2 repetitions, so it stays under a minute on 2 busy shared cores.
+            reps: args.reps.unwrap_or(if args.quick { 2 } else { 3 }),
+            scheduler_reps: args.scheduler_reps.unwrap_or(5),
+            scheduler: !args.no_scheduler,
+            memory: !args.no_memory,
+        }
+    }
+
+    /// Whether workload 7 runs at `n` timers (from 100 000 on).
+    fn scheduler_at(&self, n: usize) -> bool {
+        self.scheduler && n >= 100_000
+    }
+}
+
+fn main() -> ExitCode {
     let args = Args::parse();
+    let plan = Plan::new(&args);
+    if let Some(n) = args.child_size {
+        measure::child(&plan, n);
+        return ExitCode::SUCCESS;
+    }
+    match parent(&args, &plan) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("compare: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs one child per size, printing each workload's row as it arrives, then workload 8's
+/// and workload 7's tables and the slowest cells over all sizes.
+fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
     let sizes = if !args.sizes.is_empty() {
         args.sizes.clone()
     } else if args.quick {
@@ -388,19 +365,7 @@ fn main() {
     } else {
         vec![1_000, 100_000, 1_000_000]
     };
-    let budget = Duration::from_secs_f64(args.budget.unwrap_or(if args.quick { 1.0 } else { 3.0 }));
-    let peers: Vec<Entry> = all_peers()
-        .into_iter()
-        .filter(|p| {
-            p.name == Tickwheel::NAME
-                || args.peers.is_empty()
-                || args.peers.iter().any(|n| n == p.name)
-        })
-        .collect();
-    let workloads: Vec<Workload> = Workload::ALL
-        .into_iter()
-        .filter(|w| args.workloads.is_empty() || args.workloads.iter().any(|n| n == w.short()))
-        .collect();
+    let peers = &plan.peers;
     let table = Table {
         markdown: args.markdown,
         names: peers.iter().map(|p| p.name).collect(),
@@ -412,7 +377,7 @@ fn main() {
     );
     println!(
         "~ = stopped at the {} s budget, estimated from the part completed; ! = fired/cancelled the wrong timers",
-        budget.as_secs_f64()
+        plan.budget.as_secs_f64()
     );
     if cfg!(not(feature = "tokio")) {
         println!("(built without --features tokio: the tickwheel DelayQueue column is left out)");
@@ -427,15 +392,14 @@ fn main() {
     let mut scheduler_rows = Vec::new();
 
     for &n in &sizes {
-        // --quick: 2 repetitions, so it stays under a minute on 2 busy shared cores.
-        let reps = args.reps.unwrap_or(if args.quick { 2 } else { 3 });
-        let scheduler_reps = args.scheduler_reps.unwrap_or(5);
-        let input = Input::new(n);
         println!();
-        println!("n = {n} timers, {reps} repetitions");
+        println!("n = {n} timers, {} repetitions", plan.reps);
         table.header("workload");
-        for &w in &workloads {
-            let cells = measure(&peers, w, &input, reps, budget);
+        let mut received = child::Received::new(plan, n);
+        child::run(n, |line| {
+            let Some((w, cells)) = received.take(line)? else {
+                return Ok(());
+            };
             let base = &cells[0];
             let texts: Vec<String> = cells
                 .iter()
@@ -465,12 +429,13 @@ fn main() {
                     );
                 }
             }
+            Ok(())
+        })?;
+        if plan.scheduler_at(n) {
+            scheduler_rows.push((n, received.scheduler));
         }
-        if !args.no_scheduler && n >= 100_000 {
-            scheduler_rows.push((n, scheduler(n as u64, scheduler_reps)));
-        }
-        if !args.no_memory {
-            memory_rows.push((n, memory(&peers, &input)));
+        if plan.memory {
+            memory_rows.push((n, received.memory));
         }
     }
 
@@ -481,13 +446,22 @@ fn main() {
         );
         table.header("memory");
         for (n, row) in &memory_rows {
+            let per_timer = |m: &Memory| match m.stats {
+                Some(stats) => format!("{:.1} (stats {stats:.1})", m.per_timer),
+                None => format!("{:.1}", m.per_timer),
+            };
+            let per = |b: isize| b as f64 / *n as f64;
+            let churn = |m: &Memory| {
+                let [start, half, end] = m.churn;
+                format!("{:.0}/{:.0}/{:.0}", per(start), per(half), per(end))
+            };
             table.row(
                 &format!("bytes/timer, n={n}"),
-                &row.iter().map(|m| m.per_timer.clone()).collect::<Vec<_>>(),
+                &row.iter().map(per_timer).collect::<Vec<_>>(),
             );
             table.row(
                 &format!("churn heap/lane, n={n}"),
-                &row.iter().map(|m| m.churn.clone()).collect::<Vec<_>>(),
+                &row.iter().map(churn).collect::<Vec<_>>(),
             );
         }
     }
@@ -497,15 +471,11 @@ fn main() {
         println!(
             "7 scheduler: wall ns per op (schedules + drains + timers ended), 2 producers + 1 dispatcher, drains every {} schedules; median [min–max] of {} repetitions; (r×) = median pairwise contender ÷ tickwheel",
             sched::DRAIN_EVERY,
-            args.scheduler_reps.unwrap_or(5)
+            plan.scheduler_reps
         );
         let t = Table {
             markdown: args.markdown,
-            names: vec![
-                sched::TickwheelScheduler::NAME,
-                sched::MutexDelayQueue::NAME,
-                sched::MutexBTreeMap::NAME,
-            ],
+            names: measure::CONTENDERS.to_vec(),
         };
         t.header("scheduler");
         for (n, cells) in &scheduler_rows {
@@ -553,6 +523,7 @@ fn main() {
         "slowest ratio vs tokio DelayQueue: {}",
         ratio(slowest_vs_delay_queue)
     );
+    Ok(())
 }
 
 /// A ratio and the cell it comes from: (ratio, workload, timers, a mark for a cell that is
@@ -576,66 +547,4 @@ fn keep_min(slot: &mut Option<Slowest>, cell: Slowest) {
         Some((r, ..)) if *r <= cell.0 => {}
         _ => *slot = Some(cell),
     }
-}
-
-/// Workload 7 on the three contenders, interleaved, `reps` times: wall ns per op of each run.
-fn scheduler(n: u64, reps: usize) -> Vec<Cell> {
-    let mut samples: [Vec<sched::Throughput>; 3] = Default::default();
-    for rep in 0..reps {
-        for k in 0..3 {
-            let i = (k + rep) % 3;
-            let t = match i {
-                0 => sched::run(n, sched::TickwheelScheduler::new),
-                1 => sched::run(n, sched::MutexDelayQueue::new),
-                _ => sched::run(n, sched::MutexBTreeMap::default),
-            };
-            samples[i].push(t);
-        }
-    }
-    samples
-        .iter()
-        .map(|runs| Cell {
-            ns: runs.iter().map(sched::Throughput::ns_per_op).collect(),
-            estimate: false,
-            mismatch: runs.iter().any(|t| !t.exact),
-        })
-        .collect()
-}
-
-struct MemoryCell {
-    per_timer: String,
-    churn: String,
-}
-
-fn memory(peers: &[Entry], input: &Input) -> Vec<MemoryCell> {
-    let n = input.n;
-    // The churn script is built before counting starts: it is the harness's, not a peer's.
-    let script = input.churn();
-    peers
-        .iter()
-        .map(|peer| {
-            let per_timer = counting(|| (peer.bytes)(input, &live_heap));
-            let mut text = format!("{per_timer:.1}");
-            if peer.name == Tickwheel::NAME {
-                text = format!("{per_timer:.1} (stats {:.1})", tickwheel_stats_bytes(input));
-            }
-            let [start, half, end] = counting(|| (peer.churn_heap)(input, &live_heap));
-            let per = |b: isize| b as f64 / n as f64;
-            let churn = format!("{:.0}/{:.0}/{:.0}", per(start), per(half), per(end));
-            let _ = &script;
-            MemoryCell {
-                per_timer: text,
-                churn,
-            }
-        })
-        .collect()
-}
-
-/// `Wheel::stats().bytes_held` per timer for the same inserts as the memory workload.
-fn tickwheel_stats_bytes(input: &Input) -> f64 {
-    let mut wheel = tickwheel::Wheel::new();
-    for (lane, &d) in input.deadlines.iter().enumerate() {
-        wheel.insert(d, lane as u64);
-    }
-    wheel.stats().bytes_held as f64 / input.n as f64
 }
