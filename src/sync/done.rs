@@ -9,9 +9,10 @@
 //! the id and its queue answer while in flight, and the in-flight counts. So
 //!
 //! - every operation that reads those settles first: [`Shard::with`] settles on every lock
-//!   (counts, `queues`, stats, `next_deadline`), and `pop_due` settles each shard before
-//!   it locks them all, which also keeps the done lists short (at most the `Due`s done
-//!   since the last `pop_due`, so memory stays bounded by the timers popped);
+//!   (counts, `queues`, stats, `next_deadline`), and `pop_due` settles each shard it locks
+//!   for its merge ([`Shard::lock_settled`]), which also keeps the done lists short (a
+//!   shard's list holds at most the `Due`s done since a `pop_due` last found it due, so
+//!   memory stays bounded by the timers popped);
 //! - `schedule`, `reschedule` and `cancel` lock with [`Shard::lock_lazy`] and settle only
 //!   when they meet an in-flight id (then look again); `drain_queue` settles only when its
 //!   queue has in-flight members here.
@@ -26,12 +27,20 @@
 //! are dropped: into the settling operation's `Trash`, dropped after the shard lock (see
 //! `trash.rs`), never under it.
 //!
+//! Beside them each shard publishes its **due bound** ([`ShardState::due_from`]: no timer of
+//! the shard is due at a tick below it), stored when its state lock is released
+//! ([`StateGuard`]), so that `pop_due` reads it without the lock and locks only the shards
+//! that may have something due: a dispatcher's idle polls take no lock at all, and producers
+//! scheduling on the other shards do not wait for its merge. The bound is stored only when it
+//! changes, which a producer does only when its deadline is earlier than every pending one.
+//!
 //! Lock order: the done list's lock is a leaf. It is taken alone (by a `Due`) or under its
 //! shard's lock (to settle), never the other way round, and never with the signal lock.
 
 use std::hash::Hash;
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -47,7 +56,45 @@ use super::trash::Trash;
 #[derive(Debug)]
 pub(crate) struct Shard<Q, K, T> {
     state: Mutex<ShardState<Q, K, T>>,
+    /// The state's [`ShardState::due_from`] as of its last unlock, so that `pop_due` can
+    /// pass over a shard with nothing due without taking its lock. Its own lines: every
+    /// `pop_due` reads it, and it is written only when it changes (by a `pop_due`, or by a
+    /// producer whose deadline is earlier than every pending one here).
+    due_from: Padded<AtomicU64>,
     done: Arc<Padded<DoneList>>,
+}
+
+/// The locked state of a shard. Releasing it publishes the shard's `due_from` (under the
+/// lock, before the unlock): whoever reads it with `Acquire` and sees a store also sees
+/// everything done under the lock before it.
+pub(crate) struct StateGuard<'a, Q, K, T> {
+    state: MutexGuard<'a, ShardState<Q, K, T>>,
+    due_from: &'a AtomicU64,
+}
+
+impl<Q, K, T> Deref for StateGuard<'_, Q, K, T> {
+    type Target = ShardState<Q, K, T>;
+
+    fn deref(&self) -> &ShardState<Q, K, T> {
+        &self.state
+    }
+}
+
+impl<Q, K, T> DerefMut for StateGuard<'_, Q, K, T> {
+    fn deref_mut(&mut self) -> &mut ShardState<Q, K, T> {
+        &mut self.state
+    }
+}
+
+impl<Q, K, T> Drop for StateGuard<'_, Q, K, T> {
+    fn drop(&mut self) {
+        let bound = self.state.due_from();
+        // Every store happens under the lock, so this load sees the last one; storing only
+        // a change keeps the line shared with the readers while the bound holds.
+        if self.due_from.load(Ordering::Relaxed) != bound {
+            self.due_from.store(bound, Ordering::Release);
+        }
+    }
 }
 
 /// `T` alone in its 128 bytes (two cache lines: the adjacent-line prefetcher moves lines
@@ -71,8 +118,10 @@ pub(crate) struct DoneList(Mutex<Vec<u32>>);
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     pub(crate) fn new() -> Self {
+        let state = ShardState::new();
         Shard {
-            state: Mutex::new(ShardState::new()),
+            due_from: Padded(AtomicU64::new(state.due_from())),
+            state: Mutex::new(state),
             done: Arc::default(),
         }
     }
@@ -83,7 +132,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut ShardState<Q, K, T>) -> R) -> R {
         let mut trash = Trash::new();
         let result = {
-            let mut state = self.state.lock();
+            let mut state = self.lock_unsettled();
             self.done.settle(&mut state, &mut trash);
             f(&mut state)
         };
@@ -112,24 +161,40 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
 
     /// Locks the state without settling, for the operations that settle through the
     /// returned list only if they meet an in-flight id.
-    pub(crate) fn lock_lazy(&self) -> (MutexGuard<'_, ShardState<Q, K, T>>, &DoneList) {
-        (self.state.lock(), &self.done.0)
+    pub(crate) fn lock_lazy(&self) -> (StateGuard<'_, Q, K, T>, &DoneList) {
+        (self.lock_unsettled(), &self.done.0)
     }
 
     /// Locks the state and nothing else (a dropped batch putting timers back: it touches
     /// only its own in-flight entries, which are not done).
-    pub(crate) fn lock_unsettled(&self) -> MutexGuard<'_, ShardState<Q, K, T>> {
-        self.state.lock()
+    pub(crate) fn lock_unsettled(&self) -> StateGuard<'_, Q, K, T> {
+        StateGuard {
+            state: self.state.lock(),
+            due_from: &self.due_from,
+        }
     }
 
-    /// Settles the done list, if it is not empty, under the state's lock; what the settle
-    /// removes is dropped after the lock.
-    pub(crate) fn settle_if_done(&self) {
-        if !self.done.is_empty() {
-            let mut trash = Trash::new();
-            self.done.settle(&mut self.state.lock(), &mut trash);
-            drop(trash);
-        }
+    /// Whether a `pop_due` at tick `now` may find a timer here, judged without the lock from
+    /// the bound the last unlock published: `false` means nothing was due at that unlock, nor
+    /// at any unlock that happened before this call (see [`StateGuard`]).
+    pub(crate) fn may_be_due(&self, now: u64) -> bool {
+        now >= self.due_from.load(Ordering::Acquire)
+    }
+
+    /// Locks the state and finishes every done entry first, into `trash` (which the caller
+    /// drops after the lock): for `pop_due`'s merge, which takes its shards' locks once.
+    pub(crate) fn lock_settled(&self, trash: &mut Trash<Q, K>) -> StateGuard<'_, Q, K, T> {
+        let mut state = self.lock_unsettled();
+        self.done.settle(&mut state, trash);
+        state
+    }
+
+    /// Whether the published bound is the state's own (it must be whenever the lock is
+    /// free). Test-only.
+    #[cfg(test)]
+    pub(crate) fn bound_published(&self) -> bool {
+        let state = self.state.lock();
+        self.due_from.load(Ordering::Relaxed) == state.due_from()
     }
 
     /// Runs `f` on the state and the done list as they are, without settling. Test-only.
@@ -147,10 +212,6 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
 }
 
 impl DoneList {
-    fn is_empty(&self) -> bool {
-        self.0.lock().is_empty()
-    }
-
     /// The `Due` of in-flight entry `entry` is done. Takes only the done list's lock.
     pub(crate) fn push(&self, entry: u32) {
         self.0.lock().push(entry);

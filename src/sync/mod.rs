@@ -159,6 +159,8 @@ mod model;
 mod scheduler;
 mod shard;
 mod signal;
+#[cfg(test)]
+mod tests;
 mod trash;
 mod types;
 

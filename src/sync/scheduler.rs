@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use hashbrown::HashSet;
 
 use super::builder::SchedulerBuilder;
-use super::done::{Padded, Shard};
+use super::done::{Padded, Shard, StateGuard};
 use super::due::DueBatch;
 use super::hash::{ShardHasher, shard_of_hash};
 use super::shard::{Cursor, ShardState, Timer};
@@ -41,6 +41,10 @@ pub(crate) struct Inner<Q, K, T> {
     /// and the `Arc`'s counts (written per `pop_due`) sit in the padding before `Inner`.
     seq: Padded<AtomicU64>,
 }
+
+/// One shard in `pop_due`'s merge: its index, its locked state, and where the merge stands
+/// in it.
+type Lane<'a, Q, K, T> = (usize, StateGuard<'a, Q, K, T>, Cursor);
 
 /// A thread-safe timer scheduler with named queues, two-phase dispatch, and drains that
 /// reconcile with in-flight dispatch. See the [module documentation](super) for the states,
@@ -76,7 +80,7 @@ pub(crate) struct Inner<Q, K, T> {
 /// assert_eq!((sched.len(), sched.in_flight_len()), (1, 0));
 /// ```
 pub struct Scheduler<Q, K, T> {
-    inner: Arc<Inner<Q, K, T>>,
+    pub(super) inner: Arc<Inner<Q, K, T>>,
 }
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Default for Scheduler<Q, K, T> {
@@ -301,13 +305,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// [`schedule`](Self::schedule)) is never returned. See [`crate::clock`] for the
     /// rounding rules.
     ///
-    /// First finishes the timers whose `Due` is done since the last call (one shard at a
-    /// time, only where there are some), then locks every shard, in ascending order, for
-    /// the merge: O(shards + limit × log shards), plus the wheels' cascading and the
-    /// finished timers. The next due timer of each shard is looked at to
-    /// merge; one looked at and not taken stays pending, in its place. So a `pop_due` that
-    /// stops at `limit` leaves up to one looked-at timer per shard staged outside the wheel:
-    /// which timers are delivered, and in what order, never depends on that, but
+    /// Cost: a poll with nothing due reads one published bound per shard and takes no lock
+    /// (O(shards)). Otherwise it locks, in ascending order, the shards whose bound says a
+    /// timer may be due (all of them if a shard passed over became due meanwhile, so the
+    /// batch is what one instant held), finishes there the timers whose `Due` is done since
+    /// the last such call, and merges: O(shards + limit × log shards), plus the wheels'
+    /// cascading and the finished timers. The next due timer of each locked shard is looked
+    /// at to merge; one looked at and not taken stays pending, in its place. So a `pop_due`
+    /// that stops at `limit` leaves up to one looked-at timer per shard staged outside the
+    /// wheel: which timers are delivered, and in what order, never depends on that, but
     /// [`SchedulerStats::due_waiting`] does, and so depends on the shard count.
     ///
     /// ```
@@ -332,43 +338,74 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         if limit == 0 {
             return DueBatch::new(Arc::clone(&self.inner), items);
         }
-        // Finish the done `Due`s first, one shard at a time: the merge below holds every
-        // shard at once, and needs none of that work (it takes pending timers only).
-        for shard in self.inner.shards.iter() {
-            shard.settle_if_done();
+        let shards = &self.inner.shards;
+        // A shard whose published bound says nothing is due is passed over without its lock
+        // (the dispatcher's idle polls then take no lock at all).
+        if !shards.iter().any(|s| s.may_be_due(now)) {
+            return DueBatch::new(Arc::clone(&self.inner), items);
         }
-        let shards = self.inner.shards.iter();
-        let mut lanes: Vec<_> = shards
-            .map(|s| (s.lock_unsettled(), Cursor::default()))
-            .collect();
+        let mut trash = Trash::new();
+        let mut lanes = self.lock_due_shards(now, &mut trash);
         let mut heads = BinaryHeap::with_capacity(lanes.len());
-        for (index, (shard, cursor)) in lanes.iter_mut().enumerate() {
+        for (lane, (index, shard, cursor)) in lanes.iter_mut().enumerate() {
             if let Some(key) = shard.head(now, cursor) {
-                heads.push(Reverse((key, index)));
+                heads.push(Reverse((key, *index, lane)));
             }
         }
         while items.len() < limit {
-            let Some(Reverse((key, index))) = heads.pop() else {
+            let Some(Reverse((key, index, lane))) = heads.pop() else {
                 break;
             };
-            let (shard, cursor) = &mut lanes[index];
+            let (_, shard, cursor) = &mut lanes[lane];
             if let Some(popped) = shard.take(key, cursor) {
                 if items.capacity() == 0 {
                     // Room for the whole batch at once (up to `BATCH_RESERVE`): growing it
-                    // by doubling would copy every item several times with every shard locked.
+                    // by doubling would copy every item several times with the shards locked.
                     items.reserve(limit.min(BATCH_RESERVE));
                 }
                 items.push_back((index, popped));
             }
             if let Some(key) = shard.head(now, cursor) {
-                heads.push(Reverse((key, index)));
+                heads.push(Reverse((key, index, lane)));
             }
         }
-        for (shard, cursor) in &mut lanes {
+        for (_, shard, cursor) in &mut lanes {
             shard.close(std::mem::take(cursor));
         }
         drop(lanes);
+        drop(trash);
         DueBatch::new(Arc::clone(&self.inner), items)
+    }
+
+    /// Locks, for `pop_due`'s merge, every shard that may have a timer due at tick `now`,
+    /// in ascending order, and finishes there the timers whose `Due` is done (their ids and
+    /// queue names go to `trash`, for the caller to drop after the locks).
+    ///
+    /// The locked set must be one that a single instant agrees with: a shard passed over may
+    /// have become due since its bound was read, by an operation that happened before one
+    /// the merge will see in a locked shard (a producer scheduling on shard 0, then on shard
+    /// 1). So the bounds of the shards passed over are read again with the locks held; if
+    /// one is due now, every shard is locked instead.
+    fn lock_due_shards<'a>(&'a self, now: u64, trash: &mut Trash<Q, K>) -> Vec<Lane<'a, Q, K, T>> {
+        let shards = &self.inner.shards;
+        let mut lanes = Vec::with_capacity(shards.len());
+        for (index, shard) in shards.iter().enumerate() {
+            if shard.may_be_due(now) {
+                lanes.push((index, shard.lock_settled(trash), Cursor::default()));
+            }
+        }
+        let locked = |lanes: &[Lane<'_, Q, K, T>], index: usize| {
+            lanes.binary_search_by_key(&index, |lane| lane.0).is_ok()
+        };
+        let passed_over_due =
+            (0..shards.len()).any(|index| !locked(&lanes, index) && shards[index].may_be_due(now));
+        if passed_over_due {
+            drop(lanes);
+            lanes = (shards.iter().enumerate())
+                .map(|(index, shard)| (index, shard.lock_settled(trash), Cursor::default()))
+                .collect();
+        }
+        lanes
     }
 
     /// The earliest instant at which [`pop_due`](Self::pop_due) may find a timer due;
@@ -655,6 +692,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     pub(crate) fn check_invariants(&self) {
         for shard in self.inner.shards.iter() {
             shard.inspect(|state, done| state.check_invariants(done));
+            assert!(
+                shard.bound_published(),
+                "a shard's published due bound is stale"
+            );
         }
     }
 

@@ -565,3 +565,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             .filter(|&(tick, _)| tick <= now)
     }
 }
+
+impl<Q, K, T> ShardState<Q, K, T> {
+    /// A tick before which nothing here is due: no `pop_due` at a `now` below it finds a
+    /// timer of this shard (the wheel's quiet bound, or the first staged timer's tick if
+    /// earlier). O(1). Published by the shard after every lock (see `done.rs`).
+    pub(crate) fn due_from(&self) -> u64 {
+        let staged = self
+            .staged
+            .first_key_value()
+            .map_or(u64::MAX, |(&(tick, _), _)| tick);
+        self.wheel.quiet_until().min(staged)
+    }
+}

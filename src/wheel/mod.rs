@@ -362,6 +362,14 @@ impl<T> Wheel<T> {
         taken
     }
 
+    /// A tick before which a poll returns nothing: for every `now` below it (and at or past
+    /// `elapsed`), `poll(now)` is `None`. A lower bound, not the next deadline: `0` while
+    /// the last poll may have left due timers behind. O(1); it lets a caller holding the
+    /// wheel behind a lock publish "nothing due yet" without being asked.
+    pub(crate) fn quiet_until(&self) -> u64 {
+        self.quiet_until
+    }
+
     /// The earliest tick at which a poll may return a timer, or `None` when the wheel is
     /// empty. O(levels).
     ///

@@ -1,0 +1,131 @@
+//! `pop_due` and the shards' published due bounds: which shards it locks, and that passing
+//! a shard over never reorders delivery.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::model::id_on;
+use super::{Scheduler, SchedulerStats};
+
+type Sched = Scheduler<u8, u64, u64>;
+
+/// Runs `f` on another thread; fails if it has not finished after 20 s (a `pop_due` that
+/// waits for a lock held by this test never would).
+fn finishes<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("pop_due waited for the lock of a shard with nothing due")
+}
+
+#[test]
+fn pop_due_takes_no_lock_of_a_shard_with_nothing_due() {
+    let t0 = Instant::now();
+    let sched: Arc<Sched> = Arc::new(Scheduler::builder().shards(2).origin(t0).build());
+    let (on0, on1) = (id_on(0, 0), id_on(1, 0));
+    sched
+        .schedule(0, on0, t0 + Duration::from_millis(50), on0)
+        .unwrap();
+    sched
+        .schedule(0, on1, t0 + Duration::from_millis(5), on1)
+        .unwrap();
+
+    // Nothing due at 1 ms: no lock at all.
+    let guards = (
+        sched.inner.shards[0].lock_unsettled(),
+        sched.inner.shards[1].lock_unsettled(),
+    );
+    let s = Arc::clone(&sched);
+    let popped = finishes(move || s.pop_due(t0 + Duration::from_millis(1), 10).len());
+    assert_eq!(popped, 0);
+    drop(guards);
+
+    // At 10 ms only shard 1 has a timer due: shard 0 stays locked here, and the pop goes on.
+    let guard = sched.inner.shards[0].lock_unsettled();
+    let s = Arc::clone(&sched);
+    let ids = finishes(move || {
+        let batch = s.pop_due(t0 + Duration::from_millis(10), 10);
+        batch.map(|due| due.into_value()).collect::<Vec<_>>()
+    });
+    assert_eq!(ids, [on1]);
+    drop(guard);
+    assert_eq!(sched.pop_due(t0 + Duration::from_millis(49), 10).len(), 0);
+    let ids: Vec<u64> = (sched.pop_due(t0 + Duration::from_millis(50), 10))
+        .map(|due| due.into_value())
+        .collect();
+    assert_eq!(ids, [on0]);
+    sched.check_invariants();
+}
+
+#[test]
+fn bound_follows_every_kind_of_change() {
+    let t0 = Instant::now();
+    let ms = |n: u64| t0 + Duration::from_millis(n);
+    let sched: Sched = Scheduler::builder().shards(2).origin(t0).build();
+    let ids: Vec<u64> = (0..4).map(|n| id_on(n % 2, n / 2)).collect();
+    for (n, &id) in ids.iter().enumerate() {
+        sched.schedule(0, id, ms(100 + n as u64), id).unwrap();
+        sched.check_invariants();
+    }
+    // An earlier deadline lowers the bound: found at its tick, not at the others'.
+    sched.reschedule(&ids[3], ms(7)).unwrap();
+    sched.check_invariants();
+    let first: Vec<u64> = sched.pop_due(ms(7), 10).map(|d| d.into_value()).collect();
+    assert_eq!(first, [ids[3]]);
+    // A batch stopped at its limit leaves the next due timer staged; a dropped batch puts
+    // its timers back: both must stay findable with nothing else changing.
+    let batch = sched.pop_due(ms(200), 1);
+    sched.check_invariants();
+    assert_eq!(batch.len(), 1);
+    drop(batch);
+    sched.check_invariants();
+    let all: Vec<u64> = sched.pop_due(ms(200), 10).map(|d| d.into_value()).collect();
+    assert_eq!(all, ids[..3]);
+    sched.check_invariants();
+    // A cancel of the only pending timer: nothing due, and nothing found.
+    sched.schedule(0, 99, ms(300), 99).unwrap();
+    assert!(matches!(sched.cancel(&99), super::Cancel::Cancelled(99)));
+    sched.check_invariants();
+    assert_eq!(sched.pop_due(ms(400), 10).len(), 0);
+    let SchedulerStats { pending, .. } = sched.stats();
+    assert_eq!(pending, 0);
+}
+
+/// A producer schedules, in turn, a timer on shard 0 and one on shard 1, both already due,
+/// while a dispatcher pops. All ticks are equal, so delivery must follow schedule order
+/// exactly. A `pop_due` that read shard 0's bound before a schedule there, then shard 1's
+/// after the next schedule there, and took shard 1's timer without going back for shard
+/// 0's, would deliver out of that order (`lock_due_shards` reads the bounds again to
+/// prevent it).
+#[test]
+fn passing_a_shard_over_never_reorders_delivery() {
+    const PAIRS: usize = 50_000;
+    let t0 = Instant::now();
+    let sched: Arc<Sched> = Arc::new(Scheduler::builder().shards(2).origin(t0).build());
+    let on = |shard| {
+        let sched = Arc::clone(&sched);
+        (0u64..).filter(move |id| sched.shard_index(id) == shard)
+    };
+    let order: Vec<u64> = (on(0).zip(on(1)).take(PAIRS))
+        .flat_map(|(a, b)| [a, b])
+        .collect();
+    let producer = {
+        let (sched, order) = (Arc::clone(&sched), order.clone());
+        std::thread::spawn(move || {
+            for &id in &order {
+                sched.schedule(0, id, t0, id).unwrap();
+            }
+        })
+    };
+    let mut delivered = Vec::with_capacity(order.len());
+    while delivered.len() < order.len() {
+        let batch = sched.pop_due(Instant::now(), 16);
+        delivered.extend(batch.map(|due| due.into_value()));
+    }
+    producer.join().unwrap();
+    let first_wrong = delivered.iter().zip(&order).position(|(d, o)| d != o);
+    assert_eq!(first_wrong, None, "delivery left schedule order");
+}
