@@ -431,12 +431,19 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
 
     /// The earliest tick a `pop_due` may find a timer due here; never later than the
     /// earliest pending deadline (see `Wheel::next_expiration`).
+    ///
+    /// Never earlier than the shard's due bound either (both are lower bounds of that
+    /// deadline): a `pop_due` at the tick returned locks this shard and polls its wheel, so
+    /// a waiter that sleeps until it and pops there always makes progress. (The wheel may
+    /// name the tick a waiting run timer's slot would have cascaded, below the bound; a
+    /// `pop_due` there would pass the shard over, and the waiter would wake again at once.)
     pub(crate) fn earliest(&self) -> Option<u64> {
         let staged = self.staged.first_key_value().map(|(&(tick, _), _)| tick);
-        match (staged, self.wheel.next_expiration()) {
-            (Some(s), Some(w)) => Some(s.min(w)),
-            (s, w) => s.or(w),
-        }
+        let earliest = match (staged, self.wheel.next_expiration()) {
+            (Some(s), Some(w)) => s.min(w),
+            (s, w) => s.or(w)?,
+        };
+        Some(earliest.max(self.due_from()))
     }
 
     pub(crate) fn pending_len(&self) -> usize {

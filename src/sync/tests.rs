@@ -129,3 +129,35 @@ fn passing_a_shard_over_never_reorders_delivery() {
     let first_wrong = delivered.iter().zip(&order).position(|(d, o)| d != o);
     assert_eq!(first_wrong, None, "delivery left schedule order");
 }
+
+/// A waiter sleeps until `next_deadline` and pops there: each such pop must deliver, or move
+/// `next_deadline` later. (The wheel can name the tick a waiting run timer's slot would have
+/// cascaded, below the shard's due bound; a `next_deadline` there made `pop_due` pass the
+/// shard over, and a `DueStream` on tokio's paused clock spun at that instant forever.)
+#[test]
+fn popping_at_next_deadline_always_makes_progress() {
+    let t0 = Instant::now();
+    for shards in [1, 3] {
+        let sched: Sched = Scheduler::builder().shards(shards).origin(t0).build();
+        for id in 0..300u64 {
+            // Deadlines in wheel levels 0 to 3, out of order.
+            let at = t0 + Duration::from_millis(1 + (id * 7_919) % 600_000);
+            sched.schedule(0, id, at, id).unwrap();
+        }
+        let (mut delivered, mut empty_pops) = (0, 0);
+        while let Some(at) = sched.next_deadline() {
+            let batch = sched.pop_due(at, 7);
+            if batch.is_empty() {
+                empty_pops += 1;
+                let next = sched.next_deadline();
+                assert!(
+                    next > Some(at),
+                    "pop_due at {at:?} changed nothing: {next:?}"
+                );
+            }
+            delivered += batch.count();
+        }
+        assert_eq!(delivered, 300);
+        assert!(empty_pops < 300, "{empty_pops} empty pops for 300 timers");
+    }
+}
