@@ -302,12 +302,13 @@ impl<T> Arena<T> {
         }
     }
 
-    /// The deadline of live entry `index`, which the caller has just resolved.
+    /// [`resolve`](Self::resolve), and the entry's deadline, in one lookup.
     #[inline]
-    pub(crate) fn deadline_of(&self, index: u32) -> u64 {
+    pub(crate) fn resolve_deadline(&self, r: u64) -> Option<(u32, u64)> {
+        let index = (r >> 32) as u32;
         match self.entries.get(index as usize) {
-            Some(Entry::Live(live)) => live.deadline,
-            _ => unreachable!("deadline of a free entry"),
+            Some(Entry::Live(live)) if is_current(live.stamp, r) => Some((index, live.deadline)),
+            _ => None,
         }
     }
 

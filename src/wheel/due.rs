@@ -224,6 +224,30 @@ impl DueQueue {
         Some(&self.run[start..end])
     }
 
+    /// The run's head reference if it is what [`pop`](Self::pop) would return next: due by
+    /// `elapsed`, and no `past` timer to go first. The wheel's fast path for run timers.
+    #[inline]
+    pub(crate) fn run_head_due(&self, elapsed: u64) -> Option<u64> {
+        if !self.past.is_empty() {
+            return None;
+        }
+        let r = *self.run.get(self.run_head)?;
+        (self.run_base + (r & self.run_mask) <= elapsed).then_some(r)
+    }
+
+    /// The run's head, a live timer, was taken out (see [`run_head_due`](Self::run_head_due)).
+    /// Returns whether the run is over its stale bound.
+    #[inline]
+    pub(crate) fn take_run_head(&mut self) -> bool {
+        self.run_head += 1;
+        self.run_live -= 1;
+        if self.run_live == 0 {
+            self.clear_run();
+            return false;
+        }
+        self.run_over_bound()
+    }
+
     /// Drops the run's head, a stale reference.
     #[inline]
     pub(crate) fn skip_run_head(&mut self) {

@@ -67,6 +67,21 @@ impl<T> Wheel<T> {
     /// Returns the earliest live due timer, skipping stale references.
     #[inline]
     pub(super) fn pop_due(&mut self) -> Option<Expired<T>> {
+        // Fast path: the run's head is due, and current (`settle_run_head` keeps it so).
+        if let Some(r) = self.due.run_head_due(self.elapsed) {
+            if let TakeDue::Taken(key, live) = self.arena.take_if_due(r, self.elapsed) {
+                if self.due.take_run_head() {
+                    self.compact_run();
+                }
+                self.settle_run_head();
+                return Some(Expired {
+                    key,
+                    deadline: live.deadline,
+                    value: live.value,
+                });
+            }
+            // Moved later while it waited: the general path files it again.
+        }
         loop {
             self.touch_run_ahead();
             let r = self.due.pop(self.elapsed)?;
@@ -112,11 +127,10 @@ impl<T> Wheel<T> {
     pub(super) fn settle_run_head(&mut self) {
         while let Some((at, r)) = self.due.run_head() {
             self.touch_run_ahead();
-            let Some(index) = self.arena.resolve(r) else {
+            let Some((index, deadline)) = self.arena.resolve_deadline(r) else {
                 self.due.skip_run_head();
                 continue;
             };
-            let deadline = self.arena.deadline_of(index);
             if at > self.elapsed || deadline <= self.elapsed {
                 return;
             }
