@@ -72,9 +72,12 @@
 //! shard lock per `pop_due` instead of one per timer.
 //!
 //! **Lock order.** Shard mutexes are only ever taken in ascending shard index: `pop_due`
-//! takes all of them in that order and releases them together (after settling each shard
-//! on its own); every other operation holds one shard at a time (`drain_queue`, `len` and
-//! friends visit the shards one after another). A shard's done-list lock is a leaf: taken
+//! takes, in that order, the shards whose published *due bound* (an atomic each shard
+//! stores when its lock is released: no timer of the shard is due before this tick) says a
+//! timer may be due — all of them if a shard passed over turns out due once those are held
+//! — settles each, merges, and releases them together; with nothing due it takes no lock.
+//! Every other operation holds one shard at a time (`drain_queue`, `len` and friends visit
+//! the shards one after another). A shard's done-list lock is a leaf: taken
 //! alone by a `Due`, or under that shard's lock to settle. The lock of the wake-up signal
 //! (which wakes sleeping pollers when an earlier deadline arrives) is a leaf too: it is
 //! never held together with a shard lock.
