@@ -60,8 +60,17 @@ pub(crate) struct Shard<Q, K, T> {
     /// pass over a shard with nothing due without taking its lock. Its own lines: every
     /// `pop_due` reads it, and it is written only when it changes (by a `pop_due`, or by a
     /// producer whose deadline is earlier than every pending one here).
-    due_from: Padded<AtomicU64>,
+    due_from: Padded<DueBound>,
     done: Arc<Padded<DoneList>>,
+}
+
+/// A shard's published due bound, and how many times it was lowered: a reader that sees
+/// the count unchanged across its reads of several shards knows that none of them became
+/// due in between (see `Scheduler::quiet_except`).
+#[derive(Debug)]
+pub(crate) struct DueBound {
+    bound: AtomicU64,
+    lowered: AtomicU64,
 }
 
 /// The locked state of a shard. Releasing it publishes the shard's `due_from` (under the
@@ -69,7 +78,7 @@ pub(crate) struct Shard<Q, K, T> {
 /// everything done under the lock before it.
 pub(crate) struct StateGuard<'a, Q, K, T> {
     state: MutexGuard<'a, ShardState<Q, K, T>>,
-    due_from: &'a AtomicU64,
+    due_from: &'a DueBound,
 }
 
 impl<Q, K, T> Deref for StateGuard<'_, Q, K, T> {
@@ -91,8 +100,13 @@ impl<Q, K, T> Drop for StateGuard<'_, Q, K, T> {
         let bound = self.state.due_from();
         // Every store happens under the lock, so this load sees the last one; storing only
         // a change keeps the line shared with the readers while the bound holds.
-        if self.due_from.load(Ordering::Relaxed) != bound {
-            self.due_from.store(bound, Ordering::Release);
+        let old = self.due_from.bound.load(Ordering::Relaxed);
+        if old != bound {
+            self.due_from.bound.store(bound, Ordering::Release);
+            if bound < old {
+                // After the store: whoever reads the new count also reads the new bound.
+                self.due_from.lowered.fetch_add(1, Ordering::Release);
+            }
         }
     }
 }
@@ -120,7 +134,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     pub(crate) fn new() -> Self {
         let state = ShardState::new();
         Shard {
-            due_from: Padded(AtomicU64::new(state.due_from())),
+            due_from: Padded(DueBound {
+                bound: AtomicU64::new(state.due_from()),
+                lowered: AtomicU64::new(0),
+            }),
             state: Mutex::new(state),
             done: Arc::default(),
         }
@@ -178,7 +195,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     /// the bound the last unlock published: `false` means nothing was due at that unlock, nor
     /// at any unlock that happened before this call (see [`StateGuard`]).
     pub(crate) fn may_be_due(&self, now: u64) -> bool {
-        now >= self.due_from.load(Ordering::Acquire)
+        now >= self.due_from.bound.load(Ordering::Acquire)
+    }
+
+    /// How many times the published bound was lowered so far; read it before
+    /// [`may_be_due`](Self::may_be_due), and again after reading other shards, to know the
+    /// bound did not drop in between.
+    pub(crate) fn lowered(&self) -> u64 {
+        self.due_from.lowered.load(Ordering::Acquire)
     }
 
     /// Locks the state and finishes every done entry first, into `trash` (which the caller
@@ -194,7 +218,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     #[cfg(test)]
     pub(crate) fn bound_published(&self) -> bool {
         let state = self.state.lock();
-        self.due_from.load(Ordering::Relaxed) == state.due_from()
+        self.due_from.bound.load(Ordering::Relaxed) == state.due_from()
     }
 
     /// Runs `f` on the state and the done list as they are, without settling. Test-only.

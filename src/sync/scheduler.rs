@@ -305,8 +305,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// [`schedule`](Self::schedule)) is never returned. See [`crate::clock`] for the
     /// rounding rules.
     ///
-    /// Cost: a poll with nothing due reads one published bound per shard and takes no lock
-    /// (O(shards)). Otherwise it locks, in ascending order, the shards whose bound says a
+    /// Cost: a poll with nothing due reads each shard's published bound and its lowering
+    /// count (twice) and takes no lock: O(shards). Otherwise it locks, in ascending order, the shards whose bound says a
     /// timer may be due (all of them if a shard passed over became due meanwhile, so the
     /// batch is what one instant held), finishes there the timers whose `Due` is done since
     /// the last such call, and merges: O(shards + limit × log shards), plus the wheels'
@@ -338,14 +338,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         if limit == 0 {
             return DueBatch::new(Arc::clone(&self.inner), items);
         }
-        let shards = &self.inner.shards;
         // A shard whose published bound says nothing is due is passed over without its lock
         // (the dispatcher's idle polls then take no lock at all).
-        if !shards.iter().any(|s| s.may_be_due(now)) {
-            return DueBatch::new(Arc::clone(&self.inner), items);
-        }
         let mut trash = Trash::new();
         let mut lanes = self.lock_due_shards(now, &mut trash);
+        if lanes.is_empty() {
+            return DueBatch::new(Arc::clone(&self.inner), items);
+        }
         let mut heads = BinaryHeap::with_capacity(lanes.len());
         for (lane, (index, shard, cursor)) in lanes.iter_mut().enumerate() {
             if let Some(key) = shard.head(now, cursor) {
@@ -379,33 +378,59 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 
     /// Locks, for `pop_due`'s merge, every shard that may have a timer due at tick `now`,
     /// in ascending order, and finishes there the timers whose `Due` is done (their ids and
-    /// queue names go to `trash`, for the caller to drop after the locks).
+    /// queue names go to `trash`, for the caller to drop after the locks). Empty when no
+    /// shard had a timer due at one instant during the call.
     ///
     /// The locked set must be one that a single instant agrees with: a shard passed over may
     /// have become due since its bound was read, by an operation that happened before one
-    /// the merge will see in a locked shard (a producer scheduling on shard 0, then on shard
-    /// 1). So the bounds of the shards passed over are read again with the locks held; if
-    /// one is due now, every shard is locked instead.
+    /// the merge will see (a producer scheduling on shard 0, then on shard 1, or scheduling
+    /// on shard 0, then cancelling the only due timer of shard 1). So with the locks held
+    /// the shards passed over are checked again by [`quiet_except`](Self::quiet_except);
+    /// if that fails, every shard is locked instead.
     fn lock_due_shards<'a>(&'a self, now: u64, trash: &mut Trash<Q, K>) -> Vec<Lane<'a, Q, K, T>> {
         let shards = &self.inner.shards;
-        let mut lanes = Vec::with_capacity(shards.len());
+        let mut lanes = Vec::new();
         for (index, shard) in shards.iter().enumerate() {
             if shard.may_be_due(now) {
+                if lanes.is_empty() {
+                    lanes.reserve_exact(shards.len());
+                }
                 lanes.push((index, shard.lock_settled(trash), Cursor::default()));
             }
         }
         let locked = |lanes: &[Lane<'_, Q, K, T>], index: usize| {
             lanes.binary_search_by_key(&index, |lane| lane.0).is_ok()
         };
-        let passed_over_due =
-            (0..shards.len()).any(|index| !locked(&lanes, index) && shards[index].may_be_due(now));
-        if passed_over_due {
+        if !self.quiet_except(now, |index| locked(&lanes, index)) {
             drop(lanes);
             lanes = (shards.iter().enumerate())
                 .map(|(index, shard)| (index, shard.lock_settled(trash), Cursor::default()))
                 .collect();
         }
         lanes
+    }
+
+    /// Whether every shard not `locked` had nothing due at tick `now` at one instant during
+    /// the call: each one's bound is above `now`, and no bound was lowered between the first
+    /// read and the last (read twice: a bound only drops by a lowering, which bumps its
+    /// shard's count after the store). O(shards), no lock.
+    fn quiet_except(&self, now: u64, locked: impl Fn(usize) -> bool) -> bool {
+        let shards = &self.inner.shards;
+        let mut lowered = 0u64;
+        for (index, shard) in shards.iter().enumerate() {
+            if locked(index) {
+                continue;
+            }
+            lowered = lowered.wrapping_add(shard.lowered());
+            if shard.may_be_due(now) {
+                return false;
+            }
+        }
+        let again = (shards.iter().enumerate())
+            .filter(|&(index, _)| !locked(index))
+            .fold(0u64, |sum, (_, shard)| sum.wrapping_add(shard.lowered()));
+        // Counts only grow, so equal sums mean equal counts (a wrap needs 2^64 lowerings).
+        again == lowered
     }
 
     /// The earliest instant at which [`pop_due`](Self::pop_due) may find a timer due;
