@@ -52,35 +52,28 @@ pub const CONTENDERS: [&str; 3] = [
 /// Measures size `n` as `plan` says and prints one protocol line per cell, then the end
 /// line. Runs in the child process.
 pub fn child(plan: &Plan, n: usize) {
+    let emit = |section: &str, name: &str, cell: Cell| {
+        let (section, name) = (section.to_string(), name.to_string());
+        println!(
+            "{}",
+            Line::Cell {
+                section,
+                name,
+                cell
+            }
+        );
+    };
     let input = Input::new(n);
     for &w in &plan.workloads {
         let cells = measure(&plan.peers, w, &input, plan.reps, plan.budget);
         for (peer, cell) in plan.peers.iter().zip(cells) {
-            let (section, name) = (w.short().to_string(), peer.name.to_string());
-            println!(
-                "{}",
-                Line::Cell {
-                    section,
-                    name,
-                    cell
-                }
-            );
+            emit(w.short(), peer.name, cell);
         }
     }
     if plan.scheduler_at(n) {
-        for (name, cell) in CONTENDERS
-            .iter()
-            .zip(scheduler(n as u64, plan.scheduler_reps))
-        {
-            let (section, name) = (Line::SCHEDULER.to_string(), name.to_string());
-            println!(
-                "{}",
-                Line::Cell {
-                    section,
-                    name,
-                    cell
-                }
-            );
+        let cells = scheduler(n as u64, plan.scheduler_reps);
+        for (name, cell) in CONTENDERS.iter().zip(cells) {
+            emit(Line::SCHEDULER, name, cell);
         }
     }
     if plan.memory {
