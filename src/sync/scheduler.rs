@@ -306,9 +306,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// rounding rules.
     ///
     /// Cost: a poll with nothing due reads each shard's published bound and its lowering
-    /// count (twice) and takes no lock: O(shards). Otherwise it locks, in ascending order, the shards whose bound says a
-    /// timer may be due (all of them if a shard passed over became due meanwhile, so the
-    /// batch is what one instant held), finishes there the timers whose `Due` is done since
+    /// count (twice) and takes no lock: O(shards). Otherwise it locks, in ascending order,
+    /// the shards whose bound says a timer may be due (all of them if a shard passed over
+    /// became due meanwhile, so the batch is what one instant held), finishes there the timers whose `Due` is done since
     /// the last such call, and merges: O(shards + limit × log shards), plus the wheels'
     /// cascading and the finished timers. The next due timer of each locked shard is looked
     /// at to merge; one looked at and not taken stays pending, in its place. So a `pop_due`

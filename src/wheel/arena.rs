@@ -295,11 +295,7 @@ impl<T> Arena<T> {
     /// The index a slot reference names, if the reference is current (its epoch matches).
     #[inline]
     pub(crate) fn resolve(&self, r: u64) -> Option<u32> {
-        let index = (r >> 32) as u32;
-        match self.entries.get(index as usize) {
-            Some(Entry::Live(live)) if is_current(live.stamp, r) => Some(index),
-            _ => None,
-        }
+        self.resolve_deadline(r).map(|(index, _)| index)
     }
 
     /// [`resolve`](Self::resolve), and the entry's deadline, in one lookup.

@@ -231,21 +231,8 @@ impl DueQueue {
         if !self.past.is_empty() {
             return None;
         }
-        let r = *self.run.get(self.run_head)?;
-        (self.run_base + (r & self.run_mask) <= elapsed).then_some(r)
-    }
-
-    /// The run's head, a live timer, was taken out (see [`run_head_due`](Self::run_head_due)).
-    /// Returns whether the run is over its stale bound.
-    #[inline]
-    pub(crate) fn take_run_head(&mut self) -> bool {
-        self.run_head += 1;
-        self.run_live -= 1;
-        if self.run_live == 0 {
-            self.clear_run();
-            return false;
-        }
-        self.run_over_bound()
+        let (deadline, r) = self.run_head()?;
+        (deadline <= elapsed).then_some(r)
     }
 
     /// Drops the run's head, a stale reference.

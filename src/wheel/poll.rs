@@ -70,7 +70,9 @@ impl<T> Wheel<T> {
         // Fast path: the run's head is due, and current (`settle_run_head` keeps it so).
         if let Some(r) = self.due.run_head_due(self.elapsed) {
             if let TakeDue::Taken(key, live) = self.arena.take_if_due(r, self.elapsed) {
-                if self.due.take_run_head() {
+                self.due.skip_run_head();
+                self.due.unlink(true);
+                if self.due.run_over_bound() {
                     self.compact_run();
                 }
                 self.settle_run_head();
