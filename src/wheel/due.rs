@@ -210,7 +210,7 @@ impl DueQueue {
         self.run.len() - self.run_head - self.run_live
     }
 
-    /// The next batch of the run's references to load (`Arena::touch`) once the head has
+    /// The next batch of the run's references to load (`Arena::prefetch`) once the head has
     /// come within `TOUCH_BATCH` of the end of what was loaded: each reference once, about
     /// a batch before the head reaches it.
     #[inline]

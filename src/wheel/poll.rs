@@ -114,12 +114,12 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// The run's entries are scattered over the arena: loads the next batch's together, a
-    /// batch ahead of the pops that take them.
+    /// The run's entries are scattered over the arena: starts loading the next batch's
+    /// together, a batch ahead of the pops that take them.
     #[inline]
     fn touch_run_ahead(&mut self) {
         if let Some(ahead) = self.due.run_ahead() {
-            std::hint::black_box(self.arena.touch(ahead));
+            self.arena.prefetch(ahead);
         }
     }
 
@@ -167,13 +167,13 @@ impl<T> Wheel<T> {
         true
     }
 
-    /// Loads the arena entries of the batch of references starting at `at` (see
-    /// `Arena::touch`), if the slot is big enough to gain from it.
+    /// Starts loading the arena entries of the batch of references starting at `at` (see
+    /// `Arena::prefetch`), if the slot is big enough to gain from it.
     #[inline]
     fn touch_batch(&self, refs: &[u64], at: usize) {
         if refs.len() >= TOUCH_MIN && at < refs.len() {
             let end = refs.len().min(at + TOUCH_BATCH);
-            std::hint::black_box(self.arena.touch(&refs[at..end]));
+            self.arena.prefetch(&refs[at..end]);
         }
     }
 
