@@ -108,7 +108,8 @@ pub struct Wheel<T> {
     elapsed: u64,
     /// A poll at a tick below this finds nothing to do: no due timer waits, and it is no
     /// later than the start of every occupied slot. Inserts and moves lower it, a poll that
-    /// comes up empty sets it exactly, cancels leave it (a lower bound stays a lower bound).
+    /// comes up empty or takes out the last timer due by its `now` sets it exactly, cancels
+    /// leave it (a lower bound stays a lower bound).
     /// It makes an idle poll one comparison. The start of an occupied slot does not move
     /// while `elapsed` advances towards it (they share every digit above the slot's level).
     quiet_until: u64,
@@ -325,12 +326,36 @@ impl<T> Wheel<T> {
         self.quiet_until = 0;
         loop {
             if let Some(expired) = self.pop_due() {
+                self.quiet_if_done(now);
                 return Some(expired);
             }
             if !self.advance_one_slot(now) {
                 self.settle_quiet_until();
                 return None;
             }
+        }
+    }
+
+    /// After a timer was taken out for a poll at `now`: when nothing else is due by `now`,
+    /// sets `quiet_until` exactly, as a poll coming up empty would. Without it, a driver
+    /// polling every tick would make one more full poll after each tick's last timer. It
+    /// looks at the run's head first, which is due whenever more of the run is.
+    #[inline]
+    fn quiet_if_done(&mut self, now: u64) {
+        // A `now` behind `elapsed` polls at `elapsed`.
+        let now = now.max(self.elapsed);
+        let run = self.due.run_head().map_or(u64::MAX, |(at, _)| at);
+        if run <= now || self.due.live() > 0 {
+            return;
+        }
+        let slot = self
+            .levels
+            .first_occupied()
+            .map_or(u64::MAX, |(level, slot)| {
+                slot_start(self.elapsed, level, slot)
+            });
+        if slot > now {
+            self.quiet_until = run.min(slot);
         }
     }
 
@@ -356,9 +381,10 @@ impl<T> Wheel<T> {
                 taken += 1;
             } else if !self.advance_one_slot(now) {
                 self.settle_quiet_until();
-                break;
+                return taken;
             }
         }
+        self.quiet_if_done(now);
         taken
     }
 

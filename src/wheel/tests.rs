@@ -532,3 +532,58 @@ fn inserts_into_the_past_while_a_run_is_pending() {
         .collect();
     assert_eq!(ours, want);
 }
+
+#[test]
+fn a_poll_behind_elapsed_still_takes_what_waits_at_elapsed() {
+    // Three timers share a tick of the sorted run; a poll at that tick takes the first.
+    // Polls behind `elapsed` poll at `elapsed`: each takes one more, and none may mark the
+    // wheel quiet while one still waits (regression: the quiet check after a take compared
+    // the run's head with the `now` passed instead of `max(now, elapsed)`).
+    let mut wheel = Wheel::new();
+    for value in 1..=3 {
+        wheel.insert(5000, value);
+    }
+    assert_eq!(wheel.poll(5000).map(|e| e.value), Some(1));
+    assert_eq!(wheel.poll(10).map(|e| e.value), Some(2));
+    wheel.check_invariants();
+    assert_eq!(wheel.poll(10).map(|e| e.value), Some(3));
+    assert!(wheel.poll(10).is_none());
+    assert_eq!(wheel.elapsed(), 5000);
+}
+
+#[test]
+fn polling_every_tick_marks_the_wheel_quiet_after_each_ticks_last_timer() {
+    // A take that leaves nothing due by `now` sets `quiet_until` to the next event exactly,
+    // so the driver's next polls are one comparison each; timers then still come out on time.
+    let mut wheel = Wheel::new();
+    let deadlines = [3u64, 3, 70, 4100, 4100, 4101, 9000];
+    for (value, &d) in deadlines.iter().enumerate() {
+        wheel.insert(d, value as u64);
+    }
+    let mut fired = Vec::new();
+    for now in 0..=10_000u64 {
+        while let Some(e) = wheel.poll(now) {
+            assert_eq!(e.deadline, now, "fired exactly at its tick");
+            fired.push(e.value);
+            wheel.check_invariants();
+        }
+        if let Some(next) = deadlines.iter().copied().find(|&d| d > now) {
+            assert!(
+                wheel.quiet_until() <= next,
+                "quiet until {} past the next deadline {next}",
+                wheel.quiet_until()
+            );
+        }
+    }
+    assert_eq!(fired, (0..deadlines.len() as u64).collect::<Vec<_>>());
+    // Right after the take of a tick's last timer the wheel is quiet up to the next event.
+    let mut wheel = Wheel::new();
+    wheel.insert(4100, 0u64);
+    wheel.insert(4200, 1);
+    assert_eq!(wheel.poll(4100).map(|e| e.value), Some(0));
+    assert!(
+        wheel.quiet_until() > 4100,
+        "quiet after the tick's last timer"
+    );
+    assert!(wheel.quiet_until() <= 4200);
+}
