@@ -325,7 +325,7 @@ impl<T> Wheel<T> {
         // Until this poll comes up empty, more may be due: the next poll must look too.
         self.quiet_until = 0;
         loop {
-            if let Some(expired) = self.pop_due() {
+            if let Some(expired) = self.pop_due(now) {
                 self.quiet_if_done(now);
                 return Some(expired);
             }
@@ -376,7 +376,7 @@ impl<T> Wheel<T> {
         self.quiet_until = 0;
         let mut taken = 0;
         while taken < limit {
-            if let Some(expired) = self.pop_due() {
+            if let Some(expired) = self.pop_due(now) {
                 out.push(expired);
                 taken += 1;
             } else if !self.advance_one_slot(now) {

@@ -64,11 +64,36 @@ impl<T> Wheel<T> {
         earliest(slot, run)
     }
 
-    /// Returns the earliest live due timer, skipping stale references.
+    /// The run's head reference if it is the next timer a poll at `now` takes: due by
+    /// `elapsed` with no `past` timer before it, or due by `now` with nothing else due and no
+    /// occupied slot starting at or before it. In the second case `elapsed` moves to its
+    /// tick, as [`advance_one_slot`](Self::advance_one_slot) would have moved it. The head is
+    /// current (`settle_run_head` keeps it so), but its deadline may have been moved later.
     #[inline]
-    pub(super) fn pop_due(&mut self) -> Option<Expired<T>> {
-        // Fast path: the run's head is due, and current (`settle_run_head` keeps it so).
+    fn run_head_next(&mut self, now: u64) -> Option<u64> {
         if let Some(r) = self.due.run_head_due(self.elapsed) {
+            return Some(r);
+        }
+        let (at, r) = self.due.run_head()?;
+        if at <= self.elapsed || at > now || self.due.live() > 0 {
+            return None;
+        }
+        if let Some((level, slot)) = self.levels.first_occupied() {
+            if slot_start(self.elapsed, level, slot) <= at {
+                return None;
+            }
+        }
+        self.elapsed = at;
+        Some(r)
+    }
+
+    /// Returns the earliest live timer due by `now` (at `elapsed`, or at the run's head when
+    /// that comes next: see [`run_head_next`](Self::run_head_next)), skipping stale
+    /// references; `None` when a slot must be processed first or nothing is due.
+    #[inline]
+    pub(super) fn pop_due(&mut self, now: u64) -> Option<Expired<T>> {
+        // Fast path: the run's head is the next timer, and current.
+        if let Some(r) = self.run_head_next(now) {
             if let TakeDue::Taken(key, live) = self.arena.take_if_due(r, self.elapsed) {
                 self.due.skip_run_head();
                 self.due.unlink(true);
