@@ -44,12 +44,14 @@
 //! counting is switched on (only during the memory workload, so timings pay one relaxed load
 //! per allocation). For tickwheel the figure is cross-checked against `Wheel::stats()`.
 //!
-//! Modules: `measure` (the child's side: samples, workloads 7 and 8), `child` (running a
-//! child, the lines it prints, the parent's check of their order).
+//! Modules: `args` (the command line, each value checked while parsing), `measure` (the
+//! child's side: samples, workloads 7 and 8), `child` (running a child, the lines it prints,
+//! the parent's check of their order).
 
 #[path = "../../benches/peers/mod.rs"]
 mod peers;
 
+mod args;
 mod child;
 mod measure;
 
@@ -60,6 +62,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
+use args::Args;
 use measure::{Cell, Memory};
 #[cfg(feature = "tokio")]
 use peers::TickwheelDelayQueue;
@@ -124,53 +127,6 @@ fn counting<R>(f: impl FnOnce() -> R) -> R {
     let out = f();
     COUNTING.store(false, Relaxed);
     out
-}
-
-// ---------------------------------------------------------------------------------------------
-// Arguments
-// ---------------------------------------------------------------------------------------------
-
-#[derive(Parser, Debug)]
-#[command(about = "tickwheel side by side with tokio and the other timer wheels")]
-struct Args {
-    /// 100 000 timers only (finishes in under a minute).
-    #[arg(long)]
-    quick: bool,
-    /// Timer counts to run, comma-separated (default 1000,100000,1000000; --quick: 100000).
-    #[arg(long, value_delimiter = ',')]
-    sizes: Vec<usize>,
-    /// Repetitions per cell, after one unmeasured warm-up; the table shows the median
-    /// (default 3, --quick 2).
-    #[arg(long)]
-    reps: Option<usize>,
-    /// Repetitions of workload 7 (the concurrent scheduler), whose wall-clock figure is
-    /// noisier on a shared machine; the table shows the median and the min–max spread
-    /// (default 5).
-    #[arg(long)]
-    scheduler_reps: Option<usize>,
-    /// Time budget of one run in seconds (default 3, --quick 1); a run over it reports an
-    /// estimate (`~`).
-    #[arg(long)]
-    budget: Option<f64>,
-    /// Peers to run (names as in the table, comma-separated); tickwheel always runs.
-    #[arg(long, value_delimiter = ',')]
-    peers: Vec<String>,
-    /// Workloads to run (insert, cancel, expire_once, expire_ticks, reset_heavy, churn,
-    /// idle_poll), comma-separated.
-    #[arg(long, value_delimiter = ',')]
-    workloads: Vec<String>,
-    /// Skip workload 8 (memory).
-    #[arg(long)]
-    no_memory: bool,
-    /// Skip workload 7 (the concurrent scheduler).
-    #[arg(long)]
-    no_scheduler: bool,
-    /// Print Markdown tables.
-    #[arg(long)]
-    markdown: bool,
-    /// Internal: measure this one size and print its cells for the parent (see `child.rs`).
-    #[arg(long, hide = true)]
-    child_size: Option<usize>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -320,11 +276,9 @@ impl Plan {
                     args.workloads.is_empty() || args.workloads.iter().any(|n| n == w.short())
                 })
                 .collect(),
-            budget: Duration::from_secs_f64(args.budget.unwrap_or(if args.quick {
-                1.0
-            } else {
-                3.0
-            })),
+            budget: args
+                .budget
+                .unwrap_or(Duration::from_secs(if args.quick { 1 } else { 3 })),
             // --quick: 2 repetitions, so it stays under a minute on 2 busy shared cores.
             reps: args.reps.unwrap_or(if args.quick { 2 } else { 3 }),
             scheduler_reps: args.scheduler_reps.unwrap_or(5),
