@@ -12,8 +12,9 @@
 //! Each size runs in a process of its own: this program re-runs itself once per size with
 //! the same arguments plus a hidden `--child-size N`; the child measures that size (workloads
 //! 1–6 and the idle poll, then workload 7, then workload 8) and prints each cell as a line of
-//! text (`child.rs`), and this process prints the tables as the lines arrive and, at the end,
-//! the slowest cells over all sizes. A size's figures therefore no longer depend on the sizes
+//! text (`child.rs`), and this process prints each size's table once its child is done (a
+//! plain-text table's column widths come from all its cells) and, at the end, the slowest
+//! cells over all sizes. A size's figures therefore no longer depend on the sizes
 //! measured before it (heap and allocator state, page tables, tokio's clock calibration);
 //! within one size, workloads and peers still run one after another in one process. A child
 //! that fails, or whose output does not parse or comes out of order, stops the run: exit
@@ -54,6 +55,7 @@ mod peers;
 mod args;
 mod child;
 mod measure;
+mod table;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::ExitCode;
@@ -71,6 +73,7 @@ use peers::{
     BTree, Hhwt, Input, LazyHeap, NexusTimer, Outcome, Peer, Tickwheel, TimerQueue, TimerWheelPeer,
     TokioDelayQueue, TokioSleep, Workload,
 };
+use table::Table;
 
 // ---------------------------------------------------------------------------------------------
 // Counting allocator (workload 8)
@@ -199,50 +202,6 @@ fn fmt_cell(cell: &Cell, base: &Cell, is_base: bool) -> String {
     format!("{mark}{ns} ({:.1}×)", cell.ratio_to(base))
 }
 
-struct Table {
-    markdown: bool,
-    names: Vec<&'static str>,
-}
-
-impl Table {
-    fn header(&self, first: &str) {
-        if self.markdown {
-            // `Mutex<DelayQueue>` would read as an HTML tag in Markdown: code spans for names
-            // with generics.
-            let names: Vec<String> = self
-                .names
-                .iter()
-                .map(|n| {
-                    if n.contains('<') {
-                        format!("`{n}`")
-                    } else {
-                        n.to_string()
-                    }
-                })
-                .collect();
-            println!("| {first} | {} |", names.join(" | "));
-            println!("|---|{}", "---:|".repeat(self.names.len()));
-        } else {
-            print!("{first:<22}");
-            for name in &self.names {
-                print!("{name:>22}");
-            }
-            println!();
-        }
-    }
-    fn row(&self, first: &str, cells: &[String]) {
-        if self.markdown {
-            println!("| {first} | {} |", cells.join(" | "));
-        } else {
-            print!("{first:<22}");
-            for c in cells {
-                print!("{c:>22}");
-            }
-            println!();
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The plan, the same in the parent and in every child
 // ---------------------------------------------------------------------------------------------
@@ -309,8 +268,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs one child per size, printing each workload's row as it arrives, then workload 8's
-/// and workload 7's tables and the slowest cells over all sizes.
+/// Runs one child per size, printing its table of workloads once the child is done, then
+/// workload 8's and workload 7's tables and the slowest cells over all sizes.
 fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
     let sizes = if !args.sizes.is_empty() {
         args.sizes.clone()
@@ -320,10 +279,7 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
         vec![1_000, 100_000, 1_000_000]
     };
     let peers = &plan.peers;
-    let table = Table {
-        markdown: args.markdown,
-        names: peers.iter().map(|p| p.name).collect(),
-    };
+    let names: Vec<&str> = peers.iter().map(|p| p.name).collect();
     let started = Instant::now();
 
     println!(
@@ -348,9 +304,9 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
     for &n in &sizes {
         println!();
         println!("n = {n} timers, {} repetitions", plan.reps);
-        table.header("workload");
+        let mut table = Table::new(args.markdown, "workload", &names);
         let mut received = child::Received::new(plan, n);
-        child::run(n, |line| {
+        let outcome = child::run(n, |line| {
             let Some((w, cells)) = received.take(line)? else {
                 return Ok(());
             };
@@ -360,7 +316,7 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
                 .enumerate()
                 .map(|(i, c)| fmt_cell(c, base, i == 0))
                 .collect();
-            table.row(w.label(), &texts);
+            table.row(w.label(), texts);
             if let (Some(dq), true) = (delay_queue, w != Workload::IdlePoll) {
                 keep_min(
                     &mut slowest_vs_delay_queue,
@@ -384,7 +340,10 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
                 }
             }
             Ok(())
-        })?;
+        });
+        // The rows received, even when the child failed part-way.
+        table.print();
+        outcome?;
         if plan.scheduler_at(n) {
             scheduler_rows.push((n, received.scheduler));
         }
@@ -398,7 +357,7 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
         println!(
             "8 memory: heap bytes per pending timer after n inserts (no capacity hint); churn heap bytes per lane after the prefill / half-way / at the end of the churn script (10 ops per lane; flat = the last two equal)"
         );
-        table.header("memory");
+        let mut table = Table::new(args.markdown, "memory", &names);
         for (n, row) in &memory_rows {
             let per_timer = |m: &Memory| match m.stats {
                 Some(stats) => format!("{:.1} (stats {stats:.1})", m.per_timer),
@@ -411,13 +370,14 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
             };
             table.row(
                 &format!("bytes/timer, n={n}"),
-                &row.iter().map(per_timer).collect::<Vec<_>>(),
+                row.iter().map(per_timer).collect(),
             );
             table.row(
                 &format!("churn heap/lane, n={n}"),
-                &row.iter().map(churn).collect::<Vec<_>>(),
+                row.iter().map(churn).collect(),
             );
         }
+        table.print();
     }
     println!();
     if !scheduler_rows.is_empty() {
@@ -427,11 +387,7 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
             sched::DRAIN_EVERY,
             plan.scheduler_reps
         );
-        let t = Table {
-            markdown: args.markdown,
-            names: measure::CONTENDERS.to_vec(),
-        };
-        t.header("scheduler");
+        let mut table = Table::new(args.markdown, "scheduler", &measure::CONTENDERS);
         for (n, cells) in &scheduler_rows {
             let texts: Vec<String> = cells
                 .iter()
@@ -449,8 +405,9 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
                     }
                 })
                 .collect();
-            t.row(&format!("7 scheduler, n={n}"), &texts);
+            table.row(&format!("7 scheduler, n={n}"), texts);
         }
+        table.print();
     }
     println!("total time: {:.0} s", started.elapsed().as_secs_f64());
     let ratio = |r: Option<Slowest>| match r {
