@@ -271,6 +271,70 @@ impl<T> TimerWheel<T> {
         }
     }
 
+    /// An empty wheel with ticks of `resolution`, starting now, with room for `n` timers
+    /// before its arena reallocates (see [`Wheel::with_capacity`]): one allocation of `n`
+    /// entries up front instead of O(log n) as the wheel grows. For a chosen origin as well,
+    /// use [`with_origin`](TimerWheel::with_origin) and then
+    /// [`reserve`](TimerWheel::reserve).
+    ///
+    /// # Panics
+    ///
+    /// If `resolution` is zero (see [`TickClock::new`]), or if `n` entries exceed
+    /// `isize::MAX` bytes (as [`Vec::with_capacity`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickwheel::TimerWheel;
+    ///
+    /// let mut timers = TimerWheel::with_capacity(1_000, Duration::from_millis(1));
+    /// let room = timers.capacity();
+    /// assert!(room >= 1_000);
+    /// for i in 0..1_000 {
+    ///     timers.insert(Duration::from_millis(i), i);
+    /// }
+    /// assert_eq!(timers.capacity(), room); // no reallocation
+    /// ```
+    #[track_caller]
+    pub fn with_capacity(n: usize, resolution: Duration) -> Self {
+        TimerWheel {
+            clock: TickClock::new(Instant::now(), resolution),
+            wheel: Wheel::with_capacity(n),
+            quiet: None,
+        }
+    }
+
+    /// Timers the wheel holds without reallocating. O(1).
+    pub fn capacity(&self) -> usize {
+        self.wheel.capacity()
+    }
+
+    /// Makes room for `additional` timers beyond those pending, without reallocating while
+    /// they are inserted; does nothing when there is room already. As [`Wheel::reserve`]:
+    /// O(capacity) when it reallocates, else O(1). Unlike a `reserve` through
+    /// [`wheel_mut`](TimerWheel::wheel_mut), keeps the remembered next expiration.
+    ///
+    /// # Panics
+    ///
+    /// If the new capacity exceeds `isize::MAX` bytes (as [`Vec::reserve`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tickwheel::TimerWheel;
+    ///
+    /// let mut timers = TimerWheel::with_origin(Instant::now(), Duration::from_millis(1));
+    /// timers.insert(Duration::from_secs(1), "first");
+    /// timers.reserve(10);
+    /// assert!(timers.capacity() >= 11);
+    /// ```
+    #[track_caller]
+    pub fn reserve(&mut self, additional: usize) {
+        self.wheel.reserve(additional);
+    }
+
     /// The tick clock: origin, resolution and conversions.
     pub fn clock(&self) -> &TickClock {
         &self.clock

@@ -64,10 +64,8 @@ impl Peer for TimerWheelPeer {
     type Deadline = Instant;
 
     fn new(_lanes: usize, capacity: usize) -> Self {
-        let epoch = Instant::now();
-        let mut wheel = TimerWheel::with_origin(epoch, Duration::from_millis(1));
-        // `TimerWheel` has no `with_capacity`; the hint goes to its wheel.
-        wheel.wheel_mut().reserve(capacity);
+        let wheel = TimerWheel::with_capacity(capacity, Duration::from_millis(1));
+        let epoch = wheel.clock().origin();
         TimerWheelPeer { wheel, epoch }
     }
     #[inline]

@@ -273,3 +273,39 @@ fn never_early_across_sub_tick_instants() {
     }
     assert!(timers.is_empty());
 }
+
+#[test]
+fn with_capacity_and_reserve_make_room_and_keep_the_clock() {
+    let before = Instant::now();
+    let mut timers = TimerWheel::with_capacity(100, Duration::from_micros(250));
+    let origin = timers.clock().origin();
+    assert!(before <= origin && origin <= Instant::now(), "starts now");
+    assert_eq!(timers.clock().resolution(), Duration::from_micros(250));
+    let room = timers.capacity();
+    assert!(room >= 100, "room for 100, got {room}");
+    for i in 0..100u64 {
+        timers.insert_at(origin + Duration::from_millis(i), i);
+    }
+    assert_eq!(timers.capacity(), room, "100 inserts did not reallocate");
+    assert!(TimerWheel::<u8>::with_capacity(0, Duration::from_millis(1)).is_empty());
+
+    // A reserve keeps the remembered next expiration, and polls stay exact around it.
+    let ms = |n: u64| origin + Duration::from_millis(n);
+    assert_eq!(timers.poll(ms(0)).map(|e| e.value), Some(0));
+    timers.reserve(1_000);
+    assert!(timers.capacity() >= timers.len() + 1_000);
+    let fired: Vec<u64> = std::iter::from_fn(|| timers.poll(ms(99)))
+        .map(|e| e.value)
+        .collect();
+    assert_eq!(fired, (1..100).collect::<Vec<_>>());
+    assert!(timers.poll(ms(1_000)).is_none(), "quiet once empty");
+    timers.reserve(10);
+    timers.insert_at(ms(1_001), 7);
+    assert_eq!(timers.poll(ms(1_001)).map(|e| e.value), Some(7));
+}
+
+#[test]
+#[should_panic(expected = "resolution")]
+fn with_capacity_panics_on_a_zero_resolution() {
+    let _ = TimerWheel::<()>::with_capacity(10, Duration::ZERO);
+}
