@@ -81,7 +81,7 @@ pub(crate) struct DueQueue {
     /// they are filed there (no entry is touched to make a run), and that slot stays empty
     /// while the run is pending. 0 (no position) when there is no run.
     run_pos: u32,
-    /// Scratch of the counting sort: one counter per tick of the slot, and one more.
+    /// Scratch of the counting sort: one counter per tick of the slot.
     counts: Vec<u32>,
 }
 
@@ -174,13 +174,17 @@ impl DueQueue {
         let mask = width as u64 - 1;
         let counts = &mut self.counts;
         counts.clear();
-        counts.resize(width + 1, 0);
+        counts.resize(width, 0);
         for &r in refs {
-            counts[(r & mask) as usize + 1] += 1;
+            counts[(r & mask) as usize] += 1;
         }
-        // `counts[o]` becomes where the timers due at `base + o` start.
-        for i in 1..=width {
-            counts[i] += counts[i - 1];
+        // `counts[o]` becomes where the timers due at `base + o` start (an exclusive prefix
+        // sum, written as a scan: indexing `counts[i - 1]` cost three times the instructions).
+        let mut start = 0;
+        for count in counts.iter_mut() {
+            let n = *count;
+            *count = start;
+            start += n;
         }
         self.run.resize(refs.len(), 0);
         for &r in refs {
