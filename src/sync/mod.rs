@@ -171,4 +171,6 @@ pub use builder::{MAX_SHARDS, SchedulerBuilder};
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};
 pub use scheduler::Scheduler;
+#[cfg(feature = "tokio")]
+pub(crate) use signal::PollerId;
 pub use types::{BuildError, Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};

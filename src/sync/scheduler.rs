@@ -16,7 +16,7 @@ use super::done::{Padded, Shard, StateGuard};
 use super::due::DueBatch;
 use super::hash::{ShardHasher, shard_of_hash};
 use super::shard::{Cursor, ShardState, Timer};
-use super::signal::Signal;
+use super::signal::{PollerId, Signal};
 use super::trash::Trash;
 use super::types::{Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};
 use crate::clock::TickClock;
@@ -652,35 +652,41 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner.clock.instant_saturating(tick)
     }
 
-    /// Registers an async poller's waker, replacing a stored one that `will_wake` the same
-    /// task. It is woken (once; register again on every poll) by the next `schedule`,
+    /// A new async poller id, for [`arm_waker`](Self::arm_waker) and
+    /// [`forget_waker`](Self::forget_waker): each `DueStream` takes one.
+    #[allow(dead_code)] // used by src/tokio (feature "tokio")
+    pub(crate) fn new_poller(&self) -> PollerId {
+        self.inner.signal.new_poller()
+    }
+
+    /// Registers an async poller's waker under its id, replacing the one it registered
+    /// before. It is woken (once; register again on every poll) by the next `schedule`,
     /// `reschedule` or dropped `DueBatch` that may make the earliest deadline earlier —
     /// since this call knows no target, that is any of them — and by `notify`s such as a
     /// dispatcher shutdown. Register *before* calling `pop_due`/`next_deadline`, so nothing
     /// added in between is missed. [`arm_waker`](Self::arm_waker) is the precise variant.
     #[allow(dead_code)] // used by src/tokio (feature "tokio")
-    pub(crate) fn register_waker(&self, waker: &Waker) {
-        self.inner.signal.arm_waker(waker);
+    pub(crate) fn register_waker(&self, poller: PollerId, waker: &Waker) {
+        self.inner.signal.arm_waker(poller, waker);
     }
 
     /// Registers the waker like [`register_waker`](Self::register_waker), computes the
     /// earliest deadline, and returns it: the poller sleeps until then (forever on `None`)
     /// and is woken only by a deadline earlier than that. No lost wakeup: see `signal.rs`.
     #[allow(dead_code)] // used by src/tokio (feature "tokio")
-    pub(crate) fn arm_waker(&self, waker: &Waker) -> Option<Instant> {
-        self.inner.signal.arm_waker(waker);
+    pub(crate) fn arm_waker(&self, poller: PollerId, waker: &Waker) -> Option<Instant> {
+        self.inner.signal.arm_waker(poller, waker);
         let target = self.earliest_tick();
         self.inner.signal.lower(target);
         target.map(|tick| self.tick_instant(tick))
     }
 
-    /// An async poller that registered `waker` goes away: forgets that task's stored waker
-    /// (matched by `will_wake`) and wakes it once, since another poller in the same task may
-    /// share the registration. Without this a dropped poller's waker stayed stored until the
-    /// next notify. Returns whether one was stored.
+    /// An async poller goes away: forgets the waker it registered under `poller`, so a
+    /// dropped poller's waker does not stay stored until the next notify. Wakes nobody (the
+    /// registration was that poller's alone). Returns whether one was stored.
     #[allow(dead_code)] // used by src/tokio (feature "tokio")
-    pub(crate) fn forget_waker(&self, waker: &Waker) -> bool {
-        self.inner.signal.forget_waker(waker)
+    pub(crate) fn forget_waker(&self, poller: PollerId) -> bool {
+        self.inner.signal.forget_waker(poller)
     }
 
     /// Wakers registered by async pollers and not yet woken or forgotten.

@@ -48,15 +48,29 @@ pub(crate) struct Signal {
     cond: Condvar,
     /// Producers notify for a deadline tick strictly below this. 0: nobody is armed.
     watermark: AtomicU64,
+    /// The next [`PollerId`] to hand out.
+    next_poller: AtomicU64,
 }
 
 #[derive(Debug, Default)]
 struct SignalState {
     /// Bumped by every `notify`; a poller sleeps only if it has not moved since it armed.
     epoch: u64,
-    /// Registered async pollers, at most one per task (`will_wake`); taken by `notify`.
-    wakers: Vec<Waker>,
+    /// The wakers of armed async pollers, at most one per [`PollerId`]; taken by `notify`.
+    wakers: Vec<(PollerId, Waker)>,
 }
+
+/// Names one async poller (a `DueStream`) in the signal: its waker is stored under this id,
+/// replaced when it arms again and removed when it goes away.
+///
+/// Registrations are per poller, not per task, because the only way to tell two wakers of
+/// one task apart is [`Waker::will_wake`], and that may answer `false` for the same task:
+/// std allows it, and tokio's waker does it in release builds with several codegen units
+/// (a clone's vtable is another copy of the same vtable). Matched by `will_wake`, a poller
+/// took its own previous waker for another task's, forgot it and woke it — its own task,
+/// on every wait: a busy spin. An id never mistakes one poller for another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PollerId(u64);
 
 impl Signal {
     /// A deadline at `tick` was added (schedule, reschedule, or a dropped batch putting timers
@@ -78,7 +92,7 @@ impl Signal {
             std::mem::take(&mut state.wakers)
         };
         self.cond.notify_all();
-        for waker in wakers {
+        for (_, waker) in wakers {
             waker.wake();
         }
     }
@@ -92,38 +106,37 @@ impl Signal {
         state.epoch
     }
 
-    /// [`arm`](Self::arm) for an async poller: also stores its waker, replacing a stored
-    /// waker that [`will_wake`](Waker::will_wake) the same task.
-    pub(crate) fn arm_waker(&self, waker: &Waker) -> u64 {
+    /// A new poller id, never handed out before by this signal (a `u64` counter: it would
+    /// take centuries of making a stream every nanosecond to wrap).
+    pub(crate) fn new_poller(&self) -> PollerId {
+        PollerId(self.next_poller.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// [`arm`](Self::arm) for an async poller: also stores its waker under `poller`,
+    /// replacing the one that poller stored before (the clone is skipped when
+    /// [`will_wake`](Waker::will_wake) says they are the same; a `false` there costs a
+    /// clone, nothing else). Nobody is woken.
+    pub(crate) fn arm_waker(&self, poller: PollerId, waker: &Waker) -> u64 {
         let mut state = self.state.lock();
-        match state.wakers.iter_mut().find(|w| w.will_wake(waker)) {
-            Some(old) => old.clone_from(waker),
-            None => state.wakers.push(waker.clone()),
+        match state.wakers.iter_mut().find(|(id, _)| *id == poller) {
+            Some((_, old)) => old.clone_from(waker),
+            None => state.wakers.push((poller, waker.clone())),
         }
         self.watermark.store(u64::MAX, Ordering::SeqCst);
         state.epoch
     }
 
-    /// An async poller goes away (a `DueStream` is dropped): forgets the stored waker that
-    /// [`will_wake`](Waker::will_wake) the same task as `waker`, so wakers of dropped
-    /// pollers do not pile up until the next notify. Returns whether one was stored.
-    ///
-    /// Wakers are stored per task, not per poller: another poller in the same task may be
-    /// relying on that registration. So a forgotten waker is woken once — a spurious wakeup
-    /// at worst, after which any poller still in that task arms again. Never lost.
-    pub(crate) fn forget_waker(&self, waker: &Waker) -> bool {
+    /// An async poller goes away (a `DueStream` is dropped): forgets the waker stored
+    /// under `poller`, so wakers of dropped pollers do not pile up until the next notify.
+    /// Returns whether one was stored. Nobody is woken: the registration was that poller's
+    /// alone (see [`PollerId`]). The waker is dropped after the signal lock.
+    pub(crate) fn forget_waker(&self, poller: PollerId) -> bool {
         let forgotten = {
             let mut state = self.state.lock();
-            let index = state.wakers.iter().position(|w| w.will_wake(waker));
+            let index = state.wakers.iter().position(|(id, _)| *id == poller);
             index.map(|i| state.wakers.swap_remove(i))
         };
-        match forgotten {
-            Some(stored) => {
-                stored.wake();
-                true
-            }
-            None => false,
-        }
+        forgotten.is_some()
     }
 
     /// Wakers stored now.
@@ -213,50 +226,62 @@ mod tests {
     }
 
     #[test]
-    fn wakers_are_replaced_per_task_and_taken_by_notify() {
+    fn wakers_are_replaced_per_poller_and_taken_by_notify() {
         let s = Signal::default();
         let (a, b) = (
             Arc::new(CountWaker::default()),
             Arc::new(CountWaker::default()),
         );
         let (wa, wb) = (Waker::from(Arc::clone(&a)), Waker::from(Arc::clone(&b)));
-        s.arm_waker(&wa);
-        s.arm_waker(&wa.clone());
-        s.arm_waker(&wb);
-        assert_eq!(s.state.lock().wakers.len(), 2, "one waker per task");
+        let (p, q) = (s.new_poller(), s.new_poller());
+        assert_ne!(p, q);
+        s.arm_waker(p, &wa);
+        s.arm_waker(p, &wa.clone());
+        s.arm_waker(q, &wb);
+        assert_eq!(s.waker_count(), 2, "one waker per poller");
+        // A waker that `will_wake` does not match (another `Arc`, same task behind it)
+        // replaces the poller's own; it neither wakes the old one nor piles up.
+        let a2 = Arc::new(CountWaker::default());
+        s.arm_waker(p, &Waker::from(Arc::clone(&a2)));
+        assert_eq!(s.waker_count(), 2);
+        assert_eq!(a.0.load(Ordering::SeqCst), 0, "replaced, not woken");
         s.deadline_added(7);
         assert_eq!(
-            (a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)),
-            (1, 1)
+            (
+                a.0.load(Ordering::SeqCst),
+                a2.0.load(Ordering::SeqCst),
+                b.0.load(Ordering::SeqCst)
+            ),
+            (0, 1, 1)
         );
         s.notify();
-        assert_eq!(a.0.load(Ordering::SeqCst), 1, "a woken waker is forgotten");
+        assert_eq!(a2.0.load(Ordering::SeqCst), 1, "a woken waker is forgotten");
     }
 
     #[test]
-    fn forget_waker_removes_that_task_only_and_wakes_it_once() {
+    fn forget_waker_removes_that_poller_only_and_wakes_nobody() {
         let s = Signal::default();
         let (a, b) = (
             Arc::new(CountWaker::default()),
             Arc::new(CountWaker::default()),
         );
         let (wa, wb) = (Waker::from(Arc::clone(&a)), Waker::from(Arc::clone(&b)));
-        s.arm_waker(&wa);
-        s.arm_waker(&wb);
-        assert!(s.forget_waker(&wa.clone()), "matched by will_wake");
+        let (p, q) = (s.new_poller(), s.new_poller());
+        s.arm_waker(p, &wa);
+        s.arm_waker(q, &wb);
+        assert!(s.forget_waker(p));
         assert_eq!(s.waker_count(), 1);
         assert_eq!(
             (a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)),
-            (1, 0),
-            "a shared registration is not lost silently"
+            (0, 0),
+            "the registration was p's alone: nobody to wake"
         );
-        assert!(!s.forget_waker(&wa), "already gone");
-        assert_eq!(a.0.load(Ordering::SeqCst), 1);
+        assert!(!s.forget_waker(p), "already gone");
         s.notify();
         assert_eq!(
-            b.0.load(Ordering::SeqCst),
-            1,
-            "the other task stays registered"
+            (a.0.load(Ordering::SeqCst), b.0.load(Ordering::SeqCst)),
+            (0, 1),
+            "the other poller stays registered"
         );
     }
 

@@ -23,12 +23,24 @@
 //! the task then wakes itself and pops again. The signal forgets a waker once it has woken
 //! it, so step 4 re-arms on every wait.
 //!
-//! **Dropped streams leave no waker behind.** The stream remembers the waker it armed
-//! with; its `Drop` (and a poll from a different task) has the signal forget it. Otherwise
-//! the signal kept it until the next notify, and many short-lived tasks each polling a
-//! stream while no earlier deadline arrives would pile up wakers without bound. The signal
-//! stores one waker per task (`will_wake`), so two streams polled by one task share it:
-//! forgetting it wakes it once, and the other stream re-arms on that spurious poll.
+//! **One registration per stream, dropped with it.** Each stream has its own poller id in
+//! the signal; arming stores the waker of the poll under it, replacing the last one, and
+//! the stream's `Drop` has the signal forget it. Otherwise the signal kept it until the
+//! next notify, and many short-lived tasks each polling a stream while no earlier deadline
+//! arrives would pile up wakers without bound. A stream moved to another task just
+//! replaces its waker: nothing is woken.
+//!
+//! **A waiting stream never wakes itself.** The one self-wake on the way to `Pending` is
+//! step 5's, when the sleep is already over; the next poll then reads a `now` at or past
+//! `E`, so it pops `E`'s timers (or, for a slot that cascades, finds a later `E`): each
+//! self-wake is one step forward, never a spin at one instant. That holds whatever the
+//! origin and resolution are against tokio's millisecond grid: `E` is the instant its tick
+//! begins (`origin + E·resolution`, exact), `now` rounds down to a tick, so `E` is after
+//! every `now` that pops nothing; tokio ends a sleep only once its clock is at or past the
+//! sleep's instant (it rounds the instant *up* to its next millisecond, and a paused clock
+//! auto-advances by whole milliseconds to it). Nothing else the stream does wakes its own
+//! task: in particular it never tells "another task's" waker from its own, which
+//! `Waker::will_wake` cannot do reliably (see the choices below).
 //!
 //! **Clocks.** Deadlines are `std::time::Instant`s (the scheduler is runtime-agnostic). The
 //! stream asks tokio what time it is — `tokio::time::Instant::now().into_std()` is the `now`
@@ -66,17 +78,28 @@
 //!   the sync layer must not import tokio. `arm_waker` rather than `register_waker`
 //!   narrows the watermark to this stream's target, so later deadlines cost producers one
 //!   atomic load and no wakeup.
+//! - **Registrations are keyed by stream, not by task.** They were once one per task,
+//!   matched with `Waker::will_wake`, and a stream whose new waker did not `will_wake` the
+//!   one it had armed with took it for another task's: it had the signal forget that waker
+//!   and wake it, in case another stream of that task shared it. But `will_wake` may answer
+//!   `false` for the very same task (std allows it, and tokio's waker does so in release
+//!   builds with several codegen units, where a clone's vtable is another copy), and then
+//!   every wait woke the stream's own task: a busy spin at one instant, and under a paused
+//!   clock, which only auto-advances when every task waits, a hang. A combinator that wraps
+//!   the waker anew on each poll did the same in every build. Keyed by stream, nothing
+//!   depends on `will_wake` but a skipped clone, and a forgotten registration has nobody
+//!   else to wake. The cost: two streams in one task store two wakers.
 
 use std::fmt;
 use std::hash::Hash;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
 use tokio::time::{Duration, Instant};
 
 use super::one_sleep::OneSleep;
-use crate::sync::{Due, DueBatch, Scheduler};
+use crate::sync::{Due, DueBatch, PollerId, Scheduler};
 
 /// The batch limit of a new [`DueStream`]: timers taken per `pop_due`.
 const DEFAULT_BATCH_LIMIT: usize = 256;
@@ -159,7 +182,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             sleep: OneSleep::default(),
             limit: DEFAULT_BATCH_LIMIT,
             streak: 0,
-            armed: None,
+            poller: self.new_poller(),
+            armed: false,
         }
     }
 }
@@ -177,8 +201,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 /// - **drop it** — from the task that owns it (`break` out of the loop), or by aborting
 ///   that task. The timers it popped but had not yielded go back, pending and due, with
 ///   their deadlines and order unchanged; a later stream, `pop_due` or drain gets them.
-///   The waker it registered with the scheduler is removed too (and woken once, in case
-///   another stream polled by the same task shares it: at most one spurious wakeup).
+///   The waker it registered with the scheduler is removed too (not woken: the
+///   registration was this stream's alone).
 /// - from another task, end it with `StreamExt::take_until(shutdown)` (futures-util) or
 ///   `tokio::select!` on a shutdown signal, then drop it. A stream that has stopped being
 ///   polled but is not yet dropped still holds its untaken batch in flight.
@@ -207,8 +231,11 @@ pub struct DueStream<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     limit: usize,
     /// Items yielded since the stream last answered `Pending` (see `FAIR_SHARE`).
     streak: usize,
-    /// The waker the stream last armed the signal with: forgotten there on drop.
-    armed: Option<Waker>,
+    /// This stream's registration in the scheduler's signal: the waker of its last wait is
+    /// stored under it.
+    poller: PollerId,
+    /// The stream has armed the signal at least once: its drop has a waker to forget.
+    armed: bool,
 }
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
@@ -262,20 +289,6 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
         self.sleep.poll_at(at, cx, false)
     }
 
-    /// Records `waker` as the one this stream arms with. A waker of another task, armed by
-    /// an earlier poll, is forgotten in the signal first (it would wake a task that no
-    /// longer polls this stream).
-    fn remember_armed(&mut self, waker: &Waker) {
-        match &mut self.armed {
-            Some(old) if old.will_wake(waker) => {}
-            slot => {
-                if let Some(old) = slot.replace(waker.clone()) {
-                    self.sched.forget_waker(&old);
-                }
-            }
-        }
-    }
-
     /// `Ready` with the next due timer, or `Pending` with the task's wakeups arranged.
     fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<Due<Q, K, T>> {
         if self.streak >= FAIR_SHARE {
@@ -290,8 +303,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
             return Poll::Ready(due);
         }
         // Nothing due at `now`. Arm before reading the earliest deadline (signal.rs).
-        self.remember_armed(cx.waker());
-        let Some(target) = self.sched.arm_waker(cx.waker()) else {
+        self.armed = true;
+        let Some(target) = self.sched.arm_waker(self.poller, cx.waker()) else {
             return Poll::Pending; // no timer: the next schedule wakes us
         };
         if self
@@ -299,7 +312,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> DueStream<Q, K, T> {
             .is_ready()
         {
             // The clock reached `target` after `now` was read, or a timer due by now came
-            // in between. Pop again on the next poll rather than loop here.
+            // in between. Pop again on the next poll rather than loop here: that poll's
+            // `now` is at or past `target` (the module doc's "never wakes itself").
             cx.waker().wake_by_ref();
         }
         Poll::Pending
@@ -310,8 +324,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueStream<Q, K, T> 
     /// Forgets the stream's waker in the scheduler (see the module doc); the untaken batch
     /// then goes back as pending when the fields drop.
     fn drop(&mut self) {
-        if let Some(waker) = self.armed.take() {
-            self.sched.forget_waker(&waker);
+        if self.armed {
+            self.sched.forget_waker(self.poller);
         }
     }
 }
@@ -371,7 +385,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> fmt::Debug for DueStream<Q, 
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
+    use std::task::{Wake, Waker};
 
     use futures_util::StreamExt;
 
@@ -434,8 +448,8 @@ mod tests {
         assert_eq!(sched.len(), 1);
     }
 
-    /// Two streams polled by one task share that task's registration: dropping one wakes
-    /// the task once, and the other re-arms on that poll, so an earlier timer still wakes it.
+    /// Two streams polled by one task register once each: dropping one neither wakes the
+    /// task nor touches the other's registration, so an earlier timer still wakes it.
     #[tokio::test(start_paused = true)]
     async fn dropping_one_of_two_streams_in_a_task_loses_no_wakeup() {
         let t0 = Instant::now();
@@ -448,22 +462,21 @@ mod tests {
         let (mut a, mut b) = (sched.due_stream(), sched.due_stream());
         assert!(a.poll_next_unpin(&mut cx).is_pending());
         assert!(b.poll_next_unpin(&mut cx).is_pending());
-        assert_eq!(sched.waker_count(), 1, "one waker per task");
+        assert_eq!(sched.waker_count(), 2, "one waker per stream");
         drop(a);
-        assert_eq!(count.0.load(Ordering::SeqCst), 1, "the task is woken once");
-        assert!(b.poll_next_unpin(&mut cx).is_pending(), "and b re-arms");
-        assert_eq!(sched.waker_count(), 1);
+        assert_eq!(count.0.load(Ordering::SeqCst), 0, "nobody to wake");
+        assert_eq!(sched.waker_count(), 1, "b's stays");
         sched
             .schedule("q", 2, (t0 + Duration::from_secs(1)).into_std(), ())
             .unwrap();
         assert_eq!(
             count.0.load(Ordering::SeqCst),
-            2,
+            1,
             "an earlier timer wakes b's task"
         );
     }
 
-    /// A stream polled from a new task forgets the old task's waker.
+    /// A stream polled from a new task replaces the old task's waker, without waking it.
     #[tokio::test(start_paused = true)]
     async fn a_stream_moved_to_another_task_forgets_the_old_waker() {
         let t0 = Instant::now();
@@ -472,15 +485,59 @@ mod tests {
             .schedule("q", 1u32, (t0 + Duration::from_secs(3600)).into_std(), ())
             .unwrap();
         let mut stream = sched.due_stream();
+        let mut counts = Vec::new();
         for _ in 0..10 {
-            let (_count, waker) = counting();
+            let (count, waker) = counting();
             assert!(
                 stream
                     .poll_next_unpin(&mut Context::from_waker(&waker))
                     .is_pending()
             );
+            counts.push(count);
         }
         assert_eq!(sched.waker_count(), 1, "only the last task's waker");
+        let woken: Vec<usize> = counts.iter().map(|c| c.0.load(Ordering::SeqCst)).collect();
+        assert_eq!(woken, [0; 10], "no task woken for nothing");
+    }
+
+    /// Tester's report: with 16 codegen units in release, tokio's waker did not `will_wake`
+    /// its own clone, and a waiting stream took its last waker for another task's, forgot
+    /// it and woke it: its own task, on every wait, so it spun at one instant. Here one task
+    /// polls with a new waker each time (as a combinator that wraps the waker would): a
+    /// waiting stream wakes nothing and stores one waker, and wakes its task when its sleep
+    /// ends, once.
+    #[tokio::test(start_paused = true)]
+    async fn a_new_waker_on_every_poll_wakes_nothing() {
+        let t0 = Instant::now();
+        let sched = Arc::new(Scheduler::builder().origin(t0.into_std()).build());
+        let at = t0 + Duration::from_millis(5);
+        sched.schedule("q", 1u32, at.into_std(), ()).unwrap();
+        let task = Arc::new(CountWake(AtomicUsize::new(0)));
+        let mut stream = sched.due_stream();
+        for _ in 0..100 {
+            let wrapper = Waker::from(Arc::new(Forward(Waker::from(Arc::clone(&task)))));
+            let mut cx = Context::from_waker(&wrapper);
+            assert!(stream.poll_next_unpin(&mut cx).is_pending());
+        }
+        assert_eq!(task.0.load(Ordering::SeqCst), 0, "no wakeup while waiting");
+        assert_eq!(sched.waker_count(), 1);
+        tokio::time::sleep_until(at).await;
+        assert_eq!(
+            task.0.load(Ordering::SeqCst),
+            1,
+            "the sleep ends: one wakeup"
+        );
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(stream.poll_next_unpin(&mut cx).is_ready());
+    }
+
+    /// Wakes the waker it wraps.
+    struct Forward(Waker);
+
+    impl Wake for Forward {
+        fn wake(self: Arc<Self>) {
+            self.0.wake_by_ref();
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -51,11 +51,12 @@ fn wake_run(poller: Poller, first: u64, steps: &[WStep]) -> Result<(), String> {
     let counter = Arc::new(CountWaker::default());
     let waker = Waker::from(Arc::clone(&counter));
     let signal = Arc::clone(sched.signal());
+    let id = signal.new_poller();
     let mut epoch = (poller == Poller::NoArm).then(|| signal.epoch());
     let (mut reads, mut target, mut sleeping) = (Vec::new(), None, None);
     for &step in steps {
         match step {
-            WStep::Arm if poller == Poller::Waker => epoch = Some(signal.arm_waker(&waker)),
+            WStep::Arm if poller == Poller::Waker => epoch = Some(signal.arm_waker(id, &waker)),
             WStep::Arm if poller == Poller::Thread => epoch = Some(signal.arm()),
             WStep::Arm => {}
             WStep::Read(shard) => reads.push(sched.shard_earliest(shard)),
@@ -183,8 +184,9 @@ fn register_waker_wakes_once_on_the_next_added_deadline() {
     let origin = Instant::now();
     let sched: Sched = Scheduler::builder().shards(2).origin(origin).build();
     let (count, waker) = counting_waker();
-    sched.register_waker(&waker);
-    sched.register_waker(&waker.clone()); // same task: replaced, not doubled
+    let poller = sched.new_poller();
+    sched.register_waker(poller, &waker);
+    sched.register_waker(poller, &waker.clone()); // same poller: replaced, not doubled
     sched.schedule(0, 1, origin + MS * 50, 0).unwrap();
     assert_eq!(count.0.load(Ordering::SeqCst), 1);
     sched.schedule(0, 2, origin + MS * 10, 0).unwrap();
@@ -212,8 +214,9 @@ fn arm_waker_wakes_only_for_an_earlier_deadline() {
     let origin = Instant::now();
     let sched: Sched = Scheduler::builder().shards(2).origin(origin).build();
     let (count, waker) = counting_waker();
+    let poller = sched.new_poller();
     assert_eq!(
-        sched.arm_waker(&waker),
+        sched.arm_waker(poller, &waker),
         None,
         "nothing pending: sleep without deadline"
     );
@@ -224,7 +227,7 @@ fn arm_waker_wakes_only_for_an_earlier_deadline() {
         "anything is earlier than no deadline"
     );
 
-    assert_eq!(sched.arm_waker(&waker), Some(origin + MS * 40));
+    assert_eq!(sched.arm_waker(poller, &waker), Some(origin + MS * 40));
     sched.schedule(0, 2, origin + MS * 40, 0).unwrap();
     sched.schedule(0, 3, origin + MS * 90, 0).unwrap();
     sched.reschedule(&3, origin + MS * 60).unwrap();
@@ -244,7 +247,11 @@ fn arm_waker_wakes_only_for_an_earlier_deadline() {
     // sleeps past them.
     let batch = sched.pop_due(origin + MS * 45, 10);
     assert_eq!(batch.len(), 3);
-    assert_eq!(sched.arm_waker(&waker), None, "all three are in flight");
+    assert_eq!(
+        sched.arm_waker(poller, &waker),
+        None,
+        "all three are in flight"
+    );
     drop(batch);
     assert_eq!(count.0.load(Ordering::SeqCst), 3);
 }
