@@ -18,6 +18,7 @@ mod due_stream;
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
 
 use futures_util::{Stream as _, StreamExt};
 use tickwheel::sync::Scheduler;
@@ -121,6 +122,121 @@ async fn never_early_with_a_real_time_origin_ahead_of_the_paused_clock() {
         next_out(&mut stream).await; // checks deadline <= tokio's now
     }
     assert!(sched.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// Progress: a waiting stream never spins
+// ---------------------------------------------------------------------------------------
+
+/// Forwards to the task's waker. A fresh one per poll is a waker that `will_wake` says is
+/// not the last one, as combinators that wrap the waker make, and as tokio's own waker
+/// looks when its vtable is duplicated across codegen units (release builds with several).
+struct Forward(Waker);
+
+impl Wake for Forward {
+    fn wake(self: Arc<Self>) {
+        self.0.wake_by_ref();
+    }
+}
+
+/// Polls per item allowed: the wait (`Pending`), the poll the sleep's wakeup brings
+/// (`Ready`), and slack for a spurious wakeup or two. A spin takes thousands.
+const POLLS_PER_ITEM: u32 = 4;
+
+/// The next item, or `Err` once the stream was polled more than `POLLS_PER_ITEM` times
+/// for it (a spin, which would otherwise hang) or an hour of paused time passed (a lost
+/// wakeup). With `fresh_waker`, each poll gets a new [`Forward`] waker.
+async fn next_within_bounded_polls(stream: &mut Stream, fresh_waker: bool) -> Result<Out, String> {
+    let mut polls = 0;
+    let next = poll_fn(|cx| {
+        polls += 1;
+        if polls > POLLS_PER_ITEM {
+            return Poll::Ready(None);
+        }
+        let forward = Waker::from(Arc::new(Forward(cx.waker().clone())));
+        let waker = if fresh_waker { &forward } else { cx.waker() };
+        stream
+            .poll_next_unpin(&mut Context::from_waker(waker))
+            .map(|due| Some(due.map(|due| record(&due))))
+    });
+    match time::timeout(HOUR, next).await {
+        Ok(Some(Some(out))) => Ok(out),
+        Ok(Some(None)) => Err("the stream ended".into()),
+        Ok(None) => Err(format!(
+            "spins: no item in {POLLS_PER_ITEM} polls, tokio now {:?}",
+            Instant::now()
+        )),
+        Err(_) => Err("no item for an hour: a lost wakeup".into()),
+    }
+}
+
+/// Tester's report: with 16 codegen units in release, a waiting stream spun at one
+/// instant (the paused clock never moved). tokio's waker was not `will_wake` its own
+/// clone, so every wait "forgot" the previous waker and woke it: the stream's own task.
+/// Deterministic here in every profile: a fresh waker per poll, across origins at
+/// sub-millisecond offsets from tokio's millisecond grid and resolutions that are not
+/// whole milliseconds, where tokio rounds each sleep up to its grid. Each item comes within
+/// a few polls, never early (`record`), at most a tick plus tokio's 1 ms late.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_stream_makes_progress_whatever_the_waker_origin_and_resolution() {
+    let ns = Duration::from_nanos;
+    let offsets: [i64; 9] = [
+        -1_500_000, -300_000, -26_000, -1, 0, 1, 26_000, 999_999, 1_300_000,
+    ];
+    let resolutions = [
+        ms(1),
+        Duration::from_micros(700),
+        Duration::from_micros(1300),
+        ms(10),
+    ];
+    let mut failures = Vec::new();
+    for fresh_waker in [true, false] {
+        for &resolution in &resolutions {
+            for &offset in &offsets {
+                let t0 = Instant::now();
+                let origin = if offset < 0 {
+                    t0 - ns(offset.unsigned_abs())
+                } else {
+                    t0 + ns(offset.unsigned_abs())
+                };
+                let sched: Arc<Sched> = Arc::new(
+                    Scheduler::builder()
+                        .shards(2)
+                        .resolution(resolution)
+                        .origin(origin.into_std())
+                        .build(),
+                );
+                // At t0 (before an origin ahead of it) and sub-millisecond steps after, out of
+                // order.
+                for id in 0..12u64 {
+                    let after = ns((id * 3_733_331) % 25_000_000);
+                    schedule(&sched, (id % 2) as u32, id, t0 + after);
+                }
+                let mut stream = sched.due_stream().batch_limit(2);
+                for _ in 0..12 {
+                    match next_within_bounded_polls(&mut stream, fresh_waker).await {
+                        Ok(o) => {
+                            let late = o.at - o.deadline.max(origin);
+                            assert!(late <= resolution + ms(1), "id {} late by {late:?}", o.id);
+                        }
+                        Err(e) => {
+                            failures.push(format!(
+                                "fresh waker {fresh_waker}, resolution {resolution:?}, origin \
+                                 t0{offset:+} ns: {e}"
+                            ));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} cases:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 // ---------------------------------------------------------------------------------------
