@@ -321,6 +321,29 @@ impl<T> Arena<T> {
         std::hint::black_box(live);
     }
 
+    /// Keeps the current references of `refs`, in order: a compaction of a slot or of the
+    /// run. The entries are scattered over the arena, so each batch's are prefetched one
+    /// batch ahead of the batch being checked (a plain `retain` waited for each miss in turn:
+    /// which references are stale looks random, and every wrong guess of the branch threw
+    /// away the loads started after it).
+    pub(crate) fn retain_current(&self, refs: &mut Vec<u64>) {
+        let len = refs.len();
+        let mut kept = 0;
+        self.prefetch(&refs[..len.min(TOUCH_BATCH)]);
+        for start in (0..len).step_by(TOUCH_BATCH) {
+            let end = len.min(start + TOUCH_BATCH);
+            self.prefetch(&refs[end..len.min(end + TOUCH_BATCH)]);
+            for i in start..end {
+                let r = refs[i];
+                if self.resolve(r).is_some() {
+                    refs[kept] = r;
+                    kept += 1;
+                }
+            }
+        }
+        refs.truncate(kept);
+    }
+
     /// The index a slot reference names, if the reference is current (its epoch matches).
     #[inline]
     pub(crate) fn resolve(&self, r: u64) -> Option<u32> {

@@ -320,12 +320,13 @@ impl DueQueue {
         self.past.retain(|Reverse(d)| current(d.r));
     }
 
-    /// Removes the stale references of the run; the others keep their order.
-    pub(crate) fn compact_run(&mut self, current: impl Fn(u64) -> bool) {
+    /// Removes the stale references of the run with `retain` (which keeps the current
+    /// references of a vector, in order); the others keep their order.
+    pub(crate) fn compact_run(&mut self, retain: impl FnOnce(&mut Vec<u64>)) {
         self.run.drain(..self.run_head);
         self.run_head = 0;
         self.run_touched = 0;
-        self.run.retain(|&r| current(r));
+        retain(&mut self.run);
     }
 
     /// The smallest deadline of any due reference (in `ready` or `past`, live or stale): never
@@ -378,7 +379,7 @@ impl DueQueue {
 
     pub(crate) fn shrink_to_fit(&mut self, current: impl Fn(u64) -> bool) {
         self.compact(&current);
-        self.compact_run(&current);
+        self.compact_run(|run| run.retain(|&r| current(r)));
         self.ready.shrink_to_fit();
         self.past.shrink_to_fit();
         self.run.shrink_to_fit();

@@ -493,10 +493,9 @@ impl<T> Wheel<T> {
     #[inline(never)]
     fn sweep_stale(&mut self) {
         let arena = &self.arena;
-        self.levels
-            .compact_all(|refs| refs.retain(|&r| arena.resolve(r).is_some()));
+        self.levels.compact_all(|refs| arena.retain_current(refs));
         self.due.compact(|r| arena.resolve(r).is_some());
-        self.due.compact_run(|r| arena.resolve(r).is_some());
+        self.due.compact_run(|run| arena.retain_current(run));
     }
 
     /// Compacts the slots with more stale than live references (see `slots.rs`).
@@ -504,8 +503,7 @@ impl<T> Wheel<T> {
     #[inline(never)]
     fn sweep_levels(&mut self) {
         let arena = &self.arena;
-        self.levels
-            .sweep(|refs| refs.retain(|&r| arena.resolve(r).is_some()));
+        self.levels.sweep(|refs| arena.retain_current(refs));
     }
 
     /// Removes the due queue's stale references, once they outnumber its timers.
@@ -554,7 +552,7 @@ impl<T> Wheel<T> {
     #[inline(never)]
     fn compact_run(&mut self) {
         let arena = &self.arena;
-        self.due.compact_run(|r| arena.resolve(r).is_some());
+        self.due.compact_run(|run| arena.retain_current(run));
     }
 
     #[cfg(test)]
