@@ -71,7 +71,7 @@ pub(crate) struct DueQueue {
     /// `run_base + (r & run_mask)` (see `arena::make_ref`).
     run: Vec<u64>,
     run_head: usize,
-    /// References before this were loaded by [`DueQueue::run_ahead`].
+    /// References before this were prefetched by [`DueQueue::run_ahead`].
     run_touched: usize,
     run_base: u64,
     run_mask: u64,

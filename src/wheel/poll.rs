@@ -139,8 +139,8 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// The run's entries are scattered over the arena: starts loading the next batch's
-    /// together, a batch ahead of the pops that take them.
+    /// The run's entries are scattered over the arena: prefetches the next few, about
+    /// `RUN_AHEAD` references ahead of the pops that take them (see `DueQueue::run_ahead`).
     #[inline]
     fn touch_run_ahead(&mut self) {
         if let Some(ahead) = self.due.run_ahead() {
@@ -213,7 +213,7 @@ impl<T> Wheel<T> {
         let (mut refs, _) = self.levels.take(level, slot);
         let elapsed = self.elapsed;
         let mut due = 0;
-        // The entries are scattered over the arena: each batch's entries are loaded
+        // The entries are scattered over the arena: each batch's entries are prefetched
         // together one batch ahead of the batch being processed.
         let len = refs.len();
         self.touch_batch(&refs, 0);
