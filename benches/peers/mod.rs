@@ -13,9 +13,10 @@
 //!
 //! Times are the thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`, see [`thread_cpu_ns`]) of the
 //! timed region only: building the structure, converting deadlines and the setup steps of a
-//! workload (the inserts before a cancel, say) are outside it; page faults of memory first
-//! touched inside it are in. A poll hands the harness the lanes that fired; the harness
-//! checksums them (sequentially) and, only for the two peers whose keys must be handed back
+//! workload (the inserts before a cancel, say) are outside it; page faults of the peer's
+//! memory first touched inside it are in (the harness's own buffer of fired lanes is written
+//! once before, so its faults are not). A poll hands the harness the lanes that fired; the
+//! harness checksums them (sequentially) and, only for the two peers whose keys must be handed back
 //! after firing (`nexus-timer`'s handles, tokio's dead `Sleep` boxes), releases the key.
 //! Everyone else's fired keys are simply overwritten later, as a caller would.
 //!
