@@ -612,6 +612,44 @@ mod tests {
     }
 
     #[test]
+    fn retain_current_keeps_current_references_in_order_across_batches() {
+        // Lengths around the prefetch batch: empty, shorter, exact multiples and not.
+        for len in [
+            0,
+            1,
+            TOUCH_BATCH - 1,
+            TOUCH_BATCH,
+            TOUCH_BATCH + 1,
+            3 * TOUCH_BATCH + 5,
+        ] {
+            let mut arena = Arena::with_capacity(0);
+            let mut refs = Vec::new();
+            let mut want = Vec::new();
+            for i in 0..len {
+                let key = arena.insert(i as u64, i).expect("room");
+                let r = arena.refile(key.index, slot_position(1, 3)).expect("live");
+                match i % 3 {
+                    0 => want.push(r), // current
+                    1 => {
+                        arena.remove(key.index); // cancelled
+                    }
+                    _ => {
+                        // Moved: this reference is stale, the new one is current.
+                        let moved = arena.refile(key.index, slot_position(0, 7)).expect("live");
+                        refs.push(r);
+                        want.push(moved);
+                        refs.push(moved);
+                        continue;
+                    }
+                }
+                refs.push(r);
+            }
+            arena.retain_current(&mut refs);
+            assert_eq!(refs, want, "len {len}");
+        }
+    }
+
+    #[test]
     fn positions_round_trip() {
         for level in 0..super::super::level::LEVELS {
             for slot in 0..super::super::level::SLOTS {
