@@ -156,6 +156,10 @@ impl<T> DelayQueue<T> {
 
     /// An empty queue with room for `capacity` entries before it reallocates.
     ///
+    /// # Panics
+    ///
+    /// If `capacity` entries exceed `isize::MAX` bytes (as [`Vec::with_capacity`]).
+    ///
     /// # Examples
     ///
     /// ```

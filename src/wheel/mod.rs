@@ -127,7 +127,14 @@ impl<T> Wheel<T> {
         Self::with_capacity(0)
     }
 
-    /// An empty wheel with room for `n` timers before its arena reallocates.
+    /// An empty wheel with room for `n` timers before its arena reallocates. Allocates `n`
+    /// arena entries (24 bytes each for `T = u64`) up front, untouched, and the level table.
+    ///
+    /// # Panics
+    ///
+    /// If `n` entries exceed `isize::MAX` bytes (as [`Vec::with_capacity`]). More than
+    /// `u32::MAX - 1` timers never fit in a wheel (see [`try_insert`](Wheel::try_insert)),
+    /// so an `n` beyond that only reserves memory that cannot be used.
     pub fn with_capacity(n: usize) -> Self {
         Wheel {
             arena: Arena::with_capacity(n),
@@ -172,7 +179,11 @@ impl<T> Wheel<T> {
         self.arena.capacity()
     }
 
-    /// Makes room for `additional` more timers in the arena.
+    /// Makes room for `additional` more timers in the arena (counting its vacant entries).
+    ///
+    /// # Panics
+    ///
+    /// If the new capacity exceeds `isize::MAX` bytes (as [`Vec::reserve`]).
     pub fn reserve(&mut self, additional: usize) {
         self.arena.reserve(additional);
     }
