@@ -90,7 +90,7 @@ impl Peer for LazyHeap {
         LazyHeap {
             heap: BinaryHeap::with_capacity(capacity),
             slots: Vec::with_capacity(capacity),
-            free: Vec::new(),
+            free: Vec::with_capacity(capacity),
             live: 0,
             seq: 0,
         }

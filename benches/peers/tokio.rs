@@ -258,8 +258,9 @@ impl Peer for TokioSleep {
     type Key = Pin<Box<tokio::time::Sleep>>;
     type Deadline = tokio::time::Instant;
 
-    fn new(lanes: usize, _capacity: usize) -> Self {
-        let sink = Arc::new(FiredSink::default());
+    fn new(lanes: usize, capacity: usize) -> Self {
+        // Room for every lane to fire before a poll collects them (one poll expires them all).
+        let sink = Arc::new(FiredSink(Mutex::new(Vec::with_capacity(capacity))));
         let wakers = (0..lanes as u64)
             .map(|lane| {
                 Waker::from(Arc::new(LaneWaker {

@@ -223,6 +223,16 @@ fn poll_untimed<P: Peer>(
     collect(peer, now, keys, fired, tally);
 }
 
+/// The buffer a workload's polls fill with fired lanes: room for `n`, its pages written
+/// now, before the timed region. First-touch faults and reallocations of the harness's own
+/// output are no peer's cost (one poll at 1 M timers fills 4 MB of it).
+fn fired_buffer(n: usize) -> Vec<u64> {
+    let mut fired = Vec::with_capacity(n);
+    fired.resize(n, u64::MAX);
+    fired.clear();
+    fired
+}
+
 /// The poll itself: what fired goes into `tally`, and fired keys back to the peer.
 #[inline]
 fn collect<P: Peer>(
@@ -323,11 +333,7 @@ fn expire<P: Peer>(input: &Input, budget: Duration, every_tick: bool) -> Outcome
     for key in take_keys(&mut keys, input.cancelled()) {
         peer.cancel(key);
     }
-    // The buffer the polls fill, its pages written now: first-touch faults on the harness's
-    // own output are no peer's cost (one poll at 1 M timers fills 4 MB of it).
-    let mut fired = Vec::with_capacity(input.n);
-    fired.resize(input.n, u64::MAX);
-    fired.clear();
+    let mut fired = fired_buffer(input.n);
     let mut tally = Tally::default();
     let mut clock = Clock::new(budget);
     // The last tick polled: a run stopped at its budget is checked up to there.
@@ -372,7 +378,7 @@ fn expire<P: Peer>(input: &Input, budget: Duration, every_tick: bool) -> Outcome
 fn reset_heavy<P: Peer>(input: &Input, budget: Duration) -> Outcome {
     let n = input.n;
     let mut peer = P::new(n, n);
-    let mut fired = Vec::new();
+    let mut fired = fired_buffer(n);
     let mut tally = Tally::default();
     let mut clock = Clock::new(budget);
     let mut ops = 0u64;
@@ -453,7 +459,7 @@ fn churn<P: Peer>(input: &Input, budget: Duration) -> Outcome {
         keys.push(Some(peer.insert(d, lane as u64)));
     }
     let mut next_deadline = n;
-    let mut fired = Vec::new();
+    let mut fired = fired_buffer(n);
     let mut tally = Tally::default();
     let mut clock = Clock::new(budget);
     let mut inserts = 0u64;
