@@ -1,6 +1,8 @@
 //! Criterion benches: tickwheel side by side with tokio and the other timer wheels, one group
 //! per workload of issue 6 (see `benches/peers/mod.rs` for the peers and what each figure
-//! includes). `examples/compare/` prints the same workloads as one table.
+//! includes). `examples/compare/` prints the same workloads as one table. Workload 7 is the
+//! `scheduler` group (see `benches/peers/scheduler.rs`); workload 8 measures memory, not
+//! time, and is in `examples/compare/` only.
 //!
 //! ```text
 //! cargo bench --bench wheel                                  # 1 000 and 100 000 timers
@@ -11,7 +13,9 @@
 //!
 //! Each criterion iteration is one whole workload run on a fresh structure; only the
 //! workload's timed region is counted (`iter_custom`), and the throughput is in operations
-//! as the workload defines them (inserts, cancels, timers expired, ...).
+//! as the workload defines them (inserts, cancels, timers expired, ...). In the `scheduler`
+//! group an iteration is one whole concurrent run, in wall time, and the throughput is in
+//! timers scheduled (each also ends once: delivered or drained).
 
 #[path = "peers/mod.rs"]
 mod peers;
@@ -22,6 +26,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 
 #[cfg(feature = "tokio")]
 use peers::TickwheelDelayQueue;
+use peers::scheduler::{self as sched, Contender};
 use peers::{
     BTree, Hhwt, Input, LazyHeap, NexusTimer, Peer, Tickwheel, TimerQueue, TimerWheelPeer,
     TokioDelayQueue, TokioSleep, Workload,
@@ -93,5 +98,39 @@ fn workloads(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, workloads);
+/// Workload 7 on one contender: each iteration a whole run of `n` timers, which must end
+/// exactly once each.
+fn bench_contender<C: Contender>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    n: usize,
+    make: fn() -> C,
+) {
+    group.bench_with_input(BenchmarkId::new(C::NAME, n), &n, |b, &n| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let run = sched::run(n as u64, make);
+                assert!(run.exact, "{}: every timer ends exactly once", C::NAME);
+                total += Duration::from_nanos(run.nanos as u64);
+            }
+            total
+        });
+    });
+}
+
+fn scheduler(c: &mut Criterion) {
+    for n in sizes() {
+        let mut group = c.benchmark_group("scheduler");
+        group.sample_size(10);
+        group.warm_up_time(Duration::from_millis(500));
+        group.measurement_time(Duration::from_secs(3));
+        group.throughput(Throughput::Elements(n as u64));
+        bench_contender(&mut group, n, sched::TickwheelScheduler::new);
+        bench_contender(&mut group, n, sched::MutexDelayQueue::new);
+        bench_contender(&mut group, n, sched::MutexBTreeMap::default);
+        group.finish();
+    }
+}
+
+criterion_group!(benches, workloads, scheduler);
 criterion_main!(benches);
