@@ -69,13 +69,28 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 const GUARD: Duration = Duration::from_secs(3 * 3600);
 
+/// A scheduler with `shards` shards and one timer (id 1, queue 0) an hour ahead: what a
+/// stream sleeps towards while the earlier timers of a test arrive.
+fn asleep_an_hour(shards: usize) -> (Arc<Sched>, Instant) {
+    let (sched, t0) = scheduler(shards);
+    schedule(&sched, 0, 1, t0 + HOUR);
+    (sched, t0)
+}
+
+/// The next item a dispatcher task sent; a wait past [`GUARD`] is a lost wakeup.
+async fn next_sent(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Out>) -> Out {
+    time::timeout(GUARD, rx.recv())
+        .await
+        .expect("hang: a lost wakeup")
+        .expect("the dispatcher task is alive")
+}
+
 /// Two streams in ONE task (select!), asleep until 1 h; a producer on another OS thread
 /// schedules a timer at 10 ms: one of the streams must yield it at 10 ms.
 #[tokio::test(start_paused = true)]
 async fn two_streams_in_one_task_woken_from_os_thread() {
     let _serial = serial();
-    let (sched, t0) = scheduler(4);
-    schedule(&sched, 0, 1, t0 + HOUR);
+    let (sched, t0) = asleep_an_hour(4);
     let (mut a, mut b) = (sched.due_stream(), sched.due_stream());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
@@ -96,15 +111,9 @@ async fn two_streams_in_one_task_woken_from_os_thread() {
     })
     .await
     .unwrap();
-    let o = time::timeout(GUARD, rx.recv())
-        .await
-        .expect("hang")
-        .unwrap();
+    let o = next_sent(&mut rx).await;
     assert_eq!((o.id, o.at), (2, t0 + ms(10)), "woken for it, not at 1 h");
-    let o = time::timeout(GUARD, rx.recv())
-        .await
-        .expect("hang")
-        .unwrap();
+    let o = next_sent(&mut rx).await;
     assert_eq!((o.id, o.at), (1, t0 + HOUR));
     task.abort();
 }
@@ -115,8 +124,7 @@ async fn two_streams_in_one_task_woken_from_os_thread() {
 async fn drop_sibling_while_armed_then_earlier_timer() {
     let _serial = serial();
     for fresh in [false, true] {
-        let (sched, t0) = scheduler(2);
-        schedule(&sched, 0, 1, t0 + HOUR);
+        let (sched, t0) = asleep_an_hour(2);
         let a = sched.due_stream();
         let mut b = sched.due_stream();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -157,10 +165,7 @@ async fn drop_sibling_while_armed_then_earlier_timer() {
         })
         .await
         .unwrap();
-        let o = time::timeout(GUARD, rx.recv())
-            .await
-            .expect("hang")
-            .unwrap();
+        let o = next_sent(&mut rx).await;
         assert_eq!(
             (o.id, o.at),
             (2, t0 + ms(10)),
@@ -175,8 +180,7 @@ async fn drop_sibling_while_armed_then_earlier_timer() {
 #[tokio::test(start_paused = true)]
 async fn stream_moved_between_tasks_then_earlier_timer() {
     let _serial = serial();
-    let (sched, t0) = scheduler(2);
-    schedule(&sched, 0, 1, t0 + HOUR);
+    let (sched, t0) = asleep_an_hour(2);
     let stream = sched.due_stream();
     let (stx, srx) = tokio::sync::oneshot::channel();
     let t1 = tokio::spawn(async move {
@@ -201,10 +205,7 @@ async fn stream_moved_between_tasks_then_earlier_timer() {
     });
     settle().await;
     schedule(&sched, 1, 2, t0 + ms(10));
-    let o = time::timeout(GUARD, rx.recv())
-        .await
-        .expect("hang")
-        .unwrap();
+    let o = next_sent(&mut rx).await;
     assert_eq!(
         (o.id, o.at),
         (2, t0 + ms(10)),
@@ -223,8 +224,7 @@ fn poll_once_cx(s: &mut Stream) -> Poll<Option<tickwheel::sync::Due<u32, u64, u6
 #[tokio::test(start_paused = true)]
 async fn registrations_stay_bounded() {
     let _serial = serial();
-    let (sched, t0) = scheduler(2);
-    schedule(&sched, 0, 1, t0 + HOUR);
+    let (sched, t0) = asleep_an_hour(2);
     let round = |n: usize| {
         for _ in 0..n {
             let mut s = sched.due_stream();
@@ -296,8 +296,7 @@ async fn registrations_stay_bounded() {
 #[tokio::test(start_paused = true)]
 async fn short_lived_tasks_leave_no_wakers() {
     let _serial = serial();
-    let (sched, t0) = scheduler(2);
-    schedule(&sched, 0, 1, t0 + HOUR);
+    let (sched, _) = asleep_an_hour(2);
     let run = |n: usize| {
         let sched = Arc::clone(&sched);
         async move {
@@ -355,10 +354,7 @@ async fn many_streams_many_tasks_each_early_timer_on_time() {
             schedule(&sched, 1, k, at);
         }
         // and drop/recreate one stream
-        let o = time::timeout(GUARD, rx.recv())
-            .await
-            .expect("hang")
-            .unwrap();
+        let o = next_sent(&mut rx).await;
         assert_eq!(o.id, k, "got {o:?}");
         assert!(
             o.at - o.deadline <= ms(1),
@@ -374,8 +370,7 @@ async fn many_streams_many_tasks_each_early_timer_on_time() {
 #[tokio::test(start_paused = true)]
 async fn others_dropping_streams_do_not_unregister_a_sleeper() {
     let _serial = serial();
-    let (sched, t0) = scheduler(2);
-    schedule(&sched, 0, 1, t0 + HOUR);
+    let (sched, _) = asleep_an_hour(2);
     let (task, mut rx) = spawn_dispatcher(sched.due_stream(), false);
     settle().await;
     for round in 0..3u64 {
@@ -404,10 +399,7 @@ async fn others_dropping_streams_do_not_unregister_a_sleeper() {
         let id = 10 + round;
         let at = Instant::now() + ms(10);
         schedule(&sched, 1, id, at);
-        let o = time::timeout(GUARD, rx.recv())
-            .await
-            .expect("hang")
-            .unwrap();
+        let o = next_sent(&mut rx).await;
         assert_eq!(
             (o.id, o.at),
             (id, at),

@@ -28,6 +28,23 @@ struct Model {
 }
 
 impl Model {
+    /// Timer `id` is pending at `deadline`, after every timer filed before it at that
+    /// deadline (`reset`: its place among equal deadlines is not promised).
+    fn file(&mut self, id: u64, deadline: u64, reset: bool, key: TimerKey) {
+        self.seq += 1;
+        self.queue.insert((deadline, self.seq), id);
+        let seq = self.seq;
+        self.timers.insert(
+            id,
+            T {
+                deadline,
+                seq,
+                reset,
+                key,
+            },
+        );
+    }
+
     fn earliest(&self) -> Option<u64> {
         self.queue.keys().next().map(|&(d, _)| d)
     }
@@ -187,6 +204,18 @@ fn now_for(m: &Model, block: u64, a: u64, b: u64) -> u64 {
     }
 }
 
+/// The timer an operation targets: the earliest pending one (often the run's head) when
+/// `earliest`, else one of the ids issued so far, picked by `a` (maybe ended already).
+fn pick(m: &Model, earliest: bool, a: u64) -> Option<u64> {
+    if earliest {
+        m.queue.values().next().copied()
+    } else if m.issued.is_empty() {
+        None
+    } else {
+        Some(m.issued[(a as usize) % m.issued.len()])
+    }
+}
+
 fn run(start: u64, ops: &[(u8, u64, u64)]) {
     let mut w: Wheel<u64> = Wheel::starting_at(start);
     let mut m = Model {
@@ -230,28 +259,12 @@ fn run(start: u64, ops: &[(u8, u64, u64)]) {
                 let id = m.next_id;
                 m.next_id += 1;
                 let key = w.insert(d, id);
-                m.seq += 1;
-                m.queue.insert((d, m.seq), id);
-                m.timers.insert(
-                    id,
-                    T {
-                        deadline: d,
-                        seq: m.seq,
-                        reset: false,
-                        key,
-                    },
-                );
+                m.file(id, d, false, key);
                 m.issued.push(id);
             }
             3 => {
                 // cancel: often the earliest (the run's head)
-                let id = if b % 2 == 0 {
-                    m.queue.values().next().copied()
-                } else if m.issued.is_empty() {
-                    None
-                } else {
-                    Some(m.issued[(a as usize) % m.issued.len()])
-                };
+                let id = pick(&m, b % 2 == 0, a);
                 if let Some(id) = id {
                     let key = m.timers.get(&id).map(|t| t.key);
                     if let Some(key) = key {
@@ -262,29 +275,13 @@ fn run(start: u64, ops: &[(u8, u64, u64)]) {
                 }
             }
             4 => {
-                let id = if b % 3 == 0 {
-                    m.queue.values().next().copied()
-                } else if m.issued.is_empty() {
-                    None
-                } else {
-                    Some(m.issued[(a as usize) % m.issued.len()])
-                };
+                let id = pick(&m, b % 3 == 0, a);
                 if let Some(id) = id {
                     if let Some(t) = m.timers.get(&id).copied() {
                         let d = deadline_for(&m, block, a >> 3, b >> 2);
                         assert!(w.reset(t.key, d), "{ctx}: reset");
                         m.queue.remove(&(t.deadline, t.seq));
-                        m.seq += 1;
-                        m.queue.insert((d, m.seq), id);
-                        m.timers.insert(
-                            id,
-                            T {
-                                deadline: d,
-                                seq: m.seq,
-                                reset: true,
-                                key: t.key,
-                            },
-                        );
+                        m.file(id, d, true, t.key);
                     }
                 }
             }
