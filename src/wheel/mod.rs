@@ -347,29 +347,6 @@ impl<T> Wheel<T> {
         }
     }
 
-    /// After a timer was taken out for a poll at `now`: when nothing else is due by `now`,
-    /// sets `quiet_until` exactly, as a poll coming up empty would. Without it, a driver
-    /// polling every tick would make one more full poll after each tick's last timer. It
-    /// looks at the run's head first, which is due whenever more of the run is.
-    #[inline]
-    fn quiet_if_done(&mut self, now: u64) {
-        // A `now` behind `elapsed` polls at `elapsed`.
-        let now = now.max(self.elapsed);
-        let run = self.due.run_head().map_or(u64::MAX, |(at, _)| at);
-        if run <= now || self.due.live() > 0 {
-            return;
-        }
-        let slot = self
-            .levels
-            .first_occupied()
-            .map_or(u64::MAX, |(level, slot)| {
-                slot_start(self.elapsed, level, slot)
-            });
-        if slot > now {
-            self.quiet_until = run.min(slot);
-        }
-    }
-
     /// Takes out up to `limit` due timers (deadline ≤ `now`) into `out`, in the order
     /// [`poll`](Wheel::poll) would, and returns how many it added.
     ///

@@ -27,11 +27,19 @@ impl<T> Wheel<T> {
     /// start of the first occupied slot or the run's next deadline, whichever comes first.
     #[inline]
     fn next_event(&self) -> Option<u64> {
-        let slot = self
-            .levels
+        earliest(
+            self.first_slot_start(),
+            self.due.run_head().map(|(deadline, _)| deadline),
+        )
+    }
+
+    /// The tick the first occupied slot starts at (it is processed when `elapsed` gets
+    /// there); `None` when every slot is empty.
+    #[inline]
+    fn first_slot_start(&self) -> Option<u64> {
+        self.levels
             .first_occupied()
-            .map(|(level, slot)| slot_start(self.elapsed, level, slot));
-        earliest(slot, self.due.run_head().map(|(deadline, _)| deadline))
+            .map(|(level, slot)| slot_start(self.elapsed, level, slot))
     }
 
     /// Sets `quiet_until` exactly, after a poll found nothing more.
@@ -43,6 +51,25 @@ impl<T> Wheel<T> {
         };
     }
 
+    /// After a timer was taken out for a poll at `now`: when nothing else is due by `now`,
+    /// sets `quiet_until` to the next event, as
+    /// [`settle_quiet_until`](Self::settle_quiet_until) does for a poll that comes up empty.
+    /// Without it, a driver polling every tick would make one more full poll after each
+    /// tick's last timer. The run's head is looked at first: while more of the run is due,
+    /// that is the whole cost.
+    #[inline]
+    pub(super) fn quiet_if_done(&mut self, now: u64) {
+        // A `now` behind `elapsed` polls at `elapsed`.
+        let now = now.max(self.elapsed);
+        if self.due.run_head().is_some_and(|(at, _)| at <= now) || self.due.live() > 0 {
+            return;
+        }
+        let next = self.next_event().unwrap_or(u64::MAX);
+        if next > now {
+            self.quiet_until = next;
+        }
+    }
+
     /// See [`Wheel::next_expiration`]. A run timer is reported at the tick its slot would be
     /// processed had it been filed in the levels (its deadline once within 64 ticks), so the
     /// answer does not depend on where the timer waits.
@@ -50,10 +77,7 @@ impl<T> Wheel<T> {
         if let Some(deadline) = self.due.min_deadline() {
             return Some(deadline);
         }
-        let slot = self
-            .levels
-            .first_occupied()
-            .map(|(level, slot)| slot_start(self.elapsed, level, slot));
+        let slot = self.first_slot_start();
         let run = self.due.run_head().map(|(deadline, _)| {
             if deadline <= self.elapsed {
                 deadline
@@ -78,10 +102,8 @@ impl<T> Wheel<T> {
         if at <= self.elapsed || at > now || self.due.live() > 0 {
             return None;
         }
-        if let Some((level, slot)) = self.levels.first_occupied() {
-            if slot_start(self.elapsed, level, slot) <= at {
-                return None;
-            }
+        if self.first_slot_start().is_some_and(|start| start <= at) {
+            return None;
         }
         self.elapsed = at;
         Some(r)
