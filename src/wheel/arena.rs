@@ -55,9 +55,9 @@ pub(crate) const POS_UNFILED: u32 = POS_MASK - 1;
 /// References whose entries are loaded together by [`Arena::prefetch`] when a slot is
 /// processed or the run is handed out: enough to keep the memory system busy, few enough to
 /// stay in L1.
-pub(crate) const TOUCH_BATCH: usize = 16;
+pub(crate) const PREFETCH_BATCH: usize = 16;
 /// Slots with fewer references than this are processed without prefetching their entries.
-pub(crate) const TOUCH_MIN: usize = 8;
+pub(crate) const PREFETCH_MIN: usize = 8;
 /// No next free entry.
 const NIL: u32 = u32::MAX;
 /// `next` of a retired entry: its generation is exhausted and it is never reused.
@@ -329,10 +329,10 @@ impl<T> Arena<T> {
     pub(crate) fn retain_current(&self, refs: &mut Vec<u64>) {
         let len = refs.len();
         let mut kept = 0;
-        self.prefetch(&refs[..len.min(TOUCH_BATCH)]);
-        for start in (0..len).step_by(TOUCH_BATCH) {
-            let end = len.min(start + TOUCH_BATCH);
-            self.prefetch(&refs[end..len.min(end + TOUCH_BATCH)]);
+        self.prefetch(&refs[..len.min(PREFETCH_BATCH)]);
+        for start in (0..len).step_by(PREFETCH_BATCH) {
+            let end = len.min(start + PREFETCH_BATCH);
+            self.prefetch(&refs[end..len.min(end + PREFETCH_BATCH)]);
             for i in start..end {
                 let r = refs[i];
                 if self.resolve(r).is_some() {
@@ -617,10 +617,10 @@ mod tests {
         for len in [
             0,
             1,
-            TOUCH_BATCH - 1,
-            TOUCH_BATCH,
-            TOUCH_BATCH + 1,
-            3 * TOUCH_BATCH + 5,
+            PREFETCH_BATCH - 1,
+            PREFETCH_BATCH,
+            PREFETCH_BATCH + 1,
+            3 * PREFETCH_BATCH + 5,
         ] {
             let mut arena = Arena::with_capacity(0);
             let mut refs = Vec::new();

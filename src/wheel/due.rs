@@ -72,7 +72,7 @@ pub(crate) struct DueQueue {
     run: Vec<u64>,
     run_head: usize,
     /// References before this were prefetched by [`DueQueue::run_ahead`].
-    run_touched: usize,
+    run_prefetched: usize,
     run_base: u64,
     run_mask: u64,
     /// Timers really in `run[run_head..]`. The run is emptied when it reaches 0.
@@ -160,7 +160,7 @@ impl DueQueue {
             self.counting_sort(&refs, width);
         }
         self.run_head = 0;
-        self.run_touched = 0;
+        self.run_prefetched = 0;
         self.run_base = base;
         self.run_mask = mask;
         self.run_live = live;
@@ -227,12 +227,13 @@ impl DueQueue {
     /// system's queue of outstanding misses.
     #[inline]
     pub(crate) fn run_ahead(&mut self) -> Option<&[u64]> {
-        if self.run_head + RUN_AHEAD <= self.run_touched || self.run_touched >= self.run.len() {
+        if self.run_head + RUN_AHEAD <= self.run_prefetched || self.run_prefetched >= self.run.len()
+        {
             return None;
         }
-        let start = self.run_touched.max(self.run_head);
+        let start = self.run_prefetched.max(self.run_head);
         let end = self.run.len().min(start + RUN_AHEAD_STEP);
-        self.run_touched = end;
+        self.run_prefetched = end;
         Some(&self.run[start..end])
     }
 
@@ -300,7 +301,7 @@ impl DueQueue {
     fn clear_run(&mut self) {
         self.run.clear();
         self.run_head = 0;
-        self.run_touched = 0;
+        self.run_prefetched = 0;
         self.run_live = 0;
         self.run_pos = 0;
     }
@@ -325,7 +326,7 @@ impl DueQueue {
     pub(crate) fn compact_run(&mut self, retain: impl FnOnce(&mut Vec<u64>)) {
         self.run.drain(..self.run_head);
         self.run_head = 0;
-        self.run_touched = 0;
+        self.run_prefetched = 0;
         retain(&mut self.run);
     }
 

@@ -1,7 +1,7 @@
 //! Polling: taking due timers out, advancing `elapsed` to the next occupied slot or the next
 //! deadline of the sorted run, and processing slots (cascading, batching, making runs).
 
-use super::arena::{POS_DUE, TOUCH_BATCH, TOUCH_MIN, TakeDue, slot_position};
+use super::arena::{POS_DUE, PREFETCH_BATCH, PREFETCH_MIN, TakeDue, slot_position};
 use super::level::{SLOT_BITS, filed_slot_start, level_for, slot_for, slot_start};
 use super::{Expired, Wheel};
 
@@ -132,7 +132,7 @@ impl<T> Wheel<T> {
             // Moved later while it waited: the general path files it again.
         }
         loop {
-            self.touch_run_ahead();
+            self.prefetch_run_ahead();
             let r = self.due.pop(self.elapsed)?;
             match self.arena.take_if_due(r, self.elapsed) {
                 TakeDue::Taken(key, live) => {
@@ -164,7 +164,7 @@ impl<T> Wheel<T> {
     /// The run's entries are scattered over the arena: prefetches the next few, about
     /// `RUN_AHEAD` references ahead of the pops that take them (see `DueQueue::run_ahead`).
     #[inline]
-    fn touch_run_ahead(&mut self) {
+    fn prefetch_run_ahead(&mut self) {
         if let Some(ahead) = self.due.run_ahead() {
             self.arena.prefetch(ahead);
         }
@@ -175,7 +175,7 @@ impl<T> Wheel<T> {
     /// the run's earliest live deadline, and it is due only if its timer is.
     pub(super) fn settle_run_head(&mut self) {
         while let Some((at, r)) = self.due.run_head() {
-            self.touch_run_ahead();
+            self.prefetch_run_ahead();
             let Some((index, deadline)) = self.arena.resolve_deadline(r) else {
                 self.due.skip_run_head();
                 continue;
@@ -217,9 +217,9 @@ impl<T> Wheel<T> {
     /// Starts loading the arena entries of the batch of references starting at `at` (see
     /// `Arena::prefetch`), if the slot is big enough to gain from it.
     #[inline]
-    fn touch_batch(&self, refs: &[u64], at: usize) {
-        if refs.len() >= TOUCH_MIN && at < refs.len() {
-            let end = refs.len().min(at + TOUCH_BATCH);
+    fn prefetch_batch(&self, refs: &[u64], at: usize) {
+        if refs.len() >= PREFETCH_MIN && at < refs.len() {
+            let end = refs.len().min(at + PREFETCH_BATCH);
             self.arena.prefetch(&refs[at..end]);
         }
     }
@@ -238,10 +238,10 @@ impl<T> Wheel<T> {
         // The entries are scattered over the arena: each batch's entries are prefetched
         // together one batch ahead of the batch being processed.
         let len = refs.len();
-        self.touch_batch(&refs, 0);
-        for start in (0..len).step_by(TOUCH_BATCH) {
-            let end = len.min(start + TOUCH_BATCH);
-            self.touch_batch(&refs, end);
+        self.prefetch_batch(&refs, 0);
+        for start in (0..len).step_by(PREFETCH_BATCH) {
+            let end = len.min(start + PREFETCH_BATCH);
+            self.prefetch_batch(&refs, end);
             for i in start..end {
                 // One lookup per reference: check it is current, read the deadline, refile.
                 let placed = self.arena.refile_current(refs[i], |deadline| {
