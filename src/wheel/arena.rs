@@ -52,9 +52,9 @@ const POS_MASK: u32 = (1 << POS_BITS) - 1;
 pub(crate) const POS_DUE: u32 = POS_MASK;
 /// Position of an entry between its insertion and its first filing.
 pub(crate) const POS_UNFILED: u32 = POS_MASK - 1;
-/// References whose entries are loaded together by [`Arena::prefetch`] when a slot is
-/// processed or the run is handed out: enough to keep the memory system busy, few enough to
-/// stay in L1.
+/// References whose entries are prefetched together by [`Arena::prefetch`] when a slot is
+/// processed or compacted (the run has its own distance and step, `due.rs`): enough to keep
+/// the memory system busy, few enough to stay in L1.
 pub(crate) const PREFETCH_BATCH: usize = 16;
 /// Slots with fewer references than this are processed without prefetching their entries.
 pub(crate) const PREFETCH_MIN: usize = 8;
