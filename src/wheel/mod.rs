@@ -277,9 +277,9 @@ impl<T> Wheel<T> {
         if pos == self.due.run_pos() {
             // Filed first, so that its run reference is stale when the run's head is settled.
             self.file(key.index, deadline);
-            self.unlink(key.index, pos);
+            self.unlink_moved(key.index, pos);
         } else {
-            self.unlink(key.index, pos);
+            self.unlink_moved(key.index, pos);
             self.file(key.index, deadline);
         }
         self.sweep_if_due();
@@ -335,6 +335,7 @@ impl<T> Wheel<T> {
     fn poll_busy(&mut self, now: u64) -> Option<Expired<T>> {
         // Until this poll comes up empty, more may be due: the next poll must look too.
         self.quiet_until = 0;
+        self.levels.flush();
         loop {
             if let Some(expired) = self.pop_due(now) {
                 self.quiet_if_done(now);
@@ -362,6 +363,7 @@ impl<T> Wheel<T> {
             return 0;
         }
         self.quiet_until = 0;
+        self.levels.flush();
         let mut taken = 0;
         while taken < limit {
             if let Some(expired) = self.pop_due(now) {
@@ -503,8 +505,34 @@ impl<T> Wheel<T> {
     }
 
     /// Detaches live entry `index` from where it is filed (`pos`); its reference there
-    /// becomes stale.
+    /// becomes stale. The common case, a level slot, is inline: a cancel's work after its
+    /// entry's cache miss should be short and branch-light, so that the next cancels' misses
+    /// overlap with it.
+    #[inline]
     fn unlink(&mut self, index: u32, pos: u32) {
+        if pos != self.due.run_pos() {
+            if let Some((level, slot)) = position_slot(pos) {
+                self.levels.unlink(level, slot);
+                if self.over_bound() {
+                    self.sweep_levels();
+                }
+                return;
+            }
+        }
+        self.unlink_elsewhere(index, pos);
+    }
+
+    /// [`unlink`](Self::unlink) for a reset that moves its timer: out of line, so that
+    /// `reset`, whose usual outcome is a timer left where it is, stays small enough to inline
+    /// into a caller's loop.
+    #[inline(never)]
+    fn unlink_moved(&mut self, index: u32, pos: u32) {
+        self.unlink(index, pos);
+    }
+
+    /// [`unlink`](Self::unlink) from the run, the due queue, or nowhere yet.
+    #[inline(never)]
+    fn unlink_elsewhere(&mut self, index: u32, pos: u32) {
         if pos == self.due.run_pos() {
             // Filed in the slot that became the run (see `due.rs`).
             let head = self.due.run_head().map(|(_, r)| (r >> 32) as u32);
@@ -519,10 +547,6 @@ impl<T> Wheel<T> {
         } else if pos == POS_DUE {
             if self.due.unlink(false) {
                 self.compact_due();
-            }
-        } else if let Some((level, slot)) = position_slot(pos) {
-            if self.levels.unlink(level, slot) && self.over_bound() {
-                self.sweep_levels();
             }
         } else {
             debug_assert_eq!(pos, POS_UNFILED, "a live entry is filed somewhere");

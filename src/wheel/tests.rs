@@ -3,6 +3,8 @@
 
 use super::*;
 
+mod unlinks;
+
 /// Polls everything due at `now`, checking invariants before and after.
 fn drain(wheel: &mut Wheel<u64>, now: u64) -> Vec<(u64, u64)> {
     wheel.check_invariants();
