@@ -387,7 +387,9 @@ impl<T> Wheel<T> {
     }
 
     /// The earliest tick at which a poll may return a timer, or `None` when the wheel is
-    /// empty. O(levels).
+    /// empty. O(levels); after cancels or moves since the last poll, up to 64 of which are
+    /// applied to their slots' counts only lazily (see `slots.rs`), O(levels + 64 × the
+    /// slots passed over): at most a few thousand steps, whatever the number of timers.
     ///
     /// Never later than the earliest pending deadline. It is that deadline exactly when the
     /// earliest timer is due within 64 ticks of `elapsed` (same level-1 digit); otherwise it
