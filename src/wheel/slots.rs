@@ -23,8 +23,9 @@
 //! compacted about half the slots: one extra arena lookup per cancel); a bound on the total
 //! sweeps only when stale references really pile up. A sweep costs at most twice the stale
 //! references it removes (each slot it compacts has more stale than live references) plus a
-//! scan of the 704 slots, and at least `STALE_SLACK × 704` cancels or due timers separate
-//! two sweeps, so cancel stays amortised O(1).
+//! scan of the 704 slots, and at least `STALE_SLACK × 704 / 2` cancels separate two sweeps
+//! (each adds a stale reference and takes a live timer away, and a sweep leaves no more
+//! stale references than live timers), so cancel stays amortised O(1).
 
 use super::level::{LEVELS, SLOTS};
 
@@ -36,6 +37,9 @@ pub(crate) const STALE_SLACK: usize = 8;
 const LEVELS_SLACK: usize = STALE_SLACK * LEVELS * SLOTS;
 
 /// Unlinks held back before the slots' live counts are lowered (see [`Levels::unlink`]).
+/// Enough that a run of cancels rarely flushes (a flush is cheap: the level table stays in
+/// cache); few enough that the list is two cache lines and that `first_occupied` with
+/// unlinks pending (64 comparisons per slot passed over, at most 64 slots) stays cheap.
 const PENDING: usize = 64;
 
 /// A slot keeps an emptied vector only up to this capacity, so a burst does not pin memory.
@@ -151,11 +155,13 @@ impl Levels {
     /// The slot's own live count (and with it the occupancy bitmap) is lowered later, in
     /// [`flush`](Self::flush): before anything reads it, or once [`PENDING`] unlinks wait.
     /// Why: the slot comes from the entry the cancel has just read, usually a cache miss,
-    /// and a read-modify-write at an address that waits for a miss stalls the cancels after
-    /// it behind memory-order checks (the busy slots are few, so consecutive cancels often
-    /// share one). Appending to `pending` writes at an address known in advance, so the
-    /// misses of consecutive cancels overlap. At 1 M timers, cancelling half in random order
-    /// took 24–25 ns per cancel instead of 29–31 (`examples/compare`, workload 2, AMD EPYC).
+    /// and with the count lowered here (a read-modify-write at an address that waits for
+    /// that miss) the misses of consecutive cancels overlapped less: at 1 M timers, random
+    /// cancels took 27–30 ns with it and 20–21 ns with only the level-wide counts updated
+    /// (a scratch driver, AMD EPYC guest; how the processor serialises them was not
+    /// measured, as the guest has no hardware counters). Appending to `pending` writes at an
+    /// address known in advance. `examples/compare` at f56240d, workload 2 at 1 M: 24–25 ns
+    /// per cancel instead of 29–31.
     #[inline]
     pub(crate) fn unlink(&mut self, level: usize, slot: usize) {
         if self.pending_len == PENDING {
