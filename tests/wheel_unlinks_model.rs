@@ -18,22 +18,24 @@ proptest! {
 
     #[test]
     fn held_back_unlinks_match_model(start in start_strat(), ops in prop::collection::vec(op(), 1..60)) {
-        let mut m = M::new(start);
-        for op in &ops {
-            m.apply(op, start);
-        }
-        m.finish();
+        run_against_model(start, &ops);
     }
 
     /// Longer sequences, fewer cases.
     #[test]
     fn held_back_unlinks_match_model_long(start in start_strat(), ops in prop::collection::vec(op(), 100..250)) {
-        let mut m = M::new(start);
-        for op in &ops {
-            m.apply(op, start);
-        }
-        m.finish();
+        run_against_model(start, &ops);
     }
+}
+
+/// Applies `ops` to a wheel started at `start` and to the model, checking after every step,
+/// then drains both.
+fn run_against_model(start: u64, ops: &[Op]) {
+    let mut m = M::new(start);
+    for op in ops {
+        m.apply(op, start);
+    }
+    m.finish();
 }
 
 // ---- Directed tests ----

@@ -235,8 +235,8 @@ fn fired_buffer(n: usize) -> Vec<u64> {
 
 /// The harness's store of the keys that timed inserts return, one per lane, all `None`: its
 /// pages are written now, before the timed region, as [`fired_buffer`]'s are. At 1 M timers
-/// it is 8 to 24 MB (by the peer's key), whose first-touch faults would otherwise be charged to every peer alike
-/// and hide how far apart their inserts are.
+/// it is 8 to 24 MB (by the peer's key), whose first-touch faults would otherwise be charged
+/// to every peer alike and hide how far apart their inserts are.
 fn key_buffer<P: Peer>(n: usize) -> Vec<Option<P::Key>> {
     (0..n).map(|_| None).collect()
 }

@@ -206,10 +206,11 @@ impl Levels {
         }
     }
 
-    /// Pending unlinks of slot `p` (`level * SLOTS + slot`).
-    fn pending_in(&self, p: usize) -> u32 {
+    /// Pending unlinks of a slot.
+    fn pending_in(&self, level: usize, slot: usize) -> u32 {
+        let p = (level * SLOTS + slot) as u16;
         let pending = &self.pending[..self.pending_len];
-        pending.iter().filter(|&&q| q as usize == p).count() as u32
+        pending.iter().filter(|&&q| q == p).count() as u32
     }
 
     /// Whether stale references outnumber live timers by more than the slack: time to sweep.
@@ -301,7 +302,7 @@ impl Levels {
                 let slot = occupied.trailing_zeros() as usize;
                 occupied &= occupied - 1;
                 let s = &self.levels[level].slots[slot];
-                if s.live > self.pending_in(level * SLOTS + slot) {
+                if s.live > self.pending_in(level, slot) {
                     return Some((level, slot));
                 }
             }
@@ -313,7 +314,7 @@ impl Levels {
     #[cfg(test)]
     pub(crate) fn live_in(&self, level: usize, slot: usize) -> u32 {
         let s = &self.levels[level].slots[slot];
-        let pending = self.pending_in(level * SLOTS + slot);
+        let pending = self.pending_in(level, slot);
         assert!(
             s.live >= pending,
             "more pending unlinks than live timers: L{level} S{slot}"
