@@ -61,6 +61,9 @@ use due::DueQueue;
 use level::{filed_slot_start, level_for, slot_for, slot_start};
 use slots::Levels;
 
+/// Position codes of the level slots are `1..=LEVEL_POSITIONS` (see `arena.rs`).
+const LEVEL_POSITIONS: u32 = (level::LEVELS * level::SLOTS) as u32;
+
 /// The error of [`Wheel::try_insert`]: the wheel holds `u32::MAX - 1` timers already.
 /// Carries the value back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -335,7 +338,7 @@ impl<T> Wheel<T> {
     fn poll_busy(&mut self, now: u64) -> Option<Expired<T>> {
         // Until this poll comes up empty, more may be due: the next poll must look too.
         self.quiet_until = 0;
-        self.levels.flush();
+        self.flush_unlinks();
         loop {
             if let Some(expired) = self.pop_due(now) {
                 self.quiet_if_done(now);
@@ -363,7 +366,7 @@ impl<T> Wheel<T> {
             return 0;
         }
         self.quiet_until = 0;
-        self.levels.flush();
+        self.flush_unlinks();
         let mut taken = 0;
         while taken < limit {
             if let Some(expired) = self.pop_due(now) {
@@ -512,16 +515,40 @@ impl<T> Wheel<T> {
     /// overlap with it.
     #[inline]
     fn unlink(&mut self, index: u32, pos: u32) {
-        if pos != self.due.run_pos() {
-            if let Some((level, slot)) = position_slot(pos) {
-                self.levels.unlink(level, slot);
-                if self.over_bound() {
-                    self.sweep_levels();
-                }
-                return;
+        let at = pos.wrapping_sub(1);
+        if at < LEVEL_POSITIONS && pos != self.due.run_pos() {
+            // The sweep check waits for the flush (at most `PENDING` unlinks later).
+            if !self.levels.try_unlink(at as usize) {
+                self.unlink_after_flush(at as usize);
             }
+            return;
         }
         self.unlink_elsewhere(index, pos);
+    }
+
+    /// [`unlink`](Self::unlink) from level slot `at` (an index in all levels) when the
+    /// pending unlinks fill their list: they are applied first. The sweep check comes after
+    /// this unlink is counted: the timer is already gone from the arena, so a sweep would
+    /// drop its reference.
+    #[cold]
+    #[inline(never)]
+    fn unlink_after_flush(&mut self, at: usize) {
+        let _ = self.levels.flush();
+        let held = self.levels.try_unlink(at);
+        debug_assert!(held, "a flush empties the pending unlinks");
+        if self.over_bound() {
+            self.sweep_levels();
+        }
+    }
+
+    /// Applies the pending unlinks (see `Levels::try_unlink`) and sweeps if they took the
+    /// levels over their bound. Every flush that the wheel asks for goes through here, so
+    /// that no more than `PENDING` unlinks go unchecked.
+    #[inline]
+    fn flush_unlinks(&mut self) {
+        if self.levels.flush() {
+            self.sweep_levels();
+        }
     }
 
     /// [`unlink`](Self::unlink) for a reset that moves its timer: out of line, so that

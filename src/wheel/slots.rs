@@ -5,13 +5,14 @@
 //! instead. A slot whose live count reaches zero is emptied at once, without looking. The
 //! drop itself is held back a little: cancels append their slot to a short list of pending
 //! unlinks, applied before anything reads a slot's count or the bitmaps (see
-//! [`Levels::unlink`] for why; the level-wide counts are exact at once).
+//! [`Levels::try_unlink`] for why).
 //!
 //! The levels count their live timers and their stale references. When the stale ones
-//! outnumber the live ones by more than [`STALE_SLACK`] per slot (8 × 704), the wheel
-//! *sweeps*: every slot whose stale references outnumber its live ones is compacted, which
-//! leaves at most as many stale references as live timers. So stale references stay below
-//! `live + STALE_SLACK × 704` at every moment.
+//! outnumber the live ones by more than [`STALE_SLACK`] per slot (8 × 704) less twice
+//! [`PENDING`] (checked whenever the pending unlinks are applied, which is at least every
+//! `PENDING` unlinks), the wheel *sweeps*: every slot whose stale references outnumber its
+//! live ones is compacted, which leaves at most as many stale references as live timers. So
+//! stale references stay below `live + STALE_SLACK × 704` at every moment.
 //!
 //! A level-2 slot made the due queue's sorted run (`due.rs`) leaves the levels whole, stale
 //! references included; the run keeps its own bound (at most twice its timers plus
@@ -23,7 +24,7 @@
 //! compacted about half the slots: one extra arena lookup per cancel); a bound on the total
 //! sweeps only when stale references really pile up. A sweep costs at most twice the stale
 //! references it removes (each slot it compacts has more stale than live references) plus a
-//! scan of the 704 slots, and at least `STALE_SLACK × 704 / 2` cancels separate two sweeps
+//! scan of the 704 slots, and at least `(STALE_SLACK × 704 − 2 × PENDING) / 2` cancels separate two sweeps
 //! (each adds a stale reference and takes a live timer away, and a sweep leaves no more
 //! stale references than live timers), so cancel stays amortised O(1).
 
@@ -33,8 +34,13 @@ use super::level::{LEVELS, SLOTS};
 /// `STALE_SLACK × 704` for the levels together), and for the due queue.
 pub(crate) const STALE_SLACK: usize = 8;
 
-/// Stale references the levels may hold beyond their live timers before they are swept.
+/// Stale references the levels may hold beyond their live timers.
 const LEVELS_SLACK: usize = STALE_SLACK * LEVELS * SLOTS;
+
+/// Stale references beyond the live timers at which the levels are swept: the bound is
+/// checked when pending unlinks are applied, and up to [`PENDING`] unlinks (each one stale
+/// reference more, one live timer fewer) may come between two checks.
+const SWEEP_AT: usize = LEVELS_SLACK - 2 * PENDING;
 
 /// Unlinks held back before the slots' live counts are lowered (see [`Levels::unlink`]).
 /// Enough that a run of cancels rarely flushes (a flush is cheap: the level table stays in
@@ -70,17 +76,13 @@ pub(crate) struct Slot {
     pub(crate) live: u32,
 }
 
-#[derive(Debug)]
-pub(crate) struct Level {
-    pub(crate) slots: [Slot; SLOTS],
-}
+/// Slots in all levels: slot `s` of level `l` is at `l * SLOTS + s`.
+const ALL_SLOTS: usize = LEVELS * SLOTS;
 
-impl Level {
-    fn new() -> Self {
-        Level {
-            slots: std::array::from_fn(|_| Slot::default()),
-        }
-    }
+/// Where slot `slot` of `level` sits in [`Levels::slots`].
+#[inline]
+fn at(level: usize, slot: usize) -> usize {
+    level * SLOTS + slot
 }
 
 /// All levels of a wheel.
@@ -92,30 +94,33 @@ pub(crate) struct Levels {
     occupied: [u64; LEVELS],
     /// Bit `l` set iff `occupied[l] != 0`: the lowest occupied level in one instruction.
     levels_occupied: u16,
-    levels: Box<[Level; LEVELS]>,
-    /// Live timers filed in the levels: the sum of the slots' live counts, less the
-    /// unlinks still pending.
+    /// Every level's slots in one table, level after level (see [`at`]): a pending unlink
+    /// names its slot by that one index.
+    slots: Box<[Slot; ALL_SLOTS]>,
+    /// Live timers filed in the levels as of the last flush: the sum of the slots' live
+    /// counts (the unlinks still pending are not taken off either).
     live: usize,
-    /// Stale references in the levels: the sum over slots of references minus live count,
-    /// plus the unlinks still pending.
+    /// Stale references in the levels as of the last flush: the sum over slots of
+    /// references minus live count.
     stale: usize,
     /// Slots (`level * SLOTS + slot`) whose live count a cancel or move has yet to lower,
-    /// in the order of the unlinks (see [`Levels::unlink`]); the first `pending_len` count.
+    /// in the order of the unlinks (see [`Levels::try_unlink`]); the first `pending_len`
+    /// count.
     pending: [u16; PENDING],
     pending_len: usize,
 }
 
 impl Levels {
     pub(crate) fn new() -> Self {
-        let levels: Vec<Level> = (0..LEVELS).map(|_| Level::new()).collect();
-        let levels: Box<[Level; LEVELS]> = match levels.into_boxed_slice().try_into() {
-            Ok(levels) => levels,
-            Err(_) => unreachable!("exactly LEVELS levels were built"),
+        let slots: Vec<Slot> = (0..ALL_SLOTS).map(|_| Slot::default()).collect();
+        let slots: Box<[Slot; ALL_SLOTS]> = match slots.into_boxed_slice().try_into() {
+            Ok(slots) => slots,
+            Err(_) => unreachable!("exactly ALL_SLOTS slots were built"),
         };
         Levels {
             occupied: [0; LEVELS],
             levels_occupied: 0,
-            levels,
+            slots,
             live: 0,
             stale: 0,
             pending: [0; PENDING],
@@ -131,15 +136,12 @@ impl Levels {
 
     #[inline]
     fn mark_empty(&mut self, level: usize, slot: usize) {
-        self.occupied[level] &= !(1 << slot);
-        if self.occupied[level] == 0 {
-            self.levels_occupied &= !(1 << level);
-        }
+        mark_empty(&mut self.occupied, &mut self.levels_occupied, level, slot);
     }
 
     #[inline]
     pub(crate) fn push(&mut self, level: usize, slot: usize, r: u64) {
-        let s = &mut self.levels[level].slots[slot];
+        let s = &mut self.slots[at(level, slot)];
         if s.refs.len() == s.refs.capacity() {
             grow(&mut s.refs, KEEP_CAPACITY);
         }
@@ -162,15 +164,26 @@ impl Levels {
     /// measured, as the guest has no hardware counters). Appending to `pending` writes at an
     /// address known in advance. `examples/compare` at f56240d, workload 2 at 1 M: 24–25 ns
     /// per cancel instead of 29–31.
+    ///
+    /// The level-wide counts are lowered in the flush too: [`over_bound`](Self::over_bound)
+    /// adds the pending unlinks itself. Each instruction after the miss costs: at 1 M timers,
+    /// each cancel's entry miss overlaps with those of the cancels the processor has already
+    /// decoded, and the fewer instructions a cancel takes, the more of them fit in its
+    /// window. The sweep check (the caller's, on a full list: see `Wheel::unlink`) and the
+    /// level-wide counts took 1.5–2 ns of a 24 ns cancel there.
+    ///
+    /// `slot` is the index in all levels (`level * SLOTS + slot`). `false`, and nothing
+    /// done, when [`PENDING`] unlinks already wait: [`flush`](Self::flush) first.
     #[inline]
-    pub(crate) fn unlink(&mut self, level: usize, slot: usize) {
-        if self.pending_len == PENDING {
-            self.flush();
+    pub(crate) fn try_unlink(&mut self, slot: usize) -> bool {
+        match self.pending.get_mut(self.pending_len) {
+            Some(next) => {
+                *next = slot as u16;
+                self.pending_len += 1;
+                true
+            }
+            None => false,
         }
-        self.pending[self.pending_len] = (level * SLOTS + slot) as u16;
-        self.pending_len += 1;
-        self.live -= 1;
-        self.stale += 1;
     }
 
     /// Lowers the live counts of the slots that [`unlink`](Self::unlink) left pending. A
@@ -179,57 +192,65 @@ impl Levels {
     #[cold]
     #[inline(never)]
     fn flush_pending(&mut self) {
-        for i in 0..self.pending_len {
-            let p = self.pending[i] as usize;
-            let (level, slot) = (p / SLOTS, p % SLOTS);
-            let s = &mut self.levels[level].slots[slot];
-            debug_assert!(
-                s.live > 0,
-                "unlink from a slot with no live timers: L{level} S{slot}"
-            );
+        let pending_len = std::mem::take(&mut self.pending_len);
+        self.live -= pending_len;
+        self.stale += pending_len;
+        for &p in &self.pending[..pending_len] {
+            let p = p as usize;
+            let s = &mut self.slots[p];
+            debug_assert!(s.live > 0, "unlink from a slot with no live timers: {p}");
             s.live -= 1;
             if s.live == 0 {
                 self.stale -= s.refs.len();
                 s.refs.clear();
-                self.mark_empty(level, slot);
+                mark_empty(
+                    &mut self.occupied,
+                    &mut self.levels_occupied,
+                    p / SLOTS,
+                    p % SLOTS,
+                );
             }
         }
-        self.pending_len = 0;
     }
 
     /// Applies the pending unlinks, so that every slot's live count and the occupancy
-    /// bitmaps are exact. Cheap when none is pending.
+    /// bitmaps are exact. Cheap when none is pending. Returns whether it applied some and
+    /// they took the levels [`over_bound`](Self::over_bound): the caller should sweep.
     #[inline]
-    pub(crate) fn flush(&mut self) {
-        if self.pending_len != 0 {
-            self.flush_pending();
+    pub(crate) fn flush(&mut self) -> bool {
+        if self.pending_len == 0 {
+            return false;
         }
+        self.flush_pending();
+        self.over_bound()
     }
 
     /// Pending unlinks of a slot.
     fn pending_in(&self, level: usize, slot: usize) -> u32 {
-        let p = (level * SLOTS + slot) as u16;
+        let p = at(level, slot) as u16;
         let pending = &self.pending[..self.pending_len];
         pending.iter().filter(|&&q| q == p).count() as u32
     }
 
-    /// Whether stale references outnumber live timers by more than the slack: time to sweep.
+    /// Whether stale references outnumber live timers by more than [`SWEEP_AT`]: time to
+    /// sweep. Exact also while unlinks are pending (each is one live timer fewer, one stale
+    /// reference more).
     #[inline]
     pub(crate) fn over_bound(&self) -> bool {
-        self.stale > self.live + LEVELS_SLACK
+        self.stale + 2 * self.pending_len > self.live + SWEEP_AT
     }
 
     /// Compacts every slot whose stale references outnumber its live ones: `retain` keeps
     /// the current references of a vector. Afterwards stale references are at most as many
     /// as live timers.
     pub(crate) fn sweep(&mut self, mut retain: impl FnMut(&mut Vec<u64>)) {
-        self.flush();
+        let _ = self.flush();
         self.compact_where(|s| s.refs.len() > 2 * s.live as usize, &mut retain);
     }
 
     /// Compacts every occupied slot: `retain` keeps the current references of a vector.
     pub(crate) fn compact_all(&mut self, mut retain: impl FnMut(&mut Vec<u64>)) {
-        self.flush();
+        let _ = self.flush();
         self.compact_where(|_| true, &mut retain);
     }
 
@@ -238,10 +259,10 @@ impl Levels {
         pick: impl Fn(&Slot) -> bool,
         retain: &mut impl FnMut(&mut Vec<u64>),
     ) {
-        for (lvl, &bits) in self.levels.iter_mut().zip(self.occupied.iter()) {
+        for (level, &bits) in self.occupied.iter().enumerate() {
             let mut occupied = bits;
             while occupied != 0 {
-                let s = &mut lvl.slots[occupied.trailing_zeros() as usize];
+                let s = &mut self.slots[at(level, occupied.trailing_zeros() as usize)];
                 occupied &= occupied - 1;
                 if pick(s) {
                     let before = s.refs.len();
@@ -256,9 +277,11 @@ impl Levels {
     /// live.
     #[inline]
     pub(crate) fn take(&mut self, level: usize, slot: usize) -> (Vec<u64>, usize) {
-        self.flush();
+        // The wheel flushed (and swept if need be) when its poll began; this flush finds
+        // nothing pending, and processing the slot is followed by the sweep check anyway.
+        let _ = self.flush();
         self.mark_empty(level, slot);
-        let s = &mut self.levels[level].slots[slot];
+        let s = &mut self.slots[at(level, slot)];
         let live = s.live as usize;
         self.stale -= s.refs.len() - live;
         self.live -= live;
@@ -269,7 +292,7 @@ impl Levels {
     /// Gives an emptied vector back to the slot so its capacity is reused.
     #[inline]
     pub(crate) fn restore(&mut self, level: usize, slot: usize, mut refs: Vec<u64>) {
-        let s = &mut self.levels[level].slots[slot];
+        let s = &mut self.slots[at(level, slot)];
         if s.refs.capacity() == 0 && refs.capacity() <= KEEP_CAPACITY {
             refs.clear();
             s.refs = refs;
@@ -301,7 +324,7 @@ impl Levels {
             while occupied != 0 {
                 let slot = occupied.trailing_zeros() as usize;
                 occupied &= occupied - 1;
-                let s = &self.levels[level].slots[slot];
+                let s = &self.slots[at(level, slot)];
                 if s.live > self.pending_in(level, slot) {
                     return Some((level, slot));
                 }
@@ -313,7 +336,7 @@ impl Levels {
     /// Live timers in a slot, pending unlinks taken off.
     #[cfg(test)]
     pub(crate) fn live_in(&self, level: usize, slot: usize) -> u32 {
-        let s = &self.levels[level].slots[slot];
+        let s = &self.slots[at(level, slot)];
         let pending = self.pending_in(level, slot);
         assert!(
             s.live >= pending,
@@ -329,7 +352,7 @@ impl Levels {
 
     #[cfg(test)]
     pub(crate) fn refs_in(&self, level: usize, slot: usize) -> &[u64] {
-        &self.levels[level].slots[slot].refs
+        &self.slots[at(level, slot)].refs
     }
 
     /// The occupancy bitmap of a level with pending unlinks applied: bit `s` iff slot `s`
@@ -354,34 +377,30 @@ impl Levels {
     /// Checks the level-wide counts against the slots.
     #[cfg(test)]
     pub(crate) fn check_counts(&self) {
-        let slots = self.levels.iter().flat_map(|l| l.slots.iter());
-        let (live, refs) = slots.fold((0, 0), |(l, r), s| (l + s.live as usize, r + s.refs.len()));
-        let live = live - self.pending_len;
+        let (live, refs) = self
+            .slots
+            .iter()
+            .fold((0, 0), |(l, r), s| (l + s.live as usize, r + s.refs.len()));
         assert_eq!(
             self.live, live,
-            "the live count is the sum of the slots', less the pending unlinks"
+            "the live count is the sum of the slots' (pending unlinks not yet taken off)"
         );
         assert_eq!(
             self.stale,
             refs - live,
             "the stale count is references minus live"
         );
+        // Exact counts: each pending unlink is one live timer fewer, one stale reference more.
+        let (live, stale) = (live - self.pending_len, self.stale + self.pending_len);
         assert!(
-            self.stale <= self.live + LEVELS_SLACK,
-            "stale references {} stay within live {} + {LEVELS_SLACK}",
-            self.stale,
-            self.live
+            stale <= live + LEVELS_SLACK,
+            "stale references {stale} stay within live {live} + {LEVELS_SLACK}"
         );
     }
 
     pub(crate) fn bytes_held(&self) -> usize {
-        let refs: usize = self
-            .levels
-            .iter()
-            .flat_map(|l| l.slots.iter())
-            .map(|s| s.refs.capacity() * 8)
-            .sum();
-        refs + std::mem::size_of::<[Level; LEVELS]>()
+        let refs: usize = self.slots.iter().map(|s| s.refs.capacity() * 8).sum();
+        refs + std::mem::size_of::<[Slot; ALL_SLOTS]>()
     }
 
     pub(crate) fn clear(&mut self) {
@@ -390,23 +409,28 @@ impl Levels {
         self.live = 0;
         self.stale = 0;
         self.pending_len = 0;
-        for lvl in self.levels.iter_mut() {
-            for s in lvl.slots.iter_mut() {
-                s.refs.clear();
-                s.live = 0;
-            }
+        for s in self.slots.iter_mut() {
+            s.refs.clear();
+            s.live = 0;
         }
     }
 
     /// Compacts every slot with `current` and gives spare capacity back.
     pub(crate) fn shrink_to_fit(&mut self, current: impl Fn(u64) -> bool) {
-        self.flush();
-        for lvl in self.levels.iter_mut() {
-            for s in lvl.slots.iter_mut() {
-                s.refs.retain(|&r| current(r));
-                s.refs.shrink_to_fit();
-            }
+        let _ = self.flush();
+        for s in self.slots.iter_mut() {
+            s.refs.retain(|&r| current(r));
+            s.refs.shrink_to_fit();
         }
         self.stale = 0;
+    }
+}
+
+/// Clears a slot's bit in its level's bitmap, and the level's bit once the level is empty.
+#[inline]
+fn mark_empty(occupied: &mut [u64; LEVELS], levels_occupied: &mut u16, level: usize, slot: usize) {
+    occupied[level] &= !(1 << slot);
+    if occupied[level] == 0 {
+        *levels_occupied &= !(1 << level);
     }
 }

@@ -79,3 +79,34 @@ fn held_back_unlinks_across_slots_and_moves() {
     fired.sort();
     assert_eq!(fired, expected);
 }
+
+/// The stale bound holds when the pending unlinks never fill their list: each poll applies
+/// them before 64 wait (here 63 cancels, then a poll that takes out one timer from the due
+/// queue and processes no slot), and that flush must check the bound too. One live timer
+/// keeps the slot, and with it every cancelled timer's reference, from being emptied.
+#[test]
+fn polls_that_flush_unlinks_check_the_stale_bound() {
+    let mut wheel: Wheel<u64> = Wheel::new();
+    let keep = wheel.insert(1_000, u64::MAX);
+    let cancels = 3 * slots::STALE_SLACK * 704;
+    let keys: Vec<TimerKey> = (0..cancels as u64)
+        .map(|i| wheel.insert(1_000, i))
+        .collect();
+    for (round, chunk) in keys.chunks(63).enumerate() {
+        for &key in chunk {
+            assert!(wheel.cancel(key).is_some());
+        }
+        let past = wheel.insert(0, round as u64);
+        let fired = wheel.poll(0).expect("the timer filed in the past is due");
+        assert_eq!((fired.key, fired.value), (past, round as u64));
+        wheel.check_invariants();
+    }
+    // One live timer; the due queue's stale references went with its polls.
+    assert!(
+        wheel.stats().stale <= 1 + slots::STALE_SLACK * 704,
+        "stale references: {}",
+        wheel.stats().stale
+    );
+    assert_eq!(drain(&mut wheel, 1_000), vec![(1_000, u64::MAX)]);
+    assert_eq!(wheel.cancel(keep), None);
+}
