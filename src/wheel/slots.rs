@@ -12,7 +12,7 @@
 //! [`PENDING`] (checked whenever the pending unlinks are applied, which is at least every
 //! `PENDING` unlinks), the wheel *sweeps*: every slot whose stale references outnumber its
 //! live ones is compacted, which leaves at most as many stale references as live timers. So
-//! stale references stay below `live + STALE_SLACK × 704` at every moment.
+//! stale references are at most `live + STALE_SLACK × 704` at every moment.
 //!
 //! A level-2 slot made the due queue's sorted run (`due.rs`) leaves the levels whole, stale
 //! references included; the run keeps its own bound (at most twice its timers plus
