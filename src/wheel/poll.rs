@@ -119,10 +119,7 @@ impl<T> Wheel<T> {
             if let TakeDue::Taken(key, live) = self.arena.take_if_due(r, self.elapsed) {
                 self.due.skip_run_head();
                 self.due.unlink(true);
-                if self.due.run_over_bound() {
-                    self.compact_run();
-                }
-                self.settle_run_head();
+                self.settle_run_head(); // checks the run's bound
                 return Some(Expired {
                     key,
                     deadline: live.deadline,
@@ -173,6 +170,10 @@ impl<T> Wheel<T> {
     /// Keeps the run's head current: drops stale references at the head, and files again a
     /// due head whose deadline was moved past `elapsed`. Afterwards the head's deadline is
     /// the run's earliest live deadline, and it is due only if its timer is.
+    ///
+    /// Each head filed again leaves the run one timer fewer and one stale reference more, so
+    /// the run's bound is checked here too (many heads moved later, all filed again at once,
+    /// took a run of one live timer past it), and so is an epoch sweep that a filing asked for.
     pub(super) fn settle_run_head(&mut self) {
         while let Some((at, r)) = self.due.run_head() {
             self.prefetch_run_ahead();
@@ -181,11 +182,14 @@ impl<T> Wheel<T> {
                 continue;
             };
             if at > self.elapsed || deadline <= self.elapsed {
-                return;
+                break;
             }
             self.due.skip_run_head();
             self.file(index, deadline);
             self.due.unlink(true);
+        }
+        if self.due.run_over_bound() {
+            self.compact_run();
         }
         self.sweep_if_due();
     }

@@ -3,6 +3,7 @@
 
 use super::*;
 
+mod bound_model;
 mod unlinks;
 
 /// Polls everything due at `now`, checking invariants before and after.
