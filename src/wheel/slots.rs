@@ -24,9 +24,9 @@
 //! compacted about half the slots: one extra arena lookup per cancel); a bound on the total
 //! sweeps only when stale references really pile up. A sweep costs at most twice the stale
 //! references it removes (each slot it compacts has more stale than live references) plus a
-//! scan of the 704 slots, and at least `(STALE_SLACK × 704 − 2 × PENDING) / 2` cancels separate two sweeps
-//! (each adds a stale reference and takes a live timer away, and a sweep leaves no more
-//! stale references than live timers), so cancel stays amortised O(1).
+//! scan of the 704 slots, and at least `(STALE_SLACK × 704 − 2 × PENDING) / 2` cancels
+//! separate two sweeps (each adds a stale reference and takes a live timer away, and a sweep
+//! leaves no more stale references than live timers), so cancel stays amortised O(1).
 
 use super::level::{LEVELS, SLOTS};
 
@@ -42,7 +42,7 @@ const LEVELS_SLACK: usize = STALE_SLACK * LEVELS * SLOTS;
 /// reference more, one live timer fewer) may come between two checks.
 const SWEEP_AT: usize = LEVELS_SLACK - 2 * PENDING;
 
-/// Unlinks held back before the slots' live counts are lowered (see [`Levels::unlink`]).
+/// Unlinks held back before the slots' live counts are lowered (see [`Levels::try_unlink`]).
 /// Enough that a run of cancels rarely flushes (a flush is cheap: the level table stays in
 /// cache); few enough that the list is two cache lines and that `first_occupied` with
 /// unlinks pending (64 comparisons per slot passed over, at most 64 slots) stays cheap.
@@ -186,9 +186,9 @@ impl Levels {
         }
     }
 
-    /// Lowers the live counts of the slots that [`unlink`](Self::unlink) left pending. A
-    /// slot whose count reaches zero is emptied at once, without looking: all its
-    /// references are stale. O(pending unlinks).
+    /// Lowers the live counts of the slots that [`try_unlink`](Self::try_unlink) left
+    /// pending, and the level-wide counts. A slot whose count reaches zero is emptied at
+    /// once, without looking: all its references are stale. O(pending unlinks).
     #[cold]
     #[inline(never)]
     fn flush_pending(&mut self) {

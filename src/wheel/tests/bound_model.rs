@@ -398,7 +398,10 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
-    fn bulk_sequences_keep_the_stale_bound(start in start(), ops in prop::collection::vec(op(), 1..40)) {
+    fn bulk_sequences_keep_the_stale_bound(
+        start in start(),
+        ops in prop::collection::vec(op(), 1..40),
+    ) {
         let mut m = M::new(start);
         for op in &ops {
             m.apply(op);
