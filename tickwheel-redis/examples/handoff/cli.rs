@@ -1,0 +1,241 @@
+//! Command-line options. Every bad option ends in a clear message and exit status 2, never a
+//! panic: clap's own errors exit 2, and the checks clap cannot express go through [`usage`].
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use clap::{CommandFactory, Parser, ValueEnum, error::ErrorKind};
+
+use crate::steps::{self, Role};
+
+/// Moves scheduled queues from a source host to a target host through Redis while producers
+/// keep scheduling and dispatchers keep dispatching, then proves custody with a ledger: every
+/// id exactly once across the source, the target, Redis and the values handed back, and no
+/// timer delivered before its deadline on the reference clock (Redis `TIME`).
+///
+/// `--kill ROLE:STEP` kills that process with SIGKILL when it reaches STEP (`redis:STEP`:
+/// the redis-server, restarted from its append-only file), recovers and finishes.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "handoff", version)]
+pub struct Args {
+    /// Queues to move from the source to the target.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub queues: u32,
+
+    /// Messages the source holds across those queues when the handoff starts.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub messages: u32,
+
+    /// Messages per second the source's producers keep scheduling during the handoff.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub rate: u32,
+
+    /// Longest deadline of a scheduled message, in milliseconds (deadlines are 0 to this).
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub max_delay_ms: u64,
+
+    /// Kill a process at a protocol step: `source:STEP`, `target:STEP` or `redis:STEP`
+    /// (repeatable; `--list-steps` names the steps).
+    #[arg(long = "kill", value_name = "ROLE:STEP")]
+    pub kills: Vec<Kill>,
+
+    /// Use this Redis (`redis://`, `rediss://`, `unix://`) instead of starting a redis-server.
+    /// It must run with `appendonly yes` and `appendfsync always`; `redis:STEP` kills need
+    /// the program's own server.
+    #[arg(long, value_name = "URL")]
+    pub redis_url: Option<String>,
+
+    /// Print the protocol's step names, one per line, and exit.
+    #[arg(long)]
+    pub list_steps: bool,
+
+    /// Keep the run's directory (spools, sinks, server files) and print its path.
+    #[arg(long)]
+    pub keep: bool,
+
+    /// The process's part in a run (set by the program for its own child processes).
+    #[arg(long, hide = true, value_enum)]
+    pub role: Option<ChildRole>,
+
+    /// A child's member name.
+    #[arg(long, hide = true)]
+    pub name: Option<String>,
+
+    /// A child's boot id (a new one on every start of the same name).
+    #[arg(long, hide = true)]
+    pub boot: Option<u32>,
+
+    /// The run's directory (spools and sinks).
+    #[arg(long, hide = true)]
+    pub dir: Option<PathBuf>,
+}
+
+/// A child process's part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ChildRole {
+    /// Owns the queues first, produces, offers them.
+    Source,
+    /// Claims, fetches, commits and imports them.
+    Target,
+}
+
+impl From<ChildRole> for Role {
+    fn from(r: ChildRole) -> Role {
+        match r {
+            ChildRole::Source => Role::Source,
+            ChildRole::Target => Role::Target,
+        }
+    }
+}
+
+/// Who to kill at which step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kill {
+    pub who: Who,
+    pub step: &'static str,
+}
+
+/// The process a `--kill` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    Host(Role),
+    Redis,
+}
+
+impl fmt::Display for Kill {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.who {
+            Who::Host(r) => write!(f, "{}:{}", r.name(), self.step),
+            Who::Redis => write!(f, "redis:{}", self.step),
+        }
+    }
+}
+
+impl FromStr for Kill {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Kill, String> {
+        let Some((who, step)) = s.split_once(':') else {
+            return Err(format!("`{s}` is not ROLE:STEP (e.g. source:seal)"));
+        };
+        let who = match who {
+            "source" => Who::Host(Role::Source),
+            "target" => Who::Host(Role::Target),
+            "redis" => Who::Redis,
+            other => {
+                return Err(format!(
+                    "`{other}` is not a process to kill: source, target or redis"
+                ));
+            }
+        };
+        let known = match who {
+            Who::Host(r) => steps::of(r),
+            Who::Redis => steps::ALL,
+        };
+        match known.iter().find(|k| **k == step) {
+            Some(step) => Ok(Kill { who, step }),
+            None => Err(format!(
+                "`{step}` is not a step of {}: {}",
+                match who {
+                    Who::Host(r) => r.name(),
+                    Who::Redis => "the protocol",
+                },
+                known.join(", ")
+            )),
+        }
+    }
+}
+
+/// Parses the command line; a bad option prints clap's message and exits 2.
+pub fn parse() -> Args {
+    let args = Args::parse();
+    if let Err(msg) = check(&args) {
+        usage(&msg);
+    }
+    args
+}
+
+/// The checks clap's types cannot express.
+pub fn check(args: &Args) -> Result<(), String> {
+    if args.role.is_some() && (args.name.is_none() || args.boot.is_none() || args.dir.is_none()) {
+        return Err("a child needs --name, --boot and --dir".into());
+    }
+    if args.redis_url.is_some() && args.kills.iter().any(|k| k.who == Who::Redis) {
+        return Err(
+            "--kill redis:STEP needs the program's own redis-server (drop --redis-url)".into(),
+        );
+    }
+    if args.role.is_some() && args.redis_url.is_none() {
+        return Err("a child needs --redis-url".into());
+    }
+    let mut seen = Vec::new();
+    for k in &args.kills {
+        if seen.contains(k) {
+            return Err(format!("--kill {k} is given twice"));
+        }
+        seen.push(*k);
+    }
+    Ok(())
+}
+
+/// Prints `msg` as clap prints a usage error and exits with status 2.
+pub fn usage(msg: &str) -> ! {
+    Args::command()
+        .error(ErrorKind::ValueValidation, msg)
+        .exit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &[&str]) -> Result<Args, String> {
+        let args = Args::try_parse_from(std::iter::once("handoff").chain(line.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        check(&args)?;
+        Ok(args)
+    }
+
+    #[test]
+    fn kills_parse_and_name_their_process() {
+        let a = parse(&["--kill", "source:seal", "--kill", "redis:claim"]).unwrap();
+        assert_eq!(
+            a.kills[0],
+            Kill {
+                who: Who::Host(Role::Source),
+                step: "seal"
+            }
+        );
+        assert_eq!(
+            a.kills[1],
+            Kill {
+                who: Who::Redis,
+                step: "claim"
+            }
+        );
+        assert_eq!(a.kills[1].to_string(), "redis:claim");
+    }
+
+    #[test]
+    fn bad_options_are_errors_not_panics() {
+        for bad in [
+            &["--kill", "seal"][..],
+            &["--kill", "nobody:seal"],
+            &["--kill", "source:claim"],
+            &["--kill", "source:seal", "--kill", "source:seal"],
+            &["--queues", "0"],
+            &["--messages", "-3"],
+            &["--redis-url", "redis://x", "--kill", "redis:seal"],
+            &["--role", "source"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let a = parse(&[]).unwrap();
+        assert!(a.kills.is_empty() && a.role.is_none() && !a.list_steps);
+    }
+}

@@ -1,0 +1,370 @@
+//! A host: the child process that holds queues in a `Scheduler`, keeps producing (the source)
+//! and dispatching, and runs its side of the handoff through the step gates.
+//!
+//! Every timer is written to the spool before the scheduler holds it, and every delivery to
+//! the sink before its `D` record: a kill anywhere leaves a spool that says what the host
+//! still holds, and a delivery repeated after a restart carries the same (id, epoch).
+//!
+//! Standard output carries the gate lines and `moved QUEUE` / `imported QUEUE` / `all` /
+//! `report HELD BACK` for the parent; progress and errors go to standard error.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tickwheel::sync::Scheduler;
+
+use crate::spool::{self, Delivery, Entry, Holdings, Log, Record};
+use crate::steps::{self, Gates, Role};
+
+/// A timer's value: the epoch its host accepted or imported it under, and its deadline on
+/// the reference clock (both stamped in the spool).
+#[derive(Debug, Clone, Copy)]
+pub struct Msg {
+    pub epoch: u64,
+    pub deadline_us: u64,
+}
+
+pub type Sched = Scheduler<String, u64, Msg>;
+
+/// A host's settings, from the parent's command line.
+pub struct Config {
+    pub role: Role,
+    pub name: String,
+    pub boot: u32,
+    pub dir: PathBuf,
+    pub queues: u32,
+    pub messages: u32,
+    pub rate: u32,
+    pub max_delay: Duration,
+}
+
+/// The queue names of a run.
+pub fn queue_names(n: u32) -> Vec<String> {
+    (0..n).map(|i| format!("dest-{i}.example")).collect()
+}
+
+pub fn spool_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.spool"))
+}
+
+pub fn sink_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.sink"))
+}
+
+/// Local instants against the reference clock, anchored once per process.
+#[derive(Clone, Copy)]
+pub struct RefClock {
+    local: Instant,
+    reference_us: u64,
+}
+
+impl RefClock {
+    /// Anchors the clock: `local` read before the reference, so reference times computed
+    /// from local ones come out late, never early.
+    pub fn anchor(local: Instant, reference_us: u64) -> RefClock {
+        RefClock {
+            local,
+            reference_us,
+        }
+    }
+
+    /// The system clock as the reference (until a host reads Redis `TIME`).
+    pub fn system() -> RefClock {
+        let local = Instant::now();
+        let us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        RefClock::anchor(local, us)
+    }
+
+    pub fn reference_us(&self, at: Instant) -> u64 {
+        let d = at.saturating_duration_since(self.local);
+        self.reference_us.saturating_add(d.as_micros() as u64)
+    }
+
+    pub fn local(&self, us: u64) -> Instant {
+        let d = Duration::from_micros(us.saturating_sub(self.reference_us));
+        self.local
+            .checked_add(d)
+            .unwrap_or(self.local + Duration::from_secs(86_400 * 365))
+    }
+}
+
+/// The shared state of a host process.
+pub struct Host {
+    pub cfg: Config,
+    pub sched: Arc<Sched>,
+    pub spool: Log,
+    pub sink: Log,
+    pub clock: RefClock,
+    pub gates: Gates,
+    /// Producers hold it shared across spool-then-schedule; a freeze holds it exclusively
+    /// while it writes its `F` record, so the spool's order is the scheduler's.
+    pub freeze_lock: RwLock<()>,
+    pub stop_producing: AtomicBool,
+    pub stop_dispatching: AtomicBool,
+}
+
+fn fail(what: &str, e: impl std::fmt::Display) -> String {
+    format!("{what}: {e}")
+}
+
+impl Host {
+    pub fn open(cfg: Config, clock: RefClock, gates: Gates) -> Result<Arc<Host>, String> {
+        let spool = Log::open(&spool_path(&cfg.dir, &cfg.name)).map_err(|e| fail("spool", e))?;
+        let sink = Log::open(&sink_path(&cfg.dir, &cfg.name)).map_err(|e| fail("sink", e))?;
+        Ok(Arc::new(Host {
+            cfg,
+            sched: Arc::new(
+                Scheduler::builder()
+                    .resolution(Duration::from_millis(1))
+                    .build(),
+            ),
+            spool,
+            sink,
+            clock,
+            gates,
+            freeze_lock: RwLock::new(()),
+            stop_producing: AtomicBool::new(false),
+            stop_dispatching: AtomicBool::new(false),
+        }))
+    }
+
+    /// What the spool says this host holds (a fresh host: nothing).
+    pub fn holdings(&self) -> Result<Holdings, String> {
+        let records = spool::read(&spool_path(&self.cfg.dir, &self.cfg.name), Record::parse)?;
+        Ok(Holdings::replay(&records))
+    }
+
+    /// Puts what the spool holds back in the scheduler (deadlines past: due now).
+    pub fn reload(&self, held: &Holdings) -> Result<usize, String> {
+        for e in held.held.values() {
+            let at = self.clock.local(e.deadline_us);
+            let msg = Msg {
+                epoch: e.epoch,
+                deadline_us: e.deadline_us,
+            };
+            self.sched
+                .schedule(e.queue.clone(), e.id, at, msg)
+                .map_err(|_| format!("reload of id {} refused", e.id))?;
+        }
+        Ok(held.held.len())
+    }
+
+    /// Accepts a batch of new timers: spooled first, then scheduled. Refused ones (a frozen
+    /// queue) are handed back and recorded so.
+    pub fn accept(&self, batch: &[(String, u64, Instant)], epoch: u64) -> Result<usize, String> {
+        let _shared = self.freeze_lock.read().unwrap_or_else(|p| p.into_inner());
+        let records: Vec<Record> = batch
+            .iter()
+            .map(|(q, id, at)| {
+                let deadline_us = self.clock.reference_us(*at);
+                Record::Accepted(Entry {
+                    id: *id,
+                    queue: q.clone(),
+                    epoch,
+                    deadline_us,
+                })
+            })
+            .collect();
+        self.spool.append(&records).map_err(|e| fail("spool", e))?;
+        let mut back = Vec::new();
+        for ((q, id, at), r) in batch.iter().zip(&records) {
+            let Record::Accepted(e) = r else { continue };
+            let msg = Msg {
+                epoch,
+                deadline_us: e.deadline_us,
+            };
+            if self.sched.schedule(q.clone(), *id, *at, msg).is_err() {
+                back.push(Record::HandedBack { id: *id });
+            }
+        }
+        self.spool.append(&back).map_err(|e| fail("spool", e))?;
+        Ok(back.len())
+    }
+
+    /// Delivers due timers until asked to stop: each batch's sink lines are fsync'd before
+    /// its `D` records, and the `Due`s stay in flight until both are on disk.
+    pub fn dispatch(&self) -> Result<(), String> {
+        let host = self.cfg.name.clone();
+        while !self.stop_dispatching.load(Ordering::Acquire) {
+            let batch: Vec<_> = self.sched.pop_due(Instant::now(), 512).collect();
+            if batch.is_empty() {
+                thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            let now_us = self.clock.reference_us(Instant::now());
+            let lines: Vec<Delivery> = batch
+                .iter()
+                .map(|d| Delivery {
+                    id: *d.id(),
+                    epoch: d.value().epoch,
+                    host: host.clone(),
+                    boot: self.cfg.boot,
+                    delivered_us: now_us,
+                    deadline_us: d.value().deadline_us,
+                })
+                .collect();
+            self.sink.append(&lines).map_err(|e| fail("sink", e))?;
+            let done: Vec<Record> = lines
+                .iter()
+                .map(|d| Record::Done {
+                    id: d.id,
+                    epoch: d.epoch,
+                })
+                .collect();
+            self.spool.append(&done).map_err(|e| fail("spool", e))?;
+            drop(batch);
+        }
+        Ok(())
+    }
+
+    /// Waits (at most `limit`) until the scheduler is empty, then stops the dispatcher.
+    pub fn settle(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while !self.sched.is_empty() && Instant::now() < until {
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Runs a host process to its end; the error is printed by the caller (exit 1).
+pub fn run(cfg: Config) -> Result<(), String> {
+    let gates = Gates::from_stdin();
+    let role = cfg.role;
+    let host = Host::open(cfg, RefClock::system(), gates)?;
+    let held = host.holdings()?;
+    let reloaded = host.reload(&held)?;
+    if reloaded > 0 {
+        eprintln!(
+            "{}#{}: reloaded {reloaded} timers from the spool",
+            host.cfg.name, host.cfg.boot
+        );
+    }
+    let dispatcher = {
+        let h = host.clone();
+        thread::spawn(move || h.dispatch())
+    };
+    // The source holds the queues' messages before the handoff starts.
+    if role == Role::Source && host.cfg.boot == 1 {
+        initial_load(&host)?;
+    }
+    let producer = (role == Role::Source).then(|| {
+        let h = host.clone();
+        thread::spawn(move || produce(&h))
+    });
+    let queues = queue_names(host.cfg.queues);
+    for q in &queues {
+        for step in steps::of(role) {
+            host.gates.pass(step);
+        }
+        let word = if role == Role::Source {
+            "moved"
+        } else {
+            "imported"
+        };
+        host.gates.line(&format!("{word} {q}"));
+    }
+    host.gates.line("all");
+    while !host.gates.finishing() {
+        thread::sleep(Duration::from_millis(10));
+    }
+    host.stop_producing.store(true, Ordering::Release);
+    if let Some(p) = producer {
+        p.join()
+            .map_err(|_| "the producer panicked".to_string())??;
+    }
+    host.settle(host.cfg.max_delay + Duration::from_secs(1));
+    host.stop_dispatching.store(true, Ordering::Release);
+    dispatcher
+        .join()
+        .map_err(|_| "the dispatcher panicked".to_string())??;
+    let h = host.holdings()?;
+    if h.held.len() != host.sched.len() {
+        return Err(format!(
+            "the spool holds {} timers, the scheduler {}",
+            h.held.len(),
+            host.sched.len()
+        ));
+    }
+    host.gates
+        .line(&format!("report {} {}", h.held.len(), h.handed_back.len()));
+    Ok(())
+}
+
+/// New timers for the source's queues: unique ids across boots (the boot in the high bits,
+/// a second series for the initial load), deadlines up to `--max-delay-ms` from now.
+struct Maker {
+    queues: Vec<String>,
+    next: u64,
+    rng: Lcg,
+    max_us: u64,
+}
+
+impl Maker {
+    fn new(host: &Host, series: u64) -> Maker {
+        let next = (u64::from(host.cfg.boot) << 40) | (series << 39);
+        Maker {
+            queues: queue_names(host.cfg.queues),
+            next,
+            rng: Lcg(next | 1),
+            max_us: host.cfg.max_delay.as_micros().max(1) as u64,
+        }
+    }
+
+    fn make(&mut self, n: u32) -> Vec<(String, u64, Instant)> {
+        let now = Instant::now();
+        (0..n)
+            .map(|_| {
+                self.next += 1;
+                let q = self.queues[(self.rng.next() % self.queues.len() as u64) as usize].clone();
+                (
+                    q,
+                    self.next,
+                    now + Duration::from_micros(self.rng.next() % self.max_us),
+                )
+            })
+            .collect()
+    }
+}
+
+/// `--messages` timers, accepted in batches of 1 000.
+fn initial_load(host: &Host) -> Result<(), String> {
+    let mut maker = Maker::new(host, 1);
+    let mut left = host.cfg.messages;
+    while left > 0 {
+        let n = left.min(1000);
+        host.accept(&maker.make(n), 1)?;
+        left -= n;
+    }
+    Ok(())
+}
+
+/// The source's producers: `--rate` timers a second, in batches every 20 ms, until finishing.
+fn produce(host: &Host) -> Result<(), String> {
+    let mut maker = Maker::new(host, 0);
+    let per_tick = (host.cfg.rate / 50).max(u32::from(host.cfg.rate > 0));
+    while !host.stop_producing.load(Ordering::Acquire) {
+        thread::sleep(Duration::from_millis(20));
+        if per_tick > 0 {
+            host.accept(&maker.make(per_tick), 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// A small deterministic generator (no seed file, no dependency).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 11
+    }
+}

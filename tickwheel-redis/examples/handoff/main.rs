@@ -1,0 +1,85 @@
+//! The handoff proof: `cargo run --release -p tickwheel-redis --example handoff -- --help`.
+//!
+//! The parent (`orchestrate.rs`) runs a source and a target host as child processes of this
+//! program (`host.rs`, selected by a hidden `--role`), kills them at protocol steps when
+//! asked (`steps.rs`), and checks custody at the end from every host's spool and sink
+//! (`spool.rs`, `ledger.rs`). Exit status: 0 custody holds, 1 it does not (or the run
+//! failed), 2 bad options or no redis-server.
+#![forbid(unsafe_code)]
+
+mod cli;
+mod host;
+mod ledger;
+mod orchestrate;
+mod server;
+mod spool;
+mod steps;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::server::ServerError;
+
+fn main() -> ExitCode {
+    let args = cli::parse();
+    if args.list_steps {
+        for s in steps::ALL {
+            println!("{s}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    if let Some(role) = args.role {
+        // `cli::check` made sure a child has all of these.
+        let (Some(name), Some(boot), Some(dir)) = (args.name.clone(), args.boot, args.dir.clone())
+        else {
+            cli::usage("a child needs --name, --boot and --dir");
+        };
+        let cfg = host::Config {
+            role: role.into(),
+            name,
+            boot,
+            dir,
+            queues: args.queues,
+            messages: args.messages,
+            rate: args.rate,
+            max_delay: Duration::from_millis(args.max_delay_ms),
+        };
+        let label = format!("{}#{}", cfg.name, cfg.boot);
+        return match host::run(cfg) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{label}: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if std::process::Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_err()
+        && args.redis_url.is_none()
+    {
+        eprintln!("handoff: {}", ServerError::NotInstalled);
+        return ExitCode::from(2);
+    }
+    let dir = match tempfile::Builder::new().prefix("handoff-").tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("handoff: cannot make the run's directory: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = orchestrate::run(&args, dir.path());
+    if args.keep {
+        eprintln!("run directory kept: {}", dir.keep().display());
+    }
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("handoff: {e}");
+            println!("custody: FAILED the run did not finish: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

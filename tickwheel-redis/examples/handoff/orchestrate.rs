@@ -1,0 +1,278 @@
+//! The parent: starts the redis-server (unless `--redis-url`), runs the source and target
+//! hosts as child processes of this program, answers their step gates or kills them there,
+//! restarts what it killed, tells them to finish once every queue has moved, and hands
+//! their spools and sinks to the ledger.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
+
+use crate::cli::{Args, Kill, Who};
+use crate::host::{queue_names, sink_path, spool_path};
+use crate::ledger::{self, Inputs};
+use crate::server::Server;
+use crate::spool::{self, Delivery, Record};
+use crate::steps::Role;
+
+/// A run that takes longer than this is stuck (the defaults finish in seconds).
+const STUCK: Duration = Duration::from_secs(300);
+
+/// What a child's reader thread passes on.
+enum Event {
+    Line(String),
+    Closed,
+}
+
+/// An event with the name and boot of the child it came from.
+type Tagged = (String, u32, Event);
+
+struct Proc {
+    role: Role,
+    boot: u32,
+    child: Child,
+    stdin: ChildStdin,
+    done: bool,
+    report: Option<(usize, usize)>,
+}
+
+struct Run<'a> {
+    args: &'a Args,
+    dir: &'a Path,
+    url: String,
+    server: Option<Server>,
+    procs: BTreeMap<String, Proc>,
+    events: (Sender<Tagged>, Receiver<Tagged>),
+    kills: Vec<Kill>,
+    killed: BTreeSet<(String, u32)>,
+    boots: BTreeMap<String, u32>,
+}
+
+/// Runs the proof; `Ok(true)` when custody holds. Errors (a child failing, a stuck run) are
+/// the caller's to print.
+pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
+    let (server, url) = match &args.redis_url {
+        Some(url) => (None, url.clone()),
+        None => {
+            let s = Server::start(dir).map_err(|e| e.to_string())?;
+            let url = s.url();
+            (Some(s), url)
+        }
+    };
+    let mut run = Run {
+        args,
+        dir,
+        url,
+        server,
+        procs: BTreeMap::new(),
+        events: channel(),
+        kills: args.kills.clone(),
+        killed: BTreeSet::new(),
+        boots: BTreeMap::new(),
+    };
+    run.spawn("source", Role::Source)?;
+    run.spawn("target", Role::Target)?;
+    run.drive()?;
+    if !run.kills.is_empty() {
+        let left: Vec<String> = run.kills.iter().map(ToString::to_string).collect();
+        eprintln!("note: no process reached {}", left.join(", "));
+    }
+    let verdict = ledger::check(&run.inputs()?);
+    println!("{}", verdict.last_line());
+    Ok(verdict.ok())
+}
+
+impl Run<'_> {
+    fn spawn(&mut self, name: &str, role: Role) -> Result<(), String> {
+        let boot = self.boots.get(name).map_or(1, |b| b + 1);
+        self.boots.insert(name.to_string(), boot);
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+        let a = self.args;
+        let mut child = Command::new(exe)
+            .args([
+                "--role",
+                role.name(),
+                "--name",
+                name,
+                "--boot",
+                &boot.to_string(),
+            ])
+            .arg("--dir")
+            .arg(self.dir)
+            .args(["--redis-url", &self.url, "--queues", &a.queues.to_string()])
+            .args([
+                "--messages",
+                &a.messages.to_string(),
+                "--rate",
+                &a.rate.to_string(),
+            ])
+            .args(["--max-delay-ms", &a.max_delay_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot start the {name} host: {e}"))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(format!("the {name} host has no pipes"));
+        };
+        let tx = self.events.0.clone();
+        let who = name.to_string();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send((who.clone(), boot, Event::Line(line))).is_err() {
+                    return;
+                }
+            }
+            let _ = tx.send((who, boot, Event::Closed));
+        });
+        eprintln!("{name}#{boot}: started (pid {})", child.id());
+        self.procs.insert(
+            name.to_string(),
+            Proc {
+                role,
+                boot,
+                child,
+                stdin,
+                done: false,
+                report: None,
+            },
+        );
+        Ok(())
+    }
+
+    fn send(&mut self, name: &str, line: &str) {
+        if let Some(p) = self.procs.get_mut(name) {
+            // A child that died is seen through its closed output.
+            let _ = writeln!(p.stdin, "{line}").and_then(|()| p.stdin.flush());
+        }
+    }
+
+    /// Takes the first pending kill of `who` at `step`.
+    fn take_kill(&mut self, who: Who, step: &str) -> bool {
+        let at = self
+            .kills
+            .iter()
+            .position(|k| k.who == who && k.step == step);
+        at.map(|i| self.kills.remove(i)).is_some()
+    }
+
+    fn drive(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        let mut all = BTreeSet::new();
+        let mut finishing = false;
+        while self.procs.values().any(|p| !p.done) {
+            let left = STUCK.saturating_sub(started.elapsed());
+            let (name, boot, event) = match self.events.1.recv_timeout(left) {
+                Ok(e) => e,
+                Err(RecvTimeoutError::Timeout) => return Err(format!("stuck for {STUCK:?}")),
+                Err(RecvTimeoutError::Disconnected) => return Err("lost the children".into()),
+            };
+            let Some(p) = self.procs.get(&name) else {
+                continue;
+            };
+            if p.boot != boot {
+                continue; // a killed process's last lines
+            }
+            let role = p.role;
+            match event {
+                Event::Line(line) => {
+                    if let Some(step) = line.strip_prefix("step ") {
+                        self.gate(&name, role, step)?;
+                    } else if line == "all" {
+                        all.insert(name.clone());
+                    } else if let Some(r) = line.strip_prefix("report ") {
+                        let report =
+                            parse_report(r).ok_or_else(|| format!("{name}: bad report {r:?}"))?;
+                        if let Some(p) = self.procs.get_mut(&name) {
+                            p.report = Some(report);
+                        }
+                    } else if let Some(q) = line
+                        .strip_prefix("moved ")
+                        .or(line.strip_prefix("imported "))
+                    {
+                        eprintln!("{name}#{boot}: {} {q}", &line[..line.len() - q.len() - 1]);
+                    }
+                }
+                Event::Closed => self.closed(&name)?,
+            }
+            if !finishing && all.len() == 2 {
+                finishing = true;
+                eprintln!("every queue moved: finishing");
+                for n in ["source", "target"] {
+                    self.send(n, "finish");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A child reached `step`: kill it (or the server) there, or let it go on.
+    fn gate(&mut self, name: &str, role: Role, step: &str) -> Result<(), String> {
+        if self.take_kill(Who::Host(role), step) {
+            let Some(mut p) = self.procs.remove(name) else {
+                return Ok(());
+            };
+            eprintln!("{name}#{}: kill -9 at {step}", p.boot);
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+            self.killed.insert((name.to_string(), p.boot));
+            return self.spawn(name, role);
+        }
+        if self.take_kill(Who::Redis, step)
+            && let Some(s) = self.server.as_mut()
+        {
+            eprintln!("redis-server: kill -9 after {name}'s {step}, restart from its AOF");
+            s.restart().map_err(|e| e.to_string())?;
+        }
+        self.send(name, "go");
+        Ok(())
+    }
+
+    fn closed(&mut self, name: &str) -> Result<(), String> {
+        let Some(p) = self.procs.get_mut(name) else {
+            return Ok(());
+        };
+        let status = p.child.wait().map_err(|e| format!("{name}: {e}"))?;
+        p.done = true;
+        if !status.success() {
+            return Err(format!(
+                "the {name} host (boot {}) failed: {status}",
+                p.boot
+            ));
+        }
+        if p.report.is_none() {
+            return Err(format!("the {name} host ended without its report"));
+        }
+        Ok(())
+    }
+
+    fn inputs(&self) -> Result<Inputs, String> {
+        let mut inputs = Inputs {
+            killed: self.killed.clone(),
+            tolerance_us: 1_000,
+            ..Inputs::default()
+        };
+        for (name, p) in &self.procs {
+            inputs.spools.insert(
+                name.clone(),
+                spool::read(&spool_path(self.dir, name), Record::parse)?,
+            );
+            inputs
+                .deliveries
+                .extend(spool::read(&sink_path(self.dir, name), Delivery::parse)?);
+            if let Some(r) = p.report {
+                inputs.reported.insert(name.clone(), r);
+            }
+        }
+        let _ = queue_names(self.args.queues);
+        Ok(inputs)
+    }
+}
+
+fn parse_report(r: &str) -> Option<(usize, usize)> {
+    let (held, back) = r.split_once(' ')?;
+    Some((held.parse().ok()?, back.parse().ok()?))
+}

@@ -1,0 +1,367 @@
+//! A host's durable spool, as an MTA keeps one: an append-only file in the run's directory,
+//! one record a line, fsync'd per batch before the host acts on it. A restarted host reads it
+//! back to learn what it still holds; the ledger reads every spool and sink at the end.
+//!
+//! Records (tab-separated):
+//!
+//! ```text
+//! A  id queue epoch deadline_us   accepted from a producer, under the queue's epoch then
+//! I  id queue epoch deadline_us   imported from an offer, under the claim's epoch
+//! D  id epoch                     delivered (its sink line is written first)
+//! H  id                           refused by a frozen queue: a value handed back
+//! F  queue epoch                  frozen for an offer (every later A of it is refused)
+//! M  queue epoch                  the offer sealed: the queue's copy dropped here
+//! B  queue epoch                  the offer fenced or aborted: the copy stays, unfrozen
+//! X  queue epoch                  an imported copy dropped (the claim was lost before commit)
+//! ```
+//!
+//! A sink line is `id epoch host boot delivered_us deadline_us`, both times on the reference
+//! clock (Redis `TIME`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::Path;
+use std::sync::Mutex;
+
+/// One spool record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    Accepted(Entry),
+    Imported(Entry),
+    Done { id: u64, epoch: u64 },
+    HandedBack { id: u64 },
+    Frozen { queue: String, epoch: u64 },
+    Moved { queue: String, epoch: u64 },
+    Back { queue: String, epoch: u64 },
+    Dropped { queue: String, epoch: u64 },
+}
+
+/// A timer a host holds, as its spool stamps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub id: u64,
+    pub queue: String,
+    pub epoch: u64,
+    pub deadline_us: u64,
+}
+
+/// One delivery, as a sink line records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub id: u64,
+    pub epoch: u64,
+    pub host: String,
+    pub boot: u32,
+    pub delivered_us: u64,
+    pub deadline_us: u64,
+}
+
+impl fmt::Display for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let entry = |f: &mut fmt::Formatter<'_>, tag, e: &Entry| {
+            write!(
+                f,
+                "{tag}\t{}\t{}\t{}\t{}",
+                e.id, e.queue, e.epoch, e.deadline_us
+            )
+        };
+        match self {
+            Record::Accepted(e) => entry(f, "A", e),
+            Record::Imported(e) => entry(f, "I", e),
+            Record::Done { id, epoch } => write!(f, "D\t{id}\t{epoch}"),
+            Record::HandedBack { id } => write!(f, "H\t{id}"),
+            Record::Frozen { queue, epoch } => write!(f, "F\t{queue}\t{epoch}"),
+            Record::Moved { queue, epoch } => write!(f, "M\t{queue}\t{epoch}"),
+            Record::Back { queue, epoch } => write!(f, "B\t{queue}\t{epoch}"),
+            Record::Dropped { queue, epoch } => write!(f, "X\t{queue}\t{epoch}"),
+        }
+    }
+}
+
+fn num<N: std::str::FromStr>(s: &str) -> Result<N, String> {
+    s.parse().map_err(|_| format!("`{s}` is not a number"))
+}
+
+impl Record {
+    pub fn parse(line: &str) -> Result<Record, String> {
+        let f: Vec<&str> = line.split('\t').collect();
+        let entry = |id: &str, q: &str, e: &str, d: &str| -> Result<Entry, String> {
+            Ok(Entry {
+                id: num(id)?,
+                queue: q.to_string(),
+                epoch: num(e)?,
+                deadline_us: num(d)?,
+            })
+        };
+        let queue =
+            |q: &str, e: &str| -> Result<(String, u64), String> { Ok((q.to_string(), num(e)?)) };
+        Ok(match f[..] {
+            ["A", id, q, e, d] => Record::Accepted(entry(id, q, e, d)?),
+            ["I", id, q, e, d] => Record::Imported(entry(id, q, e, d)?),
+            ["D", id, e] => Record::Done {
+                id: num(id)?,
+                epoch: num(e)?,
+            },
+            ["H", id] => Record::HandedBack { id: num(id)? },
+            ["F", q, e] => queue(q, e).map(|(queue, epoch)| Record::Frozen { queue, epoch })?,
+            ["M", q, e] => queue(q, e).map(|(queue, epoch)| Record::Moved { queue, epoch })?,
+            ["B", q, e] => queue(q, e).map(|(queue, epoch)| Record::Back { queue, epoch })?,
+            ["X", q, e] => queue(q, e).map(|(queue, epoch)| Record::Dropped { queue, epoch })?,
+            _ => return Err(format!("not a spool record: {line:?}")),
+        })
+    }
+}
+
+impl fmt::Display for Delivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}\t{}\t{}\t{}\t{}\t{}",
+            self.id, self.epoch, self.host, self.boot, self.delivered_us, self.deadline_us
+        )
+    }
+}
+
+impl Delivery {
+    pub fn parse(line: &str) -> Result<Delivery, String> {
+        match line.split('\t').collect::<Vec<_>>()[..] {
+            [id, epoch, host, boot, at, deadline] => Ok(Delivery {
+                id: num(id)?,
+                epoch: num(epoch)?,
+                host: host.to_string(),
+                boot: num(boot)?,
+                delivered_us: num(at)?,
+                deadline_us: num(deadline)?,
+            }),
+            _ => Err(format!("not a sink line: {line:?}")),
+        }
+    }
+}
+
+/// An append-only file of lines, fsync'd per batch. Shared by a host's threads.
+pub struct Log {
+    file: Mutex<File>,
+}
+
+impl Log {
+    pub fn open(path: &Path) -> io::Result<Log> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(Log {
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Appends the lines in one write and waits until they are on disk.
+    pub fn append<D: fmt::Display>(&self, lines: &[D]) -> io::Result<()> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let mut buf = String::new();
+        for l in lines {
+            buf.push_str(&l.to_string());
+            buf.push('\n');
+        }
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        file.write_all(buf.as_bytes())?;
+        file.sync_data()
+    }
+}
+
+/// Reads a log back. A last line cut short by a kill (no newline) was never acknowledged and
+/// is skipped; any other line that does not parse is an error naming the file and line.
+pub fn read<R>(path: &Path, parse: impl Fn(&str) -> Result<R, String>) -> Result<Vec<R>, String> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut out = Vec::new();
+    let mut reader = BufReader::new(file);
+    let mut line = String::new();
+    for n in 1.. {
+        line.clear();
+        let len = reader
+            .read_line(&mut line)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if len == 0 || !line.ends_with('\n') {
+            break;
+        }
+        out.push(
+            parse(line.trim_end_matches('\n'))
+                .map_err(|e| format!("{}:{n}: {e}", path.display()))?,
+        );
+    }
+    Ok(out)
+}
+
+/// What a spool says its host holds.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Holdings {
+    /// Timers in the host's custody (to be in its scheduler), by id.
+    pub held: BTreeMap<u64, Entry>,
+    /// Values refused by a frozen queue: in the host's custody outside its scheduler.
+    pub handed_back: BTreeSet<u64>,
+    /// Queues frozen for an offer not yet sealed or given back, with the offer's epoch.
+    pub frozen: BTreeMap<String, u64>,
+}
+
+impl Holdings {
+    /// Replays a spool's records in order.
+    pub fn replay(records: &[Record]) -> Holdings {
+        let mut h = Holdings::default();
+        for r in records {
+            h.apply(r);
+        }
+        h
+    }
+
+    pub fn apply(&mut self, r: &Record) {
+        match r {
+            // Frozen: the freeze lock orders this after the F record, so it was refused
+            // (its H may not have reached the spool before a kill).
+            Record::Accepted(e) if self.frozen.contains_key(&e.queue) => {
+                self.handed_back.insert(e.id);
+            }
+            Record::Accepted(e) | Record::Imported(e) => {
+                self.held.insert(e.id, e.clone());
+            }
+            Record::Done { id, .. } => {
+                self.held.remove(id);
+            }
+            Record::HandedBack { id } => {
+                self.held.remove(id);
+                self.handed_back.insert(*id);
+            }
+            Record::Frozen { queue, epoch } => {
+                self.frozen.insert(queue.clone(), *epoch);
+            }
+            Record::Moved { queue, .. } => {
+                self.frozen.remove(queue);
+                self.held.retain(|_, e| e.queue != *queue);
+            }
+            Record::Back { queue, .. } => {
+                self.frozen.remove(queue);
+            }
+            Record::Dropped { queue, epoch } => {
+                self.held
+                    .retain(|_, e| !(e.queue == *queue && e.epoch == *epoch));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(id: u64, queue: &str, epoch: u64) -> Entry {
+        Entry {
+            id,
+            queue: queue.into(),
+            epoch,
+            deadline_us: 1_000 + id,
+        }
+    }
+
+    #[test]
+    fn records_and_deliveries_round_trip() {
+        let records = [
+            Record::Accepted(e(1, "q0", 1)),
+            Record::Imported(e(2, "q1", 3)),
+            Record::Done { id: 1, epoch: 1 },
+            Record::HandedBack { id: 7 },
+            Record::Frozen {
+                queue: "q0".into(),
+                epoch: 1,
+            },
+            Record::Moved {
+                queue: "q0".into(),
+                epoch: 1,
+            },
+            Record::Back {
+                queue: "q0".into(),
+                epoch: 1,
+            },
+            Record::Dropped {
+                queue: "q1".into(),
+                epoch: 3,
+            },
+        ];
+        for r in records {
+            assert_eq!(Record::parse(&r.to_string()), Ok(r));
+        }
+        let d = Delivery {
+            id: 9,
+            epoch: 2,
+            host: "target".into(),
+            boot: 3,
+            delivered_us: 5,
+            deadline_us: 4,
+        };
+        assert_eq!(Delivery::parse(&d.to_string()), Ok(d));
+        assert!(Record::parse("A\t1\tq").is_err());
+        assert!(Delivery::parse("x\t1\t2\t3\t4\t5").is_err());
+    }
+
+    #[test]
+    fn replay_follows_freeze_move_and_back() {
+        let h = Holdings::replay(&[
+            Record::Accepted(e(1, "q0", 1)),
+            Record::Accepted(e(2, "q0", 1)),
+            Record::Accepted(e(3, "q1", 1)),
+            Record::Done { id: 2, epoch: 1 },
+            Record::Frozen {
+                queue: "q0".into(),
+                epoch: 1,
+            },
+            // refused: the kill came before its H record
+            Record::Accepted(e(4, "q0", 1)),
+            Record::Accepted(e(5, "q0", 1)),
+            Record::HandedBack { id: 5 },
+            Record::Moved {
+                queue: "q0".into(),
+                epoch: 1,
+            },
+            Record::Frozen {
+                queue: "q1".into(),
+                epoch: 1,
+            },
+            Record::Back {
+                queue: "q1".into(),
+                epoch: 1,
+            },
+        ]);
+        assert_eq!(h.held.keys().copied().collect::<Vec<_>>(), [3]);
+        assert_eq!(h.handed_back.iter().copied().collect::<Vec<_>>(), [4, 5]);
+        assert!(h.frozen.is_empty());
+    }
+
+    #[test]
+    fn a_torn_last_line_is_skipped_and_a_bad_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spool");
+        let log = Log::open(&path).unwrap();
+        log.append(&[
+            Record::Accepted(e(1, "q0", 1)),
+            Record::Done { id: 1, epoch: 1 },
+        ])
+        .unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"A\t2\tq")
+            .unwrap();
+        assert_eq!(read(&path, Record::parse).unwrap().len(), 2);
+        std::fs::write(&path, "A\t2\tq\nD\t1\t1\n").unwrap();
+        let err = read(&path, Record::parse).unwrap_err();
+        assert!(err.contains(":1:"), "{err}");
+        assert!(
+            read(&dir.path().join("none"), Record::parse)
+                .unwrap()
+                .is_empty()
+        );
+    }
+}
