@@ -1,0 +1,180 @@
+//! Runs the `handoff` example (the custody proof) with `kill -9` of the source and of the
+//! target at every protocol step, and of the redis-server after every step: each run must
+//! end with `custody: OK`, exit 0, and report at-least-once redeliveries only when a host
+//! that delivers was killed. Also: `--list-steps`, and bad options exit 2 without a panic.
+//!
+//! The example starts its own redis-server; outside CI a machine without one skips these
+//! tests with a printed reason, in CI it is a failure.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// Small enough for a debug build: about a second a run.
+const SMALL: &[&str] = &[
+    "--queues",
+    "2",
+    "--messages",
+    "2000",
+    "--rate",
+    "500",
+    "--max-delay-ms",
+    "500",
+];
+
+fn handoff() -> &'static PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test binary path");
+        // target/<profile>/deps/handoff_kills-<hash> -> target/<profile>/examples/handoff
+        let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile dir");
+        let target_dir = profile_dir.parent().expect("target dir");
+        let binary = profile_dir
+            .join("examples")
+            .join(format!("handoff{}", std::env::consts::EXE_SUFFIX));
+        // Usually built by `cargo test` already; a stale binary must not be tested.
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.args(["build", "-p", "tickwheel-redis", "--example", "handoff"]);
+        cargo.arg("--target-dir").arg(target_dir);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cargo.arg("--release");
+        }
+        let status = cargo
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build --example handoff failed");
+        binary
+    })
+}
+
+/// Whether a redis-server can be started; outside CI its absence skips the test.
+fn have_redis() -> bool {
+    if Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "redis-server is not installed (apt-get install redis-server)"
+    );
+    eprintln!("skipped: redis-server is not installed (apt-get install redis-server)");
+    false
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn steps() -> Vec<String> {
+    let out = Command::new(handoff())
+        .arg("--list-steps")
+        .output()
+        .expect("run --list-steps");
+    assert!(out.status.success());
+    text(&out.stdout).lines().map(str::to_string).collect()
+}
+
+/// Where the target's steps begin in `--list-steps`.
+fn first_target_step(all: &[String]) -> usize {
+    all.iter().position(|s| s == "claim").expect("a claim step")
+}
+
+/// Runs with the kills; the last line must say custody holds, and is returned.
+fn custody_ok(kills: &[String]) -> String {
+    let mut cmd = Command::new(handoff());
+    cmd.args(SMALL);
+    for k in kills {
+        cmd.args(["--kill", k]);
+    }
+    let out: Output = cmd.output().expect("run the handoff example");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let last = stdout.lines().last().unwrap_or_default().to_string();
+    assert!(
+        out.status.success() && last.starts_with("custody: OK ("),
+        "{kills:?}: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(
+        !stderr.contains("no process reached"),
+        "{kills:?}: a kill never happened\n{stderr}"
+    );
+    last
+}
+
+fn redeliveries(last: &str) -> u64 {
+    let n = last
+        .split("at-least-once redeliveries ")
+        .nth(1)
+        .and_then(|r| r.split(',').next());
+    n.and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no redelivery count in {last}"))
+}
+
+#[test]
+fn without_kills_custody_holds_and_nothing_is_delivered_twice() {
+    if !have_redis() {
+        return;
+    }
+    let last = custody_ok(&[]);
+    assert_eq!(redeliveries(&last), 0, "{last}");
+}
+
+#[test]
+fn kill_the_source_at_every_step() {
+    if !have_redis() {
+        return;
+    }
+    let all = steps();
+    for step in &all[..first_target_step(&all)] {
+        custody_ok(&[format!("source:{step}")]);
+    }
+}
+
+#[test]
+fn kill_the_target_at_every_step() {
+    if !have_redis() {
+        return;
+    }
+    let all = steps();
+    for step in &all[first_target_step(&all)..] {
+        custody_ok(&[format!("target:{step}")]);
+    }
+}
+
+#[test]
+fn kill_redis_after_every_step() {
+    if !have_redis() {
+        return;
+    }
+    for step in steps() {
+        custody_ok(&[format!("redis:{step}")]);
+    }
+}
+
+#[test]
+fn bad_options_exit_2_without_a_panic() {
+    for bad in [
+        &["--kill", "source"][..],
+        &["--kill", "source:nothing"],
+        &["--queues", "0"],
+        &["--messages", "many"],
+        &[
+            "--redis-url",
+            "redis://127.0.0.1:1/",
+            "--kill",
+            "redis:seal",
+        ],
+    ] {
+        let out = Command::new(handoff())
+            .args(bad)
+            .output()
+            .expect("run the handoff example");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{bad:?}: {stderr}");
+    }
+}
