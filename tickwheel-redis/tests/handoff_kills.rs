@@ -178,3 +178,65 @@ fn bad_options_exit_2_without_a_panic() {
         assert!(!stderr.contains("panicked"), "{bad:?}: {stderr}");
     }
 }
+
+/// Whether libfaketime is installed; outside CI its absence skips the test.
+fn have_faketime() -> bool {
+    let found = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/faketime/libfaketimeMT.so.1",
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).exists())
+        || std::env::var_os("FAKETIME_LIB").is_some();
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "libfaketime is not installed (apt-get install faketime)"
+        );
+        eprintln!("skipped: libfaketime is not installed (apt-get install faketime)");
+    }
+    found
+}
+
+/// The source 5 minutes ahead and the target 5 minutes behind (and the other way round):
+/// both hosts see the skew, and custody holds with no delivery before its deadline on the
+/// reference clock (the ledger checks each one) and imported deadlines within a tick.
+#[test]
+fn clock_skew_of_five_minutes_either_way() {
+    if !have_redis() || !have_faketime() {
+        return;
+    }
+    for (source, target) in [("+5m", "-5m"), ("-5m", "+5m")] {
+        let out = Command::new(handoff())
+            .args(SMALL)
+            .args(["--faketime", &format!("source={source}")])
+            .args(["--faketime", &format!("target={target}")])
+            .output()
+            .expect("run the handoff example");
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        let last = stdout.lines().last().unwrap_or_default();
+        assert!(
+            out.status.success() && last.starts_with("custody: OK ("),
+            "{source}/{target}: {last}\n{stderr}"
+        );
+        for (host, offset) in [("source", source), ("target", target)] {
+            let seen = format!("{host}#1: host clock {}300.0 s off", &offset[..1]);
+            assert!(
+                stderr.contains(&seen),
+                "{host} not skewed {offset}:\n{stderr}"
+            );
+        }
+        let shift = last
+            .split("largest import shift ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse::<i64>().ok())
+            .unwrap_or_else(|| panic!("no import shift in {last}"));
+        // One tick of the hosts' schedulers (1 ms) plus the rounding of the move.
+        assert!(
+            shift.abs() <= 1_000,
+            "imported deadlines moved {shift} µs: {last}"
+        );
+    }
+}

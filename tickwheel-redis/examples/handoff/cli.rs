@@ -46,6 +46,12 @@ pub struct Args {
     #[arg(long, value_name = "URL")]
     pub redis_url: Option<String>,
 
+    /// Run a host under libfaketime with this clock offset: `source=+5m`, `target=-5m`
+    /// (repeatable; needs Debian's `faketime`). Deadlines cross hosts on Redis `TIME`, so the
+    /// skew must not show in the ledger.
+    #[arg(long = "faketime", value_name = "ROLE=OFFSET")]
+    pub faketime: Vec<Skew>,
+
     /// Print the protocol's step names, one per line, and exit.
     #[arg(long)]
     pub list_steps: bool,
@@ -147,6 +153,44 @@ impl FromStr for Kill {
     }
 }
 
+/// A host's clock offset for libfaketime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skew {
+    pub role: Role,
+    /// libfaketime's relative offset, e.g. `+5m` or `-300`.
+    pub offset: String,
+}
+
+impl FromStr for Skew {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Skew, String> {
+        let Some((role, offset)) = s.split_once('=') else {
+            return Err(format!("`{s}` is not ROLE=OFFSET (e.g. source=+5m)"));
+        };
+        let role = match role {
+            "source" => Role::Source,
+            "target" => Role::Target,
+            other => return Err(format!("`{other}` is not a host: source or target")),
+        };
+        // libfaketime's relative form: a sign, digits, an optional unit.
+        let body = offset.strip_prefix(['+', '-']).unwrap_or("");
+        let digits = body.trim_end_matches(['s', 'm', 'h', 'd']);
+        if digits.is_empty()
+            || !digits.bytes().all(|b| b.is_ascii_digit())
+            || body.len() > digits.len() + 1
+        {
+            return Err(format!(
+                "`{offset}` is not an offset like +5m, -300s or +1h"
+            ));
+        }
+        Ok(Skew {
+            role,
+            offset: offset.to_string(),
+        })
+    }
+}
+
 /// Parses the command line; a bad option prints clap's message and exits 2.
 pub fn parse() -> Args {
     let args = Args::parse();
@@ -215,6 +259,14 @@ mod tests {
             }
         );
         assert_eq!(a.kills[1].to_string(), "redis:claim");
+        let a = parse(&["--faketime", "target=-300s"]).unwrap();
+        assert_eq!(
+            a.faketime[0],
+            Skew {
+                role: Role::Target,
+                offset: "-300s".into()
+            }
+        );
     }
 
     #[test]
@@ -228,6 +280,10 @@ mod tests {
             &["--messages", "-3"],
             &["--redis-url", "redis://x", "--kill", "redis:seal"],
             &["--role", "source"],
+            &["--faketime", "source"],
+            &["--faketime", "redis=+5m"],
+            &["--faketime", "source=5m"],
+            &["--faketime", "source=+5mm"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?} was accepted");
         }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tickwheel::sync::Scheduler;
 
@@ -71,13 +71,27 @@ impl RefClock {
         }
     }
 
-    /// The system clock as the reference (until a host reads Redis `TIME`).
-    pub fn system() -> RefClock {
-        let local = Instant::now();
-        let us = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        RefClock::anchor(local, us)
+    /// Anchors on Redis `TIME`, the one clock every host reads the same (host clocks may be
+    /// skewed: only their rates are trusted, for the short life of a run).
+    pub fn from_redis(url: &str) -> Result<RefClock, String> {
+        let client = redis::Client::open(url).map_err(|e| fail("redis url", e))?;
+        let mut last = String::new();
+        // A server being restarted (a `redis:STEP` kill) answers again within seconds.
+        for _ in 0..50 {
+            match client.get_connection() {
+                Ok(mut c) => {
+                    let local = Instant::now();
+                    let (secs, us): (u64, u64) = redis::cmd("TIME")
+                        .query(&mut c)
+                        .map_err(|e| fail("redis TIME", e))?;
+                    let reference = secs.saturating_mul(1_000_000).saturating_add(us);
+                    return Ok(RefClock::anchor(local, reference));
+                }
+                Err(e) => last = e.to_string(),
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!("redis unreachable: {last}"))
     }
 
     pub fn reference_us(&self, at: Instant) -> u64 {
@@ -232,16 +246,26 @@ impl Host {
 }
 
 /// Runs a host process to its end; the error is printed by the caller (exit 1).
-pub fn run(cfg: Config) -> Result<(), String> {
+pub fn run(cfg: Config, url: &str) -> Result<(), String> {
     let gates = Gates::from_stdin();
     let role = cfg.role;
-    let host = Host::open(cfg, RefClock::system(), gates)?;
+    let host = Host::open(cfg, RefClock::from_redis(url)?, gates)?;
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i128);
+    let off = (wall - i128::from(host.clock.reference_us(Instant::now()))) as f64 / 1e6;
+    crate::say!(
+        "{}#{}: host clock {off:+.1} s off the reference clock",
+        host.cfg.name,
+        host.cfg.boot
+    );
     let held = host.holdings()?;
     let reloaded = host.reload(&held)?;
     if reloaded > 0 {
-        eprintln!(
+        crate::say!(
             "{}#{}: reloaded {reloaded} timers from the spool",
-            host.cfg.name, host.cfg.boot
+            host.cfg.name,
+            host.cfg.boot
         );
     }
     let dispatcher = {

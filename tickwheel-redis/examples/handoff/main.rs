@@ -7,6 +7,17 @@
 //! failed), 2 bad options or no redis-server.
 #![forbid(unsafe_code)]
 
+/// A progress line on standard error in one write, so that the lines of the parent and its
+/// children (which share the stream) never interleave within a line.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let line = format!("{}\n", format_args!($($arg)*));
+        let _ = std::io::stderr().write_all(line.as_bytes());
+    }};
+}
+
 mod cli;
 mod host;
 mod ledger;
@@ -30,9 +41,13 @@ fn main() -> ExitCode {
     }
     if let Some(role) = args.role {
         // `cli::check` made sure a child has all of these.
-        let (Some(name), Some(boot), Some(dir)) = (args.name.clone(), args.boot, args.dir.clone())
-        else {
-            cli::usage("a child needs --name, --boot and --dir");
+        let (Some(name), Some(boot), Some(dir), Some(url)) = (
+            args.name.clone(),
+            args.boot,
+            args.dir.clone(),
+            args.redis_url.clone(),
+        ) else {
+            cli::usage("a child needs --name, --boot, --dir and --redis-url");
         };
         let cfg = host::Config {
             role: role.into(),
@@ -45,7 +60,7 @@ fn main() -> ExitCode {
             max_delay: Duration::from_millis(args.max_delay_ms),
         };
         let label = format!("{}#{}", cfg.name, cfg.boot);
-        return match host::run(cfg) {
+        return match host::run(cfg, &url) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("{label}: {e}");

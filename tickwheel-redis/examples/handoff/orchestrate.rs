@@ -77,7 +77,7 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
     run.drive()?;
     if !run.kills.is_empty() {
         let left: Vec<String> = run.kills.iter().map(ToString::to_string).collect();
-        eprintln!("note: no process reached {}", left.join(", "));
+        crate::say!("note: no process reached {}", left.join(", "));
     }
     let verdict = ledger::check(&run.inputs()?);
     println!("{}", verdict.last_line());
@@ -90,7 +90,14 @@ impl Run<'_> {
         self.boots.insert(name.to_string(), boot);
         let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
         let a = self.args;
-        let mut child = Command::new(exe)
+        let mut cmd = Command::new(exe);
+        if let Some(skew) = a.faketime.iter().find(|s| s.role == role) {
+            // The library itself, not the `faketime` wrapper: the PID must be the host's.
+            cmd.env("LD_PRELOAD", faketime_lib()?)
+                .env("FAKETIME", &skew.offset)
+                .env("FAKETIME_NO_CACHE", "1");
+        }
+        let mut child = cmd
             .args([
                 "--role",
                 role.name(),
@@ -128,7 +135,7 @@ impl Run<'_> {
             }
             let _ = tx.send((who, boot, Event::Closed));
         });
-        eprintln!("{name}#{boot}: started (pid {})", child.id());
+        crate::say!("{name}#{boot}: started (pid {})", child.id());
         self.procs.insert(
             name.to_string(),
             Proc {
@@ -193,14 +200,14 @@ impl Run<'_> {
                         .strip_prefix("moved ")
                         .or(line.strip_prefix("imported "))
                     {
-                        eprintln!("{name}#{boot}: {} {q}", &line[..line.len() - q.len() - 1]);
+                        crate::say!("{name}#{boot}: {} {q}", &line[..line.len() - q.len() - 1]);
                     }
                 }
                 Event::Closed => self.closed(&name)?,
             }
             if !finishing && all.len() == 2 {
                 finishing = true;
-                eprintln!("every queue moved: finishing");
+                crate::say!("every queue moved: finishing");
                 for n in ["source", "target"] {
                     self.send(n, "finish");
                 }
@@ -215,7 +222,7 @@ impl Run<'_> {
             let Some(mut p) = self.procs.remove(name) else {
                 return Ok(());
             };
-            eprintln!("{name}#{}: kill -9 at {step}", p.boot);
+            crate::say!("{name}#{}: kill -9 at {step}", p.boot);
             let _ = p.child.kill();
             let _ = p.child.wait();
             self.killed.insert((name.to_string(), p.boot));
@@ -224,7 +231,7 @@ impl Run<'_> {
         if self.take_kill(Who::Redis, step)
             && let Some(s) = self.server.as_mut()
         {
-            eprintln!("redis-server: kill -9 after {name}'s {step}, restart from its AOF");
+            crate::say!("redis-server: kill -9 after {name}'s {step}, restart from its AOF");
             s.restart().map_err(|e| e.to_string())?;
         }
         self.send(name, "go");
@@ -270,6 +277,25 @@ impl Run<'_> {
         let _ = queue_names(self.args.queues);
         Ok(inputs)
     }
+}
+
+/// Debian's libfaketime (multi-threaded flavour), or `$FAKETIME_LIB`.
+fn faketime_lib() -> Result<std::path::PathBuf, String> {
+    if let Some(p) = std::env::var_os("FAKETIME_LIB") {
+        return Ok(p.into());
+    }
+    let candidates = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+        "/usr/lib/faketime/libfaketimeMT.so.1",
+    ];
+    candidates
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.exists())
+        .ok_or_else(|| {
+            "--faketime needs libfaketime (apt-get install faketime) or FAKETIME_LIB".into()
+        })
 }
 
 fn parse_report(r: &str) -> Option<(usize, usize)> {
