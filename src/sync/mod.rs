@@ -156,6 +156,9 @@ mod builder;
 mod dispatcher;
 mod done;
 mod due;
+mod freeze;
+#[cfg(test)]
+mod freeze_tests;
 mod hash;
 #[cfg(test)]
 mod model;
@@ -170,6 +173,7 @@ mod types;
 pub use builder::{MAX_SHARDS, SchedulerBuilder};
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};
+pub use freeze::{Frozen, FrozenEntry, Imported, Retried, RetryError};
 pub use scheduler::Scheduler;
 #[cfg(feature = "tokio")]
 pub(crate) use signal::PollerId;
