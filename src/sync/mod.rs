@@ -165,6 +165,10 @@ mod model;
 mod scheduler;
 mod shard;
 mod signal;
+#[cfg(feature = "serde")]
+pub mod snapshot;
+#[cfg(all(test, feature = "serde"))]
+mod snapshot_tests;
 #[cfg(test)]
 mod tests;
 mod trash;
