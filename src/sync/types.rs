@@ -195,7 +195,9 @@ pub struct SchedulerStats {
     /// shard's wheel by a `pop_due` that did not take them — because it stopped at its
     /// `limit` (it looks at the next due timer of every shard to merge them, so it leaves up
     /// to one such timer per shard), or because an earlier `pop_due` with a later `now` had
-    /// already advanced that wheel past the timer's deadline.
+    /// already advanced that wheel past the timer's deadline; and forwarded timers made
+    /// pending again by [`Scheduler::unfreeze_queue`](super::Scheduler::unfreeze_queue),
+    /// whatever their deadline.
     ///
     /// **Depends on the shard count** (and on the history of `pop_due` calls), not only on
     /// which timers are pending: the same calls on 1 and on 8 shards can give different

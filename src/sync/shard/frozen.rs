@@ -138,7 +138,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                 let q = self.queue_rec_mut(rec);
                 q.forwarded -= 1;
                 q.pending += 1;
-                self.file(index);
+                // Staged, not filed: it keeps its old `seq`, and the wheel gives equal ticks
+                // in insertion order, which for it would not be `seq` order (the staged set
+                // is ordered by `(tick, seq)` and takes any deadline).
+                self.stage(index);
                 count += 1;
             }
             index = next;
