@@ -236,7 +236,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Due<Q, K, T> {
     /// let sched = Scheduler::builder().origin(t0).build();
     /// sched.schedule("q", 7, t0, "try 1").unwrap();
     /// let due = sched.pop_due(t0, 1).next().unwrap();
-    /// let backoff = t0 + Duration::from_secs(30);
+    /// let backoff = t0 + Duration::from_millis(30);
     /// assert_eq!(due.retry_at(backoff), Ok(Retried::Pending));
     /// assert_eq!((sched.len(), sched.in_flight_len()), (1, 0));
     /// assert_eq!(sched.next_deadline(), Some(backoff));
