@@ -302,9 +302,10 @@ fn ping(port: u16) -> bool {
     if stream.write_all(b"PING\r\n").is_err() {
         return false;
     }
-    let mut buf = [0u8; 7];
-    // "-LOADING" while the AOF loads: not ready yet.
-    stream.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    let mut buf = [0u8; 64];
+    let n = stream.read(&mut buf).unwrap_or(0);
+    // "-LOADING" while the AOF loads: not ready yet. "-NOAUTH": up, with a password set.
+    buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH")
 }
 
 #[cfg(test)]
