@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 pub const CHUNK_VERSION: u32 = 1;
 
 /// Entries per chunk by default: keeps one `append` script call well under a millisecond of
-/// Redis time for small values (see PERFORMANCE.md for the measurement).
+/// Redis time for small values.
 pub const DEFAULT_CHUNK_ENTRIES: usize = 1000;
 
 // STAND-IN for `tickwheel::sync::SnapshotEntry<K, T>` (feature `serde`), which has exactly
