@@ -16,19 +16,9 @@ pub const CHUNK_VERSION: u32 = 1;
 /// Redis time for small values.
 pub const DEFAULT_CHUNK_ENTRIES: usize = 1000;
 
-// STAND-IN for `tickwheel::sync::SnapshotEntry<K, T>` (feature `serde`), which has exactly
-// these fields. When the core crate provides it, replace this struct with
-// `pub use tickwheel::sync::SnapshotEntry;` — the encoding does not change.
-/// One timer in a chunk: its id, its deadline on the reference clock and its value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnapshotEntry<K, T> {
-    /// The timer's id.
-    pub id: K,
-    /// The deadline, µs since the Unix epoch on the reference clock (Redis `TIME`).
-    pub deadline_us: u64,
-    /// The timer's value.
-    pub value: T,
-}
+/// One timer in a chunk: the core crate's snapshot entry (id, deadline in µs on the
+/// reference clock, value).
+pub use tickwheel::sync::snapshot::SnapshotEntry;
 
 /// One chunk of an offer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
