@@ -39,11 +39,12 @@
 
 use std::hash::Hash;
 use std::ops::{Deref, DerefMut};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, MutexGuard};
 
+use super::scheduler::Inner;
 use super::shard::ShardState;
 use super::trash::Trash;
 
@@ -61,7 +62,18 @@ pub(crate) struct Shard<Q, K, T> {
     /// `pop_due` reads it, and it is written only when it changes (by a `pop_due`, or by a
     /// producer whose deadline is earlier than every pending one here).
     due_from: Padded<DueBound>,
-    done: Arc<Padded<DoneList>>,
+    done: Arc<Padded<DoneHome<Q, K, T>>>,
+}
+
+/// What a `Due` holds of its shard: the done list, and a weak link to the scheduler's shared
+/// state, which `Due::retry_at` upgrades (only then: a `Due` that is simply dropped touches
+/// no count of the shared state, whose line the producers read).
+#[derive(Debug)]
+pub(crate) struct DoneHome<Q, K, T> {
+    pub(crate) list: DoneList,
+    pub(crate) owner: Weak<Inner<Q, K, T>>,
+    /// This shard's index in `owner`.
+    pub(crate) shard: usize,
 }
 
 /// A shard's published due bound, and how many times it was lowered: a reader that sees
@@ -131,7 +143,8 @@ impl<T> Deref for Padded<T> {
 pub(crate) struct DoneList(Mutex<Vec<u32>>);
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
-    pub(crate) fn new() -> Self {
+    /// Shard `shard` of the scheduler state `owner` (being built: see `Arc::new_cyclic`).
+    pub(crate) fn new(owner: Weak<Inner<Q, K, T>>, shard: usize) -> Self {
         let state = ShardState::new();
         Shard {
             due_from: Padded(DueBound {
@@ -139,7 +152,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
                 lowered: AtomicU64::new(0),
             }),
             state: Mutex::new(state),
-            done: Arc::default(),
+            done: Arc::new(Padded(DoneHome {
+                list: DoneList::default(),
+                owner,
+                shard,
+            })),
         }
     }
 
@@ -150,7 +167,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
         let mut trash = Trash::new();
         let result = {
             let mut state = self.lock_unsettled();
-            self.done.settle(&mut state, &mut trash);
+            self.done.list.settle(&mut state, &mut trash);
             f(&mut state)
         };
         drop(trash);
@@ -163,7 +180,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
         self.with(|state| {
             state.shrink_to_fit();
             // Settled just now: the list holds only what was pushed since (a leaf lock).
-            self.done.0.0.lock().shrink_to_fit();
+            self.done.list.0.lock().shrink_to_fit();
         });
     }
 
@@ -172,14 +189,17 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     /// too. Settles first (the state is counted as every observer sees it).
     pub(crate) fn bytes_held(&self) -> usize {
         let state = self.with(|state| state.bytes_held());
-        let list = self.done.0.0.lock().capacity() * std::mem::size_of::<u32>();
-        state + list + std::mem::size_of::<Padded<DoneList>>() + 2 * std::mem::size_of::<usize>()
+        let list = self.done.list.0.lock().capacity() * std::mem::size_of::<u32>();
+        state
+            + list
+            + std::mem::size_of::<Padded<DoneHome<Q, K, T>>>()
+            + 2 * std::mem::size_of::<usize>()
     }
 
     /// Locks the state without settling, for the operations that settle through the
     /// returned list only if they meet an in-flight id.
     pub(crate) fn lock_lazy(&self) -> (StateGuard<'_, Q, K, T>, &DoneList) {
-        (self.lock_unsettled(), &self.done.0)
+        (self.lock_unsettled(), &self.done.list)
     }
 
     /// Locks the state and nothing else (a dropped batch putting timers back: it touches
@@ -209,7 +229,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     /// drops after the lock): for `pop_due`'s merge, which takes its shards' locks once.
     pub(crate) fn lock_settled(&self, trash: &mut Trash<Q, K>) -> StateGuard<'_, Q, K, T> {
         let mut state = self.lock_unsettled();
-        self.done.settle(&mut state, trash);
+        self.done.list.settle(&mut state, trash);
         state
     }
 
@@ -225,12 +245,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     #[cfg(test)]
     pub(crate) fn inspect<R>(&self, f: impl FnOnce(&ShardState<Q, K, T>, &[u32]) -> R) -> R {
         let state = self.state.lock();
-        let done = self.done.0.0.lock();
+        let done = self.done.list.0.lock();
         f(&state, &done)
     }
 
     /// The done list, for a `Due` to hold.
-    pub(crate) fn done_list(&self) -> Arc<Padded<DoneList>> {
+    pub(crate) fn done_list(&self) -> Arc<Padded<DoneHome<Q, K, T>>> {
         Arc::clone(&self.done)
     }
 }

@@ -8,7 +8,10 @@
 //!   shard lock for that: it puts its entry on the shard's done list, which the shard
 //!   settles before anything can tell (see `done.rs`);
 //! - a [`DueBatch`] dropped with items not yet taken (a handler panicked, the dispatcher
-//!   stopped) puts them back: pending again, due, deadline and order unchanged.
+//!   stopped) puts them back: pending again, due, deadline and order unchanged — or
+//!   forwarded, if their queue is frozen (see `Scheduler::freeze_queue`);
+//! - [`Due::retry_at`] puts its timer back as pending with a new deadline (or forwarded),
+//!   in one critical section of its shard.
 //!
 //! A batch holds an `Arc` of the scheduler's shared state, and a `Due` one of its shard's
 //! done list, so both stay valid after the `Scheduler` handle itself is dropped.
@@ -20,7 +23,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::done::{DoneList, Padded};
+use super::done::{DoneHome, Padded};
+use super::freeze::{Retried, RetryError};
 use super::scheduler::Inner;
 use super::shard::Popped;
 use super::trash::Trash;
@@ -64,17 +68,18 @@ pub struct DueBatch<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
 pub struct Due<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     at: Instant,
     value: T,
+    id: K,
+    queue: Q,
     flight: FlightGuard<Q, K, T>,
 }
 
 /// Ends the in-flight state when dropped (a `Due` cannot have `Drop` itself, or
-/// `into_value` could not move the value out): puts the entry on its shard's done list.
-struct FlightGuard<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
-    done: Arc<Padded<DoneList>>,
+/// `into_value` and `retry_at` could not move its fields out): puts the entry on its
+/// shard's done list. `retry_at` disarms it (takes `done`) and ends the state itself.
+struct FlightGuard<Q, K, T> {
+    done: Option<Arc<Padded<DoneHome<Q, K, T>>>>,
     /// The timer's entry in its shard.
     entry: u32,
-    id: K,
-    queue: Q,
     _values: PhantomData<fn() -> T>,
 }
 
@@ -103,11 +108,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Iterator for DueBatch<Q, K, 
         Some(Due {
             at: timer.at,
             value: timer.value,
+            id,
+            queue: timer.queue,
             flight: FlightGuard {
-                done: self.inner.shards[shard].done_list(),
+                done: Some(self.inner.shards[shard].done_list()),
                 entry,
-                id,
-                queue: timer.queue,
                 _values: PhantomData,
             },
         })
@@ -121,7 +126,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Iterator for DueBatch<Q, K, 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ExactSizeIterator for DueBatch<Q, K, T> {}
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueBatch<Q, K, T> {
-    /// Puts every untaken timer back: pending, due, with its deadline and place unchanged.
+    /// Puts every untaken timer back: pending, due, with its deadline and place unchanged;
+    /// forwarded instead if its queue is frozen in its shard.
     /// Locks one shard at a time, in ascending order; the batch's copies of the ids are
     /// dropped after each lock. Never panics.
     fn drop(&mut self) {
@@ -161,12 +167,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> fmt::Debug for DueBatch<Q, K
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Due<Q, K, T> {
     /// The queue the timer was scheduled in.
     pub fn queue(&self) -> &Q {
-        &self.flight.queue
+        &self.queue
     }
 
     /// The timer's id (in flight while this `Due` lives).
     pub fn id(&self) -> &K {
-        &self.flight.id
+        &self.id
     }
 
     /// The deadline exactly as given to `schedule` or `reschedule` (not rounded to a tick).
@@ -203,6 +209,57 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Due<Q, K, T> {
     pub fn into_value(self) -> T {
         self.value
     }
+
+    /// Retries the timer: puts it back as pending in its queue, due at `at`, in one step
+    /// under its shard's lock — so no other operation ever sees it absent (a `schedule` of
+    /// the id in between is not possible, as it would be with `into_value` followed by
+    /// `schedule`). It gets a new place in schedule order (behind timers already pending
+    /// with the same deadline tick), as [`Scheduler::reschedule`](super::Scheduler::reschedule)
+    /// gives. `at` is taken as by `schedule`: rounded up to a tick, never firing if its tick
+    /// saturates. O(1); locks one shard; wakes a poller that sleeps past `at`.
+    ///
+    /// If its queue is frozen ([`Scheduler::freeze_queue`](super::Scheduler::freeze_queue)),
+    /// the timer is forwarded instead, with the new deadline: [`Retried::Forwarded`], and
+    /// [`Scheduler::take_forwarded`](super::Scheduler::take_forwarded) hands it to the
+    /// handoff. Either way it stays in the scheduler: never lost, never doubled.
+    ///
+    /// # Errors
+    ///
+    /// [`RetryError::Closed`] with the value when the scheduler is gone (every `Scheduler`
+    /// handle and `DueBatch` of it dropped); the timer has then ended as delivered.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tickwheel::sync::{Retried, Scheduler};
+    ///
+    /// let t0 = Instant::now();
+    /// let sched = Scheduler::builder().origin(t0).build();
+    /// sched.schedule("q", 7, t0, "try 1").unwrap();
+    /// let due = sched.pop_due(t0, 1).next().unwrap();
+    /// let backoff = t0 + Duration::from_millis(30);
+    /// assert_eq!(due.retry_at(backoff), Ok(Retried::Pending));
+    /// assert_eq!((sched.len(), sched.in_flight_len()), (1, 0));
+    /// assert_eq!(sched.next_deadline(), Some(backoff));
+    /// ```
+    pub fn retry_at(mut self, at: Instant) -> Result<Retried, RetryError<T>> {
+        let Some(inner) = self.flight.done.as_ref().and_then(|d| d.owner.upgrade()) else {
+            // The guard, still armed, ends the in-flight state of a scheduler that is gone.
+            return Err(RetryError::Closed(self.value));
+        };
+        let Some(home) = self.flight.done.take() else {
+            return Err(RetryError::Closed(self.value));
+        };
+        let Due {
+            at: _,
+            value,
+            id,
+            queue,
+            flight,
+        } = self;
+        let result = inner.retry(home.shard, flight.entry, id, queue, value, at);
+        drop((home, inner));
+        result
+    }
 }
 
 impl<Q, K, T> fmt::Debug for Due<Q, K, T>
@@ -213,16 +270,18 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Due")
-            .field("queue", &self.flight.queue)
-            .field("id", &self.flight.id)
+            .field("queue", &self.queue)
+            .field("id", &self.id)
             .field("deadline", &self.at)
             .field("value", &self.value)
             .finish()
     }
 }
 
-impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for FlightGuard<Q, K, T> {
+impl<Q, K, T> Drop for FlightGuard<Q, K, T> {
     fn drop(&mut self) {
-        self.done.push(self.entry);
+        if let Some(done) = self.done.take() {
+            done.list.push(self.entry);
+        }
     }
 }

@@ -12,26 +12,52 @@
 //! one state:
 //!
 //! ```text
-//!                schedule                    pop_due                 Due dropped
-//!   (absent) ────────────────▶ PENDING ───────────────▶ IN FLIGHT ─────────────▶ (absent)
-//!       ▲                      │  ▲  │ reschedule            │       or into_value
-//!       │   cancel / drain     │  │  └────┘                  │      = delivered
-//!       └──────────────────────┘  └──────────────────────────┘
-//!          = returned to caller      DueBatch dropped with the item untaken
-//!                                    (back to pending, due, deadline unchanged)
+//!              schedule, import              pop_due               Due dropped or into_value
+//!   (absent) ─────────────────▶ PENDING ──────────────▶ IN FLIGHT ─────────────▶ (absent)
+//!                               │ ▲ ▲ │ reschedule        │   │                  = delivered
+//!   cancel, drain, freeze_queue │ │ │ └────┘              │   │
+//!   = returned to the caller ◀──┘ │ └─────────────────────┘   │ the same, while its
+//!                                 │  DueBatch dropped with    │ queue is frozen
+//!                  unfreeze_queue │  the item untaken, or     ▼
+//!                                 │  Due::retry_at       FORWARDED ──▶ take_forwarded,
+//!                                 └─────────────────────────┘          cancel, drain
+//!                                                                      = returned
 //! ```
 //!
-//! | operation | pending id | in-flight id | absent id |
-//! |---|---|---|---|
-//! | `schedule` | `Err(Pending)` | `Err(InFlight)` | becomes pending |
-//! | `reschedule` | moved | `Err(InFlight)` | `Err(NotFound)` |
-//! | `cancel` | `Cancelled(value)`, absent | `InFlight`, unchanged | `NotFound` |
-//! | `drain_queue` | in `cancelled`, absent | in `in_flight`, unchanged | — |
-//! | `pop_due` | in flight, if due | — | — |
+//! | operation | pending id | forwarded id | in-flight id | absent id |
+//! |---|---|---|---|---|
+//! | `schedule` | `Err(Pending)` | `Err(Pending)` | `Err(InFlight)` | pending |
+//! | `import` | in `present` | in `present` | in `present` | pending |
+//! | `reschedule` | moved | `Err(Frozen)` | `Err(InFlight)` | `Err(NotFound)` |
+//! | `cancel` | `Cancelled(value)`, absent | `Cancelled(value)`, absent | `InFlight`, unchanged | `NotFound` |
+//! | `drain_queue` | in `cancelled`, absent | in `cancelled`, absent | in `in_flight`, unchanged | — |
+//! | `freeze_queue` | in `pending`, absent | unchanged | in `in_flight`, unchanged | — |
+//! | `take_forwarded` | — | taken, absent | — | — |
+//! | `unfreeze_queue` | — | pending | — | — |
+//! | `pop_due` | in flight, if due | — (never due) | — | — |
+//! | `Due::retry_at` | — | — | pending (forwarded if frozen) | — |
 //!
-//! **Exactly once.** Every timer accepted by `schedule` ends exactly once, in one of two
-//! ways: *delivered* — its `Due` came out of `pop_due` and was dropped or consumed — or
-//! *returned* — its value came back from `cancel` or in `Drained::cancelled`. Never both,
+//! Into a frozen queue, `schedule` is `Err(Frozen)` and `import` puts the entry in
+//! `refused`, whatever the id's state (checked first, in the id's shard).
+//!
+//! **Frozen queues** (for moving a queue to another host; see
+//! [`Scheduler::freeze_queue`]). A freeze marks the queue in each shard and, under the same
+//! lock, takes its pending members there; while the mark stays nothing of the queue is
+//! pending in that shard: `schedule` and `import` into it are refused with the value back,
+//! and a member that comes back from the dispatcher — `Due::retry_at`, or a `DueBatch`
+//! dropped with it untaken — is **forwarded**: held with its value, never due, until
+//! `take_forwarded` hands it over or `unfreeze_queue` makes it pending again. Forwarded
+//! timers are in the scheduler's custody, so they count like pending ones in `len`,
+//! `queue_len`, `stats().pending` and `queues()` (and on their own in
+//! `stats().forwarded`), not in `next_deadline` or `in_flight_len`; `cancel` and
+//! `drain_queue` return them (a drain of a frozen queue finds nothing else pending, and
+//! reports its in-flight members as usual). `queue_in_flight` lists what a handoff waits for.
+//!
+//! **Exactly once.** Every timer accepted by `schedule` (or `import`) ends exactly once, in
+//! one of two ways: *delivered* — its `Due` came out of `pop_due` and was dropped or
+//! consumed — or *returned* — its value came back from `cancel`, in `Drained::cancelled`,
+//! in `Frozen::pending` or from `take_forwarded` (a `Due::retry_at` does not end it: the
+//! timer stays, pending or forwarded). Never both,
 //! never neither: the only way out of pending is a transition made under the shard lock,
 //! each transition removes the id from the state it leaves, and nothing but the `Due`
 //! ends the in-flight state. (A done `Due` puts its timer on its shard's *done list*,
@@ -90,7 +116,8 @@
 //! calls the scheduler is fine: values are moved, never dropped, in there, and what a
 //! locked operation removes of ids and queue names — the shard's copies of the id and the
 //! queue name of a timer cancelled, drained, refused by `schedule` or finished by a settle,
-//! of an empty queue's name, and a put-back item's id — is moved into a buffer (`Trash`)
+//! of an empty queue's name, a put-back or retried item's id, and a lifted freeze mark — is
+//! moved into a buffer (`Trash`)
 //! that the operation drops after releasing the lock. No code of `Q`, `K` or `T` runs under
 //! a done-list lock. The signal's lock is held while a stored task `Waker` is cloned,
 //! compared or replaced (the async runtime's code, not `Q`, `K` or `T`).
@@ -127,9 +154,11 @@
 //! primitives would need a shim layer through every module. Instead, a test-only
 //! **exhaustive-interleaving harness** checks it:
 //! it enumerates every interleaving of small per-thread step sequences — schedule,
-//! reschedule, cancel, `pop_due`, taking and dropping `Due`s, dropping a half-taken batch,
-//! and each shard's step of a drain — replaying each on a real scheduler, checking every
-//! step's answer against a sequential model, and checking exactly-once at the end.
+//! reschedule, cancel, `pop_due`, taking, dropping and retrying `Due`s, dropping a
+//! half-taken batch, and each shard's step of a drain, a freeze, a `take_forwarded` and an
+//! unfreeze — replaying each on a real scheduler, checking every step's answer against a
+//! sequential model, and checking exactly-once at the end (no timer both delivered and
+//! handed over, none left out).
 //!
 //! Its unit of interleaving is the critical section, the real unit here: all shared state
 //! is touched only under a shard lock or a done-list lock, and each step above is one
@@ -156,12 +185,19 @@ mod builder;
 mod dispatcher;
 mod done;
 mod due;
+mod freeze;
+#[cfg(test)]
+mod freeze_tests;
 mod hash;
 #[cfg(test)]
 mod model;
 mod scheduler;
 mod shard;
 mod signal;
+#[cfg(feature = "serde")]
+pub mod snapshot;
+#[cfg(all(test, feature = "serde"))]
+mod snapshot_tests;
 #[cfg(test)]
 mod tests;
 mod trash;
@@ -170,6 +206,7 @@ mod types;
 pub use builder::{MAX_SHARDS, SchedulerBuilder};
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};
+pub use freeze::{Frozen, FrozenEntry, Imported, Retried, RetryError};
 pub use scheduler::Scheduler;
 #[cfg(feature = "tokio")]
 pub(crate) use signal::PollerId;

@@ -4,7 +4,6 @@ use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use hashbrown::HashSet;
@@ -13,7 +12,7 @@ use super::builder::SchedulerBuilder;
 use super::done::{Padded, Shard};
 use super::hash::{ShardHasher, shard_of_hash};
 use super::shard::{ShardState, Timer};
-use super::signal::{PollerId, Signal};
+use super::signal::Signal;
 use super::trash::Trash;
 use super::types::{Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};
 use crate::clock::TickClock;
@@ -91,16 +90,17 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 
     /// A scheduler with `shards` shards (already validated) and this clock.
     pub(crate) fn with_settings(shards: usize, clock: TickClock) -> Self {
-        let inner = Inner {
-            shards: (0..shards).map(|_| Padded(Shard::new())).collect(),
+        // Cyclic: each shard's done list links back (weakly) for `Due::retry_at`.
+        let inner = Arc::new_cyclic(|owner| Inner {
+            shards: (0..shards)
+                .map(|index| Padded(Shard::new(owner.clone(), index)))
+                .collect(),
             signal: Arc::new(Signal::default()),
             hasher: BuildHasherDefault::default(),
             clock,
             seq: Padded(AtomicU64::new(0)),
-        };
-        Scheduler {
-            inner: Arc::new(inner),
-        }
+        });
+        Scheduler { inner }
     }
 
     /// Adds a timer: `id`, in `queue`, due at `at`, carrying `value`. O(1) expected; locks the
@@ -316,17 +316,20 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             .and_then(|s| s.with(|state| state.earliest()))
     }
 
-    /// Pending timers, due ones included; not those in flight. O(shards).
+    /// Pending timers, due ones included, and forwarded ones (timers of frozen queues that
+    /// came back from the dispatcher, waiting for [`take_forwarded`](Self::take_forwarded):
+    /// they are in the scheduler's custody); not those in flight. O(shards).
     pub fn len(&self) -> usize {
-        self.sum(ShardState::pending_len)
+        self.sum(|s| s.pending_len() + s.forwarded_len())
     }
 
-    /// Whether no timer is pending (timers may still be in flight). O(shards).
+    /// Whether no timer is pending or forwarded (timers may still be in flight). O(shards).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Pending timers in `queue`, not counting those in flight. O(shards).
+    /// Pending timers in `queue`, forwarded ones included (see [`len`](Self::len)), not
+    /// counting those in flight. O(shards).
     pub fn queue_len(&self, queue: &Q) -> usize {
         self.sum(|s| s.queue_len(queue))
     }
@@ -403,7 +406,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         };
         for shard in self.inner.shards.iter() {
             shard.with(|shard| {
-                stats.pending += shard.pending_len();
+                stats.pending += shard.pending_len() + shard.forwarded_len();
+                stats.forwarded += shard.forwarded_len();
                 stats.due_waiting += shard.staged_len();
                 stats.in_flight += shard.in_flight_len();
                 add_wheel_stats(&mut stats.wheel, shard.wheel_stats());
@@ -474,72 +478,6 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner.clock.resolution()
     }
 
-    /// The instant of tick 0. For the async layer, which shares the scheduler's clock.
-    #[allow(dead_code)] // used by src/tokio (feature "tokio")
-    pub(crate) fn clock_origin(&self) -> Instant {
-        self.inner.clock.origin()
-    }
-
-    /// The tick a deadline at `at` files under (rounded up; see `TickClock::deadline_tick`).
-    #[allow(dead_code)] // used by src/tokio (feature "tokio")
-    pub(crate) fn deadline_tick(&self, at: Instant) -> u64 {
-        self.inner.clock.deadline_tick(at)
-    }
-
-    /// The tick `now` falls in (rounded down); `None` before the origin.
-    #[allow(dead_code)] // used by src/tokio (feature "tokio")
-    pub(crate) fn now_tick(&self, now: Instant) -> Option<u64> {
-        self.inner.clock.now_tick(now)
-    }
-
-    /// The instant tick `tick` starts at (saturating far in the future).
-    pub(crate) fn tick_instant(&self, tick: u64) -> Instant {
-        self.inner.clock.instant_saturating(tick)
-    }
-
-    /// A new async poller id, for [`arm_waker`](Self::arm_waker) and
-    /// [`forget_waker`](Self::forget_waker): each `DueStream` takes one.
-    #[allow(dead_code)] // used by src/tokio (feature "tokio")
-    pub(crate) fn new_poller(&self) -> PollerId {
-        self.inner.signal.new_poller()
-    }
-
-    /// Registers an async poller's waker under its id, replacing the one it registered
-    /// before. It is woken (once; register again on every poll) by the next `schedule`,
-    /// `reschedule` or dropped `DueBatch` that may make the earliest deadline earlier —
-    /// since this call knows no target, that is any of them — and by `notify`s such as a
-    /// dispatcher shutdown. Register *before* calling `pop_due`/`next_deadline`, so nothing
-    /// added in between is missed. [`arm_waker`](Self::arm_waker) is the precise variant.
-    #[allow(dead_code)] // used by src/tokio (feature "tokio")
-    pub(crate) fn register_waker(&self, poller: PollerId, waker: &Waker) {
-        self.inner.signal.arm_waker(poller, waker);
-    }
-
-    /// Registers the waker like [`register_waker`](Self::register_waker), computes the
-    /// earliest deadline, and returns it: the poller sleeps until then (forever on `None`)
-    /// and is woken only by a deadline earlier than that. No lost wakeup: see `signal.rs`.
-    #[allow(dead_code)] // used by src/tokio (feature "tokio")
-    pub(crate) fn arm_waker(&self, poller: PollerId, waker: &Waker) -> Option<Instant> {
-        self.inner.signal.arm_waker(poller, waker);
-        let target = self.earliest_tick();
-        self.inner.signal.lower(target);
-        target.map(|tick| self.tick_instant(tick))
-    }
-
-    /// An async poller goes away: forgets the waker it registered under `poller`, so a
-    /// dropped poller's waker does not stay stored until the next notify. Wakes nobody (the
-    /// registration was that poller's alone). Returns whether one was stored.
-    #[allow(dead_code)] // used by src/tokio (feature "tokio")
-    pub(crate) fn forget_waker(&self, poller: PollerId) -> bool {
-        self.inner.signal.forget_waker(poller)
-    }
-
-    /// Wakers registered by async pollers and not yet woken or forgotten.
-    #[cfg(all(test, feature = "tokio"))]
-    pub(crate) fn waker_count(&self) -> usize {
-        self.inner.signal.waker_count()
-    }
-
     pub(crate) fn signal(&self) -> &Arc<Signal> {
         &self.inner.signal
     }
@@ -553,7 +491,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     fn next_seq(&self) -> u64 {
-        self.inner.seq.fetch_add(1, Ordering::Relaxed)
+        self.inner.next_seq()
     }
 
     fn sum(&self, f: impl Fn(&ShardState<Q, K, T>) -> usize) -> usize {
@@ -582,13 +520,20 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     pub(crate) fn counts_unsettled(&self, queue: &Q) -> (usize, usize, usize) {
         let count = |s: &ShardState<Q, K, T>, done: &[u32]| {
             (
-                s.pending_len(),
+                s.pending_len() + s.forwarded_len(),
                 s.in_flight_len() - done.len(),
                 s.queue_len(queue),
             )
         };
         let each = self.inner.shards.iter().map(|shard| shard.inspect(count));
         each.fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
+    }
+}
+
+impl<Q, K, T> Inner<Q, K, T> {
+    /// The next `seq` (schedule order); taken under the shard lock.
+    fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
     }
 }
 
@@ -609,4 +554,6 @@ impl<Q, K, T> fmt::Debug for Scheduler<Q, K, T> {
     }
 }
 
+mod freeze;
+mod hooks;
 mod pop;

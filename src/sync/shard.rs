@@ -12,7 +12,14 @@
 //! - `Polled` — out of the wheel, held by the cursor of the `pop_due` running now (which
 //!   holds this shard's lock): taken next, or staged when that `pop_due` ends;
 //! - `InFlight` — popped; its `Due` is not done yet. The entry keeps the id, deadline and
-//!   `seq` (for drains); the `Due` carries the queue name and the value.
+//!   `seq` (for drains); the `Due` carries the queue name and the value;
+//! - `Forwarded` — came back from the dispatcher (`Due::retry_at`, or a dropped `DueBatch`)
+//!   while its queue is frozen here: held with its value, in no store, never due, until
+//!   `take_forwarded` takes it or `unfreeze_queue` makes it pending again (see `frozen.rs`).
+//!
+//! `frozen` lists the queues frozen in this shard. A frozen queue has no `Wheel` or `Staged`
+//! member here: the freeze took them under this lock, and nothing files one while the mark
+//! stays (`schedule` refuses, a returning timer is forwarded).
 //!
 //! So a timer's life costs two hash lookups of its id (insert at `schedule`, remove when it
 //! ends) plus one of its queue name at `schedule`: popping it, putting it back and
@@ -34,7 +41,7 @@ use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::time::Instant;
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 
 use super::done::DoneList;
 use super::trash::Trash;
@@ -44,9 +51,13 @@ use ids::{IdMap, Slot};
 
 #[cfg(test)]
 mod check;
+mod dispatch;
+mod frozen;
 mod ids;
 mod memory;
 mod queues;
+
+pub(crate) use frozen::{Ordered, Refusal};
 
 /// "No entry": the end of a queue's list.
 const NIL: u32 = u32::MAX;
@@ -88,6 +99,7 @@ enum Place {
     Polled,
     Staged,
     InFlight,
+    Forwarded,
 }
 
 /// One timer of this shard.
@@ -122,6 +134,7 @@ struct QueueRec<Q> {
     head: u32,
     pending: usize,
     in_flight: usize,
+    forwarded: usize,
 }
 
 /// The state one shard mutex guards.
@@ -133,9 +146,13 @@ pub(crate) struct ShardState<Q, K, T> {
     wheel: Wheel<u32>,
     staged: BTreeMap<(u64, u64), u32>,
     in_flight: usize,
+    /// Entries `Forwarded`.
+    forwarded: usize,
     queue_ids: HashMap<Q, u32>,
     queue_recs: Vec<Option<QueueRec<Q>>>,
     free_queues: Vec<u32>,
+    /// Queues frozen in this shard (see the module doc).
+    frozen: HashSet<Q>,
     /// Kept between settles of the done list, so that settling allocates nothing.
     done_buffer: Vec<u32>,
 }
@@ -149,16 +166,19 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             wheel: Wheel::new(),
             staged: BTreeMap::new(),
             in_flight: 0,
+            forwarded: 0,
             queue_ids: HashMap::new(),
             queue_recs: Vec::new(),
             free_queues: Vec::new(),
+            frozen: HashSet::new(),
             done_buffer: Vec::new(),
         }
     }
 
-    /// Adds a timer for a new id; refuses an id that is pending or in flight. An id met in
-    /// flight is looked at again after settling `done` (its `Due` may be done). A refused
-    /// timer's id and queue name go to `trash`; its value comes back in the error.
+    /// Adds a timer for a new id; refuses an id that is pending, forwarded or in flight,
+    /// and a queue frozen here. An id met in flight is looked at again after settling `done`
+    /// (its `Due` may be done). A refused timer's id and queue name go to `trash`; its value
+    /// comes back in the error.
     pub(crate) fn schedule(
         &mut self,
         id: K,
@@ -167,20 +187,37 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         done: &DoneList,
         trash: &mut Trash<Q, K>,
     ) -> Result<(), ScheduleError<T>> {
-        let refuse = |trash: &mut Trash<Q, K>, id, timer: Timer<Q, T>, error: fn(T) -> _| {
-            trash.id(id);
-            trash.queue(timer.queue);
-            Err(error(timer.value))
-        };
+        self.insert(id, tick, timer, done, trash)
+            .map_err(|(refusal, id, timer)| {
+                trash.id(id);
+                trash.queue(timer.queue);
+                refusal.error(timer.value)
+            })
+    }
+
+    /// [`schedule`](Self::schedule), giving a refused timer back whole (for `import`, which
+    /// hands the id back too).
+    pub(crate) fn insert(
+        &mut self,
+        id: K,
+        tick: u64,
+        timer: Timer<Q, T>,
+        done: &DoneList,
+        trash: &mut Trash<Q, K>,
+    ) -> Result<(), (Refusal, K, Timer<Q, T>)> {
+        // One branch, no hashing, while nothing is frozen here.
+        if !self.frozen.is_empty() && self.frozen.contains(&timer.queue) {
+            return Err((Refusal::Frozen, id, timer));
+        }
         let vacant = match self.ids.slot(&id) {
             Slot::Taken(index) => {
                 if self.entry(index).place != Place::InFlight {
-                    return refuse(trash, id, timer, ScheduleError::Pending);
+                    return Err((Refusal::Pending, id, timer));
                 }
                 if done.settle(self, trash) {
-                    return self.schedule(id, tick, timer, done, trash);
+                    return self.insert(id, tick, timer, done, trash);
                 }
-                return refuse(trash, id, timer, ScheduleError::InFlight);
+                return Err((Refusal::InFlight, id, timer));
             }
             Slot::Free(v) => v,
         };
@@ -188,12 +225,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             Some(&free) => free,
             None => match u32::try_from(self.entries.len()) {
                 Ok(next) if next != NIL => next,
-                _ => return refuse(trash, id, timer, ScheduleError::Full),
+                _ => return Err((Refusal::Full, id, timer)),
             },
         };
         let key = match self.wheel.try_insert(tick, index) {
             Ok(key) => key,
-            Err(_) => return refuse(trash, id, timer, ScheduleError::Full),
+            Err(_) => return Err((Refusal::Full, id, timer)),
         };
         let entry = Entry {
             id: id.clone(),
@@ -228,11 +265,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         trash: &mut Trash<Q, K>,
     ) -> Result<(), RescheduleError> {
         let index = self.ids.get(id).ok_or(RescheduleError::NotFound)?;
-        if self.entry(index).place == Place::InFlight {
-            if done.settle(self, trash) {
+        let place = self.entry(index).place;
+        match place {
+            Place::InFlight if done.settle(self, trash) => {
                 return self.reschedule(id, tick, at, seq, done, trash);
             }
-            return Err(RescheduleError::InFlight);
+            Place::InFlight => return Err(RescheduleError::InFlight),
+            Place::Forwarded => return Err(RescheduleError::Frozen),
+            Place::Wheel(_) | Place::Staged | Place::Polled => {}
         }
         self.unfile(index);
         let entry = self.entry_mut(index);
@@ -266,7 +306,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         Cancel::Cancelled(value)
     }
 
-    /// Takes every pending member of `queue` into `cancelled` as `(tick, seq, id, value)`
+    /// Takes every pending (or forwarded) member of `queue` into `cancelled` as `(tick, seq, id, value)`
     /// and lists its in-flight members in `in_flight` as `(tick, seq, id)`. The shard's
     /// other copies of the ids and the queue names go to `trash`.
     pub(crate) fn drain(
@@ -309,126 +349,6 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         }
     }
 
-    /// The delivery-order key of this shard's next due timer at `now`, polling the wheel
-    /// into the cursor if needed; `None` when nothing more is due.
-    pub(crate) fn head(&mut self, now: u64, cursor: &mut Cursor) -> Option<(u64, u64)> {
-        if cursor.wheel_head.is_none() && !cursor.wheel_done {
-            match self.wheel.poll(now) {
-                // The wheel's clock never goes back: after a poll at a later `now` it also
-                // returns timers due by then. Keep those for a later `now`: never early.
-                Some(expired) if expired.deadline > now => {
-                    self.stage(expired.value);
-                    cursor.wheel_done = true;
-                }
-                Some(expired) => {
-                    self.entry_mut(expired.value).place = Place::Polled;
-                    cursor.wheel_head = Some(expired.value);
-                }
-                None => cursor.wheel_done = true,
-            }
-        }
-        let wheel = cursor.wheel_head.map(|index| self.entry(index).order());
-        let staged = self.staged_head(now);
-        match (wheel, staged) {
-            (Some(w), Some(s)) => Some(w.min(s)),
-            (w, s) => w.or(s),
-        }
-    }
-
-    /// Takes the timer whose order key `key` the last [`head`](Self::head) returned, and
-    /// marks it in flight.
-    pub(crate) fn take(&mut self, key: (u64, u64), cursor: &mut Cursor) -> Option<Popped<Q, K, T>> {
-        let index = match cursor.wheel_head {
-            Some(w) if self.entry(w).order() == key => {
-                cursor.wheel_head = None;
-                w
-            }
-            _ => {
-                let (staged, index) = self.staged.pop_first()?;
-                debug_assert_eq!(staged, key, "head named the first staged timer");
-                index
-            }
-        };
-        let entry = self.entry_mut(index);
-        let (queue, value) = entry.payload.take()?;
-        entry.place = Place::InFlight;
-        let rec = entry.queue;
-        let popped = Popped {
-            id: entry.id.clone(),
-            tick: entry.tick,
-            entry: index,
-            timer: Timer {
-                queue,
-                at: entry.at,
-                seq: entry.seq,
-                value,
-            },
-        };
-        self.in_flight += 1;
-        let rec = self.queue_rec_mut(rec);
-        rec.pending -= 1;
-        rec.in_flight += 1;
-        Some(popped)
-    }
-
-    /// Ends a merge: the wheel timer the cursor holds (polled, not taken) is staged, so it
-    /// stays pending and keeps its place.
-    pub(crate) fn close(&mut self, cursor: Cursor) {
-        if let Some(index) = cursor.wheel_head {
-            self.stage(index);
-        }
-    }
-
-    /// The `Due` of in-flight entry `index` is done: the id leaves the shard (its copies go
-    /// to `trash`).
-    pub(crate) fn finish(&mut self, index: u32, trash: &mut Trash<Q, K>) {
-        let Some(entry) = self.entries.get(index as usize).and_then(Option::as_ref) else {
-            debug_assert!(false, "a done entry is in use");
-            return;
-        };
-        if entry.place != Place::InFlight {
-            debug_assert!(false, "a done entry is in flight until finished");
-            return;
-        }
-        if let Some(key) = self.ids.remove(&entry.id) {
-            trash.id(key);
-        }
-        self.in_flight -= 1;
-        let queue = self.entry(index).queue;
-        self.queue_rec_mut(queue).in_flight -= 1;
-        self.unlink(index, trash);
-        let entry = self.free_entry(index);
-        trash.id(entry.id);
-    }
-
-    /// An untaken timer of a dropped batch: in flight again becomes pending (and due). Its
-    /// id goes to `trash` (the entry keeps its own copy). Gives the whole timer back if its
-    /// entry is not in flight (never: a bug), for the caller to drop after the lock.
-    pub(crate) fn put_back(
-        &mut self,
-        popped: Popped<Q, K, T>,
-        trash: &mut Trash<Q, K>,
-    ) -> Result<(), Popped<Q, K, T>> {
-        let index = popped.entry;
-        if !self.is_in_flight(index, &popped.id) {
-            debug_assert!(
-                false,
-                "a batch item is in flight until the batch lets it go"
-            );
-            return Err(popped);
-        }
-        trash.id(popped.id);
-        self.in_flight -= 1;
-        let entry = self.entry_mut(index);
-        entry.payload = Some((popped.timer.queue, popped.timer.value));
-        let rec = entry.queue;
-        let rec = self.queue_rec_mut(rec);
-        rec.in_flight -= 1;
-        rec.pending += 1;
-        self.stage(index);
-        Ok(())
-    }
-
     /// The earliest tick a `pop_due` may find a timer due here; never later than the
     /// earliest pending deadline (see `Wheel::next_expiration`).
     ///
@@ -446,8 +366,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         Some(earliest.max(self.due_from()))
     }
 
+    /// Timers pending here (in the wheel or staged), not counting the forwarded ones.
     pub(crate) fn pending_len(&self) -> usize {
-        self.ids.len() - self.in_flight
+        self.ids.len() - self.in_flight - self.forwarded
+    }
+
+    pub(crate) fn forwarded_len(&self) -> usize {
+        self.forwarded
     }
 
     pub(crate) fn staged_len(&self) -> usize {
@@ -459,9 +384,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     pub(crate) fn queue_len(&self, queue: &Q) -> usize {
-        self.queue_ids
-            .get(queue)
-            .map_or(0, |&rec| self.queue_rec(rec).pending)
+        self.queue_ids.get(queue).map_or(0, |&rec| {
+            let rec = self.queue_rec(rec);
+            rec.pending + rec.forwarded
+        })
     }
 
     /// Appends `(oldest, queue)` for every queue with a member here, where `oldest` is the
@@ -537,19 +463,26 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                 let order = entry.order();
                 self.staged.remove(&order);
             }
+            // Held in no store.
+            Place::Forwarded => {}
             Place::Polled | Place::InFlight => {
                 debug_assert!(false, "only a pending timer is unfiled");
             }
         }
     }
 
-    /// Removes a pending timer whose id has already left `ids`: out of its store and its
-    /// queue, entry freed. Returns the entry's id and the value; the queue name goes to
-    /// `trash`.
+    /// Removes a pending or forwarded timer whose id has already left `ids`: out of its
+    /// store and its queue, entry freed. Returns the entry's id and the value; the queue
+    /// name goes to `trash`.
     fn remove_pending(&mut self, index: u32, trash: &mut Trash<Q, K>) -> (K, T) {
         self.unfile(index);
-        let queue = self.entry(index).queue;
-        self.queue_rec_mut(queue).pending -= 1;
+        let (queue, place) = (self.entry(index).queue, self.entry(index).place);
+        if place == Place::Forwarded {
+            self.forwarded -= 1;
+            self.queue_rec_mut(queue).forwarded -= 1;
+        } else {
+            self.queue_rec_mut(queue).pending -= 1;
+        }
         self.unlink(index, trash);
         let entry = self.free_entry(index);
         let (queue, value) = entry.payload.expect("a pending entry holds its payload");

@@ -66,6 +66,9 @@ pub enum ScheduleError<T> {
     InFlight(T),
     /// The id's shard already holds `u32::MAX - 1` pending timers.
     Full(T),
+    /// The queue is frozen ([`Scheduler::freeze_queue`](super::Scheduler::freeze_queue)):
+    /// it accepts no timer until [`unfreeze_queue`](super::Scheduler::unfreeze_queue).
+    Frozen(T),
 }
 
 impl<T> ScheduleError<T> {
@@ -79,7 +82,8 @@ impl<T> ScheduleError<T> {
         match self {
             ScheduleError::Pending(value)
             | ScheduleError::InFlight(value)
-            | ScheduleError::Full(value) => value,
+            | ScheduleError::Full(value)
+            | ScheduleError::Frozen(value) => value,
         }
     }
 }
@@ -90,6 +94,7 @@ impl<T> fmt::Debug for ScheduleError<T> {
             ScheduleError::Pending(_) => "Pending",
             ScheduleError::InFlight(_) => "InFlight",
             ScheduleError::Full(_) => "Full",
+            ScheduleError::Frozen(_) => "Frozen",
         };
         write!(f, "ScheduleError::{name}(..)")
     }
@@ -103,6 +108,7 @@ impl<T> fmt::Display for ScheduleError<T> {
                 "cannot schedule: this id's previous timer is in flight (popped by the dispatcher, its Due not yet done)"
             }
             ScheduleError::Full(_) => "cannot schedule: the id's shard holds the maximum number of pending timers",
+            ScheduleError::Frozen(_) => "cannot schedule: the queue is frozen",
         })
     }
 }
@@ -116,6 +122,10 @@ pub enum RescheduleError {
     InFlight,
     /// The id has no pending timer.
     NotFound,
+    /// The id's timer was forwarded out of its frozen queue (see
+    /// [`Scheduler::take_forwarded`](super::Scheduler::take_forwarded)): it can no longer
+    /// be moved here.
+    Frozen,
 }
 
 impl fmt::Display for RescheduleError {
@@ -125,6 +135,9 @@ impl fmt::Display for RescheduleError {
                 "cannot reschedule: the timer is in flight (already popped by the dispatcher)"
             }
             RescheduleError::NotFound => "cannot reschedule: no pending timer has this id",
+            RescheduleError::Frozen => {
+                "cannot reschedule: the timer is forwarded out of its frozen queue"
+            }
         })
     }
 }
@@ -171,14 +184,20 @@ impl std::error::Error for BuildError {}
 pub struct SchedulerStats {
     /// Number of shards.
     pub shards: usize,
-    /// Pending timers (the same as `len()`), including `due_waiting`.
+    /// Pending timers (the same as `len()`), including `due_waiting` and `forwarded`.
     pub pending: usize,
+    /// Timers of frozen queues that came back from the dispatcher and wait for
+    /// [`Scheduler::take_forwarded`](super::Scheduler::take_forwarded) (counted in
+    /// `pending` too: they are in the scheduler's custody).
+    pub forwarded: usize,
     /// Pending timers held outside the wheels, in the shards' staged sets, where the next
     /// `pop_due` reads them first: put back by a dropped `DueBatch`, or polled out of a
     /// shard's wheel by a `pop_due` that did not take them — because it stopped at its
     /// `limit` (it looks at the next due timer of every shard to merge them, so it leaves up
     /// to one such timer per shard), or because an earlier `pop_due` with a later `now` had
-    /// already advanced that wheel past the timer's deadline.
+    /// already advanced that wheel past the timer's deadline; and forwarded timers made
+    /// pending again by [`Scheduler::unfreeze_queue`](super::Scheduler::unfreeze_queue),
+    /// whatever their deadline.
     ///
     /// **Depends on the shard count** (and on the history of `pop_due` calls), not only on
     /// which timers are pending: the same calls on 1 and on 8 shards can give different

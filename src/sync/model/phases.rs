@@ -1,51 +1,93 @@
 //! The dispatch-phase harness: whole critical sections as steps, checked against a
 //! sequential model of the id states, and exactly-once at the end.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 use super::{MS, Sched, check_all, id_on};
 use crate::sync::{Cancel, Due, DueBatch, RescheduleError, ScheduleError, Scheduler};
 
 #[derive(Debug, Clone, Copy)]
-enum Step {
-    Schedule { queue: u8, id: u64, tick: u64 },
-    Reschedule { id: u64, tick: u64 },
-    Cancel { id: u64 },
-    DrainShard { queue: u8, shard: usize },
-    Pop { now: u64, limit: usize },
+pub(super) enum Step {
+    Schedule {
+        queue: u8,
+        id: u64,
+        tick: u64,
+    },
+    Reschedule {
+        id: u64,
+        tick: u64,
+    },
+    Cancel {
+        id: u64,
+    },
+    DrainShard {
+        queue: u8,
+        shard: usize,
+    },
+    Pop {
+        now: u64,
+        limit: usize,
+    },
     Take,
     Finish,
     DropBatch,
+    /// One shard's part of `freeze_queue`, `take_forwarded`, `unfreeze_queue`.
+    FreezeShard {
+        queue: u8,
+        shard: usize,
+    },
+    TakeForwardedShard {
+        queue: u8,
+        shard: usize,
+    },
+    UnfreezeShard {
+        queue: u8,
+        shard: usize,
+    },
+    /// `Due::retry_at` of the `Due` in hand.
+    Retry {
+        tick: u64,
+    },
 }
 
-/// The sequential model's view of an id: pending or in flight, with its order key.
+/// The sequential model's view of an id: pending, forwarded or in flight, with its order
+/// key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Rec {
-    queue: u8,
-    tick: u64,
-    seq: u64,
-    token: u64,
-    in_flight: bool,
+pub(super) struct Rec {
+    pub(super) queue: u8,
+    pub(super) tick: u64,
+    pub(super) seq: u64,
+    pub(super) token: u64,
+    pub(super) in_flight: bool,
+    pub(super) forwarded: bool,
 }
 
 /// One replay: the real scheduler, the dispatcher's batch and `Due` in hand, and the model.
-struct World {
-    sched: Sched,
-    origin: Instant,
-    batch: Option<DueBatch<u8, u64, u64>>,
-    held: Option<Due<u8, u64, u64>>,
-    ids: BTreeMap<u64, Rec>,
-    seq: u64,
-    tokens: u64,
-    m_batch: VecDeque<u64>,
-    m_held: Option<u64>,
-    accepted: Vec<u64>,
-    delivered: Vec<u64>,
-    returned: Vec<u64>,
+pub(super) struct World {
+    pub(super) sched: Sched,
+    pub(super) origin: Instant,
+    pub(super) batch: Option<DueBatch<u8, u64, u64>>,
+    pub(super) held: Option<Due<u8, u64, u64>>,
+    pub(super) ids: BTreeMap<u64, Rec>,
+    pub(super) seq: u64,
+    pub(super) tokens: u64,
+    pub(super) m_batch: VecDeque<u64>,
+    pub(super) m_held: Option<u64>,
+    pub(super) accepted: Vec<u64>,
+    pub(super) delivered: Vec<u64>,
+    pub(super) returned: Vec<u64>,
+    /// (queue, shard) frozen in the model.
+    pub(super) frozen: BTreeSet<(u8, usize)>,
+    /// Tokens handed out by freezes and `take_forwarded`.
+    pub(super) handed_over: Vec<u64>,
 }
 
-fn expect<A: PartialEq + std::fmt::Debug>(what: &str, real: A, model: A) -> Result<(), String> {
+pub(super) fn expect<A: PartialEq + std::fmt::Debug>(
+    what: &str,
+    real: A,
+    model: A,
+) -> Result<(), String> {
     if real == model {
         Ok(())
     } else {
@@ -71,10 +113,12 @@ impl World {
             accepted: Vec::new(),
             delivered: Vec::new(),
             returned: Vec::new(),
+            frozen: BTreeSet::new(),
+            handed_over: Vec::new(),
         }
     }
 
-    fn at(&self, tick: u64) -> Instant {
+    pub(super) fn at(&self, tick: u64) -> Instant {
         self.origin + MS * tick as u32
     }
 
@@ -85,6 +129,7 @@ impl World {
                 let real = self.sched.reschedule(&id, self.at(tick));
                 let model = match self.ids.get_mut(&id) {
                     Some(r) if r.in_flight => Err(RescheduleError::InFlight),
+                    Some(r) if r.forwarded => Err(RescheduleError::Frozen),
                     Some(r) => {
                         self.seq += 1;
                         (r.tick, r.seq) = (tick, self.seq);
@@ -114,15 +159,21 @@ impl World {
             Step::Take => self.take()?,
             Step::Finish => self.finish(),
             Step::DropBatch => self.drop_batch(),
+            Step::FreezeShard { queue, shard } => self.freeze_shard(queue, shard)?,
+            Step::TakeForwardedShard { queue, shard } => self.take_forwarded_shard(queue, shard)?,
+            Step::UnfreezeShard { queue, shard } => self.unfreeze_shard(queue, shard)?,
+            Step::Retry { tick } => self.retry(tick)?,
         }
         self.check_counts()
     }
 
-    fn schedule(&mut self, queue: u8, id: u64, tick: u64) -> Result<(), String> {
+    pub(super) fn schedule(&mut self, queue: u8, id: u64, tick: u64) -> Result<(), String> {
         let token = self.tokens;
         self.tokens += 1;
         let real = self.sched.schedule(queue, id, self.at(tick), token);
+        let frozen = self.frozen.contains(&(queue, self.sched.shard_index(&id)));
         let model = match self.ids.get(&id) {
+            _ if frozen => Err(ScheduleError::Frozen(token)),
             Some(r) if r.in_flight => Err(ScheduleError::InFlight(token)),
             Some(_) => Err(ScheduleError::Pending(token)),
             None => {
@@ -135,6 +186,7 @@ impl World {
                         seq: self.seq,
                         token,
                         in_flight: false,
+                        forwarded: false,
                     },
                 );
                 self.accepted.push(token);
@@ -181,13 +233,13 @@ impl World {
         expect("drain in flight", real_f, model_f)
     }
 
-    fn pop(&mut self, now: u64, limit: usize) -> Result<(), String> {
+    pub(super) fn pop(&mut self, now: u64, limit: usize) -> Result<(), String> {
         self.drop_batch();
         let batch = self.sched.pop_due(self.at(now), limit);
         let mut due: Vec<(u64, u64, u64)> = self
             .ids
             .iter()
-            .filter(|(_, r)| !r.in_flight && r.tick <= now)
+            .filter(|(_, r)| !r.in_flight && !r.forwarded && r.tick <= now)
             .map(|(&id, r)| (r.tick, r.seq, id))
             .collect();
         due.sort_unstable();
@@ -203,7 +255,7 @@ impl World {
         expect("pop_due batch size", real_len, self.m_batch.len())
     }
 
-    fn take(&mut self) -> Result<(), String> {
+    pub(super) fn take(&mut self) -> Result<(), String> {
         self.finish();
         let real = self.batch.as_mut().and_then(Iterator::next);
         let model = self.m_batch.pop_front();
@@ -224,7 +276,7 @@ impl World {
         )
     }
 
-    fn finish(&mut self) {
+    pub(super) fn finish(&mut self) {
         if let Some(due) = self.held.take() {
             self.delivered.push(due.into_value());
         }
@@ -233,11 +285,14 @@ impl World {
         }
     }
 
+    /// An untaken item goes back pending, or forwarded if its queue is frozen in its shard.
     fn drop_batch(&mut self) {
         self.batch = None;
         for id in self.m_batch.drain(..) {
+            let shard = self.sched.shard_index(&id);
             if let Some(r) = self.ids.get_mut(&id) {
                 r.in_flight = false;
+                r.forwarded = self.frozen.contains(&(r.queue, shard));
             }
         }
     }
@@ -267,6 +322,7 @@ impl World {
     fn settle(mut self) -> Result<(), String> {
         self.finish();
         self.drop_batch();
+        self.hand_over_and_unfreeze()?;
         // The public counts settle the done lists: they must agree with the model too.
         let pending = self.ids.values().filter(|r| !r.in_flight).count();
         expect("len (settled)", self.sched.len(), pending)?;
@@ -283,24 +339,29 @@ impl World {
             0,
         )?;
         expect("queues after settling", self.sched.queues(), Vec::new())?;
+        let both: Vec<&u64> = (self.delivered.iter())
+            .filter(|t| self.handed_over.contains(t))
+            .collect();
+        expect("tokens both delivered and handed over", both, Vec::new())?;
         let mut ended: Vec<u64> = self
             .delivered
             .iter()
             .chain(&self.returned)
+            .chain(&self.handed_over)
             .copied()
             .collect();
         ended.sort_unstable();
         let mut accepted = self.accepted.clone();
         accepted.sort_unstable();
         expect(
-            "tokens ended (delivered + returned) vs accepted, each once",
+            "tokens ended (delivered + returned + handed over) vs accepted, each once",
             ended,
             accepted,
         )
     }
 }
 
-fn run_phases(initial: &[Step], threads: &[Vec<Step>]) -> usize {
+pub(super) fn run_phases(initial: &[Step], threads: &[Vec<Step>]) -> usize {
     check_all(threads, |steps| {
         let mut world = World::new();
         for &step in initial.iter().chain(steps) {

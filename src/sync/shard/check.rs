@@ -35,11 +35,19 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                 Place::Staged => assert_eq!(self.staged.get(&entry.order()), Some(&index)),
                 Place::Polled => panic!("no entry stays polled outside a pop_due"),
                 Place::InFlight => assert!(entry.payload.is_none(), "in flight: the Due has it"),
+                Place::Forwarded => {
+                    assert!(entry.payload.is_some(), "forwarded: held with its value");
+                    let name = &self.queue_rec(entry.queue).name;
+                    assert!(self.frozen.contains(name), "forwarded only while frozen");
+                }
             }
         }
         let in_flight = self.entries.iter().flatten();
         let in_flight = in_flight.filter(|e| e.place == Place::InFlight).count();
         assert_eq!(in_flight, self.in_flight, "in-flight count");
+        let forwarded = self.entries.iter().flatten();
+        let forwarded = forwarded.filter(|e| e.place == Place::Forwarded).count();
+        assert_eq!(forwarded, self.forwarded, "forwarded count");
         assert_eq!(self.wheel.len() + self.staged.len(), self.pending_len());
         let mut members = 0;
         for (name, &rec) in &self.queue_ids {
@@ -47,8 +55,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             assert!(q.name == *name, "a queue's record carries its name");
             let list: Vec<_> = self.members(q.head).collect();
             let flying = list.iter().filter(|e| e.place == Place::InFlight).count();
+            let parked = list.iter().filter(|e| e.place == Place::Forwarded).count();
             assert!(!list.is_empty(), "a listed queue has members");
-            assert_eq!((q.pending, q.in_flight), (list.len() - flying, flying));
+            assert_eq!(
+                (q.pending, q.in_flight, q.forwarded),
+                (list.len() - flying - parked, flying, parked)
+            );
+            if self.frozen.contains(name) {
+                assert_eq!(q.pending, 0, "a frozen queue has no pending member");
+            }
             assert!(
                 list.iter().all(|e| e.queue == rec),
                 "members point at their queue"

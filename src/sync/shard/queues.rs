@@ -17,6 +17,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             head: NIL,
             pending: 0,
             in_flight: 0,
+            forwarded: 0,
         };
         let index = match self.free_queues.pop() {
             Some(free) => {
@@ -73,8 +74,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         let q = self.queue_rec(rec);
         if q.head == NIL {
             debug_assert_eq!(
-                (q.pending, q.in_flight),
-                (0, 0),
+                (q.pending, q.in_flight, q.forwarded),
+                (0, 0, 0),
                 "an empty list counts none"
             );
             if let Some(q) = self.queue_recs[rec as usize].take() {

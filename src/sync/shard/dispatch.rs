@@ -1,0 +1,134 @@
+//! A shard's part of dispatch: `pop_due`'s merge (`head`, `take`, `close`) and the end of
+//! the in-flight state (`finish`, `put_back`).
+
+use std::hash::Hash;
+
+use super::{Cursor, Place, Popped, ShardState, Timer};
+use crate::sync::trash::Trash;
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
+    /// The delivery-order key of this shard's next due timer at `now`, polling the wheel
+    /// into the cursor if needed; `None` when nothing more is due.
+    pub(crate) fn head(&mut self, now: u64, cursor: &mut Cursor) -> Option<(u64, u64)> {
+        if cursor.wheel_head.is_none() && !cursor.wheel_done {
+            match self.wheel.poll(now) {
+                // The wheel's clock never goes back: after a poll at a later `now` it also
+                // returns timers due by then. Keep those for a later `now`: never early.
+                Some(expired) if expired.deadline > now => {
+                    self.stage(expired.value);
+                    cursor.wheel_done = true;
+                }
+                Some(expired) => {
+                    self.entry_mut(expired.value).place = Place::Polled;
+                    cursor.wheel_head = Some(expired.value);
+                }
+                None => cursor.wheel_done = true,
+            }
+        }
+        let wheel = cursor.wheel_head.map(|index| self.entry(index).order());
+        let staged = self.staged_head(now);
+        match (wheel, staged) {
+            (Some(w), Some(s)) => Some(w.min(s)),
+            (w, s) => w.or(s),
+        }
+    }
+
+    /// Takes the timer whose order key `key` the last [`head`](Self::head) returned, and
+    /// marks it in flight.
+    pub(crate) fn take(&mut self, key: (u64, u64), cursor: &mut Cursor) -> Option<Popped<Q, K, T>> {
+        let index = match cursor.wheel_head {
+            Some(w) if self.entry(w).order() == key => {
+                cursor.wheel_head = None;
+                w
+            }
+            _ => {
+                let (staged, index) = self.staged.pop_first()?;
+                debug_assert_eq!(staged, key, "head named the first staged timer");
+                index
+            }
+        };
+        let entry = self.entry_mut(index);
+        let (queue, value) = entry.payload.take()?;
+        entry.place = Place::InFlight;
+        let rec = entry.queue;
+        let popped = Popped {
+            id: entry.id.clone(),
+            tick: entry.tick,
+            entry: index,
+            timer: Timer {
+                queue,
+                at: entry.at,
+                seq: entry.seq,
+                value,
+            },
+        };
+        self.in_flight += 1;
+        let rec = self.queue_rec_mut(rec);
+        rec.pending -= 1;
+        rec.in_flight += 1;
+        Some(popped)
+    }
+
+    /// Ends a merge: the wheel timer the cursor holds (polled, not taken) is staged, so it
+    /// stays pending and keeps its place.
+    pub(crate) fn close(&mut self, cursor: Cursor) {
+        if let Some(index) = cursor.wheel_head {
+            self.stage(index);
+        }
+    }
+
+    /// The `Due` of in-flight entry `index` is done: the id leaves the shard (its copies go
+    /// to `trash`).
+    pub(crate) fn finish(&mut self, index: u32, trash: &mut Trash<Q, K>) {
+        let Some(entry) = self.entries.get(index as usize).and_then(Option::as_ref) else {
+            debug_assert!(false, "a done entry is in use");
+            return;
+        };
+        if entry.place != Place::InFlight {
+            debug_assert!(false, "a done entry is in flight until finished");
+            return;
+        }
+        if let Some(key) = self.ids.remove(&entry.id) {
+            trash.id(key);
+        }
+        self.in_flight -= 1;
+        let queue = self.entry(index).queue;
+        self.queue_rec_mut(queue).in_flight -= 1;
+        self.unlink(index, trash);
+        let entry = self.free_entry(index);
+        trash.id(entry.id);
+    }
+
+    /// An untaken timer of a dropped batch: in flight again becomes pending (and due), or
+    /// forwarded if its queue is frozen here. Its
+    /// id goes to `trash` (the entry keeps its own copy). Gives the whole timer back if its
+    /// entry is not in flight (never: a bug), for the caller to drop after the lock.
+    pub(crate) fn put_back(
+        &mut self,
+        popped: Popped<Q, K, T>,
+        trash: &mut Trash<Q, K>,
+    ) -> Result<(), Popped<Q, K, T>> {
+        let index = popped.entry;
+        if !self.is_in_flight(index, &popped.id) {
+            debug_assert!(
+                false,
+                "a batch item is in flight until the batch lets it go"
+            );
+            return Err(popped);
+        }
+        trash.id(popped.id);
+        self.in_flight -= 1;
+        let entry = self.entry_mut(index);
+        entry.payload = Some((popped.timer.queue, popped.timer.value));
+        let rec = entry.queue;
+        self.queue_rec_mut(rec).in_flight -= 1;
+        if self.is_frozen_rec(rec) {
+            // Never pending in a frozen queue: the handoff takes it (`take_forwarded`).
+            self.forward(index);
+        } else {
+            self.queue_rec_mut(rec).pending += 1;
+            self.stage(index);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,139 @@
+//! Connecting: URL redaction and the server's durability checks.
+
+use crate::error::Error;
+use redis::aio::ConnectionManager;
+
+/// `url` with its password replaced by `***`: the password of `user:pass@`, a lone `pass@`
+/// user-info, and the `pass`/`password` query parameters (`redis+unix:///s.sock?pass=...`).
+/// Anything that does not parse as a URL is replaced whole. O(length).
+///
+/// # Example
+/// ```
+/// use tickwheel_redis::redact_url;
+/// assert_eq!(redact_url("rediss://app:s3cret@db:6380/0"), "rediss://app:***@db:6380/0");
+/// assert_eq!(redact_url("redis://:s3cret@db/"), "redis://:***@db/");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return "<unparsable redis URL>".to_owned();
+    };
+    let (scheme, rest) = url.split_at(scheme_end + 3);
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rfind('@') {
+        Some(at) => {
+            let (userinfo, host) = authority.split_at(at);
+            match userinfo.find(':') {
+                Some(colon) => format!("{}:***{host}", &userinfo[..colon]),
+                None => format!("***{host}"),
+            }
+        }
+        None => authority.to_owned(),
+    };
+    let tail = match tail.find('?') {
+        Some(q) => {
+            let (path, query) = tail.split_at(q + 1);
+            let query: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _))
+                        if k.eq_ignore_ascii_case("pass") || k.eq_ignore_ascii_case("password") =>
+                    {
+                        format!("{k}=***")
+                    }
+                    _ => kv.to_owned(),
+                })
+                .collect();
+            format!("{path}{}", query.join("&"))
+        }
+        None => tail.to_owned(),
+    };
+    format!("{scheme}{authority}{tail}")
+}
+
+/// `text` with every occurrence of `secret` replaced by `***` (a client error may quote what
+/// it was given).
+pub(crate) fn scrub(text: &str, secret: Option<&str>) -> String {
+    match secret {
+        Some(s) if !s.is_empty() => text.replace(s, "***"),
+        _ => text.to_owned(),
+    }
+}
+
+/// Checks that the server is a primary with `appendonly yes` and `appendfsync always`.
+/// Returns the problems found (empty when safe); a denied `CONFIG GET` is a problem too.
+pub(crate) async fn durability_problems(
+    conn: &mut ConnectionManager,
+) -> Result<Vec<String>, redis::RedisError> {
+    let mut problems = Vec::new();
+    for (name, want) in [("appendonly", "yes"), ("appendfsync", "always")] {
+        let got: Result<Vec<String>, _> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query_async(conn)
+            .await;
+        match got {
+            Ok(pair) => match pair.get(1) {
+                Some(v) if v == want => {}
+                Some(v) => problems.push(format!("{name} is {v:?}, needs {want:?}")),
+                None => problems.push(format!("CONFIG GET {name} returned nothing")),
+            },
+            Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
+                return Err(e);
+            }
+            Err(e) => problems.push(format!(
+                "cannot check {name} (CONFIG GET denied?): {e}; needs {want:?}"
+            )),
+        }
+    }
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(conn)
+        .await?;
+    let role = info
+        .lines()
+        .find_map(|l| l.strip_prefix("role:"))
+        .map(str::trim);
+    if role != Some("master") {
+        problems.push(format!(
+            "role is {}, needs a primary (master)",
+            role.unwrap_or("unknown")
+        ));
+    }
+    Ok(problems)
+}
+
+pub(crate) fn unsafe_server(url: &str, problems: &[String]) -> Error {
+    Error::UnsafeServer {
+        url: redact_url(url),
+        problems: problems.join("; "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_hides_every_password_form() {
+        let cases = [
+            ("redis://u:pw1@h:1/0", "redis://u:***@h:1/0"),
+            ("redis://:pw1@h", "redis://:***@h"),
+            ("redis://pw1@h", "redis://***@h"),
+            ("rediss://u:p@w1@h/", "rediss://u:***@h/"),
+            (
+                "redis+unix:///tmp/s.sock?db=1&pass=pw1",
+                "redis+unix:///tmp/s.sock?db=1&pass=***",
+            ),
+            ("redis://h:1/?password=pw1", "redis://h:1/?password=***"),
+            ("redis://h:1/", "redis://h:1/"),
+            ("not a url pw1", "<unparsable redis URL>"),
+        ];
+        for (url, want) in cases {
+            let got = redact_url(url);
+            assert_eq!(got, want);
+            assert!(!got.contains("pw1"), "{got}");
+        }
+        assert_eq!(scrub("bad pw1 here", Some("pw1")), "bad *** here");
+    }
+}

@@ -1,0 +1,583 @@
+//! The protocol steps, one Lua script each, as async calls.
+
+use crate::connect::{durability_problems, redact_url, scrub, unsafe_server};
+use crate::error::{Error, Rejection};
+use crate::keys::{DEFAULT_PREFIX, QueueKeys, validate_prefix};
+use crate::record::{Member, Record, Token};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Script, Value};
+use std::fmt;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+macro_rules! step_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("lua/prelude.lua"),
+                include_str!(concat!("lua/", $file))
+            ))
+        })
+    };
+}
+
+static ACQUIRE: LazyLock<Script> = step_script!("acquire.lua");
+static RECOVER: LazyLock<Script> = step_script!("recover.lua");
+static PREPARE: LazyLock<Script> = step_script!("prepare.lua");
+static APPEND: LazyLock<Script> = step_script!("append.lua");
+static SEAL: LazyLock<Script> = step_script!("seal.lua");
+static ABORT: LazyLock<Script> = step_script!("abort.lua");
+static CLAIM: LazyLock<Script> = step_script!("claim.lua");
+static RECLAIM: LazyLock<Script> = step_script!("reclaim.lua");
+static COMMIT: LazyLock<Script> = step_script!("commit.lua");
+static RENEW: LazyLock<Script> = step_script!("renew.lua");
+static FETCH: LazyLock<Script> = step_script!("fetch.lua");
+static READ: LazyLock<Script> = step_script!("read.lua");
+
+/// The names of the mutating steps, in protocol order.
+pub const STEPS: [&str; 10] = [
+    "acquire", "recover", "prepare", "append", "seal", "abort", "claim", "reclaim", "commit",
+    "renew",
+];
+
+/// Connection and protocol settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Key prefix (default `tickwheel`); see [`validate_prefix`].
+    pub prefix: String,
+    /// How long a holder of PREPARING or CLAIMED (and a recovered CLAIMED) may act before
+    /// another member may reclaim (default 30 s). Measured on the reference clock.
+    pub lease: Duration,
+    /// How long a sealed offer waits for its target before anyone may reclaim it (default 5 min).
+    pub offer_ttl: Duration,
+    /// How long one call waits for a reply before it fails with [`Error::Unavailable`]
+    /// (default 5 s).
+    pub response_timeout: Duration,
+    /// How long connecting may take (default 5 s).
+    pub connect_timeout: Duration,
+    /// Connect even to a server without `appendonly yes` + `appendfsync always`, or to a
+    /// replica, or one whose config cannot be read: logs a loud warning instead of refusing.
+    /// The guarantee does not hold then (see the crate docs). Default `false`.
+    pub allow_unsafe_durability: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            prefix: DEFAULT_PREFIX.to_owned(),
+            lease: Duration::from_secs(30),
+            offer_ttl: Duration::from_secs(300),
+            response_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            allow_unsafe_durability: false,
+        }
+    }
+}
+
+/// What a successful step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// The step changed the record now.
+    Changed,
+    /// A retry: this token's call had already applied (or, for `append`, the same chunk was
+    /// already in); nothing changed now.
+    Repeated,
+    /// `recover` of a sealed offer: nothing to recover, the offer stays for a claimer.
+    Unchanged,
+}
+
+/// The result of a successful step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The record after the step, read in the same atomic step.
+    pub record: Record,
+    /// The reference clock (Redis `TIME`) when the script ran, ms since the Unix epoch.
+    pub now_ms: u64,
+    /// What the step did.
+    pub effect: Effect,
+}
+
+/// The result of [`Protocol::read`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    /// The record, `None` if the queue has none.
+    pub record: Option<Record>,
+    /// The reference clock when the script ran, ms since the Unix epoch.
+    pub now_ms: u64,
+    /// `fenced[epoch]` for the epoch asked about: chunks of that epoch's offer another member
+    /// took; `None` if none recorded.
+    pub taken_chunks: Option<u64>,
+}
+
+struct Reply {
+    status: Vec<u8>,
+    record: Option<Record>,
+    now_ms: u64,
+    extra: Value,
+}
+
+/// The low-level protocol: one async method per step, each one Lua script run atomically by
+/// Redis, checking the caller's (name, boot, epoch) where the step needs it, idempotent under a
+/// retry with the same [`Token`]. Cheap to clone (one multiplexed connection that reconnects).
+///
+/// Every method returns `Err(Error::Rejected(..))` when the script refused (nothing changed),
+/// `Err(Error::Unavailable{..})` when the outcome is unknown (retry with the same token), and
+/// `Err(Error::UnexpectedReply)` for a reply of the wrong shape. Each call is one round trip,
+/// O(1) in Redis except `prepare`/`abort`/`commit` (O(chunks) to delete the data) and
+/// `append`/`fetch` (O(chunk bytes)).
+///
+/// # Example
+/// ```no_run
+/// # async fn demo() -> Result<(), tickwheel_redis::Error> {
+/// use tickwheel_redis::{Member, Options, Protocol, Token};
+/// let p = Protocol::connect("redis://127.0.0.1:6379/", Member::new_boot("mx1"), Options::default()).await?;
+/// let owned = p.acquire(b"example.com", &Token::generate()).await?;
+/// let epoch = owned.record.epoch;
+/// p.prepare(b"example.com", epoch, Some("mx2"), &Token::generate()).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Protocol {
+    conn: ConnectionManager,
+    member: Member,
+    options: Options,
+    url: String,
+    password: Option<String>,
+}
+
+impl fmt::Debug for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Protocol")
+            .field("url", &self.url)
+            .field("member", &self.member)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Protocol {
+    /// Connects to `url` (`redis://`, `rediss://` for TLS, `redis+unix://`; ACL user and
+    /// password in the URL) as `member`, then checks the server: `appendonly yes`,
+    /// `appendfsync always`, role master.
+    ///
+    /// # Errors
+    /// [`Error::Url`] for a bad URL, [`Error::Prefix`] for a bad prefix, [`Error::Unavailable`]
+    /// if the server cannot be reached, [`Error::UnsafeServer`] if it is unsafe and
+    /// [`Options::allow_unsafe_durability`] is off (with it on: a `tracing` warning). No error
+    /// or `Debug` output contains the password.
+    pub async fn connect(url: &str, member: Member, options: Options) -> Result<Self, Error> {
+        validate_prefix(&options.prefix)?;
+        let redacted = redact_url(url);
+        let client = redis::Client::open(url).map_err(|e| Error::Url {
+            url: redacted.clone(),
+            // The client may quote the URL: drop anything after "://" it repeats.
+            message: scrub_url(&e.to_string(), url),
+        })?;
+        let password = client
+            .get_connection_info()
+            .redis_settings()
+            .password()
+            .map(str::to_owned);
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(options.response_timeout))
+            .set_connection_timeout(Some(options.connect_timeout))
+            .set_number_of_retries(2);
+        let mut conn = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|e| Error::Unavailable {
+                url: redacted.clone(),
+                message: scrub(&scrub_url(&e.to_string(), url), password.as_deref()),
+            })?;
+        let problems = durability_problems(&mut conn)
+            .await
+            .map_err(|e| map_redis(e, &redacted, password.as_deref()))?;
+        if !problems.is_empty() {
+            if options.allow_unsafe_durability {
+                tracing::warn!(
+                    url = %redacted,
+                    problems = %problems.join("; "),
+                    "UNSAFE REDIS: allow_unsafe_durability is set; an acknowledged step can be \
+                     lost on a crash or failover, and with it exactly-once custody"
+                );
+            } else {
+                return Err(unsafe_server(url, &problems));
+            }
+        }
+        Ok(Protocol {
+            conn,
+            member,
+            options,
+            url: redacted,
+            password,
+        })
+    }
+
+    /// This connection's member identity.
+    pub fn member(&self) -> &Member {
+        &self.member
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The keys of `queue` under this connection's prefix.
+    pub fn keys(&self, queue: &[u8]) -> QueueKeys {
+        QueueKeys::new(&self.options.prefix, queue)
+    }
+
+    /// acquire: no record -> OWNED by this member at epoch 1. Repeats report
+    /// [`Effect::Repeated`] when this member and boot already own it.
+    ///
+    /// # Errors
+    /// [`Rejection::Taken`] if another member or boot has the record.
+    pub async fn acquire(&self, queue: &[u8], token: &Token) -> Result<Applied, Error> {
+        let r = self.call(&ACQUIRE, queue, Some(token), None, &[]).await?;
+        applied(r, 0)
+    }
+
+    /// recover, by a restarted member (same name, new boot): OWNED -> OWNED under this boot,
+    /// epoch + 1; PREPARING -> OWNED (the unsealed offer is deleted: the member's own copy is
+    /// in its spool), epoch + 1; CLAIMED -> CLAIMED under this boot, epoch + 1, deadline
+    /// renewed (fetch the chunks again); OFFERED -> unchanged ([`Effect::Unchanged`]).
+    ///
+    /// # Errors
+    /// [`Rejection::Absent`], or [`Rejection::Taken`] if another name holds the record.
+    pub async fn recover(&self, queue: &[u8], token: &Token) -> Result<Applied, Error> {
+        let r = self.call(&RECOVER, queue, Some(token), None, &[]).await?;
+        applied(r, 0)
+    }
+
+    /// prepare, by the owner at `epoch`: OWNED -> PREPARING, deadline now + lease, optionally
+    /// meant for `target`; data of a former offer of this epoch cleared.
+    ///
+    /// # Errors
+    /// [`Rejection::Fenced`], [`Rejection::WrongState`].
+    pub async fn prepare(
+        &self,
+        queue: &[u8],
+        epoch: u64,
+        target: Option<&str>,
+        token: &Token,
+    ) -> Result<Applied, Error> {
+        let target = target.unwrap_or("").as_bytes();
+        let r = self
+            .call(&PREPARE, queue, Some(token), Some(epoch), &[target])
+            .await?;
+        applied(r, 0)
+    }
+
+    /// append, in PREPARING: chunk `index` (0, 1, 2, ... in order) holding `entries` entries.
+    /// Re-sending a chunk already in with the same bytes is [`Effect::Repeated`].
+    ///
+    /// # Errors
+    /// [`Rejection::Fenced`], [`Rejection::WrongState`], [`Rejection::OutOfOrder`],
+    /// [`Rejection::ChunkConflict`] (same index, other bytes).
+    pub async fn append(
+        &self,
+        queue: &[u8],
+        epoch: u64,
+        index: u64,
+        chunk: &[u8],
+        entries: u64,
+        token: &Token,
+    ) -> Result<Applied, Error> {
+        let (i, n) = (index.to_string(), entries.to_string());
+        let args: [&[u8]; 3] = [i.as_bytes(), chunk, n.as_bytes()];
+        let r = self
+            .call(&APPEND, queue, Some(token), Some(epoch), &args)
+            .await?;
+        applied(r, index)
+    }
+
+    /// seal: PREPARING -> OFFERED once Redis holds exactly `chunks` chunks with `entries`
+    /// entries; the offer is claimable by its target (or anyone if none) and reclaimable by
+    /// anyone after `offer_ttl`. After this the source may drop its copy.
+    ///
+    /// # Errors
+    /// [`Rejection::Fenced`], [`Rejection::WrongState`], [`Rejection::CountMismatch`].
+    pub async fn seal(
+        &self,
+        queue: &[u8],
+        epoch: u64,
+        chunks: u64,
+        entries: u64,
+        token: &Token,
+    ) -> Result<Applied, Error> {
+        let (c, n) = (chunks.to_string(), entries.to_string());
+        let ttl = millis(self.options.offer_ttl).to_string();
+        let args: [&[u8]; 3] = [c.as_bytes(), n.as_bytes(), ttl.as_bytes()];
+        let r = self
+            .call(&SEAL, queue, Some(token), Some(epoch), &args)
+            .await?;
+        applied(r, 0)
+    }
+
+    /// abort: PREPARING -> OWNED, the unsealed offer's data deleted (the source still holds
+    /// its copy).
+    ///
+    /// # Errors
+    /// [`Rejection::Fenced`] (with the chunks taken), [`Rejection::WrongState`].
+    pub async fn abort(&self, queue: &[u8], epoch: u64, token: &Token) -> Result<Applied, Error> {
+        let r = self
+            .call(&ABORT, queue, Some(token), Some(epoch), &[])
+            .await?;
+        applied(r, 0)
+    }
+
+    /// claim: OFFERED (to nobody in particular, to this member, or past its deadline) ->
+    /// CLAIMED by this member, epoch + 1, deadline now + lease. Of racing claimers exactly one
+    /// wins.
+    ///
+    /// # Errors
+    /// [`Rejection::Absent`], [`Rejection::NotOffered`].
+    pub async fn claim(&self, queue: &[u8], token: &Token) -> Result<Applied, Error> {
+        let r = self.call(&CLAIM, queue, Some(token), None, &[]).await?;
+        applied(r, 0)
+    }
+
+    /// reclaim: OFFERED, CLAIMED or PREPARING past its deadline -> CLAIMED by this member,
+    /// epoch + 1. From PREPARING the chunks in are what is taken (recorded for the fenced
+    /// source, which gets the rest back).
+    ///
+    /// # Errors
+    /// [`Rejection::Absent`], [`Rejection::WrongState`] (OWNED), [`Rejection::NotExpired`].
+    pub async fn reclaim(&self, queue: &[u8], token: &Token) -> Result<Applied, Error> {
+        let r = self.call(&RECLAIM, queue, Some(token), None, &[]).await?;
+        applied(r, 0)
+    }
+
+    /// commit, by the claimer at `epoch`: CLAIMED -> OWNED; only now is the offer's data
+    /// deleted. Call it after the claimed entries are durable on this member, and dispatch
+    /// them only after it returns.
+    ///
+    /// # Errors
+    /// [`Rejection::Fenced`], [`Rejection::WrongState`].
+    pub async fn commit(&self, queue: &[u8], epoch: u64, token: &Token) -> Result<Applied, Error> {
+        let r = self
+            .call(&COMMIT, queue, Some(token), Some(epoch), &[])
+            .await?;
+        applied(r, 0)
+    }
+
+    /// renew, by the holder at `epoch` of OWNED, PREPARING or CLAIMED: deadline = now + lease.
+    ///
+    /// # Errors
+    /// [`Rejection::Fenced`], [`Rejection::WrongState`] (OFFERED: an offer's deadline is not a
+    /// lease).
+    pub async fn renew(&self, queue: &[u8], epoch: u64, token: &Token) -> Result<Applied, Error> {
+        let r = self
+            .call(&RENEW, queue, Some(token), Some(epoch), &[])
+            .await?;
+        applied(r, 0)
+    }
+
+    /// Reads chunk `index` of the offer this member has CLAIMED at `epoch`. Read only.
+    ///
+    /// # Errors
+    /// [`Rejection::Fenced`], [`Rejection::WrongState`], [`Rejection::MissingChunk`].
+    pub async fn fetch(&self, queue: &[u8], epoch: u64, index: u64) -> Result<Vec<u8>, Error> {
+        let i = index.to_string();
+        let r = self
+            .call(&FETCH, queue, None, Some(epoch), &[i.as_bytes()])
+            .await?;
+        let bytes = match &r.extra {
+            Value::BulkString(b) => Some(b.clone()),
+            _ => None,
+        };
+        let ok = applied(r, index)?;
+        bytes.ok_or_else(|| {
+            Error::UnexpectedReply(format!(
+                "fetch of chunk {index}: no bytes ({:?})",
+                ok.effect
+            ))
+        })
+    }
+
+    /// Reads the record and the reference clock; with `fenced_epoch`, also how many chunks of
+    /// that epoch's offer another member took. Read only.
+    ///
+    /// # Errors
+    /// [`Rejection::OtherQueue`]; transport errors.
+    pub async fn read(&self, queue: &[u8], fenced_epoch: Option<u64>) -> Result<View, Error> {
+        let e = fenced_epoch.map(|e| e.to_string()).unwrap_or_default();
+        let r = self.call(&READ, queue, None, None, &[e.as_bytes()]).await?;
+        let taken_chunks = number(&r.extra);
+        match r.status.as_slice() {
+            b"OK" | b"ABSENT" => Ok(View {
+                record: r.record,
+                now_ms: r.now_ms,
+                taken_chunks,
+            }),
+            _ => applied(r, 0).map(|a| View {
+                record: Some(a.record),
+                now_ms: a.now_ms,
+                taken_chunks,
+            }),
+        }
+    }
+
+    async fn call(
+        &self,
+        script: &Script,
+        queue: &[u8],
+        token: Option<&Token>,
+        epoch: Option<u64>,
+        extra: &[&[u8]],
+    ) -> Result<Reply, Error> {
+        let keys = self.keys(queue);
+        let epoch = epoch.map(|e| e.to_string()).unwrap_or_default();
+        let mut inv = script.key(&keys.owner);
+        inv.key(&keys.data)
+            .key(&keys.fenced)
+            .arg(queue)
+            .arg(self.member.name.as_bytes())
+            .arg(self.member.boot_id.as_bytes())
+            .arg(token.map(Token::as_str).unwrap_or(""))
+            .arg(epoch.as_bytes())
+            .arg(millis(self.options.lease));
+        for a in extra {
+            inv.arg(*a);
+        }
+        let mut conn = self.conn.clone();
+        let value: Value = inv
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| map_redis(e, &self.url, self.password.as_deref()))?;
+        parse_reply(value)
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn scrub_url(text: &str, url: &str) -> String {
+    if url.is_empty() {
+        text.to_owned()
+    } else {
+        text.replace(url, &redact_url(url))
+    }
+}
+
+fn map_redis(e: redis::RedisError, url: &str, password: Option<&str>) -> Error {
+    use redis::{ErrorKind, ServerErrorKind};
+    let message = scrub(&e.to_string(), password);
+    let transient = e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+            )
+        );
+    let url = url.to_owned();
+    if transient {
+        Error::Unavailable { url, message }
+    } else {
+        Error::Redis { url, message }
+    }
+}
+
+fn number(v: &Value) -> Option<u64> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).ok(),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+fn parse_reply(value: Value) -> Result<Reply, Error> {
+    let bad = |what: &str| Error::UnexpectedReply(what.to_owned());
+    let Value::Array(mut items) = value else {
+        return Err(bad("not an array"));
+    };
+    if items.len() != 4 {
+        return Err(bad("not 4 items"));
+    }
+    let extra = items.pop().unwrap_or(Value::Nil);
+    let now_ms = items
+        .pop()
+        .as_ref()
+        .and_then(number)
+        .ok_or_else(|| bad("no time"))?;
+    let fields = match items.pop() {
+        Some(Value::Array(f)) => f,
+        _ => return Err(bad("no record array")),
+    };
+    let status = match items.pop() {
+        Some(Value::BulkString(s)) => s,
+        Some(Value::SimpleString(s)) => s.into_bytes(),
+        _ => return Err(bad("no status")),
+    };
+    let mut pairs = Vec::with_capacity(fields.len() / 2);
+    let mut it = fields.into_iter();
+    while let (Some(Value::BulkString(k)), Some(Value::BulkString(v))) = (it.next(), it.next()) {
+        pairs.push((k, v));
+    }
+    let record = if pairs.is_empty() {
+        None
+    } else {
+        Some(Record::parse(&pairs).ok_or_else(|| bad("malformed owner record"))?)
+    };
+    Ok(Reply {
+        status,
+        record,
+        now_ms,
+        extra,
+    })
+}
+
+/// Maps a script status to the call's result. `index` is the chunk index the call was about.
+fn applied(r: Reply, index: u64) -> Result<Applied, Error> {
+    let status = String::from_utf8_lossy(&r.status).into_owned();
+    let effect = match status.as_str() {
+        "OK" => Some(Effect::Changed),
+        "REPEATED" => Some(Effect::Repeated),
+        "UNCHANGED" => Some(Effect::Unchanged),
+        _ => None,
+    };
+    if status == "ABSENT" {
+        return Err(Error::Rejected(Box::new(Rejection::Absent)));
+    }
+    let Some(record) = r.record else {
+        return Err(Error::UnexpectedReply(format!("{status} without a record")));
+    };
+    if let Some(effect) = effect {
+        return Ok(Applied {
+            record,
+            now_ms: r.now_ms,
+            effect,
+        });
+    }
+    let extra = number(&r.extra);
+    let rejection = match status.as_str() {
+        "TAKEN" => Rejection::Taken(record),
+        "FENCED" => Rejection::Fenced {
+            record,
+            taken_chunks: extra,
+        },
+        "STATE" => Rejection::WrongState(record),
+        "NOT_OFFERED" => Rejection::NotOffered(record),
+        "NOT_EXPIRED" => Rejection::NotExpired(record),
+        "ORDER" => Rejection::OutOfOrder {
+            expected: extra.unwrap_or(0),
+            record,
+        },
+        "CONFLICT" => Rejection::ChunkConflict { index, record },
+        "COUNT" => Rejection::CountMismatch {
+            chunks_in_redis: extra.unwrap_or(0),
+            record,
+        },
+        "MISSING" => Rejection::MissingChunk { index, record },
+        "OTHER_QUEUE" => Rejection::OtherQueue(record),
+        other => return Err(Error::UnexpectedReply(format!("status {other:?}"))),
+    };
+    Err(Error::Rejected(Box::new(rejection)))
+}
