@@ -22,14 +22,13 @@ mod cli;
 mod host;
 mod ledger;
 mod orchestrate;
-mod server;
 mod spool;
 mod steps;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::server::ServerError;
+use tickwheel_redis::server::{BINARY_ENV, ServerError};
 
 fn main() -> ExitCode {
     let args = cli::parse();
@@ -68,13 +67,16 @@ fn main() -> ExitCode {
             }
         };
     }
-    if std::process::Command::new("redis-server")
+    // The harness's binary (its environment variable may name another).
+    let binary = std::env::var(BINARY_ENV).unwrap_or_else(|_| "redis-server".to_owned());
+    if std::process::Command::new(&binary)
         .arg("--version")
         .output()
         .is_err()
         && args.redis_url.is_none()
     {
-        eprintln!("handoff: {}", ServerError::NotInstalled);
+        let missing = ServerError::NotInstalled { binary };
+        eprintln!("handoff: {missing} (or give --redis-url)");
         return ExitCode::from(2);
     }
     let dir = match tempfile::Builder::new().prefix("handoff-").tempdir() {

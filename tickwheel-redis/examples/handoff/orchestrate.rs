@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use crate::cli::{Args, Kill, Who};
 use crate::host::{queue_names, sink_path, spool_path};
 use crate::ledger::{self, Inputs};
-use crate::server::Server;
 use crate::spool::{self, Delivery, Record};
 use crate::steps::Role;
+use tickwheel_redis::server::RedisServer;
 
 /// A run that takes longer than this is stuck (the defaults finish in seconds).
 const STUCK: Duration = Duration::from_secs(300);
@@ -42,7 +42,7 @@ struct Run<'a> {
     args: &'a Args,
     dir: &'a Path,
     url: String,
-    server: Option<Server>,
+    server: Option<RedisServer>,
     procs: BTreeMap<String, Proc>,
     events: (Sender<Tagged>, Receiver<Tagged>),
     kills: Vec<Kill>,
@@ -56,7 +56,7 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
     let (server, url) = match &args.redis_url {
         Some(url) => (None, url.clone()),
         None => {
-            let s = Server::start(dir).map_err(|e| e.to_string())?;
+            let s = RedisServer::start(Some(dir)).map_err(|e| e.to_string())?;
             let url = s.url();
             (Some(s), url)
         }
