@@ -105,6 +105,7 @@
 
 pub mod chunk;
 mod connect;
+mod custody;
 mod error;
 pub mod keys;
 mod protocol;
@@ -112,6 +113,9 @@ mod record;
 pub mod server;
 
 pub use connect::redact_url;
+pub use custody::{
+    Custody, CustodyError, CustodyOptions, Incoming, Offered, Outcome, Outgoing, Received,
+};
 pub use error::{Error, Rejection};
 pub use protocol::{Applied, Effect, Options, Protocol, STEPS, View};
 pub use record::{Member, Record, State, Token};

@@ -138,11 +138,11 @@ struct Reply {
 /// ```
 #[derive(Clone)]
 pub struct Protocol {
-    conn: ConnectionManager,
+    pub(crate) conn: ConnectionManager,
     member: Member,
     options: Options,
-    url: String,
-    password: Option<String>,
+    pub(crate) url: String,
+    pub(crate) password: Option<String>,
 }
 
 impl fmt::Debug for Protocol {
@@ -461,7 +461,7 @@ fn scrub_url(text: &str, url: &str) -> String {
     }
 }
 
-fn map_redis(e: redis::RedisError, url: &str, password: Option<&str>) -> Error {
+pub(crate) fn map_redis(e: redis::RedisError, url: &str, password: Option<&str>) -> Error {
     use redis::{ErrorKind, ServerErrorKind};
     let message = scrub(&e.to_string(), password);
     let transient = e.is_io_error()

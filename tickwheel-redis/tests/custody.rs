@@ -1,0 +1,330 @@
+//! The high-level handoff against a real redis-server: a whole move, a forwarded retry, a
+//! fenced source getting exactly its unsent values back, abort, bad data, outcome.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use tickwheel::sync::{Retried, Scheduler};
+use tickwheel_redis::{
+    Custody, CustodyError, CustodyOptions, Member, Options, Outcome, Rejection, State,
+};
+
+type Sched = Scheduler<String, u64, String>;
+
+async fn member(url: &str, name: &str, chunk_entries: usize) -> Custody {
+    let opts = CustodyOptions {
+        chunk_entries,
+        retry_for: Duration::from_secs(2),
+        in_flight_timeout: Duration::from_secs(5),
+        ..CustodyOptions::default()
+    };
+    Custody::connect(url, Member::new_boot(name), Options::default(), opts)
+        .await
+        .expect("connect")
+}
+
+fn filled(q: &str, n: u64, t0: Instant) -> Sched {
+    let s = Scheduler::builder().origin(t0).build();
+    for id in 0..n {
+        let at = t0 + Duration::from_secs(60 + id % 7);
+        s.schedule(q.to_string(), id, at, format!("v{id}"))
+            .expect("schedule");
+    }
+    s
+}
+
+/// Every (id, value) in `s`'s queue `q`, taken out by a freeze.
+fn contents(s: &Sched, q: &str) -> BTreeMap<u64, (Instant, String)> {
+    let f = s.freeze_queue(&q.to_string());
+    s.unfreeze_queue(&q.to_string());
+    let out = f
+        .pending
+        .iter()
+        .map(|e| (e.id, (e.at, e.value.clone())))
+        .collect();
+    s.import(&q.to_string(), f.pending);
+    out
+}
+
+#[tokio::test]
+async fn a_queue_moves_whole_and_no_deadline_gets_earlier() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let url = server.url();
+    let (a, b) = (member(&url, "a", 7).await, member(&url, "b", 7).await);
+    let q = "example.com".to_string();
+    let t0 = Instant::now();
+    let src = filled(&q, 50, t0);
+    let before = contents(&src, &q);
+    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let offered = a
+        .offer(&src, q.clone(), epoch, Some("b"))
+        .await
+        .expect("offer");
+    assert_eq!((offered.chunks, offered.entries), (8, 50));
+    assert_eq!(src.queue_len(&q), 0);
+    let received = b.receive(&dst, q.clone()).await.expect("receive");
+    assert_eq!(received.epoch, epoch + 1);
+    assert_eq!(received.imported.imported, 50);
+    let after = contents(&dst, &q);
+    assert_eq!(after.len(), before.len());
+    for (id, (at, v)) in &before {
+        let (at2, v2) = &after[id];
+        assert_eq!(v, v2);
+        assert!(at2 >= at, "id {id} got earlier");
+    }
+    match a
+        .outcome(q.as_bytes(), epoch, Duration::ZERO)
+        .await
+        .expect("outcome")
+    {
+        Outcome::Committed {
+            record,
+            taken_chunks,
+        } => {
+            assert_eq!((record.owner.name.as_str(), taken_chunks), ("b", 8));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_in_flight_timer_that_comes_back_is_forwarded() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let url = server.url();
+    let (a, b) = (member(&url, "a", 100).await, member(&url, "b", 100).await);
+    let q = "q".to_string();
+    let t0 = Instant::now();
+    let src: Sched = Scheduler::builder().origin(t0).build();
+    src.schedule(q.clone(), 1, t0, "due".into())
+        .expect("schedule");
+    src.schedule(q.clone(), 2, t0 + Duration::from_secs(60), "later".into())
+        .expect("schedule");
+    let mut batch = src.pop_due(t0 + Duration::from_millis(5), 10);
+    let due = batch.next().expect("one due");
+    let epoch = a.acquire(b"q").await.expect("acquire").record.epoch;
+    let mut out = a.outgoing(&src, q.clone(), epoch);
+    assert_eq!(out.freeze().expect("freeze"), [1]);
+    out.prepare(None).await.expect("prepare");
+    out.append_pending().await.expect("append");
+    assert_eq!(
+        due.retry_at(t0 + Duration::from_secs(30)),
+        Ok(Retried::Forwarded)
+    );
+    drop(batch);
+    out.await_in_flight().await.expect("in flight");
+    out.forward().await.expect("forward");
+    out.seal().await.expect("seal");
+    let offered = out.finish().expect("finish");
+    assert_eq!(offered.entries, 2);
+    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let r = b.receive(&dst, q.clone()).await.expect("receive");
+    assert_eq!(r.imported.imported, 2);
+    assert_eq!(
+        contents(&dst, &q).keys().copied().collect::<Vec<_>>(),
+        [1, 2]
+    );
+}
+
+#[tokio::test]
+async fn a_fenced_source_gets_exactly_its_unsent_values_back() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let url = server.url();
+    let (a, c) = (member(&url, "a", 3).await, member(&url, "c", 3).await);
+    let q = "q".to_string();
+    let t0 = Instant::now();
+    let src = filled(&q, 10, t0);
+    let epoch = a.acquire(b"q").await.expect("acquire").record.epoch;
+    let mut out = a.outgoing(&src, q.clone(), epoch);
+    out.freeze().expect("freeze");
+    out.prepare(None).await.expect("prepare");
+    out.append_pending().await.expect("append"); // 4 chunks: 3 + 3 + 3 + 1
+    // The source stalls past its lease: another member takes what is in.
+    common::expire(&url, &a.protocol().keys(b"q").owner).await;
+    let mut inc = c
+        .reclaim::<_, u64, String>(q.clone())
+        .await
+        .expect("reclaim");
+    let taken: Vec<u64> = inc
+        .fetch()
+        .await
+        .expect("fetch")
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    inc.commit().await.expect("commit");
+    assert_eq!(taken.len(), 10);
+    // The zombie resumes: fenced, and nothing comes back because all 4 chunks were taken.
+    out.await_in_flight().await.expect("nothing in flight");
+    out.forward().await.expect("nothing forwarded: no call");
+    match out.seal().await {
+        Err(CustodyError::Fenced {
+            taken_chunks,
+            values,
+            record,
+        }) => {
+            assert_eq!((taken_chunks, values.len()), (4, 0));
+            assert_eq!(record.owner.name, "c");
+        }
+        other => panic!("{:?}", other.err()),
+    }
+
+    // Again with the reclaim between two appends: the values of the chunks not taken come
+    // back, in order.
+    let q2 = "q2".to_string();
+    let src = filled(&q2, 10, t0);
+    let epoch = a.acquire(b"q2").await.expect("acquire").record.epoch;
+    let frozen = src.freeze_queue(&q2);
+    src.unfreeze_queue(&q2);
+    let all: Vec<u64> = frozen.pending.iter().map(|e| e.id).collect();
+    src.import(&q2, frozen.pending);
+    let mut out = a.outgoing(&src, q2.clone(), epoch);
+    out.freeze().expect("freeze");
+    out.prepare(None).await.expect("prepare");
+    // Two chunks in by hand (what a source killed mid-append leaves), then reclaimed.
+    let keys = a.protocol().keys(b"q2");
+    out.append_pending().await.expect("append");
+    let client = redis::Client::open(url.as_str()).expect("url");
+    let mut raw = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw");
+    let _: () = redis::cmd("HDEL")
+        .arg(&keys.data)
+        .arg("2")
+        .arg("3")
+        .query_async(&mut raw)
+        .await
+        .expect("hdel");
+    common::expire(&url, &keys.owner).await;
+    let got = c
+        .reclaim::<_, u64, String>(q2.clone())
+        .await
+        .expect("reclaim");
+    assert_eq!(got.record().chunks, 2);
+    out.await_in_flight().await.expect("nothing in flight");
+    out.forward().await.expect("nothing forwarded: no call");
+    match out.seal().await {
+        Err(CustodyError::Fenced {
+            taken_chunks,
+            values,
+            ..
+        }) => {
+            assert_eq!(taken_chunks, 2);
+            let back: Vec<u64> = values.iter().map(|e| e.id).collect();
+            assert_eq!(back, all[6..], "the chunks from 2 on, in order");
+        }
+        other => panic!("{:?}", other.err()),
+    }
+}
+
+#[tokio::test]
+async fn abort_gives_every_value_back_to_the_scheduler() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let a = member(&server.url(), "a", 4).await;
+    let q = "q".to_string();
+    let t0 = Instant::now();
+    let src = filled(&q, 9, t0);
+    let before = contents(&src, &q);
+    let epoch = a.acquire(b"q").await.expect("acquire").record.epoch;
+    let mut out = a.outgoing(&src, q.clone(), epoch);
+    out.freeze().expect("freeze");
+    assert!(matches!(out.seal().await, Err(CustodyError::Step { .. })));
+    out.prepare(None).await.expect("prepare");
+    out.append_pending().await.expect("append");
+    let imported = out.abort().await.expect("abort");
+    assert_eq!(imported.imported, 9);
+    assert!(!src.is_frozen(&q));
+    assert_eq!(contents(&src, &q), before);
+    let view = a.read(b"q", None).await.expect("read");
+    assert_eq!(
+        view.record.map(|r| (r.state, r.chunks)),
+        Some((State::Owned, 0))
+    );
+    assert!(matches!(
+        a.outcome(b"q", epoch, Duration::ZERO)
+            .await
+            .expect("outcome"),
+        Outcome::Returned(_)
+    ));
+}
+
+#[tokio::test]
+async fn a_corrupt_chunk_is_an_error_and_the_claim_stays() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let url = server.url();
+    let (a, b) = (member(&url, "a", 5).await, member(&url, "b", 5).await);
+    let q = "q".to_string();
+    let src = filled(&q, 10, Instant::now());
+    let epoch = a.acquire(b"q").await.expect("acquire").record.epoch;
+    a.offer(&src, q.clone(), epoch, None).await.expect("offer");
+    let keys = a.protocol().keys(b"q");
+    let client = redis::Client::open(url.as_str()).expect("url");
+    let mut raw = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw");
+    let _: () = redis::cmd("HSET")
+        .arg(&keys.data)
+        .arg("1")
+        .arg("garbage")
+        .query_async(&mut raw)
+        .await
+        .expect("hset");
+    let mut inc = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
+    assert!(matches!(
+        inc.fetch().await,
+        Err(CustodyError::Chunk { index: 1, .. })
+    ));
+    assert!(matches!(inc.commit().await, Err(CustodyError::Step { .. })));
+    let dst: Sched = Scheduler::new();
+    assert!(matches!(inc.import(&dst), Err(CustodyError::Step { .. })));
+    let view = b.read(b"q", None).await.expect("read");
+    assert_eq!(
+        view.record.map(|r| (r.state, r.chunks)),
+        Some((State::Claimed, 2))
+    );
+    // A second claimer loses.
+    let c = member(&url, "c", 5).await;
+    let lost = c.claim::<_, u64, String>(q).await.err().expect("a loser");
+    assert!(matches!(lost.rejection(), Some(Rejection::NotOffered(_))));
+}
+
+#[tokio::test]
+async fn redis_gone_is_a_retryable_error_and_the_step_resumes() {
+    let Some(mut server) = common::server() else {
+        return;
+    };
+    let url = server.url();
+    let a = member(&url, "a", 3).await;
+    let q = "q".to_string();
+    let src = filled(&q, 8, Instant::now());
+    let epoch = a.acquire(b"q").await.expect("acquire").record.epoch;
+    let mut out = a.outgoing(&src, q.clone(), epoch);
+    out.freeze().expect("freeze");
+    out.prepare(None).await.expect("prepare");
+    server.kill9().expect("kill");
+    let e = out.append_pending().await.expect_err("redis is down");
+    assert!(e.is_retryable(), "{e}");
+    assert_eq!(out.held(), 8, "nothing lost");
+    server.restart().expect("restart");
+    out.append_pending()
+        .await
+        .expect("append after the restart");
+    out.await_in_flight().await.expect("in flight");
+    out.forward().await.expect("forward");
+    out.seal().await.expect("seal");
+    assert_eq!(out.finish().expect("finish").entries, 8);
+}
