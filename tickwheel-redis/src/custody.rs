@@ -272,6 +272,25 @@ impl Custody {
         self.retrying(|| self.time_once()).await
     }
 
+    /// A reading of the reference clock with the local `Instant`s just before and just after
+    /// it: of three readings, the one with the shortest round trip (the smallest error either
+    /// way when a busy host stalls between the two).
+    pub(crate) async fn reference_reading(&self) -> Result<(Instant, u64, Instant), Error> {
+        let mut best: Option<(Instant, u64, Instant)> = None;
+        for _ in 0..3 {
+            let before = Instant::now();
+            let reference = self.reference_now_us().await?;
+            let after = Instant::now();
+            if best.is_none_or(|(b, _, a)| after - before < a - b) {
+                best = Some((before, reference, after));
+            }
+        }
+        match best {
+            Some(r) => Ok(r),
+            None => Err(Error::UnexpectedReply("no clock reading".into())),
+        }
+    }
+
     async fn time_once(&self) -> Result<u64, Error> {
         let p = &self.protocol;
         let mut conn = p.conn.clone();

@@ -87,6 +87,22 @@ impl<'a, Q: AsRef<[u8]>, K, T> Incoming<'a, Q, K, T> {
     pub fn queue(&self) -> &Q {
         &self.queue
     }
+
+    /// The fetched entries, to change before the import (e.g. stamp each value with
+    /// [`epoch`](Self::epoch)); `None` before [`fetch`](Self::fetch) or after the import.
+    /// An entry removed here is the caller's: the import will not see it.
+    ///
+    /// ```no_run
+    /// # async fn demo(mut inc: tickwheel_redis::Incoming<'_, String, u64, (u64, String)>) {
+    /// let epoch = inc.epoch();
+    /// for e in inc.fetched_mut().into_iter().flatten() {
+    ///     e.value.0 = epoch;
+    /// }
+    /// # }
+    /// ```
+    pub fn fetched_mut(&mut self) -> Option<&mut Vec<SnapshotEntry<K, T>>> {
+        self.fetched.as_mut().map(|(entries, _, _)| entries)
+    }
 }
 
 impl<Q, K, T> Incoming<'_, Q, K, T>
@@ -135,8 +151,8 @@ where
                 found,
             });
         }
-        let reference = c.reference_now_us().await?;
-        let local = Instant::now();
+        // The local Instant read after the reference clock: deadlines only move later.
+        let (_, reference, local) = c.reference_reading().await?;
         let (entries, _, _) = self.fetched.insert((entries, reference, local));
         Ok(entries)
     }

@@ -357,8 +357,8 @@ where
     /// Encodes what is unsent (one reference reading), then sends every unacknowledged chunk.
     async fn send(&mut self) -> Result<(), CustodyError<K, T>> {
         if !self.unsent.is_empty() {
-            let local = Instant::now();
-            let reference = self.custody.reference_now_us().await?;
+            // The local Instant read before the reference clock: deadlines only move later.
+            let (local, reference, _) = self.custody.reference_reading().await?;
             let size = self.custody.options().chunk_entries.max(1);
             let unsent = std::mem::take(&mut self.unsent);
             let mut it = unsent.into_iter().peekable();
