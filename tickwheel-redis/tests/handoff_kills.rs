@@ -85,11 +85,18 @@ fn first_target_step(all: &[String]) -> usize {
 
 /// Runs with the kills; the last line must say custody holds, and is returned.
 fn custody_ok(kills: &[String]) -> String {
-    let mut cmd = Command::new(handoff());
-    cmd.args(SMALL);
+    let mut args = Vec::new();
     for k in kills {
-        cmd.args(["--kill", k]);
+        args.extend(["--kill".to_string(), k.clone()]);
     }
+    custody_ok_with(&args).0
+}
+
+/// Runs with these options; custody must hold. Returns the last line and standard error.
+fn custody_ok_with(extra: &[String]) -> (String, String) {
+    let kills = extra;
+    let mut cmd = Command::new(handoff());
+    cmd.args(SMALL).args(extra);
     let out: Output = cmd.output().expect("run the handoff example");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     let last = stdout.lines().last().unwrap_or_default().to_string();
@@ -102,7 +109,85 @@ fn custody_ok(kills: &[String]) -> String {
         !stderr.contains("no process reached"),
         "{kills:?}: a kill never happened\n{stderr}"
     );
-    last
+    (last, stderr)
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(ToString::to_string).collect()
+}
+
+/// A zombie source: stopped (SIGSTOP) while PREPARING, past its lease; the spare reclaims,
+/// fetches, commits and imports; the source resumes (SIGCONT), its next write is fenced and
+/// the values no claimer took come back to it. The ledger is exact.
+#[test]
+fn a_zombie_source_is_fenced_and_gets_its_unsent_values_back() {
+    if !have_redis() {
+        return;
+    }
+    // Stopped before any chunk: every frozen value comes back.
+    let (_, stderr) = custody_ok_with(&strings(&[
+        "--stop",
+        "source:prepare",
+        "--lease-ms",
+        "1500",
+    ]));
+    let fenced = stderr
+        .lines()
+        .find(|l| l.contains("fenced at append of dest-0.example"))
+        .unwrap_or_else(|| panic!("the source was not fenced:\n{stderr}"));
+    assert!(fenced.contains("0 chunk(s) taken"), "{fenced}");
+    assert!(!fenced.contains(" 0 value(s) handed back"), "{fenced}");
+    // Stopped after its chunks: the spare took them all, nothing comes back.
+    let (_, stderr) = custody_ok_with(&strings(&["--stop", "source:append", "--lease-ms", "1500"]));
+    let fenced = stderr
+        .lines()
+        .find(|l| l.contains("fenced at seal of dest-0.example"))
+        .unwrap_or_else(|| panic!("the source was not fenced:\n{stderr}"));
+    assert!(fenced.contains("0 value(s) handed back"), "{fenced}");
+}
+
+/// A target killed mid-claim that never comes back: the spare reclaims after the lease.
+#[test]
+fn a_dead_target_is_replaced_by_the_spare() {
+    if !have_redis() {
+        return;
+    }
+    for step in ["claim", "spool"] {
+        let (_, stderr) = custody_ok_with(&strings(&[
+            "--kill",
+            &format!("target:{step}"),
+            "--spare",
+            "--lease-ms",
+            "1500",
+            "--offer-ttl-ms",
+            "1500",
+        ]));
+        assert!(
+            stderr.contains("spare#1: imported dest-0.example"),
+            "{stderr}"
+        );
+    }
+}
+
+/// A planted fault (the target leaves one entry of each offer out): the ledger says
+/// FAILED, exit status 1.
+#[test]
+fn a_planted_loss_fails_the_ledger() {
+    if !have_redis() {
+        return;
+    }
+    let out = Command::new(handoff())
+        .args(SMALL)
+        .env("HANDOFF_FAULT", "skip-one")
+        .output()
+        .expect("run the handoff example");
+    let stdout = text(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    assert_eq!(out.status.code(), Some(1), "{last}");
+    assert!(
+        last.starts_with("custody: FAILED") && last.contains("lost (in no place)"),
+        "{last}"
+    );
 }
 
 fn redeliveries(last: &str) -> u64 {

@@ -40,6 +40,27 @@ pub struct Args {
     #[arg(long = "kill", value_name = "ROLE:STEP")]
     pub kills: Vec<Kill>,
 
+    /// A killed target is not restarted: a third host, `spare`, takes its queues over
+    /// (`claim` once an offer lapses, `reclaim` once a claim's lease runs out).
+    #[arg(long)]
+    pub spare: bool,
+
+    /// Stop the source with SIGSTOP at STEP (`source:STEP`, a step between `prepare` and
+    /// `forward`) until a third host, `spare`, has reclaimed the queue past the lease and
+    /// imported it; then SIGCONT: the source's next write is fenced and the values no
+    /// claimer took come back to it.
+    #[arg(long, value_name = "source:STEP")]
+    pub stop: Option<Kill>,
+
+    /// The lease of PREPARING and CLAIMED, in milliseconds (how long a silent holder keeps
+    /// the queue before another member may reclaim it).
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub lease_ms: u64,
+
+    /// How long a sealed offer waits for its target before anyone may claim it, in ms.
+    #[arg(long, default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub offer_ttl_ms: u64,
+
     /// Use this Redis (`redis://`, `rediss://`, `unix://`) instead of starting a redis-server.
     /// It must run with `appendonly yes` and `appendfsync always`; `redis:STEP` kills need
     /// the program's own server.
@@ -84,6 +105,9 @@ pub enum ChildRole {
     Source,
     /// Claims, fetches, commits and imports them.
     Target,
+    /// Takes over what a dead or stopped host left: claims lapsed offers, reclaims
+    /// expired claims and preparations.
+    Spare,
 }
 
 impl From<ChildRole> for Role {
@@ -91,6 +115,7 @@ impl From<ChildRole> for Role {
         match r {
             ChildRole::Source => Role::Source,
             ChildRole::Target => Role::Target,
+            ChildRole::Spare => Role::Spare,
         }
     }
 }
@@ -213,6 +238,14 @@ pub fn check(args: &Args) -> Result<(), String> {
     if args.role.is_some() && args.redis_url.is_none() {
         return Err("a child needs --redis-url".into());
     }
+    if let Some(k) = args.stop
+        && (k.who != Who::Host(Role::Source)
+            || !["prepare", "append", "in-flight", "forward"].contains(&k.step))
+    {
+        return Err(format!(
+            "--stop {k}: only the source, at prepare, append, in-flight or forward"
+        ));
+    }
     let mut seen = Vec::new();
     for k in &args.kills {
         if seen.contains(k) {
@@ -284,6 +317,9 @@ mod tests {
             &["--faketime", "redis=+5m"],
             &["--faketime", "source=5m"],
             &["--faketime", "source=+5mm"],
+            &["--stop", "target:claim"],
+            &["--stop", "source:seal"],
+            &["--lease-ms", "5"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?} was accepted");
         }

@@ -8,6 +8,7 @@
 //! Standard output carries the gate lines and `moved QUEUE` / `imported QUEUE` / `all` /
 //! `report HELD BACK` for the parent; progress and errors go to standard error.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -16,12 +17,13 @@ use std::time::{Duration, Instant};
 
 use tickwheel::sync::Scheduler;
 
+use crate::flow;
 use crate::spool::{self, Delivery, Entry, Holdings, Log, Record};
-use crate::steps::{self, Gates, Role};
+use crate::steps::{Gates, Role};
 
 /// A timer's value: the epoch its host accepted or imported it under, and its deadline on
 /// the reference clock (both stamped in the spool).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct Msg {
     pub epoch: u64,
     pub deadline_us: u64,
@@ -39,6 +41,10 @@ pub struct Config {
     pub messages: u32,
     pub rate: u32,
     pub max_delay: Duration,
+    pub lease: Duration,
+    pub offer_ttl: Duration,
+    /// Offers go to anyone (a spare may take them), not to the target by name.
+    pub spare_mode: bool,
 }
 
 /// The queue names of a run.
@@ -80,12 +86,23 @@ impl RefClock {
         for _ in 0..50 {
             match client.get_connection() {
                 Ok(mut c) => {
-                    let local = Instant::now();
-                    let (secs, us): (u64, u64) = redis::cmd("TIME")
-                        .query(&mut c)
-                        .map_err(|e| fail("redis TIME", e))?;
-                    let reference = secs.saturating_mul(1_000_000).saturating_add(us);
-                    return Ok(RefClock::anchor(local, reference));
+                    // The reading with the shortest round trip: the anchor's error (the local
+                    // instant read before the reference) is at most that round trip.
+                    let mut best: Option<(Duration, RefClock)> = None;
+                    for _ in 0..10 {
+                        let local = Instant::now();
+                        let (secs, us): (u64, u64) = redis::cmd("TIME")
+                            .query(&mut c)
+                            .map_err(|e| fail("redis TIME", e))?;
+                        let rtt = local.elapsed();
+                        let reference = secs.saturating_mul(1_000_000).saturating_add(us);
+                        if best.is_none_or(|(b, _)| rtt < b) {
+                            best = Some((rtt, RefClock::anchor(local, reference)));
+                        }
+                    }
+                    if let Some((_, clock)) = best {
+                        return Ok(clock);
+                    }
                 }
                 Err(e) => last = e.to_string(),
             }
@@ -120,6 +137,8 @@ pub struct Host {
     pub freeze_lock: RwLock<()>,
     pub stop_producing: AtomicBool,
     pub stop_dispatching: AtomicBool,
+    /// Each queue's epoch as this host holds it (stamped on accepted timers).
+    pub epochs: RwLock<BTreeMap<String, u64>>,
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> String {
@@ -144,7 +163,18 @@ impl Host {
             freeze_lock: RwLock::new(()),
             stop_producing: AtomicBool::new(false),
             stop_dispatching: AtomicBool::new(false),
+            epochs: RwLock::new(BTreeMap::new()),
         }))
+    }
+
+    pub fn set_epoch(&self, q: &str, epoch: u64) {
+        let mut m = self.epochs.write().unwrap_or_else(|p| p.into_inner());
+        m.insert(q.to_string(), epoch);
+    }
+
+    pub fn epoch(&self, q: &str) -> u64 {
+        let m = self.epochs.read().unwrap_or_else(|p| p.into_inner());
+        m.get(q).copied().unwrap_or(1)
     }
 
     /// What the spool says this host holds (a fresh host: nothing).
@@ -170,7 +200,7 @@ impl Host {
 
     /// Accepts a batch of new timers: spooled first, then scheduled. Refused ones (a frozen
     /// queue) are handed back and recorded so.
-    pub fn accept(&self, batch: &[(String, u64, Instant)], epoch: u64) -> Result<usize, String> {
+    pub fn accept(&self, batch: &[(String, u64, Instant)]) -> Result<usize, String> {
         let _shared = self.freeze_lock.read().unwrap_or_else(|p| p.into_inner());
         let records: Vec<Record> = batch
             .iter()
@@ -179,7 +209,7 @@ impl Host {
                 Record::Accepted(Entry {
                     id: *id,
                     queue: q.clone(),
-                    epoch,
+                    epoch: self.epoch(q),
                     deadline_us,
                 })
             })
@@ -189,7 +219,7 @@ impl Host {
         for ((q, id, at), r) in batch.iter().zip(&records) {
             let Record::Accepted(e) = r else { continue };
             let msg = Msg {
-                epoch,
+                epoch: e.epoch,
                 deadline_us: e.deadline_us,
             };
             if self.sched.schedule(q.clone(), *id, *at, msg).is_err() {
@@ -249,24 +279,45 @@ impl Host {
 pub fn run(cfg: Config, url: &str) -> Result<(), String> {
     let gates = Gates::from_stdin();
     let role = cfg.role;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| fail("tokio", e))?;
     let host = Host::open(cfg, RefClock::from_redis(url)?, gates)?;
     let wall = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as i128);
     let off = (wall - i128::from(host.clock.reference_us(Instant::now()))) as f64 / 1e6;
-    crate::say!(
-        "{}#{}: host clock {off:+.1} s off the reference clock",
-        host.cfg.name,
-        host.cfg.boot
-    );
+    let label = format!("{}#{}", host.cfg.name, host.cfg.boot);
+    crate::say!("{label}: host clock {off:+.1} s off the reference clock");
+    let custody = flow::connect(&rt, url, &host)?;
+    let queues = queue_names(host.cfg.queues);
+    // What is this host's: the first source acquires every queue; a restarted host
+    // reconciles its spool with the owner records before it reloads anything.
+    let (mut todo, claims) = match role {
+        Role::Source if host.cfg.boot == 1 => {
+            for q in &queues {
+                let a = rt
+                    .block_on(custody.acquire(q.as_bytes()))
+                    .map_err(|e| fail("acquire", e))?;
+                host.set_epoch(q, a.record.epoch);
+                host.gates.pass("acquire");
+            }
+            (queues.clone(), Vec::new())
+        }
+        Role::Source => (flow::recover_source(&rt, &host, &custody)?, Vec::new()),
+        Role::Target | Role::Spare if host.cfg.boot == 1 => (queues.clone(), Vec::new()),
+        Role::Target | Role::Spare => (queues.clone(), flow::recover_target(&rt, &host, &custody)?),
+    };
     let held = host.holdings()?;
+    for q in &held.moved {
+        // No longer this host's: producers get their values back.
+        let _ = host.sched.freeze_queue(q);
+    }
     let reloaded = host.reload(&held)?;
     if reloaded > 0 {
-        crate::say!(
-            "{}#{}: reloaded {reloaded} timers from the spool",
-            host.cfg.name,
-            host.cfg.boot
-        );
+        crate::say!("{label}: reloaded {reloaded} timers from the spool");
     }
     let dispatcher = {
         let h = host.clone();
@@ -280,15 +331,22 @@ pub fn run(cfg: Config, url: &str) -> Result<(), String> {
         let h = host.clone();
         thread::spawn(move || produce(&h))
     });
-    let queues = queue_names(host.cfg.queues);
-    for q in &queues {
-        for step in steps::of(role) {
-            host.gates.pass(step);
-        }
+    for (q, record) in claims {
+        let inc = custody
+            .resume(q.clone(), record)
+            .map_err(|e| fail("resume", e))?;
+        flow::take_in(&rt, &host, inc)?;
+        todo.retain(|t| *t != q);
+        host.gates.line(&format!("imported {q}"));
+    }
+    for q in &todo {
         let word = if role == Role::Source {
+            flow::offer(&rt, &host, &custody, q)?;
             "moved"
-        } else {
+        } else if flow::receive(&rt, &host, &custody, q)? {
             "imported"
+        } else {
+            "skipped"
         };
         host.gates.line(&format!("{word} {q}"));
     }
@@ -361,7 +419,7 @@ fn initial_load(host: &Host) -> Result<(), String> {
     let mut left = host.cfg.messages;
     while left > 0 {
         let n = left.min(1000);
-        host.accept(&maker.make(n), 1)?;
+        host.accept(&maker.make(n))?;
         left -= n;
     }
     Ok(())
@@ -374,7 +432,7 @@ fn produce(host: &Host) -> Result<(), String> {
     while !host.stop_producing.load(Ordering::Acquire) {
         thread::sleep(Duration::from_millis(20));
         if per_tick > 0 {
-            host.accept(&maker.make(per_tick), 1)?;
+            host.accept(&maker.make(per_tick))?;
         }
     }
     Ok(())

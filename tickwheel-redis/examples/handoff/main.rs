@@ -19,6 +19,7 @@ macro_rules! say {
 }
 
 mod cli;
+mod flow;
 mod host;
 mod ledger;
 mod orchestrate;
@@ -57,6 +58,9 @@ fn main() -> ExitCode {
             messages: args.messages,
             rate: args.rate,
             max_delay: Duration::from_millis(args.max_delay_ms),
+            lease: Duration::from_millis(args.lease_ms),
+            offer_ttl: Duration::from_millis(args.offer_ttl_ms),
+            spare_mode: args.spare || args.stop.is_some(),
         };
         let label = format!("{}#{}", cfg.name, cfg.boot);
         return match host::run(cfg, &url) {

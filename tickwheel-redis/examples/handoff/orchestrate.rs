@@ -11,10 +11,13 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
 use crate::cli::{Args, Kill, Who};
+use crate::host::Msg;
 use crate::host::{queue_names, sink_path, spool_path};
 use crate::ledger::{self, Inputs};
 use crate::spool::{self, Delivery, Record};
 use crate::steps::Role;
+use tickwheel_redis::chunk::Chunk;
+use tickwheel_redis::keys::{DEFAULT_PREFIX, QueueKeys};
 use tickwheel_redis::server::RedisServer;
 
 /// A run that takes longer than this is stuck (the defaults finish in seconds).
@@ -48,6 +51,10 @@ struct Run<'a> {
     kills: Vec<Kill>,
     killed: BTreeSet<(String, u32)>,
     boots: BTreeMap<String, u32>,
+    /// Every host that ran (a killed host not restarted still has a spool and a sink).
+    names: BTreeSet<String>,
+    /// The source, stopped with SIGSTOP at a gate, until the spare has imported a queue.
+    stopped: Option<String>,
 }
 
 /// Runs the proof; `Ok(true)` when custody holds. Errors (a child failing, a stuck run) are
@@ -71,6 +78,8 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
         kills: args.kills.clone(),
         killed: BTreeSet::new(),
         boots: BTreeMap::new(),
+        names: BTreeSet::new(),
+        stopped: None,
     };
     run.spawn("source", Role::Source)?;
     run.spawn("target", Role::Target)?;
@@ -91,6 +100,9 @@ impl Run<'_> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
         let a = self.args;
         let mut cmd = Command::new(exe);
+        if a.spare || a.stop.is_some() {
+            cmd.arg("--spare");
+        }
         if let Some(skew) = a.faketime.iter().find(|s| s.role == role) {
             // The library itself, not the `faketime` wrapper: the PID must be the host's.
             cmd.env("LD_PRELOAD", faketime_lib()?)
@@ -116,6 +128,8 @@ impl Run<'_> {
                 &a.rate.to_string(),
             ])
             .args(["--max-delay-ms", &a.max_delay_ms.to_string()])
+            .args(["--lease-ms", &a.lease_ms.to_string()])
+            .args(["--offer-ttl-ms", &a.offer_ttl_ms.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -136,6 +150,7 @@ impl Run<'_> {
             let _ = tx.send((who, boot, Event::Closed));
         });
         crate::say!("{name}#{boot}: started (pid {})", child.id());
+        self.names.insert(name.to_string());
         self.procs.insert(
             name.to_string(),
             Proc {
@@ -199,16 +214,21 @@ impl Run<'_> {
                     } else if let Some(q) = line
                         .strip_prefix("moved ")
                         .or(line.strip_prefix("imported "))
+                        .or(line.strip_prefix("skipped "))
                     {
                         crate::say!("{name}#{boot}: {} {q}", &line[..line.len() - q.len() - 1]);
+                        if role == Role::Spare && line.starts_with("imported ") {
+                            self.resume_stopped()?;
+                        }
                     }
                 }
                 Event::Closed => self.closed(&name)?,
             }
-            if !finishing && all.len() == 2 {
+            let live: Vec<String> = self.procs.keys().cloned().collect();
+            if !finishing && live.iter().all(|n| all.contains(n)) {
                 finishing = true;
                 crate::say!("every queue moved: finishing");
-                for n in ["source", "target"] {
+                for n in &live {
                     self.send(n, "finish");
                 }
             }
@@ -226,7 +246,27 @@ impl Run<'_> {
             let _ = p.child.kill();
             let _ = p.child.wait();
             self.killed.insert((name.to_string(), p.boot));
+            if self.args.spare && role == Role::Target {
+                crate::say!("{name} stays dead: the spare takes over after the lease");
+                return self.spawn("spare", Role::Spare);
+            }
             return self.spawn(name, role);
+        }
+        if let Some(k) = self.args.stop
+            && self.stopped.is_none()
+            && k.who == Who::Host(role)
+            && k.step == step
+            && !self.procs.contains_key("spare")
+            && let Some(p) = self.procs.get(name)
+        {
+            let pid = p.child.id();
+            crate::say!(
+                "{name}#{}: SIGSTOP at {step}; the spare reclaims after the lease",
+                p.boot
+            );
+            signal("-STOP", pid)?;
+            self.stopped = Some(name.to_string());
+            return self.spawn("spare", Role::Spare);
         }
         if self.take_kill(Who::Redis, step)
             && let Some(s) = self.server.as_mut()
@@ -235,6 +275,21 @@ impl Run<'_> {
             s.restart().map_err(|e| e.to_string())?;
         }
         self.send(name, "go");
+        Ok(())
+    }
+
+    /// The spare imported a queue: the stopped source resumes (SIGCONT) and passes its gate.
+    fn resume_stopped(&mut self) -> Result<(), String> {
+        let Some(name) = self.stopped.clone() else {
+            return Ok(());
+        };
+        if let Some(p) = self.procs.get(&name) {
+            crate::say!("{name}#{}: SIGCONT", p.boot);
+            signal("-CONT", p.child.id())?;
+        }
+        self.send(&name, "go");
+        // Stays Some: the source is stopped once.
+        self.stopped = Some(String::new());
         Ok(())
     }
 
@@ -262,7 +317,7 @@ impl Run<'_> {
             tolerance_us: 1_000,
             ..Inputs::default()
         };
-        for (name, p) in &self.procs {
+        for name in &self.names {
             inputs.spools.insert(
                 name.clone(),
                 spool::read(&spool_path(self.dir, name), Record::parse)?,
@@ -270,13 +325,57 @@ impl Run<'_> {
             inputs
                 .deliveries
                 .extend(spool::read(&sink_path(self.dir, name), Delivery::parse)?);
-            if let Some(r) = p.report {
+            if let Some(r) = self.procs.get(name).and_then(|p| p.report) {
                 inputs.reported.insert(name.clone(), r);
             }
         }
-        let _ = queue_names(self.args.queues);
+        inputs.in_redis = in_redis(&self.url, self.args.queues)?;
         Ok(inputs)
     }
+}
+
+/// Sends a signal to a child by its PID (the `kill` command: no unsafe code here).
+fn signal(sig: &str, pid: u32) -> Result<(), String> {
+    let status = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .map_err(|e| format!("kill {sig} {pid}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("kill {sig} {pid}: {status}"))
+    }
+}
+
+/// The ids of every chunk still in Redis, each chunk decoded and checked against the owner
+/// record (queue, the offering epoch, index): a chunk that does not decode is an error.
+fn in_redis(url: &str, queues: u32) -> Result<Vec<u64>, String> {
+    let fail = |e: redis::RedisError| format!("reading Redis: {e}");
+    let client = redis::Client::open(url).map_err(fail)?;
+    let mut c = client.get_connection().map_err(fail)?;
+    let mut ids = Vec::new();
+    for q in queue_names(queues) {
+        let keys = QueueKeys::new(DEFAULT_PREFIX, q.as_bytes());
+        let chunks: Vec<(u64, Vec<u8>)> = redis::cmd("HGETALL")
+            .arg(&keys.data)
+            .query(&mut c)
+            .map_err(fail)?;
+        if chunks.is_empty() {
+            continue;
+        }
+        let epoch: Option<u64> = redis::cmd("HGET")
+            .arg(&keys.owner)
+            .arg("source_epoch")
+            .query(&mut c)
+            .map_err(fail)?;
+        let epoch = epoch.ok_or_else(|| format!("{q}: chunks in Redis without an offer"))?;
+        for (index, bytes) in chunks {
+            let chunk = Chunk::<u64, Msg>::decode(&bytes, q.as_bytes(), epoch, index)
+                .map_err(|e| format!("{q}: chunk {index}: {e}"))?;
+            ids.extend(chunk.entries.iter().map(|e| e.id));
+        }
+    }
+    Ok(ids)
 }
 
 /// Debian's libfaketime (multi-threaded flavour), or `$FAKETIME_LIB`.

@@ -12,6 +12,7 @@
 //! F  queue epoch                  frozen for an offer (every later A of it is refused)
 //! M  queue epoch                  the offer sealed: the queue's copy dropped here
 //! B  queue epoch                  the offer fenced or aborted: the copy stays, unfrozen
+//! C  queue epoch                  the claim committed: the I records of that epoch are held
 //! X  queue epoch                  an imported copy dropped (the claim was lost before commit)
 //! ```
 //!
@@ -36,6 +37,7 @@ pub enum Record {
     Moved { queue: String, epoch: u64 },
     Back { queue: String, epoch: u64 },
     Dropped { queue: String, epoch: u64 },
+    Committed { queue: String, epoch: u64 },
 }
 
 /// A timer a host holds, as its spool stamps it.
@@ -76,6 +78,7 @@ impl fmt::Display for Record {
             Record::Moved { queue, epoch } => write!(f, "M\t{queue}\t{epoch}"),
             Record::Back { queue, epoch } => write!(f, "B\t{queue}\t{epoch}"),
             Record::Dropped { queue, epoch } => write!(f, "X\t{queue}\t{epoch}"),
+            Record::Committed { queue, epoch } => write!(f, "C\t{queue}\t{epoch}"),
         }
     }
 }
@@ -109,6 +112,7 @@ impl Record {
             ["M", q, e] => queue(q, e).map(|(queue, epoch)| Record::Moved { queue, epoch })?,
             ["B", q, e] => queue(q, e).map(|(queue, epoch)| Record::Back { queue, epoch })?,
             ["X", q, e] => queue(q, e).map(|(queue, epoch)| Record::Dropped { queue, epoch })?,
+            ["C", q, e] => queue(q, e).map(|(queue, epoch)| Record::Committed { queue, epoch })?,
             _ => return Err(format!("not a spool record: {line:?}")),
         })
     }
@@ -205,6 +209,10 @@ pub struct Holdings {
     pub handed_back: BTreeSet<u64>,
     /// Queues frozen for an offer not yet sealed or given back, with the offer's epoch.
     pub frozen: BTreeMap<String, u64>,
+    /// Queues whose copy was dropped (moved away): a later A of one was refused.
+    pub moved: BTreeSet<String>,
+    /// Imported entries of a claim not yet committed, by (queue, epoch): not yet held.
+    pub uncommitted: BTreeMap<(String, u64), Vec<Entry>>,
 }
 
 impl Holdings {
@@ -221,11 +229,26 @@ impl Holdings {
         match r {
             // Frozen: the freeze lock orders this after the F record, so it was refused
             // (its H may not have reached the spool before a kill).
-            Record::Accepted(e) if self.frozen.contains_key(&e.queue) => {
+            Record::Accepted(e)
+                if self.frozen.contains_key(&e.queue) || self.moved.contains(&e.queue) =>
+            {
                 self.handed_back.insert(e.id);
             }
-            Record::Accepted(e) | Record::Imported(e) => {
+            Record::Accepted(e) => {
                 self.held.insert(e.id, e.clone());
+            }
+            Record::Imported(e) => {
+                let key = (e.queue.clone(), e.epoch);
+                self.uncommitted.entry(key).or_default().push(e.clone());
+            }
+            Record::Committed { queue, epoch } => {
+                for e in self
+                    .uncommitted
+                    .remove(&(queue.clone(), *epoch))
+                    .unwrap_or_default()
+                {
+                    self.held.insert(e.id, e);
+                }
             }
             Record::Done { id, .. } => {
                 self.held.remove(id);
@@ -239,12 +262,15 @@ impl Holdings {
             }
             Record::Moved { queue, .. } => {
                 self.frozen.remove(queue);
+                self.moved.insert(queue.clone());
                 self.held.retain(|_, e| e.queue != *queue);
             }
             Record::Back { queue, .. } => {
                 self.frozen.remove(queue);
+                self.moved.remove(queue);
             }
             Record::Dropped { queue, epoch } => {
+                self.uncommitted.remove(&(queue.clone(), *epoch));
                 self.held
                     .retain(|_, e| !(e.queue == *queue && e.epoch == *epoch));
             }
@@ -285,6 +311,10 @@ mod tests {
                 epoch: 1,
             },
             Record::Dropped {
+                queue: "q1".into(),
+                epoch: 3,
+            },
+            Record::Committed {
                 queue: "q1".into(),
                 epoch: 3,
             },

@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex};
 pub enum Role {
     Source,
     Target,
+    /// A third host that takes over what a dead or stopped host left (`--spare`, `--stop`).
+    Spare,
 }
 
 impl Role {
@@ -24,6 +26,7 @@ impl Role {
         match self {
             Role::Source => "source",
             Role::Target => "target",
+            Role::Spare => "spare",
         }
     }
 }
@@ -70,7 +73,7 @@ pub const ALL: &[&str] = &[
 pub fn of(role: Role) -> &'static [&'static str] {
     match role {
         Role::Source => SOURCE,
-        Role::Target => TARGET,
+        Role::Target | Role::Spare => TARGET,
     }
 }
 
