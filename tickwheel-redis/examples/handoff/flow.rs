@@ -252,6 +252,10 @@ pub fn receive(rt: &Runtime, h: &Host, c: &Custody, q: &str) -> Result<bool, Str
             if elsewhere(r, me, h.cfg.role == Role::Spare) {
                 return Ok(false);
             }
+            if r.state == State::Owned && r.owner.name == me {
+                // Committed by an earlier boot: its entries are in the spool, reloaded.
+                return Ok(true);
+            }
             if h.cfg.role == Role::Spare && r.state != State::Owned {
                 match rt.block_on(c.reclaim::<_, u64, Msg>(q.to_string())) {
                     Ok(inc) => {
