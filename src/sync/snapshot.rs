@@ -98,7 +98,8 @@ impl std::error::Error for SnapshotError {}
 /// clock. `local_now` must be read **before** the reference clock was read as
 /// `reference_now_us`, so the time left is over-estimated (only later). The time left is
 /// rounded up to whole µs, plus 1 µs for the reference reading's truncation; a deadline at
-/// or before `local_now` maps to `reference_now_us` (due now). Saturates at `u64::MAX`.
+/// or before `local_now` maps to `reference_now_us` (due now). Saturates at `u64::MAX`, which
+/// [`from_reference`] reads as "never due" (a saturated deadline cannot come back earlier).
 /// O(1); never panics.
 ///
 /// ```
@@ -123,8 +124,10 @@ pub fn to_reference(at: Instant, local_now: Instant, reference_now_us: u64) -> u
 /// µs since the Unix epoch on the reference clock → a deadline on this host's monotonic
 /// clock. `local_now` must be read **after** the reference clock was read as
 /// `reference_now_us`, so the time left is over-estimated (only later). A deadline at or
-/// before `reference_now_us` maps to `local_now` (due now). O(1) (O(128) when saturating);
-/// never panics.
+/// before `reference_now_us` maps to `local_now` (due now). `u64::MAX` is the saturated
+/// deadline of [`to_reference`]: it maps to the latest `Instant` (below), whatever
+/// `reference_now_us` is, so that no saturated deadline comes back earlier than it went out.
+/// O(1) (O(128) when saturating); never panics.
 ///
 /// If `local_now` plus the time left is beyond what an `Instant` can hold on this platform,
 /// the result is the latest `Instant` it can hold (found by halving steps): a timer with such
@@ -139,8 +142,13 @@ pub fn to_reference(at: Instant, local_now: Instant, reference_now_us: u64) -> u
 /// assert_eq!(from_reference(3_000, 1_000, now), now + Duration::from_micros(2_000));
 /// assert_eq!(from_reference(500, 1_000, now), now, "past: due now");
 /// assert!(from_reference(u64::MAX, 0, now) > now, "saturates, no panic");
+/// // A saturated deadline stays saturated, however late the reference clock reads.
+/// assert!(from_reference(u64::MAX, u64::MAX - 1, now) > now + Duration::from_secs(3_600));
 /// ```
 pub fn from_reference(deadline_us: u64, reference_now_us: u64, local_now: Instant) -> Instant {
+    if deadline_us == u64::MAX {
+        return latest_after(local_now);
+    }
     let left = Duration::from_micros(deadline_us.saturating_sub(reference_now_us));
     local_now
         .checked_add(left)

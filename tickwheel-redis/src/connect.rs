@@ -18,17 +18,21 @@ pub fn redact_url(url: &str) -> String {
         return "<unparsable redis URL>".to_owned();
     };
     let (scheme, rest) = url.split_at(scheme_end + 3);
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let authority = match authority.rfind('@') {
-        Some(at) => {
-            let (userinfo, host) = authority.split_at(at);
-            match userinfo.find(':') {
-                Some(colon) => format!("{}:***{host}", &userinfo[..colon]),
-                None => format!("***{host}"),
-            }
-        }
-        None => authority.to_owned(),
+    // The user information ends at the *last* `@`: a password typed unencoded may hold `/`,
+    // `?`, `#` or `@`, and must not be taken for the start of the path. (An `@` that is only
+    // in the path or query then hides more than needed: never less.)
+    let (userinfo, after) = match rest.rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let host_end = after.find(['/', '?', '#']).unwrap_or(after.len());
+    let (host, tail) = after.split_at(host_end);
+    let authority = match userinfo {
+        Some(userinfo) => match userinfo.find(':') {
+            Some(colon) => format!("{}:***@{host}", &userinfo[..colon]),
+            None => format!("***@{host}"),
+        },
+        None => host.to_owned(),
     };
     let tail = match tail.find('?') {
         Some(q) => {
@@ -49,6 +53,15 @@ pub fn redact_url(url: &str) -> String {
         None => tail.to_owned(),
     };
     format!("{scheme}{authority}{tail}")
+}
+
+/// The password as typed in `url`'s user information (between the first `:` after `://` and
+/// the last `@`), whether or not the URL parses: what an error about the URL must not repeat.
+pub(crate) fn typed_password(url: &str) -> Option<&str> {
+    let rest = &url[url.find("://")? + 3..];
+    let userinfo = &rest[..rest.rfind('@')?];
+    let (_, password) = userinfo.split_once(':')?;
+    Some(password)
 }
 
 /// `text` with every occurrence of `secret` replaced by `***` (a client error may quote what
@@ -127,6 +140,10 @@ mod tests {
             ),
             ("redis://h:1/?password=pw1", "redis://h:1/?password=***"),
             ("redis://h:1/", "redis://h:1/"),
+            ("redis://u:pa/ss1@h:6379/", "redis://u:***@h:6379/"),
+            ("redis://u:pa?ss1@h:6379/0", "redis://u:***@h:6379/0"),
+            ("redis://u:pa#ss1@h", "redis://u:***@h"),
+            ("redis://u:p@ss1@h/?x=1", "redis://u:***@h/?x=1"),
             ("not a url pw1", "<unparsable redis URL>"),
         ];
         for (url, want) in cases {
@@ -135,5 +152,7 @@ mod tests {
             assert!(!got.contains("pw1"), "{got}");
         }
         assert_eq!(scrub("bad pw1 here", Some("pw1")), "bad *** here");
+        assert_eq!(typed_password("redis://u:pa/ss@h:1/"), Some("pa/ss"));
+        assert_eq!(typed_password("redis://h:1/"), None);
     }
 }

@@ -58,6 +58,14 @@ pub enum Rejection {
     },
     /// The record under this queue's key names another queue (its raw name is in the record).
     OtherQueue(Record),
+    /// The token was last used by this member for another step (`step`): a token names one
+    /// call, and its retries. Nothing was done.
+    TokenReused {
+        /// The step the token was used for.
+        step: String,
+        /// The current record.
+        record: Record,
+    },
 }
 
 /// An error of a protocol call.
@@ -104,6 +112,10 @@ pub enum Error {
         /// Why (password redacted).
         message: String,
     },
+    /// `prepare` was given `Some("")` as its target: an offer is meant for a named member, or
+    /// (`None`) for anyone; an empty name is neither.
+    #[error("empty target member name: pass None to offer to any member")]
+    EmptyTarget,
     /// The key prefix is invalid.
     #[error(transparent)]
     Prefix(#[from] crate::keys::PrefixError),

@@ -1,6 +1,6 @@
 //! The protocol steps, one Lua script each, as async calls.
 
-use crate::connect::{durability_problems, redact_url, scrub, unsafe_server};
+use crate::connect::{durability_problems, redact_url, scrub, typed_password, unsafe_server};
 use crate::error::{Error, Rejection};
 use crate::keys::{DEFAULT_PREFIX, QueueKeys, validate_prefix};
 use crate::record::{Member, Record, Token};
@@ -11,28 +11,31 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 macro_rules! step_script {
-    ($file:literal) => {
+    ($step:literal) => {
         LazyLock::new(|| {
             Script::new(concat!(
+                "local STEP = '",
+                $step,
+                "'\n",
                 include_str!("lua/prelude.lua"),
-                include_str!(concat!("lua/", $file))
+                include_str!(concat!("lua/", $step, ".lua"))
             ))
         })
     };
 }
 
-static ACQUIRE: LazyLock<Script> = step_script!("acquire.lua");
-static RECOVER: LazyLock<Script> = step_script!("recover.lua");
-static PREPARE: LazyLock<Script> = step_script!("prepare.lua");
-static APPEND: LazyLock<Script> = step_script!("append.lua");
-static SEAL: LazyLock<Script> = step_script!("seal.lua");
-static ABORT: LazyLock<Script> = step_script!("abort.lua");
-static CLAIM: LazyLock<Script> = step_script!("claim.lua");
-static RECLAIM: LazyLock<Script> = step_script!("reclaim.lua");
-static COMMIT: LazyLock<Script> = step_script!("commit.lua");
-static RENEW: LazyLock<Script> = step_script!("renew.lua");
-static FETCH: LazyLock<Script> = step_script!("fetch.lua");
-static READ: LazyLock<Script> = step_script!("read.lua");
+static ACQUIRE: LazyLock<Script> = step_script!("acquire");
+static RECOVER: LazyLock<Script> = step_script!("recover");
+static PREPARE: LazyLock<Script> = step_script!("prepare");
+static APPEND: LazyLock<Script> = step_script!("append");
+static SEAL: LazyLock<Script> = step_script!("seal");
+static ABORT: LazyLock<Script> = step_script!("abort");
+static CLAIM: LazyLock<Script> = step_script!("claim");
+static RECLAIM: LazyLock<Script> = step_script!("reclaim");
+static COMMIT: LazyLock<Script> = step_script!("commit");
+static RENEW: LazyLock<Script> = step_script!("renew");
+static FETCH: LazyLock<Script> = step_script!("fetch");
+static READ: LazyLock<Script> = step_script!("read");
 
 /// The names of the mutating steps, in protocol order.
 pub const STEPS: [&str; 10] = [
@@ -167,11 +170,15 @@ impl Protocol {
     /// or `Debug` output contains the password.
     pub async fn connect(url: &str, member: Member, options: Options) -> Result<Self, Error> {
         validate_prefix(&options.prefix)?;
+        // rustls needs a process-wide crypto provider for `rediss://`; without one it panics
+        // on the first TLS connect. An error here means one is installed already: fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let redacted = redact_url(url);
         let client = redis::Client::open(url).map_err(|e| Error::Url {
             url: redacted.clone(),
-            // The client may quote the URL: drop anything after "://" it repeats.
-            message: scrub_url(&e.to_string(), url),
+            // The client may quote the URL, or a piece of it: neither the URL nor the password
+            // as typed is repeated.
+            message: scrub(&scrub_url(&e.to_string(), url), typed_password(url)),
         })?;
         let password = client
             .get_connection_info()
@@ -253,7 +260,8 @@ impl Protocol {
     /// meant for `target`; data of a former offer of this epoch cleared.
     ///
     /// # Errors
-    /// [`Rejection::Fenced`], [`Rejection::WrongState`].
+    /// [`Rejection::Fenced`], [`Rejection::WrongState`]; [`Error::EmptyTarget`] for
+    /// `Some("")` (nothing is sent).
     pub async fn prepare(
         &self,
         queue: &[u8],
@@ -261,6 +269,9 @@ impl Protocol {
         target: Option<&str>,
         token: &Token,
     ) -> Result<Applied, Error> {
+        if target == Some("") {
+            return Err(Error::EmptyTarget);
+        }
         let target = target.unwrap_or("").as_bytes();
         let r = self
             .call(&PREPARE, queue, Some(token), Some(epoch), &[target])
@@ -296,7 +307,8 @@ impl Protocol {
     /// anyone after `offer_ttl`. After this the source may drop its copy.
     ///
     /// # Errors
-    /// [`Rejection::Fenced`], [`Rejection::WrongState`], [`Rejection::CountMismatch`].
+    /// [`Rejection::Fenced`], [`Rejection::WrongState`], [`Rejection::CountMismatch`];
+    /// [`Error::UnsafeServer`] if the server is no longer durable ([`Self::check_durability`]).
     pub async fn seal(
         &self,
         queue: &[u8],
@@ -305,6 +317,7 @@ impl Protocol {
         entries: u64,
         token: &Token,
     ) -> Result<Applied, Error> {
+        self.check_durability().await?;
         let (c, n) = (chunks.to_string(), entries.to_string());
         let ttl = millis(self.options.offer_ttl).to_string();
         let args: [&[u8]; 3] = [c.as_bytes(), n.as_bytes(), ttl.as_bytes()];
@@ -333,6 +346,7 @@ impl Protocol {
     /// # Errors
     /// [`Rejection::Absent`], [`Rejection::NotOffered`].
     pub async fn claim(&self, queue: &[u8], token: &Token) -> Result<Applied, Error> {
+        self.check_durability().await?;
         let r = self.call(&CLAIM, queue, Some(token), None, &[]).await?;
         applied(r, 0)
     }
@@ -344,6 +358,7 @@ impl Protocol {
     /// # Errors
     /// [`Rejection::Absent`], [`Rejection::WrongState`] (OWNED), [`Rejection::NotExpired`].
     pub async fn reclaim(&self, queue: &[u8], token: &Token) -> Result<Applied, Error> {
+        self.check_durability().await?;
         let r = self.call(&RECLAIM, queue, Some(token), None, &[]).await?;
         applied(r, 0)
     }
@@ -355,6 +370,7 @@ impl Protocol {
     /// # Errors
     /// [`Rejection::Fenced`], [`Rejection::WrongState`].
     pub async fn commit(&self, queue: &[u8], epoch: u64, token: &Token) -> Result<Applied, Error> {
+        self.check_durability().await?;
         let r = self
             .call(&COMMIT, queue, Some(token), Some(epoch), &[])
             .await?;
@@ -416,6 +432,37 @@ impl Protocol {
                 taken_chunks,
             }),
         }
+    }
+
+    /// Checks the server's durability again (as at connect): the steps whose acknowledgement
+    /// lets a member drop or take a copy — `seal`, `claim`, `reclaim`, `commit` — run it
+    /// first, so a server reconfigured after connect (`CONFIG SET appendfsync no`) is refused
+    /// there, not only at connect. Two `CONFIG GET`s and one `INFO` per such step.
+    ///
+    /// # Errors
+    /// [`Error::UnsafeServer`] unless [`Options::allow_unsafe_durability`] (then a warning),
+    /// [`Error::Unavailable`] if the server cannot be reached.
+    pub async fn check_durability(&self) -> Result<(), Error> {
+        let mut conn = self.conn.clone();
+        let problems = durability_problems(&mut conn)
+            .await
+            .map_err(|e| map_redis(e, &self.url, self.password.as_deref()))?;
+        if problems.is_empty() {
+            return Ok(());
+        }
+        if self.options.allow_unsafe_durability {
+            tracing::warn!(
+                url = %self.url,
+                problems = %problems.join("; "),
+                "UNSAFE REDIS: allow_unsafe_durability is set; an acknowledged step can be \
+                 lost on a crash or failover, and with it exactly-once custody"
+            );
+            return Ok(());
+        }
+        Err(Error::UnsafeServer {
+            url: self.url.clone(),
+            problems: problems.join("; "),
+        })
     }
 
     async fn call(
@@ -577,6 +624,13 @@ fn applied(r: Reply, index: u64) -> Result<Applied, Error> {
         },
         "MISSING" => Rejection::MissingChunk { index, record },
         "OTHER_QUEUE" => Rejection::OtherQueue(record),
+        "TOKEN_REUSED" => Rejection::TokenReused {
+            step: match &r.extra {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => String::new(),
+            },
+            record,
+        },
         other => return Err(Error::UnexpectedReply(format!("status {other:?}"))),
     };
     Err(Error::Rejected(Box::new(rejection)))

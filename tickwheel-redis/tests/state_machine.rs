@@ -55,6 +55,23 @@ enum Op {
 }
 
 impl Op {
+    /// The step's name, as the scripts store it beside the token.
+    fn step(&self) -> &'static str {
+        match self {
+            Op::Acquire => "acquire",
+            Op::Recover => "recover",
+            Op::Prepare(_) => "prepare",
+            Op::Append(..) => "append",
+            Op::Seal(..) => "seal",
+            Op::Abort => "abort",
+            Op::Claim => "claim",
+            Op::Reclaim => "reclaim",
+            Op::Commit => "commit",
+            Op::Renew => "renew",
+            Op::Fetch(_) => "fetch",
+        }
+    }
+
     fn mutates(&self) -> bool {
         !matches!(self, Op::Fetch(_))
     }
@@ -76,16 +93,22 @@ enum Out {
     Count(u64),
     Missing,
     Fetched(Vec<u8>),
+    TokenReused(String),
 }
 
 impl Model {
     fn step(&mut self, name: &str, boot: &str, epoch: u64, op: &Op, token: &str) -> Out {
+        // The record keeps the last token with its step; a renewal keeps none.
         if let Some(r) = &self.rec
             && op.mutates()
-            && r.token == token
+            && r.token.split_once('#').map(|(_, t)| t) == Some(token)
             && r.owner == name
             && r.boot == boot
         {
+            let (step, _) = r.token.split_once('#').unwrap_or_default();
+            if step != op.step() {
+                return Out::TokenReused(step.to_owned());
+            }
             return Out::Repeated;
         }
         let held = self
@@ -109,7 +132,7 @@ impl Model {
         if needs_hold && !held {
             return fenced(self);
         }
-        let token = token.to_owned();
+        let token = format!("{}#{token}", op.step());
         let Some(r) = self.rec.as_mut() else {
             return match op {
                 Op::Acquire => {
@@ -211,7 +234,6 @@ impl Model {
                 self.fenced.insert(epoch, len);
                 r.state = State::Offered;
                 r.deadline = Deadline::Future;
-                r.token = token;
                 Out::Changed
             }
             Op::Abort => {
@@ -234,7 +256,6 @@ impl Model {
                 r.boot = boot.into();
                 r.epoch += 1;
                 r.deadline = Deadline::Future;
-                r.token = token;
                 Out::Changed
             }
             Op::Reclaim => {
@@ -253,7 +274,6 @@ impl Model {
                 r.boot = boot.into();
                 r.epoch += 1;
                 r.deadline = Deadline::Future;
-                r.token = token;
                 Out::Changed
             }
             Op::Commit => {
@@ -269,7 +289,6 @@ impl Model {
                     return Out::State;
                 }
                 r.deadline = Deadline::Future;
-                r.token = token;
                 Out::Changed
             }
             Op::Fetch(i) => {
@@ -348,6 +367,7 @@ fn real_out(r: Result<Applied, Error>) -> Out {
             } => Out::Count(chunks_in_redis),
             Rejection::MissingChunk { .. } => Out::Missing,
             Rejection::OtherQueue(r) => panic!("other queue {r:?}"),
+            Rejection::TokenReused { step, .. } => Out::TokenReused(step),
         },
         Err(e) => panic!("transport error in a healthy run: {e}"),
     }

@@ -10,5 +10,5 @@ local n = redis.call('HLEN', DATA)
 if tonumber(ARGV[7]) ~= n then return reply('ORDER', n) end
 redis.call('HSET', DATA, ARGV[7], ARGV[8])
 redis.call('HSET', OWNER, 'chunks', num(n + 1),
-  'entries', num(tonumber(field('entries')) + tonumber(ARGV[9])), 'token', TOKEN)
+  'entries', num(tonumber(field('entries')) + tonumber(ARGV[9])), 'token', TOKEN, 'token_step', STEP)
 return reply('OK')

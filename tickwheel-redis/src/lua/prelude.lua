@@ -1,4 +1,4 @@
--- Shared head of every step. KEYS: the owner record, the chunk data and the fenced counts of
+-- Shared head of every step (after the line that sets STEP, the step's name). KEYS: the owner record, the chunk data and the fenced counts of
 -- one queue (one hash tag). ARGV: queue name bytes, member name, boot id, token (empty for
 -- reads), epoch the caller holds (empty when the step takes none), lease in ms, then the
 -- step's own arguments. User data arrives only here, never in the script text.
@@ -37,8 +37,10 @@ local function expired()
 end
 
 if EXISTS and field('queue') ~= QUEUE then return reply('OTHER_QUEUE') end
--- A retry of the last mutating call (its reply was lost): report, change nothing.
+-- A retry of the last mutating call (its reply was lost): report, change nothing. The token
+-- names one call of one step: the same token offered for another step does nothing either.
 if EXISTS and TOKEN ~= '' and field('token') == TOKEN and field('owner') == NAME
     and field('boot') == BOOT then
+  if field('token_step') ~= STEP then return reply('TOKEN_REUSED', field('token_step')) end
   return reply('REPEATED')
 end

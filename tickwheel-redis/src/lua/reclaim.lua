@@ -11,5 +11,5 @@ if state == 'PREPARING' then
 end
 redis.call('HDEL', OWNER, 'target')
 redis.call('HSET', OWNER, 'state', 'CLAIMED', 'owner', NAME, 'boot', BOOT,
-  'epoch', num(tonumber(field('epoch')) + 1), 'deadline_ms', num(NOW + LEASE), 'token', TOKEN)
+  'epoch', num(tonumber(field('epoch')) + 1), 'deadline_ms', num(NOW + LEASE), 'token', TOKEN, 'token_step', STEP)
 return reply('OK')

@@ -14,5 +14,5 @@ if state == 'PREPARING' then
 elseif state == 'CLAIMED' then
   redis.call('HSET', OWNER, 'deadline_ms', num(NOW + LEASE))
 end
-redis.call('HSET', OWNER, 'boot', BOOT, 'epoch', num(tonumber(field('epoch')) + 1), 'token', TOKEN)
+redis.call('HSET', OWNER, 'boot', BOOT, 'epoch', num(tonumber(field('epoch')) + 1), 'token', TOKEN, 'token_step', STEP)
 return reply('OK')

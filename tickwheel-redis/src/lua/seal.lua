@@ -7,5 +7,5 @@ if n ~= tonumber(ARGV[7]) or field('entries') ~= ARGV[8] then return reply('COUN
 -- Whoever claims takes every chunk: a source fenced from now on gets nothing back.
 redis.call('HSET', FENCED, EPOCH, num(n))
 redis.call('HSET', OWNER, 'state', 'OFFERED', 'deadline_ms', num(NOW + tonumber(ARGV[9])),
-  'token', TOKEN)
+  'token', TOKEN, 'token_step', STEP)
 return reply('OK')
