@@ -37,6 +37,12 @@
 //! | `pop_due` | in flight, if due | — (never due) | — | — |
 //! | `Due::retry_at` | — | — | pending (forwarded if frozen) | — |
 //!
+//! **Lookups by borrowed form.** Every method that looks an id or a queue name up takes
+//! any borrowed form of it, as `HashMap::get` does (`&str` for a `String`): `K: Borrow<B>`
+//! or `Q: Borrow<B>`. The id's shard is picked by hashing the borrowed form, which `Borrow`
+//! requires to hash as the owned one. `freeze_queue` and `import`, which keep a copy of
+//! the queue name, ask for `B: ToOwned<Owned = Q>`.
+//!
 //! Into a frozen queue, `schedule` is `Err(Frozen)` and `import` puts the entry in
 //! `refused`, whatever the id's state (checked first, in the id's shard).
 //!

@@ -1,5 +1,6 @@
 //! [`Scheduler`]: the public face of the sharded scheduler, and the state it shares.
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash};
 use std::sync::Arc;
@@ -173,7 +174,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// # Errors
     ///
     /// [`RescheduleError::InFlight`] when the dispatcher already has the timer,
+    /// [`RescheduleError::Frozen`] when it is forwarded (its queue is frozen),
     /// [`RescheduleError::NotFound`] when the id has no timer. Nothing changes then.
+    ///
+    /// `id` may be any borrowed form of `K` (`&str` for a `String` id), as with
+    /// `HashMap::get`.
     ///
     /// ```
     /// use std::time::{Duration, Instant};
@@ -181,12 +186,19 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     ///
     /// let t0 = Instant::now();
     /// let sched = Scheduler::builder().origin(t0).build();
-    /// sched.schedule("q", 1, t0 + Duration::from_secs(60), ()).unwrap();
-    /// sched.reschedule(&1, t0).unwrap();
+    /// sched.schedule("q", String::from("msg-1"), t0 + Duration::from_secs(60), ()).unwrap();
+    /// sched.reschedule("msg-1", t0).unwrap();
     /// assert_eq!(sched.pop_due(t0, 10).count(), 1); // delivered: each Due dropped
-    /// assert_eq!(sched.reschedule(&9, t0), Err(RescheduleError::NotFound));
+    /// assert_eq!(sched.reschedule("msg-9", t0), Err(RescheduleError::NotFound));
     /// ```
-    pub fn reschedule(&self, id: &K, at: Instant) -> Result<(), RescheduleError> {
+    pub fn reschedule<B: Hash + Eq + ?Sized>(
+        &self,
+        id: &B,
+        at: Instant,
+    ) -> Result<(), RescheduleError>
+    where
+        K: Borrow<B>,
+    {
         let tick = self.inner.clock.deadline_tick(at);
         let mut trash = Trash::new();
         let result = {
@@ -204,18 +216,22 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     ///
     /// [`Cancel::Cancelled`] gives the value back (the timer will not fire);
     /// [`Cancel::InFlight`] means the dispatcher has it and will deliver it;
-    /// [`Cancel::NotFound`] means no timer has this id.
+    /// [`Cancel::NotFound`] means no timer has this id. `id` may be any borrowed form of
+    /// `K` (`&str` for a `String` id), as with `HashMap::get`.
     ///
     /// ```
     /// use std::time::Instant;
     /// use tickwheel::sync::{Cancel, Scheduler};
     ///
     /// let sched = Scheduler::new();
-    /// sched.schedule("q", 1, Instant::now(), "v").unwrap();
-    /// assert_eq!(sched.cancel(&1), Cancel::Cancelled("v"));
-    /// assert_eq!(sched.cancel(&1), Cancel::NotFound);
+    /// sched.schedule("q", String::from("msg-1"), Instant::now(), "v").unwrap();
+    /// assert_eq!(sched.cancel("msg-1"), Cancel::Cancelled("v"));
+    /// assert_eq!(sched.cancel("msg-1"), Cancel::NotFound);
     /// ```
-    pub fn cancel(&self, id: &K) -> Cancel<T> {
+    pub fn cancel<B: Hash + Eq + ?Sized>(&self, id: &B) -> Cancel<T>
+    where
+        K: Borrow<B>,
+    {
         let mut trash = Trash::new();
         let (mut shard, done) = self.shard_of(id).lock_lazy();
         let result = shard.cancel(id, done, &mut trash);
@@ -232,20 +248,26 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// atomic per shard: a timer scheduled into the queue while the drain runs may or may
     /// not be taken, but no timer is both drained and delivered.
     ///
+    /// `queue` may be any borrowed form of `Q` (`&str` for a `String` queue name), as with
+    /// `HashMap::get`; an unknown queue drains nothing.
+    ///
     /// ```
     /// use std::time::Instant;
     /// use tickwheel::sync::Scheduler;
     ///
     /// let sched = Scheduler::new();
     /// let now = Instant::now();
-    /// sched.schedule("a", 1, now, 'x').unwrap();
-    /// sched.schedule("b", 2, now, 'y').unwrap();
-    /// let drained = sched.drain_queue(&"a");
+    /// sched.schedule(String::from("example.com"), 1, now, 'x').unwrap();
+    /// sched.schedule(String::from("example.org"), 2, now, 'y').unwrap();
+    /// let drained = sched.drain_queue("example.com");
     /// assert_eq!(drained.cancelled, vec![(1, 'x')]);
     /// assert!(drained.in_flight.is_empty());
-    /// assert_eq!((sched.queue_len(&"a"), sched.queue_len(&"b")), (0, 1));
+    /// assert_eq!((sched.queue_len("example.com"), sched.queue_len("example.org")), (0, 1));
     /// ```
-    pub fn drain_queue(&self, queue: &Q) -> Drained<K, T> {
+    pub fn drain_queue<B: Hash + Eq + ?Sized>(&self, queue: &B) -> Drained<K, T>
+    where
+        Q: Borrow<B>,
+    {
         let (mut cancelled, mut in_flight) = (Vec::new(), Vec::new());
         for index in 0..self.inner.shards.len() {
             self.drain_shard(index, queue, &mut cancelled, &mut in_flight);
@@ -262,13 +284,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// One shard's part of a drain (a separate step so the model checker can interleave it).
-    pub(crate) fn drain_shard(
+    pub(crate) fn drain_shard<B: Hash + Eq + ?Sized>(
         &self,
         index: usize,
-        queue: &Q,
+        queue: &B,
         cancelled: &mut Vec<(u64, u64, K, T)>,
         in_flight: &mut Vec<(u64, u64, K)>,
-    ) {
+    ) where
+        Q: Borrow<B>,
+    {
         if let Some(shard) = self.inner.shards.get(index) {
             let mut trash = Trash::new();
             let (mut state, done) = shard.lock_lazy();
@@ -329,8 +353,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// Pending timers in `queue`, forwarded ones included (see [`len`](Self::len)), not
-    /// counting those in flight. O(shards).
-    pub fn queue_len(&self, queue: &Q) -> usize {
+    /// counting those in flight; 0 for an unknown queue. O(shards); locks one shard at a
+    /// time. `queue` may be any borrowed form of `Q` (see
+    /// [`drain_queue`](Self::drain_queue)'s example).
+    pub fn queue_len<B: Hash + Eq + ?Sized>(&self, queue: &B) -> usize
+    where
+        Q: Borrow<B>,
+    {
         self.sum(|s| s.queue_len(queue))
     }
 
@@ -482,11 +511,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         &self.inner.signal
     }
 
-    pub(crate) fn shard_index(&self, id: &K) -> usize {
+    /// The shard of `id`, by any borrowed form of it: `Borrow` requires `B` to hash as `K`
+    /// does, and [`ShardHasher`] sees only what `Hash` writes, so both pick the same shard.
+    pub(crate) fn shard_index<B: Hash + ?Sized>(&self, id: &B) -> usize {
         shard_of_hash(self.inner.hasher.hash_one(id), self.inner.shards.len())
     }
 
-    fn shard_of(&self, id: &K) -> &Shard<Q, K, T> {
+    fn shard_of<B: Hash + ?Sized>(&self, id: &B) -> &Shard<Q, K, T> {
         &self.inner.shards[self.shard_index(id)]
     }
 
