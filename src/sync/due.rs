@@ -223,6 +223,19 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Due<Q, K, T> {
     /// [`Scheduler::take_forwarded`](super::Scheduler::take_forwarded) hands it to the
     /// handoff. Either way it stays in the scheduler: never lost, never doubled.
     ///
+    /// **What others see.** Until this call, the timer is in flight: a
+    /// [`drain_queue`](super::Scheduler::drain_queue) of its queue lists the id in
+    /// `Drained::in_flight` and does not get it, `cancel` answers `InFlight`,
+    /// [`lookup`](super::Scheduler::lookup) says [`IdState::InFlight`](super::IdState).
+    /// From the moment it returns, the timer is pending (or forwarded) with the new
+    /// deadline: a drain takes it, with its value, in `Drained::cancelled`; `cancel` returns
+    /// it; `lookup` says `Pending` (or `Forwarded`). A drain that ran before the retry and
+    /// listed the id in flight therefore did not get it, and a drain after does: the
+    /// caller of a drain that must leave the queue empty drains again once
+    /// [`queue_in_flight`](super::Scheduler::queue_in_flight) is empty (or freezes the
+    /// queue first, so that a retried timer is forwarded, not pending). At no moment is the
+    /// timer absent: `len() + in_flight_len()` counts it throughout.
+    ///
     /// # Errors
     ///
     /// [`RetryError::Closed`] with the value when the scheduler is gone (every `Scheduler`

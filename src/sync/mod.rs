@@ -37,6 +37,11 @@
 //! | `pop_due` | in flight, if due | — (never due) | — | — |
 //! | `Due::retry_at` | — | — | pending (forwarded if frozen) | — |
 //!
+//! **Looking without taking.** `lookup` (one id: queue, state, deadline), `with_value`,
+//! `queue_members` (a queue's members, states and deadlines, in delivery order) and
+//! `queue_counts` (pending, in flight, forwarded) change nothing; like the counts, they
+//! settle the done lists first, so a `Due` already done is never reported in flight.
+//!
 //! **Lookups by borrowed form.** Every method that looks an id or a queue name up takes
 //! any borrowed form of it, as `HashMap::get` does (`&str` for a `String`): `K: Borrow<B>`
 //! or `Q: Borrow<B>`. The id's shard is picked by hashing the borrowed form, which `Borrow`
@@ -195,6 +200,7 @@ mod freeze;
 #[cfg(test)]
 mod freeze_tests;
 mod hash;
+mod inspect;
 #[cfg(test)]
 mod model;
 mod scheduler;
@@ -213,6 +219,7 @@ pub use builder::{MAX_SHARDS, SchedulerBuilder};
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};
 pub use freeze::{Frozen, FrozenEntry, Imported, Retried, RetryError};
+pub use inspect::{IdInfo, IdState, Member, QueueCounts};
 pub use scheduler::Scheduler;
 #[cfg(feature = "tokio")]
 pub(crate) use signal::PollerId;

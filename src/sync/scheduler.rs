@@ -340,73 +340,6 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             .and_then(|s| s.with(|state| state.earliest()))
     }
 
-    /// Pending timers, due ones included, and forwarded ones (timers of frozen queues that
-    /// came back from the dispatcher, waiting for [`take_forwarded`](Self::take_forwarded):
-    /// they are in the scheduler's custody); not those in flight. O(shards).
-    pub fn len(&self) -> usize {
-        self.sum(|s| s.pending_len() + s.forwarded_len())
-    }
-
-    /// Whether no timer is pending or forwarded (timers may still be in flight). O(shards).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Pending timers in `queue`, forwarded ones included (see [`len`](Self::len)), not
-    /// counting those in flight; 0 for an unknown queue. O(shards); locks one shard at a
-    /// time. `queue` may be any borrowed form of `Q` (see
-    /// [`drain_queue`](Self::drain_queue)'s example).
-    pub fn queue_len<B: Hash + Eq + ?Sized>(&self, queue: &B) -> usize
-    where
-        Q: Borrow<B>,
-    {
-        self.sum(|s| s.queue_len(queue))
-    }
-
-    /// Timers popped by `pop_due` whose `Due` is not done yet. O(shards).
-    pub fn in_flight_len(&self) -> usize {
-        self.sum(ShardState::in_flight_len)
-    }
-
-    /// The queues that have at least one pending or in-flight timer, each once, ordered by
-    /// their **oldest current member**: the queue whose member has the lowest `seq` comes
-    /// first, where a member's `seq` is the position of the `schedule` (or, after a
-    /// [`reschedule`](Self::reschedule), of the last reschedule) that gave it its current
-    /// deadline, counted over the whole scheduler. A member in flight counts with the `seq`
-    /// it was popped with until its `Due` is done; cancelled, drained and delivered timers
-    /// no longer count. So the order follows the calls alone: it depends neither on hashing
-    /// nor on the shard count.
-    ///
-    /// Cost: O(members + queues × log queues) — every pending and in-flight timer is
-    /// visited once — plus locking one shard at a time. Under concurrent use the answer is
-    /// a per-shard snapshot (shards are read one after another).
-    ///
-    /// ```
-    /// use std::time::{Duration, Instant};
-    /// use tickwheel::sync::Scheduler;
-    ///
-    /// let t0 = Instant::now();
-    /// let sched = Scheduler::builder().origin(t0).build();
-    /// for (id, q) in ["b", "a", "b", "c"].into_iter().enumerate() {
-    ///     sched.schedule(q, id, t0 + Duration::from_secs(1), ()).unwrap();
-    /// }
-    /// assert_eq!(sched.queues(), ["b", "a", "c"]);
-    /// sched.cancel(&0); // "b" keeps id 2, scheduled after "a"'s id 1
-    /// assert_eq!(sched.queues(), ["a", "b", "c"]);
-    /// ```
-    pub fn queues(&self) -> Vec<Q> {
-        let mut all = Vec::new();
-        for shard in self.inner.shards.iter() {
-            shard.with(|state| state.queues_into(&mut all));
-        }
-        // `seq`s are unique, so no two entries tie; a queue's first entry is its oldest.
-        all.sort_unstable_by_key(|&(oldest, _)| oldest);
-        let mut seen = HashSet::with_capacity(all.len());
-        all.into_iter()
-            .filter_map(|(_, q)| seen.insert(q.clone()).then_some(q))
-            .collect()
-    }
-
     /// A snapshot of occupancy and memory. O(shards × slots + queues).
     ///
     /// [`SchedulerStats::bytes_held`] counts the memory of the whole scheduler; see
@@ -587,4 +520,5 @@ impl<Q, K, T> fmt::Debug for Scheduler<Q, K, T> {
 
 mod freeze;
 mod hooks;
+mod inspect;
 mod pop;

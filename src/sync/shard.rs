@@ -55,6 +55,7 @@ mod check;
 mod dispatch;
 mod frozen;
 mod ids;
+mod inspect;
 mod memory;
 mod queues;
 

@@ -12,7 +12,7 @@ use crate::sync::shard::{Ordered, Refusal, Timer};
 use crate::sync::trash::Trash;
 
 /// Sorts by delivery order and drops the keys.
-fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
+pub(super) fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
     items.sort_unstable_by_key(|&(tick, seq, _)| (tick, seq));
     items.into_iter().map(|(_, _, e)| e).collect()
 }
