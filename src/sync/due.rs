@@ -135,6 +135,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueBatch<Q, K, T> {
             return;
         }
         let mut items: Vec<_> = self.items.drain(..).collect();
+        let put_back = items.len();
         items.sort_by_key(|(shard, _)| *shard); // stable: keeps delivery order per shard
         let earliest = items.iter().map(|(_, p)| p.tick).min();
         let mut items = items.into_iter().peekable();
@@ -150,6 +151,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueBatch<Q, K, T> {
             drop(state);
             drop((trash, lost));
         }
+        self.inner.observer.put_back(put_back);
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
@@ -295,6 +297,7 @@ impl<Q, K, T> Drop for FlightGuard<Q, K, T> {
     fn drop(&mut self) {
         if let Some(done) = self.done.take() {
             done.list.push(self.entry);
+            done.observer.delivered(1);
         }
     }
 }

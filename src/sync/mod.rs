@@ -203,6 +203,9 @@ mod hash;
 mod inspect;
 #[cfg(test)]
 mod model;
+pub mod observe;
+#[cfg(all(test, feature = "metrics"))]
+mod observe_tests;
 mod scheduler;
 mod shard;
 mod signal;

@@ -12,6 +12,7 @@ use hashbrown::HashSet;
 use super::builder::SchedulerBuilder;
 use super::done::{Padded, Shard};
 use super::hash::{ShardHasher, shard_of_hash};
+use super::observe::Observer;
 use super::shard::{ShardState, Timer};
 use super::signal::Signal;
 use super::trash::Trash;
@@ -28,6 +29,10 @@ pub(crate) struct Inner<Q, K, T> {
     /// of a build (delivery order never depends on it anyway). See `hash.rs`.
     hasher: BuildHasherDefault<ShardHasher>,
     clock: TickClock,
+    /// The name given to the builder, if any.
+    name: Option<Arc<str>>,
+    /// Metrics and events (features `metrics`, `tracing`); a no-op without them.
+    pub(crate) observer: Observer,
     /// Global schedule order, taken under the shard lock (so it rises within a shard).
     /// Padded: the producers write it on every schedule; the fields above are read-only,
     /// and the `Arc`'s counts (written per `pop_due`) sit in the padding before `Inner`.
@@ -90,15 +95,18 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// A scheduler with `shards` shards (already validated) and this clock.
-    pub(crate) fn with_settings(shards: usize, clock: TickClock) -> Self {
+    pub(crate) fn with_settings(shards: usize, clock: TickClock, name: Option<Arc<str>>) -> Self {
+        let observer = Observer::new(name.as_deref());
         // Cyclic: each shard's done list links back (weakly) for `Due::retry_at`.
         let inner = Arc::new_cyclic(|owner| Inner {
             shards: (0..shards)
-                .map(|index| Padded(Shard::new(owner.clone(), index)))
+                .map(|index| Padded(Shard::new(owner.clone(), index, observer.clone())))
                 .collect(),
             signal: Arc::new(Signal::default()),
             hasher: BuildHasherDefault::default(),
             clock,
+            name,
+            observer,
             seq: Padded(AtomicU64::new(0)),
         });
         Scheduler { inner }
@@ -135,6 +143,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// ```
     pub fn schedule(&self, queue: Q, id: K, at: Instant, value: T) -> Result<(), ScheduleError<T>> {
         let tick = self.schedule_locked(queue, id, at, value)?;
+        self.inner.observer.scheduled(1);
         self.inner.signal.deadline_added(tick);
         Ok(())
     }
@@ -237,6 +246,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         let result = shard.cancel(id, done, &mut trash);
         drop(shard);
         drop(trash);
+        if let Cancel::Cancelled(_) = result {
+            self.inner.observer.cancelled();
+        }
         result
     }
 
@@ -272,6 +284,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         for index in 0..self.inner.shards.len() {
             self.drain_shard(index, queue, &mut cancelled, &mut in_flight);
         }
+        self.inner
+            .observer
+            .drained(cancelled.len(), in_flight.len());
         cancelled.sort_unstable_by_key(|&(tick, seq, _, _)| (tick, seq));
         in_flight.sort_unstable_by_key(|&(tick, seq, _)| (tick, seq));
         Drained {
@@ -430,6 +445,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         names.into_iter().collect::<HashSet<Q>>().len()
     }
 
+    /// The name given to [`SchedulerBuilder::name`], if any.
+    pub fn name(&self) -> Option<&str> {
+        self.inner.name.as_deref()
+    }
+
     /// Number of shards.
     pub fn shards(&self) -> usize {
         self.inner.shards.len()
@@ -511,6 +531,7 @@ fn add_wheel_stats(sum: &mut WheelStats, s: WheelStats) {
 impl<Q, K, T> fmt::Debug for Scheduler<Q, K, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scheduler")
+            .field("name", &self.inner.name)
             .field("shards", &self.inner.shards.len())
             .field("resolution", &self.inner.clock.resolution())
             .field("origin", &self.inner.clock.origin())

@@ -66,6 +66,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         for index in 0..self.inner.shards.len() {
             self.freeze_shard(index, queue, &mut pending, &mut in_flight);
         }
+        self.inner.observer.frozen(pending.len(), in_flight.len());
         Frozen {
             pending: in_order(pending),
             in_flight: in_order(in_flight),
@@ -174,6 +175,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         for index in 0..self.inner.shards.len() {
             self.take_forwarded_shard(index, queue, &mut out);
         }
+        self.inner.observer.forwarded_taken(out.len());
         in_order(out)
     }
 
@@ -229,6 +231,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
                 (a, b) => a.or(b),
             };
         }
+        self.inner.observer.unfrozen(count);
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
@@ -329,6 +332,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             }
             drop(trash);
         }
+        (self.inner.observer).imported(out.imported, out.present.len(), out.refused.len());
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
@@ -361,11 +365,17 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Inner<Q, K, T> {
         drop(trash);
         match result {
             Ok(Retried::Pending) => {
+                self.observer.retried();
                 self.signal.deadline_added(tick);
                 Ok(Retried::Pending)
             }
-            Ok(Retried::Forwarded) => Ok(Retried::Forwarded),
+            Ok(Retried::Forwarded) => {
+                self.observer.retried();
+                Ok(Retried::Forwarded)
+            }
             Err((queue, value)) => {
+                // Never (see `ShardState::retry`): the timer ends here, as delivered.
+                self.observer.delivered(1);
                 drop(queue);
                 Err(RetryError::Closed(value))
             }
