@@ -23,6 +23,7 @@
 //! replaces a pending timer counts as a fresh insertion (it goes to the back of its tick).
 //! Nothing depends on the hash map's iteration order: it is never iterated.
 
+use std::borrow::Borrow;
 use std::hash::Hash;
 
 use hashbrown::HashMap;
@@ -38,6 +39,11 @@ use crate::wheel::{CapacityError, TimerKey, Wheel, WheelStats};
 ///
 /// Each timer stores its id twice (index and wheel entry), hence `K: Clone`; small ids
 /// (integers, short strings, `Arc`s) suit it best.
+///
+/// Lookups ([`cancel`](Self::cancel), [`reset`](Self::reset), [`deadline`](Self::deadline),
+/// [`get`](Self::get), [`get_mut`](Self::get_mut), [`contains`](Self::contains)) take any
+/// borrowed form of the id, as `HashMap::get` does: `&str` for a `String` id, `&[u8]` for
+/// a `Vec<u8>`. `Borrow` requires the borrowed form to hash and compare as the owned one.
 ///
 /// # Example
 ///
@@ -174,11 +180,14 @@ impl<K: Hash + Eq + Clone, T> IndexedWheel<K, T> {
     ///
     /// ```
     /// let mut wheel = tickwheel::IndexedWheel::new();
-    /// wheel.insert(7, 10, "x");
-    /// assert_eq!(wheel.cancel(&7), Some("x"));
-    /// assert_eq!(wheel.cancel(&7), None);
+    /// wheel.insert(String::from("msg-7"), 10, "x");
+    /// assert_eq!(wheel.cancel("msg-7"), Some("x"), "looked up by &str");
+    /// assert_eq!(wheel.cancel("msg-7"), None);
     /// ```
-    pub fn cancel(&mut self, id: &K) -> Option<T> {
+    pub fn cancel<B: Hash + Eq + ?Sized>(&mut self, id: &B) -> Option<T>
+    where
+        K: Borrow<B>,
+    {
         let key = self.index.remove(id)?;
         let cancelled = self.wheel.cancel(key);
         debug_assert!(cancelled.is_some(), "an indexed id names a pending timer");
@@ -191,12 +200,15 @@ impl<K: Hash + Eq + Clone, T> IndexedWheel<K, T> {
     ///
     /// ```
     /// let mut wheel = tickwheel::IndexedWheel::new();
-    /// wheel.insert("t", 10, ());
-    /// assert!(wheel.reset(&"t", 500));
+    /// wheel.insert(String::from("t"), 10, ());
+    /// assert!(wheel.reset("t", 500));
     /// assert_eq!(wheel.poll(100), None);
-    /// assert!(!wheel.reset(&"absent", 5));
+    /// assert!(!wheel.reset("absent", 5));
     /// ```
-    pub fn reset(&mut self, id: &K, deadline: u64) -> bool {
+    pub fn reset<B: Hash + Eq + ?Sized>(&mut self, id: &B, deadline: u64) -> bool
+    where
+        K: Borrow<B>,
+    {
         match self.index.get(id) {
             Some(&key) => self.wheel.reset(key, deadline),
             None => false,
@@ -205,7 +217,17 @@ impl<K: Hash + Eq + Clone, T> IndexedWheel<K, T> {
 
     /// The deadline of the pending timer of `id`, in ticks; `None` when it has none. O(1)
     /// expected.
-    pub fn deadline(&self, id: &K) -> Option<u64> {
+    ///
+    /// ```
+    /// let mut wheel = tickwheel::IndexedWheel::new();
+    /// wheel.insert(String::from("conn-7"), 30, ());
+    /// assert_eq!(wheel.deadline("conn-7"), Some(30));
+    /// assert_eq!(wheel.deadline("conn-8"), None);
+    /// ```
+    pub fn deadline<B: Hash + Eq + ?Sized>(&self, id: &B) -> Option<u64>
+    where
+        K: Borrow<B>,
+    {
         self.index.get(id).and_then(|&key| self.wheel.deadline(key))
     }
 
@@ -216,22 +238,52 @@ impl<K: Hash + Eq + Clone, T> IndexedWheel<K, T> {
     /// wheel.insert(1u8, 3, "v");
     /// assert_eq!(wheel.get(&1), Some(&"v"));
     /// assert_eq!(wheel.get(&2), None);
+    ///
+    /// let mut by_name = tickwheel::IndexedWheel::new();
+    /// by_name.insert(String::from("a"), 3, 1);
+    /// assert_eq!(by_name.get("a"), Some(&1));
     /// ```
-    pub fn get(&self, id: &K) -> Option<&T> {
+    pub fn get<B: Hash + Eq + ?Sized>(&self, id: &B) -> Option<&T>
+    where
+        K: Borrow<B>,
+    {
         self.index
             .get(id)
             .and_then(|&key| self.wheel.get(key))
             .map(|(_, value)| value)
     }
 
-    /// The value of the pending timer of `id`, mutably; `None` when it has none.
-    pub fn get_mut(&mut self, id: &K) -> Option<&mut T> {
+    /// The value of the pending timer of `id`, mutably; `None` when it has none. O(1)
+    /// expected.
+    ///
+    /// ```
+    /// let mut wheel = tickwheel::IndexedWheel::new();
+    /// wheel.insert(String::from("a"), 3, 1);
+    /// if let Some(v) = wheel.get_mut("a") {
+    ///     *v += 1;
+    /// }
+    /// assert_eq!(wheel.cancel("a"), Some(2));
+    /// ```
+    pub fn get_mut<B: Hash + Eq + ?Sized>(&mut self, id: &B) -> Option<&mut T>
+    where
+        K: Borrow<B>,
+    {
         let key = *self.index.get(id)?;
         self.wheel.get_mut(key).map(|(_, value)| value)
     }
 
     /// Whether `id` has a pending timer. O(1) expected.
-    pub fn contains(&self, id: &K) -> bool {
+    ///
+    /// ```
+    /// let mut wheel = tickwheel::IndexedWheel::new();
+    /// wheel.insert(vec![1u8, 2], 3, ());
+    /// assert!(wheel.contains(&[1u8, 2][..]), "a Vec<u8> id, looked up by &[u8]");
+    /// assert!(!wheel.contains(&[3u8][..]));
+    /// ```
+    pub fn contains<B: Hash + Eq + ?Sized>(&self, id: &B) -> bool
+    where
+        K: Borrow<B>,
+    {
         self.index.contains_key(id)
     }
 

@@ -248,6 +248,12 @@ fn bad_options_are_refused_cleanly() {
         (&["--dispatcher", "thread"], "--dispatcher"),
         (&["--threads", "0"], "--threads"),
         (&["--no-such-option"], "--no-such-option"),
+        // Sizes that would be allocated up front: refused, naming the limit.
+        (
+            &["--queues", "4294967295", "--messages", "10"],
+            "at most 1000000",
+        ),
+        (&["--messages", "4294967295"], "at most 20000000"),
     ];
     for (args, mention) in cases {
         let out = run(args);
@@ -267,4 +273,42 @@ fn bad_options_are_refused_cleanly() {
         );
         assert!(!stderr.contains("panicked"), "{args:?} panicked\n{stderr}");
     }
+}
+
+/// A year of MTA time: the operators' plan is drawn as the run goes, so memory does not
+/// grow with `--duration` (computed up front, a year at the default rates was 1.25 GB).
+#[test]
+fn a_year_long_run_finishes_in_bounded_memory() {
+    let out = run(&[
+        "--messages",
+        "200",
+        "--queues",
+        "10",
+        "--duration",
+        "365d",
+        "--arrival",
+        "1h",
+        "--bounce-rate",
+        "0.05",
+        "--drain-rate",
+        "0.01",
+        "--suspend-rate",
+        "0.01",
+        "--seed",
+        "5",
+        "--json",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is one JSON object");
+    assert_eq!(v["exactly_once"]["ok"], true, "{v}");
+    let peak = v["peak_memory_bytes"]
+        .as_u64()
+        .expect("peak memory on Linux");
+    assert!(peak < 200 << 20, "peak memory {peak} bytes");
 }

@@ -6,6 +6,16 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser, ValueEnum, error::ErrorKind};
 
+/// Most messages a run may have. The program holds a few bytes per message whatever
+/// happens (the ledger's state byte, the queue of each message) and the scheduler holds
+/// every pending one, so this bounds the run's memory to a few GB; 4294967295 would ask for
+/// tens of GB before the run starts.
+pub const MAX_MESSAGES: u32 = 20_000_000;
+
+/// Most destination queues a run may have: the program keeps a suspension mark per queue
+/// and counts the queue sizes for the report (16 bytes a queue).
+pub const MAX_QUEUES: u32 = 1_000_000;
+
 /// An MTA's scheduled queues on tickwheel's Scheduler, with exactly-once proven at the end.
 ///
 /// Producers queue messages over thousands of Zipf-sized destination queues, one dispatcher
@@ -16,11 +26,12 @@ use clap::{CommandFactory, Parser, ValueEnum, error::ErrorKind};
 #[derive(Debug, Clone, Parser)]
 #[command(name = "mta", version)]
 pub struct Args {
-    /// Messages to queue (each gets its own timer id).
+    /// Messages to queue (each gets its own timer id); at most 20000000.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub messages: u32,
 
-    /// Destination queues; sizes follow a Zipf law (a few huge domains, a long tail).
+    /// Destination queues; sizes follow a Zipf law (a few huge domains, a long tail); at
+    /// most 1000000.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub queues: u32,
 
@@ -197,6 +208,18 @@ impl Args {
                 ))
             }
         };
+        if self.messages > MAX_MESSAGES {
+            return Err(format!(
+                "--messages must be at most {MAX_MESSAGES} (the run holds every message in memory), got {}",
+                self.messages
+            ));
+        }
+        if self.queues > MAX_QUEUES {
+            return Err(format!(
+                "--queues must be at most {MAX_QUEUES} (the run keeps a record per queue), got {}",
+                self.queues
+            ));
+        }
         fraction("jitter", self.jitter)?;
         fraction("fail-rate", self.fail_rate)?;
         fraction("rebind", self.rebind)?;

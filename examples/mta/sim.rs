@@ -455,7 +455,7 @@ impl Sim {
 
     /// The operator: performs the plan's actions at their times.
     fn operate(&self) {
-        for action in &self.work.plan {
+        for action in self.work.plan() {
             self.operator_next
                 .store(action.at.saturating_add(SLACK), Release);
             self.clock.wait_until(action.at);

@@ -5,6 +5,11 @@
 //! Times here are MTA time: nanoseconds since the start of the run, whatever the clock.
 //! Per-attempt decisions are a hash of (seed, message, attempt), so they do not depend on
 //! which thread makes them or in what order.
+//!
+//! The operators' plan is a stream ([`Plan`]), drawn as the operator goes: a year of MTA
+//! time at the default rates is some 50 million actions, which computed up front took more
+//! than a gigabyte before the run began. It holds three random generators, whatever the
+//! length of the run.
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rand_distr::{Distribution, Exp, Zipf};
@@ -24,8 +29,21 @@ pub struct Workload {
     retry_cap_ns: u64,
     jitter: f64,
     fail_rate: f64,
-    /// The operators' actions, in time order.
-    pub plan: Vec<Action>,
+    /// The queue sizes' law (queue `k - 1` is drawn for a sample `k`).
+    zipf: Zipf<f64>,
+    queues: u32,
+    /// What the operators' plan is drawn from.
+    ops: Ops,
+}
+
+/// The options the operators' plan is drawn from.
+#[derive(Debug, Clone, Copy)]
+struct Ops {
+    end_ns: u64,
+    /// Drains, bounces and suspensions per minute, in that order.
+    per_minute: [f64; 3],
+    rebind: f64,
+    suspend_for_ns: u64,
 }
 
 /// One operator action at a point of MTA time.
@@ -54,21 +72,36 @@ impl Workload {
     pub fn new(args: &Args, seed: u64) -> Workload {
         let mut rng = StdRng::seed_from_u64(seed);
         let zipf = Zipf::new(u64::from(args.queues), args.zipf).expect("checked by Args::check");
-        let draw = |rng: &mut StdRng| (zipf.sample(rng) as u32).clamp(1, args.queues) - 1;
-        let queue_of = (0..args.messages).map(|_| draw(&mut rng)).collect();
         let mut w = Workload {
             seed,
-            queue_of,
+            queue_of: Vec::new(),
             messages: u64::from(args.messages),
             arrival_ns: nanos(args.arrival),
             retry_base_ns: nanos(args.retry_base),
             retry_cap_ns: nanos(args.retry_cap),
             jitter: args.jitter,
             fail_rate: args.fail_rate,
-            plan: Vec::new(),
+            zipf,
+            queues: args.queues,
+            ops: Ops {
+                end_ns: nanos(args.duration),
+                per_minute: [args.drain_rate, args.bounce_rate, args.suspend_rate],
+                rebind: args.rebind,
+                suspend_for_ns: nanos(args.suspend_for),
+            },
         };
-        w.plan = plan(args, &mut rng, &draw, &w);
+        w.queue_of = (0..args.messages).map(|_| w.draw(&mut rng)).collect();
         w
+    }
+
+    /// A queue, drawn with the Zipf weights of the traffic.
+    fn draw(&self, rng: &mut StdRng) -> u32 {
+        (self.zipf.sample(rng) as u32).clamp(1, self.queues) - 1
+    }
+
+    /// The operators' plan, from the start: the same stream for the same seed and options.
+    pub fn plan(&self) -> Plan<'_> {
+        Plan::new(self)
     }
 
     /// When message `id` arrives (and is due for its first delivery attempt): arrivals are
@@ -123,58 +156,91 @@ impl Workload {
 }
 
 /// The operators' plan: three independent Poisson processes (drains, bounces, suspends) over
-/// the run, merged in time order. Drained and suspended queues are picked with the same Zipf
-/// weights as the traffic (operators act on the destinations that matter); a rebind target
-/// is any other queue; a bounce starts its search at a message that has arrived by then.
-fn plan(
-    args: &Args,
-    rng: &mut StdRng,
-    draw: &dyn Fn(&mut StdRng) -> u32,
-    w: &Workload,
-) -> Vec<Action> {
-    let end = nanos(args.duration);
-    let mut plan = Vec::new();
-    for (kind, per_minute) in [
-        (0, args.drain_rate),
-        (1, args.bounce_rate),
-        (2, args.suspend_rate),
-    ] {
-        if per_minute <= 0.0 {
-            continue;
-        }
-        let gap = Exp::new(per_minute / MINUTE_NS).expect("rate checked by Args::check");
-        let mut at = 0.0;
-        loop {
-            at += gap.sample(rng);
-            if at >= end as f64 {
-                break;
-            }
-            let at = at as u64;
-            let kind = match kind {
-                0 => {
-                    let queue = draw(rng);
-                    if rng.gen_bool(args.rebind) {
-                        ActionKind::Rebind {
-                            queue,
-                            to: other_queue(rng, queue, args.queues),
-                        }
-                    } else {
-                        ActionKind::Transfer { queue }
-                    }
+/// the run, merged in time order (equal times: drains, then bounces, then suspends), drawn
+/// one action at a time. Drained and suspended queues are picked with the same Zipf weights
+/// as the traffic (operators act on the destinations that matter); a rebind target is any
+/// other queue; a bounce starts its search at a message that has arrived by then.
+///
+/// Each process has its own generator, seeded from the workload's seed, so the stream
+/// depends on the seed and the options alone. Memory: three generators, whatever the
+/// length of the run.
+pub struct Plan<'a> {
+    work: &'a Workload,
+    processes: Vec<Process>,
+}
+
+/// One of the plan's Poisson processes: the time of its next action (`f64` nanoseconds)
+/// and what it draws its gaps and choices from.
+struct Process {
+    kind: usize,
+    next: f64,
+    gap: Exp<f64>,
+    rng: StdRng,
+}
+
+impl<'a> Plan<'a> {
+    fn new(work: &'a Workload) -> Plan<'a> {
+        let processes = (0..3)
+            .filter(|&kind| work.ops.per_minute[kind] > 0.0)
+            .map(|kind| {
+                let rate = work.ops.per_minute[kind] / MINUTE_NS;
+                let gap = Exp::new(rate).expect("rate checked by Args::check");
+                let mut rng = StdRng::seed_from_u64(mix(work.seed, 0, kind as u32, 4));
+                let next = gap.sample(&mut rng);
+                Process {
+                    kind,
+                    next,
+                    gap,
+                    rng,
                 }
-                1 => ActionKind::Bounce {
-                    from: rng.gen_range(0..w.arrived_by(at).max(1)),
-                },
-                _ => ActionKind::Suspend {
-                    queue: draw(rng),
-                    until: at + nanos(args.suspend_for),
-                },
-            };
-            plan.push(Action { at, kind });
+            })
+            .collect();
+        Plan { work, processes }
+    }
+}
+
+impl Iterator for Plan<'_> {
+    type Item = Action;
+
+    fn next(&mut self) -> Option<Action> {
+        let work = self.work;
+        let end = work.ops.end_ns as f64;
+        let p = self
+            .processes
+            .iter_mut()
+            .filter(|p| p.next < end)
+            .min_by(|a, b| a.next.total_cmp(&b.next))?;
+        let at = p.next as u64;
+        let kind = work.action(p.kind, &mut p.rng, at);
+        p.next += p.gap.sample(&mut p.rng);
+        Some(Action { at, kind })
+    }
+}
+
+impl Workload {
+    /// An action of process `kind` (0 drain, 1 bounce, 2 suspend) at `at`.
+    fn action(&self, kind: usize, rng: &mut StdRng, at: u64) -> ActionKind {
+        match kind {
+            0 => {
+                let queue = self.draw(rng);
+                if rng.gen_bool(self.ops.rebind) {
+                    ActionKind::Rebind {
+                        queue,
+                        to: other_queue(rng, queue, self.queues),
+                    }
+                } else {
+                    ActionKind::Transfer { queue }
+                }
+            }
+            1 => ActionKind::Bounce {
+                from: rng.gen_range(0..self.arrived_by(at).max(1)),
+            },
+            _ => ActionKind::Suspend {
+                queue: self.draw(rng),
+                until: at.saturating_add(self.ops.suspend_for_ns),
+            },
         }
     }
-    plan.sort_by_key(|a| a.at);
-    plan
 }
 
 fn other_queue(rng: &mut StdRng, queue: u32, queues: u32) -> u32 {
@@ -262,16 +328,57 @@ mod tests {
     fn the_seed_fixes_queues_failures_and_plan() {
         let (a, b) = (workload(&[]), workload(&[]));
         assert_eq!(a.queue_of, b.queue_of);
-        assert_eq!(a.plan.len(), b.plan.len());
+        let (plan_a, plan_b): (Vec<_>, Vec<_>) = (a.plan().collect(), b.plan().collect());
+        assert_eq!(format!("{plan_a:?}"), format!("{plan_b:?}"));
         assert!((0..1000).all(|id| a.fails(id, 0) == b.fails(id, 0)));
         assert!(
-            a.plan.windows(2).all(|p| p[0].at <= p[1].at),
+            plan_a.windows(2).all(|p| p[0].at <= p[1].at),
             "plan in time order"
         );
         let (largest, median) = a.queue_sizes(50);
         assert!(
             largest > 5 * median.max(1),
             "Zipf skew: largest {largest}, median {median}"
+        );
+    }
+
+    #[test]
+    fn the_plan_has_every_kind_at_about_its_rate() {
+        let w = workload(&["--duration", "10h", "--arrival", "1h"]);
+        let plan: Vec<Action> = w.plan().collect();
+        let count = |f: fn(&ActionKind) -> bool| plan.iter().filter(|a| f(&a.kind)).count();
+        let drains =
+            count(|k| matches!(k, ActionKind::Rebind { .. } | ActionKind::Transfer { .. }));
+        let bounces = count(|k| matches!(k, ActionKind::Bounce { .. }));
+        let suspends = count(|k| matches!(k, ActionKind::Suspend { .. }));
+        // 600 minutes at 0.5, 100 and 0.5 per minute: 300, 60000, 300 expected.
+        assert!((200..400).contains(&drains), "{drains} drains");
+        assert!((57_000..63_000).contains(&bounces), "{bounces} bounces");
+        assert!((200..400).contains(&suspends), "{suspends} suspends");
+        assert!(
+            plan.iter().all(|a| a.at < 36_000_000_000_000),
+            "all within the run"
+        );
+    }
+
+    /// A year at a million bounces a minute is 5 × 10^11 actions: computed up front it
+    /// could never start. Streamed, its first actions come at once.
+    #[test]
+    fn a_long_plan_is_streamed_not_computed_up_front() {
+        let w = workload(&[
+            "--duration",
+            "365d",
+            "--arrival",
+            "1h",
+            "--bounce-rate",
+            "1000000",
+        ]);
+        let first: Vec<Action> = w.plan().take(1000).collect();
+        assert_eq!(first.len(), 1000);
+        assert!(first.windows(2).all(|p| p[0].at <= p[1].at), "time order");
+        assert!(
+            first[999].at < 60_000_000_000,
+            "about 1000 in the first minute"
         );
     }
 }

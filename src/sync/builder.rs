@@ -3,6 +3,7 @@
 use std::fmt;
 use std::hash::Hash;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Scheduler;
@@ -31,14 +32,18 @@ pub struct SchedulerBuilder<Q, K, T> {
     shards: Option<usize>,
     resolution: Duration,
     origin: Option<Instant>,
+    name: Option<Arc<str>>,
     _types: PhantomData<Types<Q, K, T>>,
 }
 
 impl<Q, K, T> Clone for SchedulerBuilder<Q, K, T> {
     fn clone(&self) -> Self {
         SchedulerBuilder {
+            shards: self.shards,
+            resolution: self.resolution,
+            origin: self.origin,
+            name: self.name.clone(),
             _types: PhantomData,
-            ..*self
         }
     }
 }
@@ -49,6 +54,7 @@ impl<Q, K, T> fmt::Debug for SchedulerBuilder<Q, K, T> {
             .field("shards", &self.shards)
             .field("resolution", &self.resolution)
             .field("origin", &self.origin)
+            .field("name", &self.name)
             .finish()
     }
 }
@@ -60,6 +66,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
             shards: None,
             resolution: Duration::from_millis(1),
             origin: None,
+            name: None,
             _types: PhantomData,
         }
     }
@@ -82,6 +89,22 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
     /// due at once; a `pop_due(now)` with `now` before it finds nothing due.
     pub fn origin(mut self, origin: Instant) -> Self {
         self.origin = Some(origin);
+        self
+    }
+
+    /// A name for the scheduler, for a program that runs several: the value of the
+    /// `scheduler` label on its metrics and the `scheduler` field of its events (features
+    /// `metrics` and `tracing`, see [`observe`](super::observe)), and shown by `Debug`.
+    /// Default: none (metrics without the label, events with an empty name).
+    ///
+    /// ```
+    /// use tickwheel::sync::Scheduler;
+    ///
+    /// let sched: Scheduler<String, u64, ()> = Scheduler::builder().name("deferred").build();
+    /// assert_eq!(sched.name(), Some("deferred"));
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(Arc::from(name.into()));
         self
     }
 
@@ -120,6 +143,6 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
         let origin = self.origin.unwrap_or_else(Instant::now);
         let clock = TickClock::try_new(origin, self.resolution)
             .ok_or(BuildError::Resolution(self.resolution))?;
-        Ok(Scheduler::with_settings(shards, clock))
+        Ok(Scheduler::with_settings(shards, clock, self.name))
     }
 }

@@ -44,6 +44,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, MutexGuard};
 
+use super::observe::Observer;
 use super::scheduler::Inner;
 use super::shard::ShardState;
 use super::trash::Trash;
@@ -74,6 +75,8 @@ pub(crate) struct DoneHome<Q, K, T> {
     pub(crate) owner: Weak<Inner<Q, K, T>>,
     /// This shard's index in `owner`.
     pub(crate) shard: usize,
+    /// The scheduler's metrics, for a done `Due` to count itself delivered.
+    pub(crate) observer: Observer,
 }
 
 /// A shard's published due bound, and how many times it was lowered: a reader that sees
@@ -144,7 +147,7 @@ pub(crate) struct DoneList(Mutex<Vec<u32>>);
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     /// Shard `shard` of the scheduler state `owner` (being built: see `Arc::new_cyclic`).
-    pub(crate) fn new(owner: Weak<Inner<Q, K, T>>, shard: usize) -> Self {
+    pub(crate) fn new(owner: Weak<Inner<Q, K, T>>, shard: usize, observer: Observer) -> Self {
         let state = ShardState::new();
         Shard {
             due_from: Padded(DueBound {
@@ -156,6 +159,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
                 list: DoneList::default(),
                 owner,
                 shard,
+                observer,
             })),
         }
     }

@@ -135,6 +135,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueBatch<Q, K, T> {
             return;
         }
         let mut items: Vec<_> = self.items.drain(..).collect();
+        let put_back = items.len();
         items.sort_by_key(|(shard, _)| *shard); // stable: keeps delivery order per shard
         let earliest = items.iter().map(|(_, p)| p.tick).min();
         let mut items = items.into_iter().peekable();
@@ -150,6 +151,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueBatch<Q, K, T> {
             drop(state);
             drop((trash, lost));
         }
+        self.inner.observer.put_back(put_back);
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
@@ -223,6 +225,19 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Due<Q, K, T> {
     /// [`Scheduler::take_forwarded`](super::Scheduler::take_forwarded) hands it to the
     /// handoff. Either way it stays in the scheduler: never lost, never doubled.
     ///
+    /// **What others see.** Until this call, the timer is in flight: a
+    /// [`drain_queue`](super::Scheduler::drain_queue) of its queue lists the id in
+    /// `Drained::in_flight` and does not get it, `cancel` answers `InFlight`,
+    /// [`lookup`](super::Scheduler::lookup) says [`IdState::InFlight`](super::IdState).
+    /// From the moment it returns, the timer is pending (or forwarded) with the new
+    /// deadline: a drain takes it, with its value, in `Drained::cancelled`; `cancel` returns
+    /// it; `lookup` says `Pending` (or `Forwarded`). A drain that ran before the retry and
+    /// listed the id in flight therefore did not get it, and a drain after does: the
+    /// caller of a drain that must leave the queue empty drains again once
+    /// [`queue_in_flight`](super::Scheduler::queue_in_flight) is empty (or freezes the
+    /// queue first, so that a retried timer is forwarded, not pending). At no moment is the
+    /// timer absent: `len() + in_flight_len()` counts it throughout.
+    ///
     /// # Errors
     ///
     /// [`RetryError::Closed`] with the value when the scheduler is gone (every `Scheduler`
@@ -282,6 +297,7 @@ impl<Q, K, T> Drop for FlightGuard<Q, K, T> {
     fn drop(&mut self) {
         if let Some(done) = self.done.take() {
             done.list.push(self.entry);
+            done.observer.delivered(1);
         }
     }
 }

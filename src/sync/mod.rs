@@ -37,6 +37,17 @@
 //! | `pop_due` | in flight, if due | — (never due) | — | — |
 //! | `Due::retry_at` | — | — | pending (forwarded if frozen) | — |
 //!
+//! **Looking without taking.** `lookup` (one id: queue, state, deadline), `with_value`,
+//! `queue_members` (a queue's members, states and deadlines, in delivery order) and
+//! `queue_counts` (pending, in flight, forwarded) change nothing; like the counts, they
+//! settle the done lists first, so a `Due` already done is never reported in flight.
+//!
+//! **Lookups by borrowed form.** Every method that looks an id or a queue name up takes
+//! any borrowed form of it, as `HashMap::get` does (`&str` for a `String`): `K: Borrow<B>`
+//! or `Q: Borrow<B>`. The id's shard is picked by hashing the borrowed form, which `Borrow`
+//! requires to hash as the owned one. `freeze_queue` and `import`, which keep a copy of
+//! the queue name, ask for `B: ToOwned<Owned = Q>`.
+//!
 //! Into a frozen queue, `schedule` is `Err(Frozen)` and `import` puts the entry in
 //! `refused`, whatever the id's state (checked first, in the id's shard).
 //!
@@ -189,8 +200,12 @@ mod freeze;
 #[cfg(test)]
 mod freeze_tests;
 mod hash;
+mod inspect;
 #[cfg(test)]
 mod model;
+pub mod observe;
+#[cfg(all(test, feature = "metrics"))]
+mod observe_tests;
 mod scheduler;
 mod shard;
 mod signal;
@@ -207,6 +222,7 @@ pub use builder::{MAX_SHARDS, SchedulerBuilder};
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};
 pub use freeze::{Frozen, FrozenEntry, Imported, Retried, RetryError};
+pub use inspect::{IdInfo, IdState, Member, QueueCounts};
 pub use scheduler::Scheduler;
 #[cfg(feature = "tokio")]
 pub(crate) use signal::PollerId;

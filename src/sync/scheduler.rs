@@ -1,5 +1,6 @@
 //! [`Scheduler`]: the public face of the sharded scheduler, and the state it shares.
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use hashbrown::HashSet;
 use super::builder::SchedulerBuilder;
 use super::done::{Padded, Shard};
 use super::hash::{ShardHasher, shard_of_hash};
+use super::observe::Observer;
 use super::shard::{ShardState, Timer};
 use super::signal::Signal;
 use super::trash::Trash;
@@ -27,6 +29,10 @@ pub(crate) struct Inner<Q, K, T> {
     /// of a build (delivery order never depends on it anyway). See `hash.rs`.
     hasher: BuildHasherDefault<ShardHasher>,
     clock: TickClock,
+    /// The name given to the builder, if any.
+    name: Option<Arc<str>>,
+    /// Metrics and events (features `metrics`, `tracing`); a no-op without them.
+    pub(crate) observer: Observer,
     /// Global schedule order, taken under the shard lock (so it rises within a shard).
     /// Padded: the producers write it on every schedule; the fields above are read-only,
     /// and the `Arc`'s counts (written per `pop_due`) sit in the padding before `Inner`.
@@ -89,15 +95,18 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// A scheduler with `shards` shards (already validated) and this clock.
-    pub(crate) fn with_settings(shards: usize, clock: TickClock) -> Self {
+    pub(crate) fn with_settings(shards: usize, clock: TickClock, name: Option<Arc<str>>) -> Self {
+        let observer = Observer::new(name.as_deref());
         // Cyclic: each shard's done list links back (weakly) for `Due::retry_at`.
         let inner = Arc::new_cyclic(|owner| Inner {
             shards: (0..shards)
-                .map(|index| Padded(Shard::new(owner.clone(), index)))
+                .map(|index| Padded(Shard::new(owner.clone(), index, observer.clone())))
                 .collect(),
             signal: Arc::new(Signal::default()),
             hasher: BuildHasherDefault::default(),
             clock,
+            name,
+            observer,
             seq: Padded(AtomicU64::new(0)),
         });
         Scheduler { inner }
@@ -134,6 +143,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// ```
     pub fn schedule(&self, queue: Q, id: K, at: Instant, value: T) -> Result<(), ScheduleError<T>> {
         let tick = self.schedule_locked(queue, id, at, value)?;
+        self.inner.observer.scheduled(1);
         self.inner.signal.deadline_added(tick);
         Ok(())
     }
@@ -173,7 +183,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// # Errors
     ///
     /// [`RescheduleError::InFlight`] when the dispatcher already has the timer,
+    /// [`RescheduleError::Frozen`] when it is forwarded (its queue is frozen),
     /// [`RescheduleError::NotFound`] when the id has no timer. Nothing changes then.
+    ///
+    /// `id` may be any borrowed form of `K` (`&str` for a `String` id), as with
+    /// `HashMap::get`.
     ///
     /// ```
     /// use std::time::{Duration, Instant};
@@ -181,12 +195,19 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     ///
     /// let t0 = Instant::now();
     /// let sched = Scheduler::builder().origin(t0).build();
-    /// sched.schedule("q", 1, t0 + Duration::from_secs(60), ()).unwrap();
-    /// sched.reschedule(&1, t0).unwrap();
+    /// sched.schedule("q", String::from("msg-1"), t0 + Duration::from_secs(60), ()).unwrap();
+    /// sched.reschedule("msg-1", t0).unwrap();
     /// assert_eq!(sched.pop_due(t0, 10).count(), 1); // delivered: each Due dropped
-    /// assert_eq!(sched.reschedule(&9, t0), Err(RescheduleError::NotFound));
+    /// assert_eq!(sched.reschedule("msg-9", t0), Err(RescheduleError::NotFound));
     /// ```
-    pub fn reschedule(&self, id: &K, at: Instant) -> Result<(), RescheduleError> {
+    pub fn reschedule<B: Hash + Eq + ?Sized>(
+        &self,
+        id: &B,
+        at: Instant,
+    ) -> Result<(), RescheduleError>
+    where
+        K: Borrow<B>,
+    {
         let tick = self.inner.clock.deadline_tick(at);
         let mut trash = Trash::new();
         let result = {
@@ -204,23 +225,30 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     ///
     /// [`Cancel::Cancelled`] gives the value back (the timer will not fire);
     /// [`Cancel::InFlight`] means the dispatcher has it and will deliver it;
-    /// [`Cancel::NotFound`] means no timer has this id.
+    /// [`Cancel::NotFound`] means no timer has this id. `id` may be any borrowed form of
+    /// `K` (`&str` for a `String` id), as with `HashMap::get`.
     ///
     /// ```
     /// use std::time::Instant;
     /// use tickwheel::sync::{Cancel, Scheduler};
     ///
     /// let sched = Scheduler::new();
-    /// sched.schedule("q", 1, Instant::now(), "v").unwrap();
-    /// assert_eq!(sched.cancel(&1), Cancel::Cancelled("v"));
-    /// assert_eq!(sched.cancel(&1), Cancel::NotFound);
+    /// sched.schedule("q", String::from("msg-1"), Instant::now(), "v").unwrap();
+    /// assert_eq!(sched.cancel("msg-1"), Cancel::Cancelled("v"));
+    /// assert_eq!(sched.cancel("msg-1"), Cancel::NotFound);
     /// ```
-    pub fn cancel(&self, id: &K) -> Cancel<T> {
+    pub fn cancel<B: Hash + Eq + ?Sized>(&self, id: &B) -> Cancel<T>
+    where
+        K: Borrow<B>,
+    {
         let mut trash = Trash::new();
         let (mut shard, done) = self.shard_of(id).lock_lazy();
         let result = shard.cancel(id, done, &mut trash);
         drop(shard);
         drop(trash);
+        if let Cancel::Cancelled(_) = result {
+            self.inner.observer.cancelled();
+        }
         result
     }
 
@@ -232,24 +260,33 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// atomic per shard: a timer scheduled into the queue while the drain runs may or may
     /// not be taken, but no timer is both drained and delivered.
     ///
+    /// `queue` may be any borrowed form of `Q` (`&str` for a `String` queue name), as with
+    /// `HashMap::get`; an unknown queue drains nothing.
+    ///
     /// ```
     /// use std::time::Instant;
     /// use tickwheel::sync::Scheduler;
     ///
     /// let sched = Scheduler::new();
     /// let now = Instant::now();
-    /// sched.schedule("a", 1, now, 'x').unwrap();
-    /// sched.schedule("b", 2, now, 'y').unwrap();
-    /// let drained = sched.drain_queue(&"a");
+    /// sched.schedule(String::from("example.com"), 1, now, 'x').unwrap();
+    /// sched.schedule(String::from("example.org"), 2, now, 'y').unwrap();
+    /// let drained = sched.drain_queue("example.com");
     /// assert_eq!(drained.cancelled, vec![(1, 'x')]);
     /// assert!(drained.in_flight.is_empty());
-    /// assert_eq!((sched.queue_len(&"a"), sched.queue_len(&"b")), (0, 1));
+    /// assert_eq!((sched.queue_len("example.com"), sched.queue_len("example.org")), (0, 1));
     /// ```
-    pub fn drain_queue(&self, queue: &Q) -> Drained<K, T> {
+    pub fn drain_queue<B: Hash + Eq + ?Sized>(&self, queue: &B) -> Drained<K, T>
+    where
+        Q: Borrow<B>,
+    {
         let (mut cancelled, mut in_flight) = (Vec::new(), Vec::new());
         for index in 0..self.inner.shards.len() {
             self.drain_shard(index, queue, &mut cancelled, &mut in_flight);
         }
+        self.inner
+            .observer
+            .drained(cancelled.len(), in_flight.len());
         cancelled.sort_unstable_by_key(|&(tick, seq, _, _)| (tick, seq));
         in_flight.sort_unstable_by_key(|&(tick, seq, _)| (tick, seq));
         Drained {
@@ -262,13 +299,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// One shard's part of a drain (a separate step so the model checker can interleave it).
-    pub(crate) fn drain_shard(
+    pub(crate) fn drain_shard<B: Hash + Eq + ?Sized>(
         &self,
         index: usize,
-        queue: &Q,
+        queue: &B,
         cancelled: &mut Vec<(u64, u64, K, T)>,
         in_flight: &mut Vec<(u64, u64, K)>,
-    ) {
+    ) where
+        Q: Borrow<B>,
+    {
         if let Some(shard) = self.inner.shards.get(index) {
             let mut trash = Trash::new();
             let (mut state, done) = shard.lock_lazy();
@@ -314,68 +353,6 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             .shards
             .get(index)
             .and_then(|s| s.with(|state| state.earliest()))
-    }
-
-    /// Pending timers, due ones included, and forwarded ones (timers of frozen queues that
-    /// came back from the dispatcher, waiting for [`take_forwarded`](Self::take_forwarded):
-    /// they are in the scheduler's custody); not those in flight. O(shards).
-    pub fn len(&self) -> usize {
-        self.sum(|s| s.pending_len() + s.forwarded_len())
-    }
-
-    /// Whether no timer is pending or forwarded (timers may still be in flight). O(shards).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Pending timers in `queue`, forwarded ones included (see [`len`](Self::len)), not
-    /// counting those in flight. O(shards).
-    pub fn queue_len(&self, queue: &Q) -> usize {
-        self.sum(|s| s.queue_len(queue))
-    }
-
-    /// Timers popped by `pop_due` whose `Due` is not done yet. O(shards).
-    pub fn in_flight_len(&self) -> usize {
-        self.sum(ShardState::in_flight_len)
-    }
-
-    /// The queues that have at least one pending or in-flight timer, each once, ordered by
-    /// their **oldest current member**: the queue whose member has the lowest `seq` comes
-    /// first, where a member's `seq` is the position of the `schedule` (or, after a
-    /// [`reschedule`](Self::reschedule), of the last reschedule) that gave it its current
-    /// deadline, counted over the whole scheduler. A member in flight counts with the `seq`
-    /// it was popped with until its `Due` is done; cancelled, drained and delivered timers
-    /// no longer count. So the order follows the calls alone: it depends neither on hashing
-    /// nor on the shard count.
-    ///
-    /// Cost: O(members + queues × log queues) — every pending and in-flight timer is
-    /// visited once — plus locking one shard at a time. Under concurrent use the answer is
-    /// a per-shard snapshot (shards are read one after another).
-    ///
-    /// ```
-    /// use std::time::{Duration, Instant};
-    /// use tickwheel::sync::Scheduler;
-    ///
-    /// let t0 = Instant::now();
-    /// let sched = Scheduler::builder().origin(t0).build();
-    /// for (id, q) in ["b", "a", "b", "c"].into_iter().enumerate() {
-    ///     sched.schedule(q, id, t0 + Duration::from_secs(1), ()).unwrap();
-    /// }
-    /// assert_eq!(sched.queues(), ["b", "a", "c"]);
-    /// sched.cancel(&0); // "b" keeps id 2, scheduled after "a"'s id 1
-    /// assert_eq!(sched.queues(), ["a", "b", "c"]);
-    /// ```
-    pub fn queues(&self) -> Vec<Q> {
-        let mut all = Vec::new();
-        for shard in self.inner.shards.iter() {
-            shard.with(|state| state.queues_into(&mut all));
-        }
-        // `seq`s are unique, so no two entries tie; a queue's first entry is its oldest.
-        all.sort_unstable_by_key(|&(oldest, _)| oldest);
-        let mut seen = HashSet::with_capacity(all.len());
-        all.into_iter()
-            .filter_map(|(_, q)| seen.insert(q.clone()).then_some(q))
-            .collect()
     }
 
     /// A snapshot of occupancy and memory. O(shards × slots + queues).
@@ -468,6 +445,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         names.into_iter().collect::<HashSet<Q>>().len()
     }
 
+    /// The name given to [`SchedulerBuilder::name`], if any.
+    pub fn name(&self) -> Option<&str> {
+        self.inner.name.as_deref()
+    }
+
     /// Number of shards.
     pub fn shards(&self) -> usize {
         self.inner.shards.len()
@@ -482,11 +464,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         &self.inner.signal
     }
 
-    pub(crate) fn shard_index(&self, id: &K) -> usize {
+    /// The shard of `id`, by any borrowed form of it: `Borrow` requires `B` to hash as `K`
+    /// does, and [`ShardHasher`] sees only what `Hash` writes, so both pick the same shard.
+    pub(crate) fn shard_index<B: Hash + ?Sized>(&self, id: &B) -> usize {
         shard_of_hash(self.inner.hasher.hash_one(id), self.inner.shards.len())
     }
 
-    fn shard_of(&self, id: &K) -> &Shard<Q, K, T> {
+    fn shard_of<B: Hash + ?Sized>(&self, id: &B) -> &Shard<Q, K, T> {
         &self.inner.shards[self.shard_index(id)]
     }
 
@@ -547,6 +531,7 @@ fn add_wheel_stats(sum: &mut WheelStats, s: WheelStats) {
 impl<Q, K, T> fmt::Debug for Scheduler<Q, K, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scheduler")
+            .field("name", &self.inner.name)
             .field("shards", &self.inner.shards.len())
             .field("resolution", &self.inner.clock.resolution())
             .field("origin", &self.inner.clock.origin())
@@ -556,4 +541,5 @@ impl<Q, K, T> fmt::Debug for Scheduler<Q, K, T> {
 
 mod freeze;
 mod hooks;
+mod inspect;
 mod pop;

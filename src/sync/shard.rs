@@ -37,6 +37,7 @@
 //! operation removes of those goes to the caller's [`Trash`] (ids and queue names) or back
 //! to the caller (values), to be dropped after the lock.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::time::Instant;
@@ -54,6 +55,7 @@ mod check;
 mod dispatch;
 mod frozen;
 mod ids;
+mod inspect;
 mod memory;
 mod queues;
 
@@ -255,15 +257,18 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// Moves a pending timer to `tick`/`at`, as if scheduled anew (new `seq`).
-    pub(crate) fn reschedule(
+    pub(crate) fn reschedule<B: Hash + Eq + ?Sized>(
         &mut self,
-        id: &K,
+        id: &B,
         tick: u64,
         at: Instant,
         seq: u64,
         done: &DoneList,
         trash: &mut Trash<Q, K>,
-    ) -> Result<(), RescheduleError> {
+    ) -> Result<(), RescheduleError>
+    where
+        K: Borrow<B>,
+    {
         let index = self.ids.get(id).ok_or(RescheduleError::NotFound)?;
         let place = self.entry(index).place;
         match place {
@@ -288,7 +293,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
 
     /// Cancels a pending timer; an id met in flight is looked at again after settling
     /// `done`. The shard's copies of the id and the queue name go to `trash`.
-    pub(crate) fn cancel(&mut self, id: &K, done: &DoneList, trash: &mut Trash<Q, K>) -> Cancel<T> {
+    pub(crate) fn cancel<B: Hash + Eq + ?Sized>(
+        &mut self,
+        id: &B,
+        done: &DoneList,
+        trash: &mut Trash<Q, K>,
+    ) -> Cancel<T>
+    where
+        K: Borrow<B>,
+    {
         let Some(index) = self.ids.get(id) else {
             return Cancel::NotFound;
         };
@@ -309,14 +322,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// Takes every pending (or forwarded) member of `queue` into `cancelled` as `(tick, seq, id, value)`
     /// and lists its in-flight members in `in_flight` as `(tick, seq, id)`. The shard's
     /// other copies of the ids and the queue names go to `trash`.
-    pub(crate) fn drain(
+    pub(crate) fn drain<B: Hash + Eq + ?Sized>(
         &mut self,
-        queue: &Q,
+        queue: &B,
         cancelled: &mut Vec<(u64, u64, K, T)>,
         in_flight: &mut Vec<(u64, u64, K)>,
         done: &DoneList,
         trash: &mut Trash<Q, K>,
-    ) {
+    ) where
+        Q: Borrow<B>,
+    {
         let Some(&rec) = self.queue_ids.get(queue) else {
             return;
         };
@@ -383,7 +398,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         self.in_flight
     }
 
-    pub(crate) fn queue_len(&self, queue: &Q) -> usize {
+    pub(crate) fn queue_len<B: Hash + Eq + ?Sized>(&self, queue: &B) -> usize
+    where
+        Q: Borrow<B>,
+    {
         self.queue_ids.get(queue).map_or(0, |&rec| {
             let rec = self.queue_rec(rec);
             rec.pending + rec.forwarded

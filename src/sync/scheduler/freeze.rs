@@ -2,6 +2,7 @@
 //! `take_forwarded`, `unfreeze_queue`, `import`, and the scheduler's side of
 //! `Due::retry_at`. The shard's side is in `shard/frozen.rs`.
 
+use std::borrow::Borrow;
 use std::hash::Hash;
 use std::time::Instant;
 
@@ -11,7 +12,7 @@ use crate::sync::shard::{Ordered, Refusal, Timer};
 use crate::sync::trash::Trash;
 
 /// Sorts by delivery order and drops the keys.
-fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
+pub(super) fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
     items.sort_unstable_by_key(|&(tick, seq, _)| (tick, seq));
     items.into_iter().map(|(_, _, e)| e).collect()
 }
@@ -37,25 +38,35 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// Idempotent: freezing a frozen queue takes whatever is pending (nothing, once a freeze
     /// has finished) and reports the in-flight ids again. Forwarded timers are not taken.
     ///
+    /// `queue` may be any borrowed form of `Q` that can make an owned `Q`
+    /// (`ToOwned<Owned = Q>`: `&str` for a `String` name): each shard that had no mark for
+    /// the queue keeps one, made with `to_owned` under that shard's lock.
+    ///
     /// ```
     /// use std::time::{Duration, Instant};
     /// use tickwheel::sync::{ScheduleError, Scheduler};
     ///
     /// let t0 = Instant::now();
     /// let sched = Scheduler::builder().origin(t0).build();
-    /// sched.schedule("q", 1, t0 + Duration::from_secs(2), 'a').unwrap();
-    /// sched.schedule("q", 2, t0 + Duration::from_secs(1), 'b').unwrap();
-    /// let frozen = sched.freeze_queue(&"q");
+    /// let q = || String::from("example.com");
+    /// sched.schedule(q(), 1, t0 + Duration::from_secs(2), 'a').unwrap();
+    /// sched.schedule(q(), 2, t0 + Duration::from_secs(1), 'b').unwrap();
+    /// let frozen = sched.freeze_queue("example.com");
     /// let taken: Vec<_> = frozen.pending.iter().map(|e| (e.id, e.value)).collect();
     /// assert_eq!(taken, [(2, 'b'), (1, 'a')], "delivery order");
-    /// assert!(sched.is_frozen(&"q"));
-    /// assert_eq!(sched.schedule("q", 3, t0, 'c'), Err(ScheduleError::Frozen('c')));
+    /// assert!(sched.is_frozen("example.com"));
+    /// assert_eq!(sched.schedule(q(), 3, t0, 'c'), Err(ScheduleError::Frozen('c')));
     /// ```
-    pub fn freeze_queue(&self, queue: &Q) -> Frozen<K, T> {
+    pub fn freeze_queue<B>(&self, queue: &B) -> Frozen<K, T>
+    where
+        B: Hash + Eq + ToOwned<Owned = Q> + ?Sized,
+        Q: Borrow<B>,
+    {
         let (mut pending, mut in_flight) = (Vec::new(), Vec::new());
         for index in 0..self.inner.shards.len() {
             self.freeze_shard(index, queue, &mut pending, &mut in_flight);
         }
+        self.inner.observer.frozen(pending.len(), in_flight.len());
         Frozen {
             pending: in_order(pending),
             in_flight: in_order(in_flight),
@@ -63,13 +74,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// One shard's part of a freeze (a separate step for the model checker).
-    pub(crate) fn freeze_shard(
+    pub(crate) fn freeze_shard<B>(
         &self,
         index: usize,
-        queue: &Q,
+        queue: &B,
         pending: &mut Vec<Ordered<FrozenEntry<K, T>>>,
         in_flight: &mut Vec<Ordered<K>>,
-    ) {
+    ) where
+        B: Hash + Eq + ToOwned<Owned = Q> + ?Sized,
+        Q: Borrow<B>,
+    {
         if let Some(shard) = self.inner.shards.get(index) {
             let mut trash = Trash::new();
             let mut state = shard.lock_settled(&mut trash);
@@ -82,17 +96,20 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// Whether `queue` is frozen: `true` from the moment a
     /// [`freeze_queue`](Self::freeze_queue) marked its first shard until an
     /// [`unfreeze_queue`](Self::unfreeze_queue) cleared its last one. O(shards); locks one
-    /// shard at a time.
+    /// shard at a time. `queue` may be any borrowed form of `Q`.
     ///
     /// ```
     /// use tickwheel::sync::Scheduler;
     ///
-    /// let sched: Scheduler<&str, u32, ()> = Scheduler::new();
-    /// assert!(!sched.is_frozen(&"q"));
-    /// sched.freeze_queue(&"q");
-    /// assert!(sched.is_frozen(&"q"));
+    /// let sched: Scheduler<String, u32, ()> = Scheduler::new();
+    /// assert!(!sched.is_frozen("q"));
+    /// sched.freeze_queue("q");
+    /// assert!(sched.is_frozen("q"));
     /// ```
-    pub fn is_frozen(&self, queue: &Q) -> bool {
+    pub fn is_frozen<B: Hash + Eq + ?Sized>(&self, queue: &B) -> bool
+    where
+        Q: Borrow<B>,
+    {
         (self.inner.shards.iter()).any(|shard| shard.lock_unsettled().is_frozen(queue))
     }
 
@@ -102,7 +119,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     ///
     /// A handoff waits until this is empty before its last
     /// [`take_forwarded`](Self::take_forwarded): then every member has been delivered,
-    /// taken or forwarded.
+    /// taken or forwarded. `queue` may be any borrowed form of `Q`.
     ///
     /// ```
     /// use std::time::Instant;
@@ -110,13 +127,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     ///
     /// let now = Instant::now();
     /// let sched = Scheduler::builder().origin(now).build();
-    /// sched.schedule("q", 1, now, ()).unwrap();
+    /// sched.schedule(String::from("q"), 1, now, ()).unwrap();
     /// let due = sched.pop_due(now, 10).next().unwrap();
-    /// assert_eq!(sched.queue_in_flight(&"q"), [1]);
+    /// assert_eq!(sched.queue_in_flight("q"), [1]);
     /// drop(due);
-    /// assert!(sched.queue_in_flight(&"q").is_empty());
+    /// assert!(sched.queue_in_flight("q").is_empty());
     /// ```
-    pub fn queue_in_flight(&self, queue: &Q) -> Vec<K> {
+    pub fn queue_in_flight<B: Hash + Eq + ?Sized>(&self, queue: &B) -> Vec<K>
+    where
+        Q: Borrow<B>,
+    {
         let mut in_flight = Vec::new();
         for shard in self.inner.shards.iter() {
             shard.with(|state| state.in_flight_of(queue, &mut in_flight));
@@ -129,7 +149,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// [`DueBatch`](crate::sync::DueBatch) dropped with it untaken — in delivery order
     /// (deadline tick, then order of scheduling or retry). They are the caller's now.
     /// Empty when the queue is not frozen. O(members of the queue + shards); locks one
-    /// shard at a time.
+    /// shard at a time. `queue` may be any borrowed form of `Q`.
     ///
     /// ```
     /// use std::time::{Duration, Instant};
@@ -137,31 +157,37 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     ///
     /// let now = Instant::now();
     /// let sched = Scheduler::builder().origin(now).build();
-    /// sched.schedule("q", 1, now, "v").unwrap();
+    /// sched.schedule(String::from("q"), 1, now, "v").unwrap();
     /// let due = sched.pop_due(now, 10).next().unwrap();
-    /// let frozen = sched.freeze_queue(&"q");
+    /// let frozen = sched.freeze_queue("q");
     /// assert_eq!(frozen.in_flight, [1]);
     /// let later = now + Duration::from_secs(5);
     /// assert_eq!(due.retry_at(later), Ok(Retried::Forwarded));
-    /// let forwarded = sched.take_forwarded(&"q");
+    /// let forwarded = sched.take_forwarded("q");
     /// assert_eq!((forwarded[0].id, forwarded[0].at, forwarded[0].value), (1, later, "v"));
     /// assert!(sched.is_empty());
     /// ```
-    pub fn take_forwarded(&self, queue: &Q) -> Vec<FrozenEntry<K, T>> {
+    pub fn take_forwarded<B: Hash + Eq + ?Sized>(&self, queue: &B) -> Vec<FrozenEntry<K, T>>
+    where
+        Q: Borrow<B>,
+    {
         let mut out = Vec::new();
         for index in 0..self.inner.shards.len() {
             self.take_forwarded_shard(index, queue, &mut out);
         }
+        self.inner.observer.forwarded_taken(out.len());
         in_order(out)
     }
 
     /// One shard's part of [`take_forwarded`](Self::take_forwarded).
-    pub(crate) fn take_forwarded_shard(
+    pub(crate) fn take_forwarded_shard<B: Hash + Eq + ?Sized>(
         &self,
         index: usize,
-        queue: &Q,
+        queue: &B,
         out: &mut Vec<Ordered<FrozenEntry<K, T>>>,
-    ) {
+    ) where
+        Q: Borrow<B>,
+    {
         if let Some(shard) = self.inner.shards.get(index) {
             let mut trash = Trash::new();
             let mut state = shard.lock_unsettled();
@@ -175,7 +201,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// not taken go back to pending with their deadline and order (they never left the
     /// scheduler). Returns how many went back; 0, changing nothing, if the queue is not
     /// frozen. O(members of the queue + shards); locks one shard at a time, in ascending
-    /// order. Wakes a poller that sleeps past a deadline that went back.
+    /// order. Wakes a poller that sleeps past a deadline that went back. `queue` may be any
+    /// borrowed form of `Q`.
     ///
     /// ```
     /// use std::time::Instant;
@@ -183,14 +210,17 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     ///
     /// let now = Instant::now();
     /// let sched = Scheduler::builder().origin(now).build();
-    /// sched.schedule("q", 1, now, ()).unwrap();
+    /// sched.schedule(String::from("q"), 1, now, ()).unwrap();
     /// let batch = sched.pop_due(now, 10);
-    /// sched.freeze_queue(&"q");
+    /// sched.freeze_queue("q");
     /// drop(batch); // untaken: forwarded, not pending
-    /// assert_eq!(sched.unfreeze_queue(&"q"), 1);
+    /// assert_eq!(sched.unfreeze_queue("q"), 1);
     /// assert_eq!(sched.pop_due(now, 10).len(), 1);
     /// ```
-    pub fn unfreeze_queue(&self, queue: &Q) -> usize {
+    pub fn unfreeze_queue<B: Hash + Eq + ?Sized>(&self, queue: &B) -> usize
+    where
+        Q: Borrow<B>,
+    {
         let mut count = 0;
         let mut earliest = None::<u64>;
         for index in 0..self.inner.shards.len() {
@@ -201,6 +231,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
                 (a, b) => a.or(b),
             };
         }
+        self.inner.observer.unfrozen(count);
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
@@ -209,7 +240,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 
     /// One shard's part of [`unfreeze_queue`](Self::unfreeze_queue), without the wake-up:
     /// how many went back, and the earliest tick among them.
-    pub(crate) fn unfreeze_shard(&self, index: usize, queue: &Q) -> (usize, Option<u64>) {
+    pub(crate) fn unfreeze_shard<B: Hash + Eq + ?Sized>(
+        &self,
+        index: usize,
+        queue: &B,
+    ) -> (usize, Option<u64>)
+    where
+        Q: Borrow<B>,
+    {
         let Some(shard) = self.inner.shards.get(index) else {
             return (0, None);
         };
@@ -231,23 +269,30 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// as by [`schedule`](Self::schedule). O(entries) expected; locks the id's shard once
     /// per entry. Wakes a poller that sleeps past the earliest deadline imported.
     ///
+    /// `queue` may be any borrowed form of `Q` that can make an owned `Q`
+    /// (`ToOwned<Owned = Q>`: `&str` for a `String` name); each entry gets its own
+    /// `to_owned` copy, made before its shard is locked.
+    ///
     /// ```
     /// use std::time::Instant;
     /// use tickwheel::sync::{FrozenEntry, Scheduler};
     ///
     /// let at = Instant::now();
-    /// let sched = Scheduler::new();
+    /// let sched: Scheduler<String, u32, char> = Scheduler::new();
     /// let entries = vec![FrozenEntry { id: 1, at, value: 'a' }, FrozenEntry { id: 2, at, value: 'b' }];
-    /// assert_eq!(sched.import(&"q", entries.clone()).imported, 2);
-    /// let again = sched.import(&"q", entries.clone());
+    /// assert_eq!(sched.import("q", entries.clone()).imported, 2);
+    /// let again = sched.import("q", entries.clone());
     /// assert_eq!((again.imported, again.present), (0, entries));
     /// assert_eq!(sched.len(), 2);
     /// ```
-    pub fn import(
+    pub fn import<B>(
         &self,
-        queue: &Q,
+        queue: &B,
         entries: impl IntoIterator<Item = FrozenEntry<K, T>>,
-    ) -> Imported<K, T> {
+    ) -> Imported<K, T>
+    where
+        B: ToOwned<Owned = Q> + ?Sized,
+    {
         let mut out = Imported {
             imported: 0,
             present: Vec::new(),
@@ -256,10 +301,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         let mut earliest = None::<u64>;
         for FrozenEntry { id, at, value } in entries {
             let tick = self.inner.clock.deadline_tick(at);
+            let name = queue.to_owned();
             let mut trash = Trash::new();
             let (mut shard, done) = self.shard_of(&id).lock_lazy();
             let timer = Timer {
-                queue: queue.clone(),
+                queue: name,
                 at,
                 seq: self.next_seq(),
                 value,
@@ -286,6 +332,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             }
             drop(trash);
         }
+        (self.inner.observer).imported(out.imported, out.present.len(), out.refused.len());
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
@@ -318,11 +365,17 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Inner<Q, K, T> {
         drop(trash);
         match result {
             Ok(Retried::Pending) => {
+                self.observer.retried();
                 self.signal.deadline_added(tick);
                 Ok(Retried::Pending)
             }
-            Ok(Retried::Forwarded) => Ok(Retried::Forwarded),
+            Ok(Retried::Forwarded) => {
+                self.observer.retried();
+                Ok(Retried::Forwarded)
+            }
             Err((queue, value)) => {
+                // Never (see `ShardState::retry`): the timer ends here, as delivered.
+                self.observer.delivered(1);
                 drop(queue);
                 Err(RetryError::Closed(value))
             }

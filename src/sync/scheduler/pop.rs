@@ -65,6 +65,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// ```
     pub fn pop_due(&self, now: Instant, limit: usize) -> DueBatch<Q, K, T> {
         let mut items = VecDeque::new();
+        let instant = now;
         let Some(now) = self.inner.clock.now_tick(now) else {
             return DueBatch::new(Arc::clone(&self.inner), items);
         };
@@ -106,6 +107,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         }
         drop(lanes);
         drop(trash);
+        let deadlines = items.iter().map(|(_, popped)| popped.timer.at);
+        self.inner.observer.popped(instant, deadlines);
         DueBatch::new(Arc::clone(&self.inner), items)
     }
 

@@ -9,6 +9,7 @@
 //! forwarded members pending in the same critical section, so a `Forwarded` entry always
 //! belongs to a queue frozen here.
 
+use std::borrow::Borrow;
 use std::hash::Hash;
 use std::time::Instant;
 
@@ -42,7 +43,10 @@ pub(crate) type Ordered<E> = (u64, u64, E);
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// Whether `queue` is frozen in this shard. O(1) expected.
-    pub(crate) fn is_frozen(&self, queue: &Q) -> bool {
+    pub(crate) fn is_frozen<B: Hash + Eq + ?Sized>(&self, queue: &B) -> bool
+    where
+        Q: Borrow<B>,
+    {
         !self.frozen.is_empty() && self.frozen.contains(queue)
     }
 
@@ -54,15 +58,17 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// Marks `queue` frozen here (if it is not), takes its pending members into `pending`
     /// and lists its in-flight members in `in_flight`. Forwarded members stay. The caller
     /// settled the done list (so a done `Due` is not reported in flight). O(members here).
-    pub(crate) fn freeze(
+    pub(crate) fn freeze<B: Hash + Eq + ToOwned<Owned = Q> + ?Sized>(
         &mut self,
-        queue: &Q,
+        queue: &B,
         pending: &mut Vec<Ordered<FrozenEntry<K, T>>>,
         in_flight: &mut Vec<Ordered<K>>,
         trash: &mut Trash<Q, K>,
-    ) {
+    ) where
+        Q: Borrow<B>,
+    {
         if !self.frozen.contains(queue) {
-            self.frozen.insert(queue.clone());
+            self.frozen.insert(queue.to_owned());
         }
         let Some(&rec) = self.queue_ids.get(queue) else {
             return;
@@ -83,7 +89,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// Lists the in-flight members of `queue` here. The caller settled. O(members here).
-    pub(crate) fn in_flight_of(&self, queue: &Q, out: &mut Vec<Ordered<K>>) {
+    pub(crate) fn in_flight_of<B: Hash + Eq + ?Sized>(&self, queue: &B, out: &mut Vec<Ordered<K>>)
+    where
+        Q: Borrow<B>,
+    {
         if let Some(&rec) = self.queue_ids.get(queue) {
             let members = self.members(self.queue_rec(rec).head);
             let flying = members.filter(|e| e.place == Place::InFlight);
@@ -92,12 +101,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// Takes the forwarded members of `queue` out into `out`. O(members here).
-    pub(crate) fn take_forwarded(
+    pub(crate) fn take_forwarded<B: Hash + Eq + ?Sized>(
         &mut self,
-        queue: &Q,
+        queue: &B,
         out: &mut Vec<Ordered<FrozenEntry<K, T>>>,
         trash: &mut Trash<Q, K>,
-    ) {
+    ) where
+        Q: Borrow<B>,
+    {
         let Some(&rec) = self.queue_ids.get(queue) else {
             return;
         };
@@ -118,7 +129,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// Lifts the mark of `queue` here (its name goes to `trash`) and makes its forwarded
     /// members pending again, deadline and order unchanged. Returns how many, and the
     /// earliest tick among them. O(members here).
-    pub(crate) fn unfreeze(&mut self, queue: &Q, trash: &mut Trash<Q, K>) -> (usize, Option<u64>) {
+    pub(crate) fn unfreeze<B: Hash + Eq + ?Sized>(
+        &mut self,
+        queue: &B,
+        trash: &mut Trash<Q, K>,
+    ) -> (usize, Option<u64>)
+    where
+        Q: Borrow<B>,
+    {
         match self.frozen.take(queue) {
             Some(name) => trash.queue(name),
             None => return (0, None),

@@ -3,6 +3,7 @@
 //! whether the id is taken, and a refused id goes to the caller's `Trash`, to be dropped
 //! after the lock (see `trash.rs`). One hash per lookup, as with `HashMap::entry`.
 
+use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
 
 use hashbrown::hash_table::{Entry, VacantEntry};
@@ -32,9 +33,16 @@ impl<K> Default for IdMap<K> {
 }
 
 impl<K: Hash + Eq> IdMap<K> {
-    pub(super) fn get(&self, id: &K) -> Option<u32> {
+    /// The entry of `id`, looked up by any borrowed form of it (hashed as `B`, which
+    /// `Borrow` requires to hash as `K` does).
+    pub(super) fn get<B: Hash + Eq + ?Sized>(&self, id: &B) -> Option<u32>
+    where
+        K: Borrow<B>,
+    {
         let hash = self.hasher.hash_one(id);
-        self.table.find(hash, |(k, _)| k == id).map(|&(_, i)| i)
+        self.table
+            .find(hash, |(k, _)| k.borrow() == id)
+            .map(|&(_, i)| i)
     }
 
     /// Looks `id` up, ready to insert it if absent.
@@ -51,9 +59,15 @@ impl<K: Hash + Eq> IdMap<K> {
     }
 
     /// Removes `id`; returns the map's copy of it, for the caller to drop after the lock.
-    pub(super) fn remove(&mut self, id: &K) -> Option<K> {
+    pub(super) fn remove<B: Hash + Eq + ?Sized>(&mut self, id: &B) -> Option<K>
+    where
+        K: Borrow<B>,
+    {
         let hash = self.hasher.hash_one(id);
-        let found = self.table.find_entry(hash, |(k, _)| k == id).ok()?;
+        let found = self
+            .table
+            .find_entry(hash, |(k, _)| k.borrow() == id)
+            .ok()?;
         Some(found.remove().0.0)
     }
 
