@@ -51,6 +51,7 @@ mod arena;
 mod due;
 mod key;
 pub(crate) mod level;
+mod peek;
 mod poll;
 mod slots;
 
