@@ -103,7 +103,6 @@ mod size;
 /// assert!(connections.is_empty());
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct DelayQueue<T> {
     /// The entries, by deadline in ticks: milliseconds since `origin`, rounded up.
     wheel: Wheel<T>,
@@ -129,6 +128,19 @@ pub struct DelayQueue<T> {
     /// entry due by it is due (see `poll_expired`).
     fired: u64,
     peek: PeekCache,
+}
+
+/// A summary: `DelayQueue { len, elapsed_ms, next_expiration_ms }`, in milliseconds since
+/// the queue was created (the wheel's ticks); the next expiration is the wheel's (O(levels):
+/// the tick the earliest entry's slot is processed, never later than its deadline).
+impl<T> std::fmt::Debug for DelayQueue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DelayQueue")
+            .field("len", &self.wheel.len())
+            .field("elapsed_ms", &self.wheel.elapsed())
+            .field("next_expiration_ms", &self.wheel.next_expiration())
+            .finish()
+    }
 }
 
 // `T` is never pinned: `poll_expired` takes `&mut self`.

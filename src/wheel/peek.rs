@@ -71,3 +71,28 @@ impl<T> Wheel<T> {
         best.get()
     }
 }
+
+/// A summary, not the structure (which is tens of kilobytes of slots):
+/// `Wheel { len, elapsed, next_expiration, stale }`. O(slots), as
+/// [`stats`](Wheel::stats).
+///
+/// ```
+/// use tickwheel::Wheel;
+///
+/// let mut wheel = Wheel::new();
+/// wheel.insert(100, "retry");
+/// assert_eq!(
+///     format!("{wheel:?}"),
+///     "Wheel { len: 1, elapsed: 0, next_expiration: Some(64), stale: 0 }"
+/// );
+/// ```
+impl<T> std::fmt::Debug for Wheel<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wheel")
+            .field("len", &self.len())
+            .field("elapsed", &self.elapsed)
+            .field("next_expiration", &self.next_expiration())
+            .field("stale", &self.stats().stale)
+            .finish()
+    }
+}
