@@ -234,7 +234,6 @@ fn nanos_to_duration(nanos: u128) -> Option<Duration> {
 /// let fired = timers.poll(origin + Duration::from_secs(1)).unwrap();
 /// assert_eq!((fired.key, fired.value), (key, "retry"));
 /// ```
-#[derive(Debug)]
 pub struct TimerWheel<T> {
     clock: TickClock,
     wheel: Wheel<T>,
@@ -244,6 +243,19 @@ pub struct TimerWheel<T> {
     /// before it and by [`wheel_mut`](TimerWheel::wheel_mut). Cancels only raise the
     /// earliest deadline, so they keep it.
     quiet: Option<(u64, Instant)>,
+}
+
+/// A summary: `TimerWheel { resolution, len, elapsed, next_expiration }`, the last two in
+/// ticks (the core [`Wheel`]'s `Debug` without its stale count).
+impl<T> std::fmt::Debug for TimerWheel<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimerWheel")
+            .field("resolution", &self.clock.resolution())
+            .field("len", &self.wheel.len())
+            .field("elapsed", &self.wheel.elapsed())
+            .field("next_expiration", &self.wheel.next_expiration())
+            .finish()
+    }
 }
 
 impl<T> TimerWheel<T> {

@@ -111,3 +111,29 @@ fn now_behind_elapsed_counts_as_elapsed() {
     assert_eq!(w.elapsed(), 2);
     assert_eq!(w.poll(3).map(|e| e.value), Some("c"));
 }
+
+/// `Debug` of a wheel, a `TimerWheel` and a `DelayQueue` is a one-line summary, not the
+/// slot table (it was 20 KB empty, 108 KB with 1 000 timers).
+#[test]
+fn debug_is_a_short_summary() {
+    let mut w = Wheel::new();
+    for i in 0..1_000u64 {
+        w.insert(100 + i * 37, i);
+    }
+    let text = format!("{w:?}");
+    assert_eq!(
+        text,
+        "Wheel { len: 1000, elapsed: 0, next_expiration: Some(64), stale: 0 }"
+    );
+    let origin = std::time::Instant::now();
+    let mut t = tickwheel::TimerWheel::with_origin(origin, std::time::Duration::from_millis(1));
+    for i in 0..1_000u64 {
+        t.insert_at(origin + std::time::Duration::from_millis(100 + i), i);
+    }
+    let text = format!("{t:?}");
+    assert!(text.len() < 120, "{} bytes: {text}", text.len());
+    assert!(
+        text.contains("len: 1000") && text.contains("resolution: 1ms"),
+        "{text}"
+    );
+}

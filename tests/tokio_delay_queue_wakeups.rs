@@ -46,13 +46,38 @@ async fn wake_on_insert_earlier_only() {
 #[tokio::test(start_paused = true)]
 async fn wake_on_reset_earlier_and_to_the_past() {
     let (mut q, far, count, waker) = waiting_queue();
-    q.reset(&far, secs(30));
-    assert_eq!(wakes(&count), 0, "later: the sleep wakes early, harmlessly");
     q.reset(&far, secs(2));
     assert_eq!(wakes(&count), 1, "earlier than the armed sleep");
     assert!(poll_with(&mut q, &waker).is_pending());
     q.reset_at(&far, Instant::now() - ms(1));
     assert_eq!(wakes(&count), 2, "to the past");
+    assert_eq!(drain_now(&mut q), ["far"]);
+}
+
+/// A reset that moves the entry the sleep is armed for later wakes the task once, at the
+/// reset, so that it re-arms: it is not woken at the old deadline, nor at the ticks where a
+/// far deadline's wheel slot cascades, only at the new deadline.
+#[tokio::test(start_paused = true)]
+async fn a_reset_later_wakes_once_to_re_arm_then_only_at_the_new_deadline() {
+    let (mut q, far, count, waker) = waiting_queue();
+    let other = q.insert("other", secs(20));
+    q.reset(&other, secs(25));
+    assert_eq!(wakes(&count), 0, "not the entry the sleep is armed for");
+    q.reset(&far, secs(3_600));
+    assert_eq!(wakes(&count), 1, "the armed entry moved later: re-arm");
+    assert!(poll_with(&mut q, &waker).is_pending());
+    time::advance(secs(24)).await;
+    assert_eq!(wakes(&count), 1, "no wake-up at the old deadline (10 s)");
+    time::advance(secs(1)).await;
+    assert_eq!(wakes(&count), 2, "other is due at 25 s");
+    assert_eq!(drain_now(&mut q), ["other"]);
+    assert!(poll_with(&mut q, &waker).is_pending());
+    // 3 600 000 ms files in level 3: its slot cascades at 3 407 872 ms, then at 3 596 416 ms;
+    // neither these nor any other tick before 3 600 s wakes the task.
+    time::advance(Duration::from_millis(3_599_999 - 25_000)).await;
+    assert_eq!(wakes(&count), 2, "no wake-up before the deadline");
+    time::advance(ms(1)).await;
+    assert_eq!(wakes(&count), 3);
     assert_eq!(drain_now(&mut q), ["far"]);
 }
 

@@ -7,7 +7,7 @@ use tokio::time::{Duration, Instant};
 
 pub use super::key::{Expired, Key};
 use super::one_sleep::OneSleep;
-use super::peek::PeekIndex;
+use super::peek::PeekCache;
 use super::ticks;
 use super::waiter::Waiter;
 use crate::Wheel;
@@ -32,9 +32,9 @@ mod size;
 ///   past come out on the next poll. No deadline panics, however far, and a queue that has
 ///   existed for years behaves like a new one.
 /// - **Cost**: insert, remove and reset are O(1) amortised; a poll costs O(1) amortised per
-///   value it yields plus O(levels) when nothing is due. Memory per value: one wheel entry
-///   and at most 4 key-log slots of 8 bytes (for `peek`; plus 64 in all); about 18 KiB of
-///   wheel levels; one `Sleep`, allocated the first time a poll has to wait, then reset.
+///   value it yields, plus, when nothing is due, a [`peek`](Self::peek) (O(1) while its
+///   answer is cached). Memory per value: one wheel entry; about 22 KiB of wheel levels;
+///   one `Sleep`, allocated the first time a poll has to wait, then reset.
 /// - **One consumer**: only the task that polled last is woken.
 ///
 /// # Where it differs from tokio-util
@@ -45,8 +45,9 @@ mod size;
 ///   entry now stored there.) See below for which methods panic on it.
 /// - **No lost wakeups.** A task waiting in `poll_expired` is woken when an insert or reset
 ///   makes the next deadline earlier (or past), and when `remove`, `try_remove` or `clear`
-///   empties the queue. Nothing else can change what it would see before its sleep ends;
-///   a change that moves the next deadline later costs at most a spurious wakeup.
+///   empties the queue. A reset or removal of the entry its sleep waits for wakes it once, at
+///   once, to re-arm (tokio-util's suite checks that wake-up); it is never woken at the old
+///   deadline, nor at the ticks where a far deadline's wheel slot cascades.
 /// - **No range panics**, see above; tokio-util panics past about 2.2 years.
 /// - **Past deadlines are kept as asked.** tokio-util raises a deadline that lies before
 ///   the point its internal wheel has been polled up to (see [`Expired::deadline`]); here
@@ -54,8 +55,6 @@ mod size;
 ///   instant before the queue was created reads as its creation instant).
 /// - **Keys never move**, so [`compact`](Self::compact) cannot renumber entries into a
 ///   smaller slab: it gives back what [`shrink_to_fit`](Self::shrink_to_fit) can.
-/// - **[`peek`](Self::peek) is O(live) after a change** (O(1) when repeated), until the core
-///   wheel can name its earliest timer.
 ///
 /// # Panics on stale keys, as in tokio-util
 ///
@@ -104,7 +103,6 @@ mod size;
 /// assert!(connections.is_empty());
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct DelayQueue<T> {
     /// The entries, by deadline in ticks: milliseconds since `origin`, rounded up.
     wheel: Wheel<T>,
@@ -126,7 +124,23 @@ pub struct DelayQueue<T> {
     /// ahead of the clock, so nothing comes out early; the clock is read again before any
     /// `Pending`, so nothing due is left behind.
     drain_now: Option<u64>,
-    peek: PeekIndex,
+    /// The latest tick a sleep of the queue was armed for and the timer driver ended: every
+    /// entry due by it is due (see `poll_expired`).
+    fired: u64,
+    peek: PeekCache,
+}
+
+/// A summary: `DelayQueue { len, elapsed_ms, next_expiration_ms }`, in milliseconds since
+/// the queue was created (the wheel's ticks); the next expiration is the wheel's (O(levels):
+/// the tick the earliest entry's slot is processed, never later than its deadline).
+impl<T> std::fmt::Debug for DelayQueue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DelayQueue")
+            .field("len", &self.wheel.len())
+            .field("elapsed_ms", &self.wheel.elapsed())
+            .field("next_expiration_ms", &self.wheel.next_expiration())
+            .finish()
+    }
 }
 
 // `T` is never pinned: `poll_expired` takes `&mut self`.
@@ -176,7 +190,8 @@ impl<T> DelayQueue<T> {
             waiter: Waiter::default(),
             quiet_until: None,
             drain_now: None,
-            peek: PeekIndex::with_capacity(capacity),
+            fired: 0,
+            peek: PeekCache::default(),
         }
     }
 
@@ -248,7 +263,7 @@ impl<T> DelayQueue<T> {
     #[track_caller]
     fn insert_tick(&mut self, value: T, tick: u64) -> Key {
         let key = self.wheel.insert(tick, value);
-        self.peek.inserted(key, &self.wheel);
+        self.peek.filed(key, tick, &self.wheel);
         self.waiter.deadline_added(tick);
         Key(key)
     }
@@ -356,10 +371,8 @@ impl<T> DelayQueue<T> {
     pub fn try_remove(&mut self, key: &Key) -> Option<Expired<T>> {
         let tick = self.wheel.deadline(key.0)?;
         let data = self.wheel.cancel(key.0)?;
-        self.peek.removed(&self.wheel);
-        if self.wheel.is_empty() {
-            self.waiter.wake();
-        }
+        self.peek.removed(key.0);
+        self.waiter.deadline_removed(tick, self.wheel.is_empty());
         Some(Expired {
             data,
             deadline: ticks::saturating_instant(self.origin, tick),
@@ -446,10 +459,14 @@ impl<T> DelayQueue<T> {
     }
 
     fn reset_tick(&mut self, key: &Key, tick: u64) -> bool {
+        let Some(old) = self.wheel.deadline(key.0) else {
+            return false;
+        };
         if !self.wheel.reset(key.0, tick) {
             return false;
         }
-        self.peek.changed();
+        self.peek.filed(key.0, tick, &self.wheel);
+        self.waiter.deadline_removed(old, false);
         self.waiter.deadline_added(tick);
         true
     }
@@ -460,9 +477,9 @@ impl<T> DelayQueue<T> {
     /// The entry with the earliest deadline, ties in insertion order; as in tokio-util, as long
     /// as the queue does not change, `poll_expired` then yields exactly this entry.
     ///
-    /// Cost: O(len) for the first call after a change, O(1) for repeated calls. (tokio-util:
-    /// O(entries in the earliest wheel slot).) This becomes cheaper once the core wheel can
-    /// name its earliest timer.
+    /// Cost: O(1) while the answer is cached: repeated calls, and after inserts and resets
+    /// no earlier than it or removals of other entries. Otherwise [`Wheel::peek`](crate::Wheel::peek):
+    /// O(entries in the earliest occupied wheel slot), as tokio-util's.
     ///
     /// # Examples
     ///
@@ -481,7 +498,7 @@ impl<T> DelayQueue<T> {
     /// # }
     /// ```
     pub fn peek(&self) -> Option<Key> {
-        self.peek.peek(&self.wheel).map(Key)
+        self.peek.peek(&self.wheel).map(|(key, _)| Key(key))
     }
 
     /// Removes every entry; every key issued so far becomes stale. Keeps the capacity.
@@ -509,7 +526,7 @@ impl<T> DelayQueue<T> {
     pub fn clear(&mut self) {
         let had_entries = !self.wheel.is_empty();
         self.wheel.clear();
-        self.peek.clear();
+        self.peek.forget();
         if had_entries {
             self.waiter.wake();
         }

@@ -20,8 +20,7 @@
 //! | equal deadlines | no order | insertion order |
 //! | timer | one `Sleep`, re-allocated on many polls | one `Sleep`, reset |
 //!
-//! What it costs: [`DelayQueue::peek`] scans the queue after a change (O(len)) until the core
-//! wheel can name its earliest timer, and [`DelayQueue::compact`] does not renumber keys.
+//! What it costs: [`DelayQueue::compact`] does not renumber keys.
 //!
 //! # How it is built
 //!
@@ -30,16 +29,19 @@
 //! rounds down, so nothing comes out early; a deadline before the creation is tick 0, and
 //! one more than `u64::MAX` ms ahead saturates (it can never be reached). `poll_expired`
 //! polls the wheel at the current tick; when nothing is due it arms the queue's one `Sleep`
-//! for the wheel's next expiration and records that tick beside the task's waker. Every
-//! change then decides whether the waiting task must be woken now:
+//! for the earliest pending deadline ([`Wheel::peek`](crate::Wheel::peek), exact, never
+//! the tick a wheel slot cascades) and records that tick beside the task's waker. An entry is
+//! due once that sleep has ended (tokio's driver fires a sleep up to 1 ms after its instant, and
+//! tokio-util yields an entry only then too), or once the clock is a whole tick past its
+//! deadline. Every change then decides whether the waiting task must be woken now:
 //!
 //! - an insert or reset wakes it when the new deadline is before the recorded tick (or when
 //!   no sleep is armed, because the queue was empty);
+//! - a reset or removal of an entry due at the recorded tick wakes it at once, so that it
+//!   re-arms its sleep for the new earliest deadline instead of waking at the old one;
 //! - a `remove`, `try_remove` or `clear` wakes it when the queue became empty, so that it
 //!   sees `Ready(None)`;
-//! - nothing else can change its answer before the sleep ends. A change that moves the
-//!   earliest deadline later leaves the sleep armed early: a spurious wakeup, never a lost
-//!   one.
+//! - nothing else can change its answer before the sleep ends.
 //!
 //! A reset to an earlier or past deadline, the removal of the last entry and `clear` are
 //! where tokio-util's `DelayQueue` lost wakeups over the years.

@@ -56,6 +56,13 @@ impl OneSleep {
         self.sleep.as_ref().is_none_or(|s| s.is_elapsed())
     }
 
+    /// The instant the sleep was armed for, once the timer driver has ended it; `None`
+    /// while it runs, and before the first time it is armed.
+    pub(super) fn fired_at(&self) -> Option<Instant> {
+        let sleep = self.sleep.as_ref()?;
+        sleep.is_elapsed().then(|| sleep.deadline())
+    }
+
     /// The instant the sleep was last armed for; `None` before the first time.
     pub(super) fn deadline(&self) -> Option<Instant> {
         self.sleep.as_ref().map(|s| s.deadline())

@@ -134,6 +134,16 @@ impl Waiter {
         }
     }
 
+    /// An entry due at `tick` was removed or reset (`empty`: the queue is now empty): wake
+    /// the waiting task if its sleep was armed for that tick, so that it re-arms for the
+    /// new earliest deadline at once instead of waking at the old one, and if the queue is
+    /// empty, so that it sees `Ready(None)`.
+    pub(super) fn deadline_removed(&mut self, tick: u64, empty: bool) {
+        if empty || self.wake_at == Some(tick) {
+            self.wake();
+        }
+    }
+
     /// The queue's answer changed for certain (it became empty): wake the waiting task.
     pub(super) fn wake(&mut self) {
         self.wake_at = None;

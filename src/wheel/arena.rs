@@ -350,6 +350,19 @@ impl<T> Arena<T> {
         self.resolve_deadline(r).map(|(index, _)| index)
     }
 
+    /// The key and deadline of the timer a current reference names; `None` when `r` is stale.
+    #[inline]
+    pub(crate) fn resolve_key(&self, r: u64) -> Option<(TimerKey, u64)> {
+        let index = (r >> 32) as u32;
+        match self.entries.get(index as usize) {
+            Some(Entry::Live(live)) if is_current(live.stamp, r) => Some((
+                TimerKey::from_raw_parts(index, live.generation),
+                live.deadline,
+            )),
+            _ => None,
+        }
+    }
+
     /// [`resolve`](Self::resolve), and the entry's deadline, in one lookup.
     #[inline]
     pub(crate) fn resolve_deadline(&self, r: u64) -> Option<(u32, u64)> {

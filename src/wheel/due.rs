@@ -344,6 +344,56 @@ impl DueQueue {
         }
     }
 
+    /// Offers the due queue's references to `visit` in the order [`pop`](Self::pop) hands
+    /// them out, so that the first current one with the smallest deadline is what a poll
+    /// returns first; then the rest of the run, in its order, while its carried deadlines
+    /// stay at or below `stop()` (none beyond can be earlier: a run timer's deadline is at
+    /// least the one its reference carries). `past` is searched whole for its earliest live
+    /// timer (`live` tells a current reference, with its deadline). O(references visited).
+    pub(crate) fn visit_in_order(
+        &self,
+        elapsed: u64,
+        live: impl Fn(u64) -> Option<u64>,
+        mut visit: impl FnMut(u64),
+        stop: impl Fn() -> Option<u64>,
+    ) {
+        let past = self
+            .past
+            .iter()
+            .filter_map(|Reverse(d)| live(d.r).map(|deadline| (deadline, d.seq, d.r)))
+            .min();
+        if let Some((_, _, r)) = past.filter(|&(deadline, ..)| deadline < elapsed) {
+            visit(r);
+        }
+        let run = self.run.get(self.run_head..).unwrap_or_default();
+        let mut rest = run.len();
+        for (i, &r) in run.iter().enumerate() {
+            if self.run_base + (r & self.run_mask) > elapsed {
+                rest = i;
+                break;
+            }
+            visit(r);
+        }
+        if let Some(&r) = self
+            .ready
+            .get(self.ready_head..)
+            .unwrap_or_default()
+            .iter()
+            .find(|&&r| live(r).is_some())
+        {
+            visit(r);
+        }
+        if let Some((_, _, r)) = past.filter(|&(deadline, ..)| deadline >= elapsed) {
+            visit(r);
+        }
+        for &r in run.get(rest..).unwrap_or_default() {
+            if stop().is_some_and(|best| self.run_base + (r & self.run_mask) > best) {
+                break;
+            }
+            visit(r);
+        }
+    }
+
     /// Timers in `ready` and `past`: due now.
     pub(crate) fn live(&self) -> usize {
         self.live

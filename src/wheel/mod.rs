@@ -51,6 +51,7 @@ mod arena;
 mod due;
 mod key;
 pub(crate) mod level;
+mod peek;
 mod poll;
 mod slots;
 
@@ -101,7 +102,6 @@ impl<T: std::fmt::Debug> std::error::Error for CapacityError<T> {}
 /// assert_eq!((fired.key, fired.deadline, fired.value), (retry, 100, "retry example.com"));
 /// assert_eq!(wheel.cancel(retry), None, "a fired key is stale");
 /// ```
-#[derive(Debug)]
 pub struct Wheel<T> {
     arena: Arena<T>,
     levels: Levels,

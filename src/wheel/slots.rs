@@ -333,6 +333,26 @@ impl Levels {
         None
     }
 
+    /// The slots whose bitmap bit is set, lowest level first and in slot order within a
+    /// level (which is the order their start ticks come in), with their references, live or
+    /// stale. A slot whose last live timer has a pending unlink may still be listed.
+    pub(crate) fn occupied_in_order(&self) -> impl Iterator<Item = (usize, usize, &[u64])> {
+        self.occupied
+            .iter()
+            .enumerate()
+            .flat_map(move |(level, &bits)| {
+                let mut occupied = bits;
+                std::iter::from_fn(move || {
+                    if occupied == 0 {
+                        return None;
+                    }
+                    let slot = occupied.trailing_zeros() as usize;
+                    occupied &= occupied - 1;
+                    Some((level, slot, self.slots[at(level, slot)].refs.as_slice()))
+                })
+            })
+    }
+
     /// Live timers in a slot, pending unlinks taken off.
     #[cfg(test)]
     pub(crate) fn live_in(&self, level: usize, slot: usize) -> u32 {

@@ -17,14 +17,15 @@ impl<T> DelayQueue<T> {
     /// - `Ready(Some(entry))`: an entry whose deadline has passed, in deadline order, equal
     ///   deadlines in insertion order.
     /// - `Pending`: entries wait, none is due. The task is woken when the earliest one is, or
-    ///   sooner if an insert or reset brings a deadline earlier, or when `remove`,
-    ///   `try_remove` or `clear` empties the queue. It may also be woken spuriously, e.g.
-    ///   at the old deadline after the earliest entry was removed.
+    ///   sooner if an insert or reset brings a deadline earlier, when `remove`, `try_remove`
+    ///   or `clear` empties the queue, and at once when the entry it waits for is reset or
+    ///   removed (to re-arm for the new earliest deadline).
     /// - `Ready(None)`: the queue is empty. This does not end the queue: after a later insert,
     ///   polling yields again, and the task that saw `Ready(None)` is woken by that insert.
     ///
-    /// "Due" is judged on the clock (`Instant::now()`), read at most once per call, with two
-    /// shortcuts that never make an entry early:
+    /// "Due" means: the queue's sleep armed for the entry's deadline tick has ended (tokio's
+    /// driver fires it up to 1 ms after that instant, as it does tokio-util's), or the clock
+    /// (`Instant::now()`) is a whole tick past it. Two shortcuts never make an entry early:
     /// - after a `Ready(Some)`, the next call first takes what is due at the `now` that call
     ///   read, and reads the clock only when nothing is left there (a drain loop reads it
     ///   about twice, not once per entry);
@@ -67,23 +68,61 @@ impl<T> DelayQueue<T> {
             self.waiter.register_again(cx.waker());
             return self.wait(cx);
         }
-        let now = ticks::now_tick(self.origin, Instant::now());
-        self.drain_now = None;
-        if let Some(expired) = self.take_due(now) {
-            self.waiter.forget();
-            self.drain_now = Some(now);
-            return Poll::Ready(Some(expired));
+        // Twice at most: a sleep armed for a tick the timer driver has already passed ends
+        // when polled, and the entry it was armed for is then due.
+        for _ in 0..2 {
+            let now = self.due_tick();
+            self.drain_now = None;
+            if let Some(expired) = self.take_due(now) {
+                self.waiter.forget();
+                self.drain_now = Some(now);
+                return Poll::Ready(Some(expired));
+            }
+            let Some((_, next)) = self.peek.peek(&self.wheel) else {
+                self.waiter.register(cx.waker(), None);
+                return Poll::Ready(None);
+            };
+            // `take_due` found nothing due at `now`, so the earliest deadline lies ahead.
+            debug_assert!(next > now, "next deadline {next} is ahead of now {now}");
+            self.waiter.register(cx.waker(), Some(next));
+            self.quiet_until = ticks::tick_instant(self.origin, next);
+            if self.arm().is_pending() {
+                return Poll::Pending;
+            }
         }
-        let Some(next) = self.wheel.next_expiration() else {
-            self.waiter.register(cx.waker(), None);
-            return Poll::Ready(None);
+        // The clock passed the armed tick after `now` was read. Poll again via the scheduler
+        // rather than looping here.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// The tick up to which entries count as due: the latest tick a sleep of the queue was
+    /// armed for and the timer driver has ended, or the tick before the clock's, whichever
+    /// is later (tick 0, the queue's creation, is always due).
+    ///
+    /// Why not the clock's tick itself: tokio's driver fires a sleep armed for an instant up
+    /// to 1 ms after it (it counts whole milliseconds from its own start), and tokio-util
+    /// yields an entry only once its sleep has fired. So an entry whose deadline the clock
+    /// has just reached comes out when the sleep armed for it fires, as there; one the clock
+    /// passed by a whole tick (the driver fires a sleep for it by then) comes out at once,
+    /// also when no sleep was armed for it.
+    fn due_tick(&mut self) -> u64 {
+        if let Some(at) = self.sleep.fired_at() {
+            self.fired = self.fired.max(ticks::now_tick(self.origin, at));
+        }
+        let clock = ticks::now_tick(self.origin, Instant::now());
+        self.fired.max(clock.saturating_sub(1))
+    }
+
+    /// Arms the sleep for `quiet_until` and polls it: `Ready` when the driver has already
+    /// passed that instant (the entry armed for is due now), `Pending` when the sleep will
+    /// wake the registered task, or no instant is to be slept for.
+    fn arm(&mut self) -> Poll<()> {
+        let Some(at) = self.quiet_until else {
+            return Poll::Pending;
         };
-        // `take_due` found nothing due at `now`, so the wheel has advanced to `now` and its
-        // next expiration lies ahead (core contract: never skipped).
-        debug_assert!(next > now, "next expiration {next} is ahead of now {now}");
-        self.waiter.register(cx.waker(), Some(next));
-        self.quiet_until = ticks::tick_instant(self.origin, next);
-        self.wait(cx)
+        let mut sleep_cx = Context::from_waker(self.waiter.sleep_waker());
+        self.sleep.poll_at(at, &mut sleep_cx, true)
     }
 
     /// Polls the sleep armed for `quiet_until` (re-arming it if needed) and answers
@@ -104,8 +143,8 @@ impl<T> DelayQueue<T> {
         Poll::Pending
     }
 
-    /// The next entry due at tick `now`, if any: the cached `peek` answer when there is one
-    /// (so that `peek` and `poll_expired` agree), else the wheel's next due timer.
+    /// The next entry due at tick `now`, if any: the cached `peek` answer when it is due (so
+    /// that `peek` and `poll_expired` agree), else the wheel's next due timer.
     fn take_due(&mut self, now: u64) -> Option<Expired<T>> {
         let expired = match self.peek.take_due(&self.wheel, now) {
             Some(key) => {
@@ -119,7 +158,7 @@ impl<T> DelayQueue<T> {
             }
             None => self.wheel.poll(now)?,
         };
-        self.peek.removed(&self.wheel);
+        self.peek.removed(expired.key);
         Some(self.expired(expired))
     }
 

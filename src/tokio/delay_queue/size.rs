@@ -90,7 +90,6 @@ impl<T> DelayQueue<T> {
     /// wheel, spare capacity. Keys stay valid (and stale keys stale). O(capacity).
     pub fn shrink_to_fit(&mut self) {
         self.wheel.shrink_to_fit();
-        self.peek.shrink_to_fit(&self.wheel);
     }
 
     /// The same as [`shrink_to_fit`](Self::shrink_to_fit). O(capacity).

@@ -372,6 +372,19 @@ impl Harness {
         }
         let next = self.model.check_next_expiration(w.next_expiration());
         ensure_ok!(self, next);
+        // `peek` names the earliest timer, one a poll may return next (by the order rule).
+        let peeked = match (w.peek(), self.model.earliest()) {
+            (None, None) => Ok(()),
+            (Some((key, deadline)), Some(_)) => {
+                let value = self.model.timers.get(&key).map_or(u64::MAX, |t| t.value);
+                let effective = deadline.max(self.model.elapsed);
+                self.model
+                    .check_fired(key, Some(deadline), value, effective, self.rule)
+                    .map_err(|e| format!("peek: {e}"))
+            }
+            (peeked, earliest) => Err(format!("peek {peeked:?} with earliest {earliest:?}")),
+        };
+        ensure_ok!(self, peeked);
     }
 
     /// Drains everything at `u64::MAX` and checks the model is drained with it.
