@@ -4,7 +4,7 @@
 //! Source: `acquire` (every queue, at the start) then, per queue, `freeze prepare append
 //! in-flight forward seal drop`. Target (and spare): `claim fetch spool commit import`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tickwheel_redis::{
     Custody, CustodyError, CustodyOptions, Error, Incoming, Member, Options, Record, Rejection,
@@ -12,7 +12,7 @@ use tickwheel_redis::{
 };
 use tokio::runtime::Runtime;
 
-use crate::host::{Host, Msg, queue_names};
+use crate::host::{Host, Msg, RIDE_OUT, queue_names};
 use crate::spool::{Entry, Record as Log};
 use crate::steps::Role;
 
@@ -28,7 +28,8 @@ fn fail(what: &str, e: impl std::fmt::Display) -> String {
     format!("{what}: {e}")
 }
 
-/// Connects as this host (a fresh boot id per process).
+/// Connects as this host (a fresh boot id per process). A Redis that is being restarted is
+/// waited for (up to [`RIDE_OUT`]); each step then retries for as long with its token.
 pub fn connect(rt: &Runtime, url: &str, h: &Host) -> Result<Custody, String> {
     let options = Options {
         lease: h.cfg.lease,
@@ -36,16 +37,26 @@ pub fn connect(rt: &Runtime, url: &str, h: &Host) -> Result<Custody, String> {
         ..Options::default()
     };
     let custody = CustodyOptions {
-        retry_for: Duration::from_secs(60),
+        retry_for: RIDE_OUT,
         ..CustodyOptions::default()
     };
-    rt.block_on(Custody::connect(
-        url,
-        Member::new_boot(&h.cfg.name),
-        options,
-        custody,
-    ))
-    .map_err(|e| fail("connect", e))
+    let member = Member::new_boot(&h.cfg.name);
+    let until = Instant::now() + RIDE_OUT;
+    loop {
+        let c = rt.block_on(Custody::connect(
+            url,
+            member.clone(),
+            options.clone(),
+            custody.clone(),
+        ));
+        match c {
+            Ok(c) => return Ok(c),
+            Err(e) if e.is_retryable() && Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(fail("connect", e)),
+        }
+    }
 }
 
 /// A restarted source: `recover` each queue; a queue still its own (OWNED, or PREPARING,

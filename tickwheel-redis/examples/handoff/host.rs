@@ -78,37 +78,39 @@ impl RefClock {
     }
 
     /// Anchors on Redis `TIME`, the one clock every host reads the same (host clocks may be
-    /// skewed: only their rates are trusted, for the short life of a run).
+    /// skewed: only their rates are trusted, for the short life of a run). A server being
+    /// restarted (a `redis:STEP` kill) is waited for: every error is retried, on a new
+    /// connection, for up to [`RIDE_OUT`].
     pub fn from_redis(url: &str) -> Result<RefClock, String> {
         let client = redis::Client::open(url).map_err(|e| fail("redis url", e))?;
-        let mut last = String::new();
-        // A server being restarted (a `redis:STEP` kill) answers again within seconds.
-        for _ in 0..50 {
-            match client.get_connection() {
-                Ok(mut c) => {
-                    // The reading with the shortest round trip: the anchor's error (the local
-                    // instant read before the reference) is at most that round trip.
-                    let mut best: Option<(Duration, RefClock)> = None;
-                    for _ in 0..10 {
-                        let local = Instant::now();
-                        let (secs, us): (u64, u64) = redis::cmd("TIME")
-                            .query(&mut c)
-                            .map_err(|e| fail("redis TIME", e))?;
-                        let rtt = local.elapsed();
-                        let reference = secs.saturating_mul(1_000_000).saturating_add(us);
-                        if best.is_none_or(|(b, _)| rtt < b) {
-                            best = Some((rtt, RefClock::anchor(local, reference)));
-                        }
-                    }
-                    if let Some((_, clock)) = best {
-                        return Ok(clock);
-                    }
+        let until = Instant::now() + RIDE_OUT;
+        loop {
+            match Self::anchor_once(&client) {
+                Ok(clock) => return Ok(clock),
+                Err(e) if Instant::now() >= until => {
+                    return Err(format!("redis unreachable for {RIDE_OUT:?}: {e}"));
                 }
-                Err(e) => last = e.to_string(),
+                Err(_) => thread::sleep(Duration::from_millis(100)),
             }
-            thread::sleep(Duration::from_millis(100));
         }
-        Err(format!("redis unreachable: {last}"))
+    }
+
+    /// Of ten readings on one connection, the one with the shortest round trip: the anchor's
+    /// error (the local instant read before the reference) is at most that round trip.
+    fn anchor_once(client: &redis::Client) -> Result<RefClock, redis::RedisError> {
+        let mut c = client.get_connection()?;
+        let mut best: Option<(Duration, RefClock)> = None;
+        for _ in 0..10 {
+            let local = Instant::now();
+            let (secs, us): (u64, u64) = redis::cmd("TIME").query(&mut c)?;
+            let rtt = local.elapsed();
+            let reference = secs.saturating_mul(1_000_000).saturating_add(us);
+            if best.is_none_or(|(b, _)| rtt < b) {
+                best = Some((rtt, RefClock::anchor(local, reference)));
+            }
+        }
+        best.map(|(_, clock)| clock)
+            .ok_or_else(|| redis::RedisError::from((redis::ErrorKind::Client, "no TIME reading")))
     }
 
     pub fn reference_us(&self, at: Instant) -> u64 {
@@ -123,6 +125,10 @@ impl RefClock {
             .unwrap_or(self.local + Duration::from_secs(86_400 * 365))
     }
 }
+
+/// How long a host rides out an unreachable Redis (a restart from its AOF) before it gives
+/// up: every Redis interaction is retried, with the same token, for this long.
+pub const RIDE_OUT: Duration = Duration::from_secs(30);
 
 /// The shared state of a host process.
 pub struct Host {
@@ -448,5 +454,50 @@ impl Lcg {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         self.0 >> 11
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+    use tickwheel_redis::server::start_for_test;
+
+    /// A proxy to `port` that, for its first `drops` connections, accepts and resets them
+    /// (a server going down mid-conversation), then forwards.
+    fn flaky_proxy(port: u16, drops: usize) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let local = listener.local_addr().unwrap().port();
+        thread::spawn(move || {
+            for (n, client) in listener.incoming().enumerate() {
+                let Ok(client) = client else { return };
+                if n < drops {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", port)) else {
+                    return;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    thread::spawn(move || std::io::copy(&mut from, &mut to));
+                }
+            }
+        });
+        local
+    }
+
+    /// A host that starts while Redis is going down and coming back (its connections reset)
+    /// waits for it instead of failing.
+    #[test]
+    fn the_clock_anchor_rides_out_a_restarting_redis() {
+        let Some(server) = start_for_test() else {
+            return;
+        };
+        let port = flaky_proxy(server.port(), 5);
+        let clock = RefClock::from_redis(&format!("redis://127.0.0.1:{port}/")).unwrap();
+        assert!(clock.reference_us(Instant::now()) > 1_600_000_000_000_000);
     }
 }
