@@ -189,6 +189,15 @@ impl Host {
         Ok(Holdings::replay(&records))
     }
 
+    /// A restarted host first records the deliveries its sink has and its spool lacks (a kill
+    /// between the two writes): those timers were delivered, and are not reloaded.
+    pub fn record_sink(&self) -> Result<usize, String> {
+        let sink = spool::read(&sink_path(&self.cfg.dir, &self.cfg.name), Delivery::parse)?;
+        let owed = spool::unrecorded_deliveries(&self.holdings()?, &sink);
+        self.spool.append(&owed).map_err(|e| fail("spool", e))?;
+        Ok(owed.len())
+    }
+
     /// Puts what the spool holds back in the scheduler (deadlines past: due now).
     pub fn reload(&self, held: &Holdings) -> Result<usize, String> {
         for e in held.held.values() {
@@ -298,6 +307,10 @@ pub fn run(cfg: Config, url: &str) -> Result<(), String> {
     let label = format!("{}#{}", host.cfg.name, host.cfg.boot);
     crate::say!("{label}: host clock {off:+.1} s off the reference clock");
     let custody = flow::connect(&rt, url, &host)?;
+    let recorded = host.record_sink()?;
+    if recorded > 0 {
+        crate::say!("{label}: {recorded} delivery(ies) in the sink recorded in the spool");
+    }
     let queues = queue_names(host.cfg.queues);
     // What is this host's: the first source acquires every queue; a restarted host
     // reconciles its spool with the owner records before it reloads anything.

@@ -278,6 +278,21 @@ impl Holdings {
     }
 }
 
+/// The `D` records a restarted host owes its spool: deliveries in its own sink (written
+/// first) of timers its spool still holds, because a kill came between the two writes. Without
+/// them the host would reload a delivered timer and deliver it again — or, worse, put it in
+/// an offer, where another host delivers it under another epoch.
+pub fn unrecorded_deliveries(h: &Holdings, sink: &[Delivery]) -> Vec<Record> {
+    let mut seen = BTreeSet::new();
+    sink.iter()
+        .filter(|d| h.held.contains_key(&d.id) && seen.insert(d.id))
+        .map(|d| Record::Done {
+            id: d.id,
+            epoch: d.epoch,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,6 +381,31 @@ mod tests {
         assert_eq!(h.held.keys().copied().collect::<Vec<_>>(), [3]);
         assert_eq!(h.handed_back.iter().copied().collect::<Vec<_>>(), [4, 5]);
         assert!(h.frozen.is_empty());
+    }
+
+    #[test]
+    fn a_delivery_in_the_sink_without_its_d_record_is_recorded_on_restart() {
+        let records = vec![
+            Record::Accepted(e(1, "q0", 1)),
+            Record::Accepted(e(2, "q0", 1)),
+            Record::Accepted(e(3, "q1", 1)),
+            Record::Done { id: 1, epoch: 1 },
+        ];
+        let d = |id| Delivery {
+            id,
+            epoch: 1,
+            host: "source".into(),
+            boot: 1,
+            delivered_us: 9,
+            deadline_us: 8,
+        };
+        // 1: delivered and recorded; 2: delivered, killed before its D (twice in the sink).
+        let h = Holdings::replay(&records);
+        let owed = unrecorded_deliveries(&h, &[d(1), d(2), d(2)]);
+        assert_eq!(owed, [Record::Done { id: 2, epoch: 1 }]);
+        let mut h = h;
+        owed.iter().for_each(|r| h.apply(r));
+        assert_eq!(h.held.keys().copied().collect::<Vec<_>>(), [3]);
     }
 
     #[test]
