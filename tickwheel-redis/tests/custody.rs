@@ -328,3 +328,57 @@ async fn redis_gone_is_a_retryable_error_and_the_step_resumes() {
     out.seal().await.expect("seal");
     assert_eq!(out.finish().expect("finish").entries, 8);
 }
+
+/// `stage` names the ids of each chunk before it is sent (pending, then forwarded), the same
+/// on a second call, and the chunks sent are exactly those.
+#[tokio::test]
+async fn stage_names_each_chunk_before_it_is_sent() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let url = server.url();
+    let (a, b) = (member(&url, "a", 3).await, member(&url, "b", 3).await);
+    let q = "q".to_string();
+    let t0 = Instant::now();
+    let src = filled(&q, 7, t0);
+    src.schedule(q.clone(), 100, t0, "due".into())
+        .expect("schedule");
+    let mut batch = src.pop_due(t0 + Duration::from_millis(5), 10);
+    let due = batch.next().expect("one due");
+    let epoch = a.acquire(b"q").await.expect("acquire").record.epoch;
+    let mut out = a.outgoing(&src, q.clone(), epoch);
+    out.freeze().expect("freeze");
+    assert!(matches!(
+        out.stage().await,
+        Err(CustodyError::Step {
+            called: "stage",
+            ..
+        })
+    ));
+    out.prepare(None).await.expect("prepare");
+    let staged = out.stage().await.expect("stage");
+    assert_eq!(out.stage().await.expect("stage again"), staged);
+    assert_eq!(
+        staged
+            .iter()
+            .map(|(i, ids)| (*i, ids.len()))
+            .collect::<Vec<_>>(),
+        [(0, 3), (1, 3), (2, 1)]
+    );
+    let mut ids: Vec<u64> = staged.iter().flat_map(|(_, ids)| ids.clone()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..7).collect::<Vec<_>>());
+    assert_eq!(out.chunks_sent(), 0, "stage sends nothing");
+    out.append_pending().await.expect("append");
+    assert_eq!(out.chunks_sent(), 3);
+    due.retry_at(t0 + Duration::from_secs(30)).expect("retry");
+    drop(batch);
+    out.await_in_flight().await.expect("in flight");
+    assert_eq!(out.stage().await.expect("stage"), [(3, vec![100])]);
+    out.forward().await.expect("forward");
+    out.seal().await.expect("seal");
+    assert_eq!(out.finish().expect("finish").entries, 8);
+    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let r = b.receive(&dst, q.clone()).await.expect("receive");
+    assert_eq!(r.imported.imported, 8);
+}

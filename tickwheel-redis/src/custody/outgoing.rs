@@ -99,6 +99,8 @@ pub struct Outgoing<'a, Q, K, T> {
     sent: usize,
     entries: u64,
     record: Option<Record>,
+    /// Whether [`Scheduler::take_forwarded`] was called for the forward step.
+    forward_taken: bool,
 }
 
 impl<'a, Q, K, T> Outgoing<'a, Q, K, T>
@@ -126,6 +128,7 @@ where
             sent: 0,
             entries: 0,
             record: None,
+            forward_taken: false,
         }
     }
 
@@ -238,12 +241,60 @@ where
     /// As [`append_pending`](Self::append_pending).
     pub async fn forward(&mut self) -> Result<(), CustodyError<K, T>> {
         self.expect(Step::Forward)?;
-        if self.unsent.is_empty() && self.sent == self.parts.len() {
-            self.unsent = self.scheduler.take_forwarded(&self.queue);
-        }
+        self.take_forwarded();
         self.send().await?;
         self.next = Step::Seal;
         Ok(())
+    }
+
+    /// Cuts the chunks the next [`append_pending`](Self::append_pending) or
+    /// [`forward`](Self::forward) will send, without sending anything, and returns the index
+    /// and ids of every chunk not yet acknowledged. A caller that keeps a durable log records
+    /// them first: after a crash it knows which of its ids went into which chunk, so that of
+    /// an offer another member reclaimed (it took chunks `0..taken_chunks`) it keeps exactly
+    /// the rest. Calling it again returns the same chunks (with the same bytes later).
+    ///
+    /// ```no_run
+    /// # async fn demo(mut out: tickwheel_redis::Outgoing<'_, String, u64, String>)
+    /// # -> Result<(), tickwheel_redis::CustodyError<u64, String>> {
+    /// for (index, ids) in out.stage().await? {
+    ///     println!("chunk {index}: {ids:?}"); // make it durable here
+    /// }
+    /// out.append_pending().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`CustodyError::Step`] unless the next step is `append_pending` or `forward`;
+    /// [`CustodyError::Protocol`] (`Unavailable`: the reference clock could not be read);
+    /// [`CustodyError::Chunk`].
+    pub async fn stage(&mut self) -> Result<Vec<(u64, Vec<K>)>, CustodyError<K, T>> {
+        match self.next {
+            Step::Append => {}
+            Step::Forward => self.take_forwarded(),
+            _ => {
+                return Err(CustodyError::Step {
+                    called: "stage",
+                    expected: self.next.name(),
+                });
+            }
+        }
+        self.cut().await?;
+        Ok(self
+            .parts
+            .iter()
+            .enumerate()
+            .skip(self.sent)
+            .map(|(i, p)| (i as u64, p.entries.iter().map(|e| e.id.clone()).collect()))
+            .collect())
+    }
+
+    fn take_forwarded(&mut self) {
+        if !self.forward_taken {
+            self.forward_taken = true;
+            let forwarded = self.scheduler.take_forwarded(&self.queue);
+            self.unsent.extend(forwarded);
+        }
     }
 
     /// Step 6: `seal` (PREPARING → OFFERED): Redis checks it holds every chunk and timer.
@@ -354,8 +405,8 @@ where
         }
     }
 
-    /// Encodes what is unsent (one reference reading), then sends every unacknowledged chunk.
-    async fn send(&mut self) -> Result<(), CustodyError<K, T>> {
+    /// Encodes what is unsent into chunks (one reference reading), after those cut already.
+    async fn cut(&mut self) -> Result<(), CustodyError<K, T>> {
         if !self.unsent.is_empty() {
             // The local Instant read before the reference clock: deadlines only move later.
             let (local, reference, _) = self.custody.reference_reading().await?;
@@ -388,6 +439,12 @@ where
                 });
             }
         }
+        Ok(())
+    }
+
+    /// Encodes what is unsent (one reference reading), then sends every unacknowledged chunk.
+    async fn send(&mut self) -> Result<(), CustodyError<K, T>> {
+        self.cut().await?;
         while self.sent < self.parts.len() {
             let index = self.sent;
             let t = self.token.get_or_insert_with(Token::generate).clone();
