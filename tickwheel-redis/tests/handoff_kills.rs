@@ -146,6 +146,34 @@ fn a_zombie_source_is_fenced_and_gets_its_unsent_values_back() {
     assert!(fenced.contains("0 value(s) handed back"), "{fenced}");
 }
 
+/// A source killed while PREPARING stays dead past its lease; the spare reclaims the offer
+/// (taking the chunks in so far); the source restarts: its spool's chunk records say which
+/// of its values were taken, and the rest are handed back, not lost. The ledger is exact.
+#[test]
+fn a_source_restarted_after_a_reclaim_keeps_what_was_not_taken() {
+    if !have_redis() {
+        return;
+    }
+    for (step, taken) in [("prepare", "0 chunk(s) taken"), ("append", "")] {
+        let (_, stderr) = custody_ok_with(&strings(&[
+            "--kill",
+            &format!("source:{step}"),
+            "--spare",
+            "--lease-ms",
+            "1500",
+        ]));
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("source#2: dest-0.example was taken over"))
+            .unwrap_or_else(|| panic!("{step}: no takeover seen:\n{stderr}"));
+        assert!(line.contains(taken), "{step}: {line}");
+        if step == "prepare" {
+            // Nothing was appended: every frozen value is the source's again.
+            assert!(!line.contains(" 0 value(s) handed back"), "{line}");
+        }
+    }
+}
+
 /// A target killed mid-claim that never comes back: the spare reclaims after the lease.
 #[test]
 fn a_dead_target_is_replaced_by_the_spare() {
@@ -246,6 +274,7 @@ fn bad_options_exit_2_without_a_panic() {
         &["--kill", "source"][..],
         &["--kill", "source:nothing"],
         &["--queues", "0"],
+        &["--kill", "source:freeze", "--spare"],
         &["--messages", "many"],
         &[
             "--redis-url",

@@ -41,7 +41,9 @@ pub struct Args {
     pub kills: Vec<Kill>,
 
     /// A killed target is not restarted: a third host, `spare`, takes its queues over
-    /// (`claim` once an offer lapses, `reclaim` once a claim's lease runs out).
+    /// (`claim` once an offer lapses, `reclaim` once a claim's lease runs out). A killed
+    /// source (at `prepare` or later) restarts only once the spare has taken its offer over
+    /// (`reclaim` past the lease): it keeps the values no claimer took.
     #[arg(long)]
     pub spare: bool,
 
@@ -244,6 +246,16 @@ pub fn check(args: &Args) -> Result<(), String> {
     {
         return Err(format!(
             "--stop {k}: only the source, at prepare, append, in-flight or forward"
+        ));
+    }
+    const RECLAIMABLE: [&str; 6] = ["prepare", "append", "in-flight", "forward", "seal", "drop"];
+    if let Some(k) = args
+        .kills
+        .iter()
+        .find(|k| args.spare && k.who == Who::Host(Role::Source) && !RECLAIMABLE.contains(&k.step))
+    {
+        return Err(format!(
+            "--kill {k} with --spare: the spare can take over a source's queue only from its prepare on"
         ));
     }
     let mut seen = Vec::new();

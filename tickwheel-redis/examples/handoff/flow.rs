@@ -85,7 +85,10 @@ pub fn recover_source(rt: &Runtime, h: &Host, c: &Custody) -> Result<Vec<String>
                         .epoch
                 }
                 Some(Rejection::Taken(r)) => {
-                    drop_copy(h, &q, r.epoch, &held)?;
+                    match held.frozen.get(&q) {
+                        Some(&offer) => settle_reclaimed(rt, h, c, &q, offer, &held)?,
+                        None => drop_copy(h, &q, r.epoch, &held)?,
+                    }
                     continue;
                 }
                 _ => return Err(fail("recover", e)),
@@ -103,6 +106,31 @@ pub fn recover_source(rt: &Runtime, h: &Host, c: &Custody) -> Result<Vec<String>
         mine.push(q);
     }
     Ok(mine)
+}
+
+/// The source's offer of `q` at epoch `offer` was taken over while it was down: the chunks
+/// the claimer took (`fenced[offer]`, read from Redis) are dropped, every other timer of the
+/// queue in the spool is handed back (the chunk records say which went where).
+fn settle_reclaimed(
+    rt: &Runtime,
+    h: &Host,
+    c: &Custody,
+    q: &str,
+    offer: u64,
+    held: &crate::spool::Holdings,
+) -> Result<(), String> {
+    let view = rt
+        .block_on(c.read(q.as_bytes(), Some(offer)))
+        .map_err(|e| fail("read", e))?;
+    let taken = view.taken_chunks.unwrap_or(0);
+    let records = held.reclaimed(q, offer, taken);
+    crate::say!(
+        "{}#{}: {q} was taken over: {taken} chunk(s) taken, {} value(s) handed back",
+        h.cfg.name,
+        h.cfg.boot,
+        records.len() - 1
+    );
+    h.spool.append(&records).map_err(|e| fail("spool", e))
 }
 
 fn drop_copy(h: &Host, q: &str, epoch: u64, held: &crate::spool::Holdings) -> Result<(), String> {
@@ -186,6 +214,21 @@ pub fn offer(rt: &Runtime, h: &Host, c: &Custody, q: &str) -> Result<(), String>
         ("seal", 4),
     ];
     for (step, n) in steps {
+        if n == 1 || n == 3 {
+            // Each chunk's ids in the spool before its append: a restart after a reclaim
+            // keeps exactly the chunks not taken.
+            let staged = rt.block_on(out.stage()).map_err(|e| fail(step, e))?;
+            let records: Vec<Log> = staged
+                .into_iter()
+                .map(|(index, ids)| Log::Chunk {
+                    queue: q.to_string(),
+                    epoch,
+                    index,
+                    ids,
+                })
+                .collect();
+            h.spool.append(&records).map_err(|e| fail("spool", e))?;
+        }
         let r = match n {
             0 => rt.block_on(out.prepare(to)).map(drop),
             1 => rt.block_on(out.append_pending()),

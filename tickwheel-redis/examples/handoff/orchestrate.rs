@@ -55,6 +55,8 @@ struct Run<'a> {
     names: BTreeSet<String>,
     /// The source, stopped with SIGSTOP at a gate, until the spare has imported a queue.
     stopped: Option<String>,
+    /// The source, killed with `--spare`, until its offer has been imported.
+    dead: Option<String>,
 }
 
 /// Runs the proof; `Ok(true)` when custody holds. Errors (a child failing, a stuck run) are
@@ -80,6 +82,7 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
         boots: BTreeMap::new(),
         names: BTreeSet::new(),
         stopped: None,
+        dead: None,
     };
     run.spawn("source", Role::Source)?;
     run.spawn("target", Role::Target)?;
@@ -220,6 +223,13 @@ impl Run<'_> {
                         if role == Role::Spare && line.starts_with("imported ") {
                             self.resume_stopped()?;
                         }
+                        // The dead source's offer was taken (by the spare, or claimed as
+                        // usual once sealed): it may come back.
+                        if line.starts_with("imported ")
+                            && let Some(dead) = self.dead.take()
+                        {
+                            self.spawn(&dead, Role::Source)?;
+                        }
                     }
                 }
                 Event::Closed => self.closed(&name)?,
@@ -248,6 +258,11 @@ impl Run<'_> {
             self.killed.insert((name.to_string(), p.boot));
             if self.args.spare && role == Role::Target {
                 crate::say!("{name} stays dead: the spare takes over after the lease");
+                return self.spawn("spare", Role::Spare);
+            }
+            if self.args.spare && role == Role::Source {
+                crate::say!("{name} stays dead until the spare has taken its queue over");
+                self.dead = Some(name.to_string());
                 return self.spawn("spare", Role::Spare);
             }
             return self.spawn(name, role);

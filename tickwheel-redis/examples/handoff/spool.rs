@@ -13,6 +13,8 @@
 //! M  queue epoch                  the offer sealed: the queue's copy dropped here
 //! B  queue epoch                  the offer fenced or aborted: the copy stays, unfrozen
 //! C  queue epoch                  the claim committed: the I records of that epoch are held
+//! P  queue epoch index ids        a chunk of the offer made at epoch, before its append
+//!                                 (ids comma-separated)
 //! X  queue epoch                  an imported copy dropped (the claim was lost before commit)
 //! ```
 //!
@@ -31,13 +33,39 @@ use std::sync::Mutex;
 pub enum Record {
     Accepted(Entry),
     Imported(Entry),
-    Done { id: u64, epoch: u64 },
-    HandedBack { id: u64 },
-    Frozen { queue: String, epoch: u64 },
-    Moved { queue: String, epoch: u64 },
-    Back { queue: String, epoch: u64 },
-    Dropped { queue: String, epoch: u64 },
-    Committed { queue: String, epoch: u64 },
+    Done {
+        id: u64,
+        epoch: u64,
+    },
+    HandedBack {
+        id: u64,
+    },
+    Frozen {
+        queue: String,
+        epoch: u64,
+    },
+    Moved {
+        queue: String,
+        epoch: u64,
+    },
+    Back {
+        queue: String,
+        epoch: u64,
+    },
+    Dropped {
+        queue: String,
+        epoch: u64,
+    },
+    Committed {
+        queue: String,
+        epoch: u64,
+    },
+    Chunk {
+        queue: String,
+        epoch: u64,
+        index: u64,
+        ids: Vec<u64>,
+    },
 }
 
 /// A timer a host holds, as its spool stamps it.
@@ -79,6 +107,15 @@ impl fmt::Display for Record {
             Record::Back { queue, epoch } => write!(f, "B\t{queue}\t{epoch}"),
             Record::Dropped { queue, epoch } => write!(f, "X\t{queue}\t{epoch}"),
             Record::Committed { queue, epoch } => write!(f, "C\t{queue}\t{epoch}"),
+            Record::Chunk {
+                queue,
+                epoch,
+                index,
+                ids,
+            } => {
+                let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+                write!(f, "P\t{queue}\t{epoch}\t{index}\t{}", ids.join(","))
+            }
         }
     }
 }
@@ -113,6 +150,16 @@ impl Record {
             ["B", q, e] => queue(q, e).map(|(queue, epoch)| Record::Back { queue, epoch })?,
             ["X", q, e] => queue(q, e).map(|(queue, epoch)| Record::Dropped { queue, epoch })?,
             ["C", q, e] => queue(q, e).map(|(queue, epoch)| Record::Committed { queue, epoch })?,
+            ["P", q, e, i, ids] => Record::Chunk {
+                queue: q.to_string(),
+                epoch: num(e)?,
+                index: num(i)?,
+                ids: ids
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(num)
+                    .collect::<Result<_, _>>()?,
+            },
             _ => return Err(format!("not a spool record: {line:?}")),
         })
     }
@@ -213,6 +260,8 @@ pub struct Holdings {
     pub moved: BTreeSet<String>,
     /// Imported entries of a claim not yet committed, by (queue, epoch): not yet held.
     pub uncommitted: BTreeMap<(String, u64), Vec<Entry>>,
+    /// The chunks of each offer (queue, epoch) as logged before their append: index → ids.
+    pub chunks: BTreeMap<(String, u64), BTreeMap<u64, Vec<u64>>>,
 }
 
 impl Holdings {
@@ -260,10 +309,26 @@ impl Holdings {
             Record::Frozen { queue, epoch } => {
                 self.frozen.insert(queue.clone(), *epoch);
             }
-            Record::Moved { queue, .. } => {
+            Record::Moved { queue, epoch } => {
                 self.frozen.remove(queue);
                 self.moved.insert(queue.clone());
                 self.held.retain(|_, e| e.queue != *queue);
+                // Every id that went into the offer, whatever its spool says of it.
+                let key = (queue.clone(), *epoch);
+                for id in self.chunks.get(&key).into_iter().flat_map(|c| c.values()) {
+                    for id in id {
+                        self.held.remove(id);
+                    }
+                }
+            }
+            Record::Chunk {
+                queue,
+                epoch,
+                index,
+                ids,
+            } => {
+                let offer = self.chunks.entry((queue.clone(), *epoch)).or_default();
+                offer.insert(*index, ids.clone());
             }
             Record::Back { queue, .. } => {
                 self.frozen.remove(queue);
@@ -275,6 +340,27 @@ impl Holdings {
                     .retain(|_, e| !(e.queue == *queue && e.epoch == *epoch));
             }
         }
+    }
+}
+
+impl Holdings {
+    /// The records that settle an offer of `queue` made at `epoch` that another member took
+    /// over with its first `taken` chunks: every held timer of the queue that is not in one
+    /// of those chunks is the host's again, handed back (`H`); the rest is dropped (`M`).
+    pub fn reclaimed(&self, queue: &str, epoch: u64, taken: u64) -> Vec<Record> {
+        let key = (queue.to_string(), epoch);
+        let gone: BTreeSet<u64> = (self.chunks.get(&key).into_iter())
+            .flat_map(|c| c.range(..taken).flat_map(|(_, ids)| ids.iter().copied()))
+            .collect();
+        let mut out: Vec<Record> = (self.held.values())
+            .filter(|e| e.queue == queue && !gone.contains(&e.id))
+            .map(|e| Record::HandedBack { id: e.id })
+            .collect();
+        out.push(Record::Moved {
+            queue: queue.to_string(),
+            epoch,
+        });
+        out
     }
 }
 
@@ -332,6 +418,12 @@ mod tests {
             Record::Committed {
                 queue: "q1".into(),
                 epoch: 3,
+            },
+            Record::Chunk {
+                queue: "q0".into(),
+                epoch: 2,
+                index: 1,
+                ids: vec![4, 5, 6],
             },
         ];
         for r in records {
@@ -406,6 +498,35 @@ mod tests {
         let mut h = h;
         owed.iter().for_each(|r| h.apply(r));
         assert_eq!(h.held.keys().copied().collect::<Vec<_>>(), [3]);
+    }
+
+    /// A source restarted after another member reclaimed its unsealed offer keeps exactly the
+    /// timers outside the chunks taken: in later chunks, never appended, or never chunked.
+    #[test]
+    fn a_reclaimed_offer_keeps_what_was_not_taken() {
+        let chunk = |index, ids: &[u64]| Record::Chunk {
+            queue: "q0".into(),
+            epoch: 1,
+            index,
+            ids: ids.to_vec(),
+        };
+        let mut records: Vec<Record> = (1..=7).map(|id| Record::Accepted(e(id, "q0", 1))).collect();
+        records.push(Record::Accepted(e(9, "q1", 1)));
+        records.push(Record::Frozen {
+            queue: "q0".into(),
+            epoch: 1,
+        });
+        records.extend([chunk(0, &[1, 2]), chunk(1, &[3, 4]), chunk(2, &[5])]);
+        let mut h = Holdings::replay(&records);
+        let settle = h.reclaimed("q0", 1, 2);
+        settle.iter().for_each(|r| h.apply(r));
+        assert_eq!(h.handed_back.iter().copied().collect::<Vec<_>>(), [5, 6, 7]);
+        assert_eq!(h.held.keys().copied().collect::<Vec<_>>(), [9]);
+        assert!(h.frozen.is_empty());
+        // Sealed (every chunk taken): nothing comes back.
+        let h = Holdings::replay(&records);
+        let settle = h.reclaimed("q0", 1, 3);
+        assert_eq!(settle.len(), 3, "{settle:?}"); // 6 and 7 were never chunked
     }
 
     #[test]
