@@ -91,7 +91,16 @@ pub(crate) async fn durability_problems(
                 Some(v) => problems.push(format!("{name} is {v:?}, needs {want:?}")),
                 None => problems.push(format!("CONFIG GET {name} returned nothing")),
             },
-            Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => {
+            // Unreachable, or still loading its AOF after a restart: the caller may retry.
+            Err(e)
+                if e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || matches!(
+                        e.kind(),
+                        redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading)
+                    ) =>
+            {
                 return Err(e);
             }
             Err(e) => problems.push(format!(

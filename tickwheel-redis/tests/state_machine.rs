@@ -234,6 +234,7 @@ impl Model {
                 self.fenced.insert(epoch, len);
                 r.state = State::Offered;
                 r.deadline = Deadline::Future;
+                r.token = token;
                 Out::Changed
             }
             Op::Abort => {
@@ -256,6 +257,7 @@ impl Model {
                 r.boot = boot.into();
                 r.epoch += 1;
                 r.deadline = Deadline::Future;
+                r.token = token;
                 Out::Changed
             }
             Op::Reclaim => {
@@ -274,6 +276,7 @@ impl Model {
                 r.boot = boot.into();
                 r.epoch += 1;
                 r.deadline = Deadline::Future;
+                r.token = token;
                 Out::Changed
             }
             Op::Commit => {
