@@ -192,6 +192,7 @@
 //! woken when the earliest deadline may have moved earlier, and the scheduler's tick clock.
 //! `sync` never imports tokio.
 
+pub mod admission;
 mod builder;
 mod dispatcher;
 mod done;
