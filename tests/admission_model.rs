@@ -4,7 +4,9 @@
 //! same order, and leave the same capacity everywhere.
 
 use proptest::prelude::*;
-use tickwheel::sync::admission::{Cancel, Limit, Order, Outcome, RegisterError, Resolved, Ticket, WaitQueue};
+use tickwheel::sync::admission::{
+    Cancel, Limit, Order, Outcome, RegisterError, Resolved, Ticket, WaitQueue,
+};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -86,7 +88,14 @@ impl Model {
         }
     }
 
-    fn register(&mut self, q: usize, id: u32, amount: u64, deadline: u64, ev: &mut Vec<Event>) -> Result<(), RegisterError> {
+    fn register(
+        &mut self,
+        q: usize,
+        id: u32,
+        amount: u64,
+        deadline: u64,
+        ev: &mut Vec<Event>,
+    ) -> Result<(), RegisterError> {
         if amount == 0 {
             return Err(RegisterError::ZeroAmount);
         }
@@ -102,9 +111,16 @@ impl Model {
             return Ok(());
         }
         if deadline <= self.now {
-            return Err(RegisterError::DeadlinePassed { deadline, now: self.now });
+            return Err(RegisterError::DeadlinePassed {
+                deadline,
+                now: self.now,
+            });
         }
-        self.queues[q].waiting.push(MTicket { id, amount, deadline });
+        self.queues[q].waiting.push(MTicket {
+            id,
+            amount,
+            deadline,
+        });
         Ok(())
     }
 
@@ -138,11 +154,20 @@ impl Model {
     fn advance(&mut self, q: usize, now: u64, ev: &mut Vec<Event>) {
         self.now = self.now.max(now);
         // Deadline order, then registration order (ids rise with registration).
-        let mut due: Vec<MTicket> = self.queues[q].waiting.iter().filter(|t| t.deadline <= self.now).cloned().collect();
+        let mut due: Vec<MTicket> = self.queues[q]
+            .waiting
+            .iter()
+            .filter(|t| t.deadline <= self.now)
+            .cloned()
+            .collect();
         due.sort_by_key(|t| (t.deadline, t.id));
         let mut head_went = false;
         for t in due {
-            let i = self.queues[q].waiting.iter().position(|w| w.id == t.id).unwrap();
+            let i = self.queues[q]
+                .waiting
+                .iter()
+                .position(|w| w.id == t.id)
+                .unwrap();
             head_went |= i == 0;
             self.queues[q].waiting.remove(i);
             ev.push(Event::Expired(t.id, t.deadline, self.now));
@@ -168,8 +193,20 @@ fn run(order: Order, caps: (u64, u64, u64), ops: Vec<Op>) -> Result<(), TestCase
         WaitQueue::<u32>::with_options(caps.0, Some(global.clone()), order),
         WaitQueue::<u32>::with_options(caps.1, Some(global.clone()), order),
     ];
-    let mq = |cap| MQueue { cap, available: cap, waiting: Vec::new(), granted: Vec::new(), detached: 0 };
-    let mut model = Model { order, global_cap: caps.2, global: caps.2, now: 0, queues: [mq(caps.0), mq(caps.1)] };
+    let mq = |cap| MQueue {
+        cap,
+        available: cap,
+        waiting: Vec::new(),
+        granted: Vec::new(),
+        detached: 0,
+    };
+    let mut model = Model {
+        order,
+        global_cap: caps.2,
+        global: caps.2,
+        now: 0,
+        queues: [mq(caps.0), mq(caps.1)],
+    };
     let mut issued: Vec<(usize, u32, Ticket)> = Vec::new();
     let mut next_id = 0u32;
     let mut out = Vec::new();
@@ -241,7 +278,11 @@ fn run(order: Order, caps: (u64, u64, u64), ops: Vec<Op>) -> Result<(), TestCase
             prop_assert_eq!(rq.available(), m.available);
             prop_assert_eq!(rq.waiting(), m.waiting.len());
             prop_assert_eq!(rq.held(), m.granted.iter().map(|g| g.1).sum::<u64>());
-            prop_assert_eq!(rq.available() + rq.held() + rq.detached(), m.cap, "local units add up");
+            prop_assert_eq!(
+                rq.available() + rq.held() + rq.detached(),
+                m.cap,
+                "local units add up"
+            );
         }
         prop_assert_eq!(global.available(), model.global);
     }
