@@ -4,7 +4,7 @@
 #![cfg(feature = "tokio")]
 
 use std::future::Future;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::admission::{AcquireError, AdmissionQueue, RegisterError};
