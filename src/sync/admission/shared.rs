@@ -474,6 +474,11 @@ impl Drop for Waiter {
     /// not taken. Both under the queue lock, where resolutions are written, so a grant
     /// racing with the drop is given back, never lost.
     fn drop(&mut self) {
+        if matches!(*self.cell.state.lock(), CellState::Taken) {
+            // The outcome was taken: the ticket left the queue when it resolved, and a grant
+            // became a `Permit`. Nothing to give back, no queue lock needed.
+            return;
+        }
         let mut out = Vec::new();
         let mut core = self.inner.core.lock();
         if let Cancel::Cancelled(_) = core.cancel(self.ticket, &mut out) {
