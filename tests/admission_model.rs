@@ -207,7 +207,7 @@ fn run(order: Order, caps: (u64, u64, u64), ops: Vec<Op>) -> Result<(), TestCase
         now: 0,
         queues: [mq(caps.0), mq(caps.1)],
     };
-    let mut issued: Vec<(usize, u32, Ticket)> = Vec::new();
+    let mut handed_out: Vec<(usize, u32, Ticket)> = Vec::new();
     let mut next_id = 0u32;
     let mut out = Vec::new();
     for op in ops {
@@ -224,16 +224,16 @@ fn run(order: Order, caps: (u64, u64, u64), ops: Vec<Op>) -> Result<(), TestCase
                 let m = model.register(q, id, amount, deadline, &mut want);
                 prop_assert_eq!(r.map(|_| ()), m);
                 if let Ok(t) = r {
-                    issued.push((q, id, t));
+                    handed_out.push((q, id, t));
                 }
                 q
             }
-            Op::Cancel { pick } | Op::Detach { pick } if issued.is_empty() => {
+            Op::Cancel { pick } | Op::Detach { pick } if handed_out.is_empty() => {
                 let _ = pick;
                 continue;
             }
             Op::Cancel { pick } => {
-                let (q, id, t) = issued[pick % issued.len()];
+                let (q, id, t) = handed_out[pick % handed_out.len()];
                 match real[q].cancel(t, &mut out) {
                     Cancel::Cancelled(w) => got.push(Event::Cancelled(w)),
                     Cancel::Released(a) => got.push(Event::Released(id, a)),
@@ -243,7 +243,7 @@ fn run(order: Order, caps: (u64, u64, u64), ops: Vec<Op>) -> Result<(), TestCase
                 q
             }
             Op::Detach { pick } => {
-                let (q, id, t) = issued[pick % issued.len()];
+                let (q, id, t) = handed_out[pick % handed_out.len()];
                 prop_assert_eq!(real[q].detach(t), model.detach(q, id));
                 q
             }

@@ -3,7 +3,7 @@
 use std::fmt;
 
 /// A handle to one request registered in a [`WaitQueue`](super::WaitQueue): which queue,
-/// which slot, and the generation that slot had when the ticket was issued.
+/// which slot, and the generation that slot had when the ticket was handed out.
 ///
 /// A ticket is 16 bytes and `Copy`. Once its request has ended (cancelled, expired, or
 /// granted and then cancelled or detached) the slot's generation moves on, so the ticket is
@@ -18,7 +18,7 @@ pub struct Ticket {
 }
 
 impl Ticket {
-    /// The id of the queue that issued the ticket (unique in the process).
+    /// The id of the queue that handed the ticket out (unique in the process).
     pub const fn queue_id(self) -> u64 {
         self.queue
     }
