@@ -421,7 +421,9 @@ impl Waiter {
             if let Some(result) = self.try_take() {
                 return result;
             }
-            self.set_notify(Notify::Thread(std::thread::current()));
+            if !self.set_notify(Notify::Thread(std::thread::current())) {
+                continue; // resolved between the look and the registration: look again
+            }
             let now = Instant::now();
             if now >= self.wake_at {
                 self.inner.signal();
@@ -437,10 +439,14 @@ impl Waiter {
         }
     }
 
-    /// Records who to wake, if it still waits.
-    fn set_notify(&self, notify: Notify) {
-        if let CellState::Waiting(slot) = &mut *self.cell.state.lock() {
-            *slot = Some(notify);
+    /// Records who to wake, if it still waits; `false` if it no longer does.
+    fn set_notify(&self, notify: Notify) -> bool {
+        match &mut *self.cell.state.lock() {
+            CellState::Waiting(slot) => {
+                *slot = Some(notify);
+                true
+            }
+            _ => false,
         }
     }
 
