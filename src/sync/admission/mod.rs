@@ -16,14 +16,17 @@
 //! # The states of a ticket
 //!
 //! ```text
-//!              register                 grant pass (release, cancel, advance)
-//!   (absent) ───────────▶ WAITING ──────────────────────────────▶ GRANTED ──┐
-//!      ▲      │ fits now    │ │ advance past its deadline                  │
-//!      │      └─────────────┼─┼───────────────────────────────▶ GRANTED    │ cancel: amount back
-//!      │                    │ └──▶ EXPIRED (ended)                          │ detach: amount handed
-//!      │                    └────▶ CANCELLED (cancel; ended)                │ over (release later)
-//!      └────────────────────────────────────────────────────────────────────┘
+//!   (absent) ── register, fits now ─────────────────────▶ GRANTED    resolved
+//!   (absent) ── register, must wait ────────────────────▶ WAITING
+//!   WAITING  ── grant pass: capacity back, head gone ───▶ GRANTED    resolved
+//!   WAITING  ── advance to or past its deadline ────────▶ EXPIRED    resolved, ended
+//!   WAITING  ── cancel ─────────────────────────────────▶ CANCELLED  resolved, ended
+//!   GRANTED  ── cancel: the amount back to the limits ──▶ ended
+//!   GRANTED  ── detach: the amount to the caller ───────▶ ended (release gives it back)
 //! ```
+//!
+//! A ticket that has *ended* is stale: every operation through it answers
+//! `NotFound`/`None`/`false`.
 //!
 //! Each ticket **resolves exactly once**: granted (it holds its amount until it is
 //! cancelled — the amount goes back — or detached — the amount is the caller's, to
