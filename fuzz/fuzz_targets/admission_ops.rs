@@ -20,8 +20,14 @@ enum Seen {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&head, ops)) = data.split_first() else { return };
-    let order = if head & 1 == 0 { Order::Strict } else { Order::Passing };
+    let Some((&head, ops)) = data.split_first() else {
+        return;
+    };
+    let order = if head & 1 == 0 {
+        Order::Strict
+    } else {
+        Order::Passing
+    };
     let caps = [u64::from(head >> 4) + 1, u64::from(head & 0x0e) + 1];
     let global_cap = u64::from(head >> 2) % 24 + 1;
     let global = Limit::new(global_cap);
@@ -34,12 +40,19 @@ fuzz_target!(|data: &[u8]| {
     let mut out: Vec<Resolved<u32>> = Vec::new();
     let mut next = 0u32;
     for chunk in ops.chunks(3) {
-        let [op, a, b] = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let [op, a, b] = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let q = usize::from(op >> 7);
         match op % 6 {
             0 | 1 => {
                 let amount = u64::from(a % 20);
-                let deadline = queues[q].now().saturating_add(u64::from(b)).wrapping_sub(u64::from(op >> 6 & 1) * 3);
+                let deadline = queues[q]
+                    .now()
+                    .saturating_add(u64::from(b))
+                    .wrapping_sub(u64::from(op >> 6 & 1) * 3);
                 if let Ok(t) = queues[q].register(amount, deadline, next, &mut out) {
                     tickets.push((q, t, amount));
                     seen.entry(next).or_default();
@@ -69,12 +82,17 @@ fuzz_target!(|data: &[u8]| {
                 let _ = queues[q].release(u64::from(a % 24), &mut out);
             }
             _ => {
-                let now = queues[0].now().wrapping_add(u64::from(a)).wrapping_sub(u64::from(b & 3));
+                let now = queues[0]
+                    .now()
+                    .wrapping_add(u64::from(a))
+                    .wrapping_sub(u64::from(b & 3));
                 queues[0].advance(now, &mut out);
                 queues[1].advance(now, &mut out);
             }
         }
-        queues.iter_mut().for_each(|queue| queue.grant_pass(&mut out));
+        queues
+            .iter_mut()
+            .for_each(|queue| queue.grant_pass(&mut out));
         for r in out.drain(..) {
             let s = seen.entry(r.waiter).or_default();
             match r.outcome {
@@ -91,9 +109,17 @@ fuzz_target!(|data: &[u8]| {
         }
         let mut taken = 0;
         for (i, queue) in queues.iter().enumerate() {
-            assert_eq!(queue.available() + queue.held() + queue.detached(), caps[i], "local units add up");
+            assert_eq!(
+                queue.available() + queue.held() + queue.detached(),
+                caps[i],
+                "local units add up"
+            );
             taken += queue.held() + queue.detached();
         }
-        assert_eq!(global.available() + taken, global_cap, "global units add up");
+        assert_eq!(
+            global.available() + taken,
+            global_cap,
+            "global units add up"
+        );
     }
 });
