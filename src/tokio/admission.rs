@@ -16,8 +16,10 @@ impl AdmissionQueue {
     /// **Cancellation-safe**: dropping the future before it completes cancels the ticket if
     /// it still waits and gives the amount back if it had been granted (see [`Waiter`]'s
     /// `Drop`), so no capacity is lost. The task advances the queue itself when its deadline
-    /// tick begins (with a tokio `Sleep`, which needs a runtime with time enabled, on real
-    /// time: the queue's clock is `std::time::Instant`).
+    /// tick begins (with a tokio `Sleep`, made at the first poll that has to wait: it needs a
+    /// runtime with time enabled then, on real time, since the queue's clock is
+    /// `std::time::Instant`). The request is registered when `acquire_async` is called, so
+    /// its place in the FIFO order is taken then, not at the first poll.
     ///
     /// # Errors
     ///
@@ -39,19 +41,10 @@ impl AdmissionQueue {
     /// # }
     /// ```
     pub fn acquire_async(&self, amount: u64, deadline: Instant) -> Acquire {
-        match self.register(amount, deadline) {
-            Ok(waiter) => {
-                let at = tokio::time::Instant::from_std(waiter.wake_at());
-                Acquire {
-                    state: Ok(waiter),
-                    sleep: Box::pin(tokio::time::sleep_until(at)),
-                }
-            }
-            Err(e) => Acquire {
-                state: Err(Some(AcquireError::Refused(e))),
-                sleep: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
-            },
-        }
+        let state = self
+            .register(amount, deadline)
+            .map_err(|e| Some(AcquireError::Refused(e)));
+        Acquire { state, sleep: None }
     }
 }
 
@@ -60,7 +53,9 @@ impl AdmissionQueue {
 #[must_use = "a future does nothing unless awaited; dropping it cancels the request"]
 pub struct Acquire {
     state: Result<Waiter, Option<AcquireError>>,
-    sleep: Pin<Box<Sleep>>,
+    /// Until the deadline tick begins; made at the first poll that has to wait (inside the
+    /// runtime), so a request granted at once never touches tokio's timer.
+    sleep: Option<Pin<Box<Sleep>>>,
 }
 
 impl Future for Acquire {
@@ -81,7 +76,12 @@ impl Future for Acquire {
             if let Some(result) = waiter.try_take() {
                 return Poll::Ready(result);
             }
-            if this.sleep.as_mut().poll(cx).is_pending() {
+            let sleep = this.sleep.get_or_insert_with(|| {
+                Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(
+                    waiter.wake_at(),
+                )))
+            });
+            if sleep.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
             // The deadline tick has begun: advance the queue ourselves, then look again
@@ -91,7 +91,7 @@ impl Future for Acquire {
                 return Poll::Ready(result);
             }
             let next = tokio::time::Instant::now() + waiter.resolution();
-            this.sleep.as_mut().reset(next);
+            sleep.as_mut().reset(next);
         }
     }
 }
