@@ -6,6 +6,9 @@
 //! queue at any moment — including the moment between the two. Here that moment has a name,
 //! **in flight**, and every operation says what it does with it.
 //!
+//! Beside it, [`admission`] (layer 6): a FIFO wait queue of expiring, cancellable tickets for
+//! scarce capacity, with its own ground rules in its module doc.
+//!
 //! # Ground rules
 //!
 //! **States of an id.** Ids are spread over shards by hash; in its shard an id is in exactly
@@ -192,6 +195,7 @@
 //! woken when the earliest deadline may have moved earlier, and the scheduler's tick clock.
 //! `sync` never imports tokio.
 
+pub mod admission;
 mod builder;
 mod dispatcher;
 mod done;

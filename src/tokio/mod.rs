@@ -49,7 +49,11 @@
 //! [`Scheduler::due_stream`](crate::sync::Scheduler::due_stream), the async dispatcher for
 //! [`sync`](crate::sync), lives here too: a [`DueStream`] of the scheduler's due timers,
 //! woken by its own tokio `Sleep` and early by earlier deadlines scheduled from any thread.
+//!
+//! [`AdmissionQueue::acquire_async`](crate::sync::admission::AdmissionQueue::acquire_async)
+//! returns [`Acquire`]: waiting for capacity from a task, cancellation-safe.
 
+mod admission;
 pub mod delay_queue;
 mod due_stream;
 mod key;
@@ -58,5 +62,6 @@ mod peek;
 mod ticks;
 mod waiter;
 
+pub use admission::Acquire;
 pub use delay_queue::{DelayQueue, Expired, Key};
 pub use due_stream::DueStream;

@@ -1,0 +1,599 @@
+//! A simulated server admitting requests under a global and per-connection limits, on
+//! `tickwheel::sync::admission` and then, on the same workload, on `tokio::sync::Semaphore`
+//! with `tokio::time::timeout`.
+//!
+//! ```text
+//! cargo run --release --features tokio --example admission
+//! cargo run --release --features tokio --example admission -- --waiters 100000 --connections 1000
+//! ```
+//!
+//! The workload: `--connections` connections, each with a local limit of `--local` KiB, all
+//! under a global limit of `--global` KiB. Messages in flight hold the whole global limit at
+//! the start. Then `--waiters` requests (one task each) ask for 1–64 KiB on a random
+//! connection, with a deadline 20–120 ms after they are made; one in ten gives up at a random moment
+//! (its future is dropped: cancelled). At 60 ms the messages in flight finish — a burst of
+//! releases — and the waiters granted then keep their capacity until the end (long
+//! messages), so most of the others expire.
+//!
+//! Printed: grants, expiries, cancellations; how late the expiries were seen by their tasks
+//! (whole ticks of 1 ms past the deadline: p50, p99, max); peak memory; then the two sides:
+//! CPU time per waiter (all threads, from /proc/self/task/*/schedstat) and heap bytes per
+//! waiter at the peak (a counting allocator), with their ratio. The last line is
+//! `admission: OK (…)` — no limit ever over-granted, every request resolved exactly once,
+//! all capacity back at the end — or `admission: FAILED …` with exit status 1. Bad options
+//! exit with status 2.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use tickwheel::sync::admission::{AcquireError, AdmissionQueue, Limit, Order};
+use tokio::sync::Semaphore;
+
+// ---------------------------------------------------------------------------------------------
+// Counting allocator: live heap bytes and their peak (as in examples/compare)
+// ---------------------------------------------------------------------------------------------
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn count(delta: isize) {
+    let live = LIVE.fetch_add(delta, Relaxed) + delta;
+    PEAK.fetch_max(live, Relaxed);
+}
+
+// SAFETY: every call is forwarded unchanged to `System`; the wrapper only adds or subtracts
+// the layout's size from counters, which allocates nothing and cannot unwind.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size() as isize);
+        // SAFETY: the caller's contract for `alloc` is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size() as isize);
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count(-(layout.size() as isize));
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size as isize - layout.size() as isize);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+// ---------------------------------------------------------------------------------------------
+// Options
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    about = "A simulated server admitting requests: tickwheel's wait queue vs tokio's Semaphore"
+)]
+struct Args {
+    /// Connections, each with its own local limit.
+    #[arg(long, default_value_t = 200)]
+    connections: usize,
+    /// Requests that wait for capacity (one task each).
+    #[arg(long, default_value_t = 20_000)]
+    waiters: usize,
+    /// Local limit per connection, KiB (at least 64: the largest request).
+    #[arg(long, default_value_t = 256)]
+    local: u64,
+    /// Global limit, KiB (at least 64).
+    #[arg(long, default_value_t = 8192)]
+    global: u64,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+const MAX_AMOUNT: u64 = 64;
+const BURST_AT: Duration = Duration::from_millis(60);
+const TICK: Duration = Duration::from_millis(1);
+
+impl Args {
+    fn check(&self) -> Result<(), String> {
+        if self.connections == 0 || self.waiters == 0 {
+            return Err("--connections and --waiters must be at least 1".into());
+        }
+        if self.local < MAX_AMOUNT || self.global < MAX_AMOUNT {
+            return Err(format!(
+                "--local and --global must be at least {MAX_AMOUNT} KiB"
+            ));
+        }
+        if self.local > u64::from(u32::MAX) || self.global > u64::from(u32::MAX) {
+            return Err("--local and --global must fit tokio's u32 permit counts".into());
+        }
+        Ok(())
+    }
+}
+
+/// One waiter's request, drawn once and replayed on both sides.
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    conn: usize,
+    amount: u64,
+    deadline_after: Duration,
+    give_up_after: Option<Duration>,
+}
+
+fn requests(args: &Args) -> Vec<Request> {
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    (0..args.waiters)
+        .map(|_| Request {
+            conn: rng.gen_range(0..args.connections),
+            amount: rng.gen_range(1..=MAX_AMOUNT),
+            deadline_after: Duration::from_micros(rng.gen_range(20_000..120_000)),
+            give_up_after: rng
+                .gen_bool(0.1)
+                .then(|| Duration::from_micros(rng.gen_range(5_000..100_000))),
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// What each side reports
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Granted,
+    Expired { late_ticks: u64 },
+    Cancelled,
+}
+
+/// Units in use per connection and in all, as the waiters see their grants: a grant that
+/// takes one past its limit is an over-grant.
+struct InUse {
+    conns: Vec<AtomicU64>,
+    global: AtomicU64,
+    over: AtomicBool,
+    local_limit: u64,
+    global_limit: u64,
+}
+
+impl InUse {
+    fn new(args: &Args) -> Self {
+        InUse {
+            conns: (0..args.connections).map(|_| AtomicU64::new(0)).collect(),
+            global: AtomicU64::new(0),
+            over: AtomicBool::new(false),
+            local_limit: args.local,
+            global_limit: args.global,
+        }
+    }
+
+    fn take(&self, conn: usize, amount: u64) {
+        let local = self.conns[conn].fetch_add(amount, Relaxed) + amount;
+        let global = self.global.fetch_add(amount, Relaxed) + amount;
+        if local > self.local_limit || global > self.global_limit {
+            self.over.store(true, Relaxed);
+        }
+    }
+
+    fn give(&self, conn: usize, amount: u64) {
+        self.conns[conn].fetch_sub(amount, Relaxed);
+        self.global.fetch_sub(amount, Relaxed);
+    }
+}
+
+struct Side {
+    name: &'static str,
+    ends: Vec<End>,
+    cpu: Duration,
+    wall: Duration,
+    peak_heap: usize,
+    over_granted: bool,
+    /// Capacity not back at the end, if any: a description.
+    leak: Option<String>,
+}
+
+impl Side {
+    fn counts(&self) -> (usize, usize, usize) {
+        let g = self.ends.iter().filter(|e| **e == End::Granted).count();
+        let x = self
+            .ends
+            .iter()
+            .filter(|e| matches!(e, End::Expired { .. }))
+            .count();
+        (g, x, self.ends.len() - g - x)
+    }
+
+    fn lateness(&self) -> (u64, u64, u64) {
+        let mut late: Vec<u64> = self
+            .ends
+            .iter()
+            .filter_map(|e| match e {
+                End::Expired { late_ticks } => Some(*late_ticks),
+                _ => None,
+            })
+            .collect();
+        late.sort_unstable();
+        let at = |q: f64| {
+            late.get(((late.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
+                .unwrap_or(0)
+        };
+        (at(0.5), at(0.99), late.last().copied().unwrap_or(0))
+    }
+}
+
+fn late_ticks(deadline: Instant) -> u64 {
+    let late = Instant::now().saturating_duration_since(deadline);
+    (late.as_nanos() / TICK.as_nanos()) as u64
+}
+
+/// CPU time of every thread of the process so far (Linux; zero elsewhere).
+fn process_cpu() -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    let nanos: u64 = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(nanos)
+}
+
+/// Peak resident memory (`VmHWM`), where Linux has it.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// Runs `body` measuring CPU, wall time and the heap's peak above where it started.
+async fn measured<F: std::future::Future<Output = (Vec<End>, bool, Option<String>)>>(
+    name: &'static str,
+    body: F,
+) -> Side {
+    let base = LIVE.load(Relaxed);
+    PEAK.store(base, Relaxed);
+    let (cpu0, wall0) = (process_cpu(), Instant::now());
+    let (ends, over_granted, leak) = body.await;
+    let (cpu, wall) = (process_cpu().saturating_sub(cpu0), wall0.elapsed());
+    let peak_heap = (PEAK.load(Relaxed) - base).max(0) as usize;
+    Side {
+        name,
+        ends,
+        cpu,
+        wall,
+        peak_heap,
+        over_granted,
+        leak,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// tickwheel
+// ---------------------------------------------------------------------------------------------
+
+async fn tickwheel_side(args: Args, reqs: Arc<Vec<Request>>) -> (Vec<End>, bool, Option<String>) {
+    let global = Limit::new(args.global);
+    let queues: Arc<Vec<AdmissionQueue>> = Arc::new(
+        (0..args.connections)
+            .map(|_| {
+                AdmissionQueue::with_options(args.local, Some(global.clone()), Order::Strict, TICK)
+            })
+            .collect(),
+    );
+    let in_use = Arc::new(InUse::new(&args));
+    let start = Instant::now();
+    // Messages in flight hold the whole global limit, spread over the connections.
+    let mut in_flight = Vec::new();
+    let (mut left, mut conn) = (args.global, 0);
+    while left > 0 {
+        let amount = left.min(MAX_AMOUNT);
+        match queues[conn].acquire(amount, start) {
+            Ok(permit) => in_flight.push(permit),
+            Err(e) => {
+                return (
+                    Vec::new(),
+                    false,
+                    Some(format!("in-flight setup refused: {e}")),
+                );
+            }
+        }
+        left -= amount;
+        conn = (conn + 1) % args.connections;
+    }
+    let mut tasks = Vec::with_capacity(reqs.len());
+    for r in reqs.iter().copied() {
+        let deadline = Instant::now() + r.deadline_after;
+        let acquire = queues[r.conn].acquire_async(r.amount, deadline);
+        let in_use = in_use.clone();
+        tasks.push(tokio::spawn(async move {
+            let give_up = tokio::time::sleep(r.give_up_after.unwrap_or(Duration::MAX / 4));
+            let result = tokio::select! {
+                result = acquire => result,
+                _ = give_up => return (End::Cancelled, None),
+            };
+            match result {
+                Ok(permit) => {
+                    in_use.take(r.conn, permit.amount());
+                    (End::Granted, Some(permit))
+                }
+                Err(AcquireError::Expired) => (
+                    End::Expired {
+                        late_ticks: late_ticks(deadline),
+                    },
+                    None,
+                ),
+                Err(AcquireError::Cancelled) => (End::Cancelled, None),
+                Err(AcquireError::Refused(e)) => panic!("a valid request was refused: {e}"),
+            }
+        }));
+    }
+    tokio::time::sleep_until((start + BURST_AT).into()).await;
+    drop(in_flight); // the burst of releases
+    let mut ends = Vec::with_capacity(tasks.len());
+    let mut permits = Vec::new();
+    for (task, r) in tasks.into_iter().zip(reqs.iter()) {
+        let (end, permit) = task.await.expect("waiter task");
+        ends.push(end);
+        if let Some(p) = permit {
+            in_use.give(r.conn, p.amount());
+            permits.push(p);
+        }
+    }
+    drop(permits);
+    let mut leak = None;
+    for (i, q) in queues.iter().enumerate() {
+        if (q.available(), q.held(), q.waiting()) != (args.local, 0, 0) {
+            leak = Some(format!(
+                "connection {i}: available {}, held {}, waiting {}",
+                q.available(),
+                q.held(),
+                q.waiting()
+            ));
+        }
+    }
+    if global.available() != args.global {
+        leak = Some(format!(
+            "global: {} of {} back",
+            global.available(),
+            args.global
+        ));
+    }
+    (ends, in_use.over.load(Relaxed), leak)
+}
+
+// ---------------------------------------------------------------------------------------------
+// tokio: a Semaphore per connection and one global, local first, under one timeout
+// ---------------------------------------------------------------------------------------------
+
+async fn tokio_side(args: Args, reqs: Arc<Vec<Request>>) -> (Vec<End>, bool, Option<String>) {
+    let global = Arc::new(Semaphore::new(args.global as usize));
+    let conns: Arc<Vec<Arc<Semaphore>>> = Arc::new(
+        (0..args.connections)
+            .map(|_| Arc::new(Semaphore::new(args.local as usize)))
+            .collect(),
+    );
+    let in_use = Arc::new(InUse::new(&args));
+    let start = Instant::now();
+    let mut in_flight = Vec::new();
+    let (mut left, mut conn) = (args.global, 0);
+    while left > 0 {
+        let amount = left.min(MAX_AMOUNT) as u32;
+        let local = conns[conn].clone().try_acquire_many_owned(amount);
+        let global = global.clone().try_acquire_many_owned(amount);
+        match (local, global) {
+            (Ok(l), Ok(g)) => in_flight.push((l, g)),
+            _ => return (Vec::new(), false, Some("in-flight setup refused".into())),
+        }
+        left -= u64::from(amount);
+        conn = (conn + 1) % args.connections;
+    }
+    let mut tasks = Vec::with_capacity(reqs.len());
+    for r in reqs.iter().copied() {
+        let deadline = Instant::now() + r.deadline_after;
+        let (local, global, in_use) = (conns[r.conn].clone(), global.clone(), in_use.clone());
+        tasks.push(tokio::spawn(async move {
+            let amount = r.amount as u32;
+            let both = async move {
+                let l = local.acquire_many_owned(amount).await.ok()?;
+                let g = global.acquire_many_owned(amount).await.ok()?;
+                Some((l, g))
+            };
+            let give_up = tokio::time::sleep(r.give_up_after.unwrap_or(Duration::MAX / 4));
+            let result = tokio::select! {
+                result = tokio::time::timeout_at(deadline.into(), both) => result,
+                _ = give_up => return (End::Cancelled, None),
+            };
+            match result {
+                Ok(Some(permits)) => {
+                    in_use.take(r.conn, r.amount);
+                    (End::Granted, Some(permits))
+                }
+                Ok(None) => (End::Cancelled, None),
+                Err(_) => (
+                    End::Expired {
+                        late_ticks: late_ticks(deadline),
+                    },
+                    None,
+                ),
+            }
+        }));
+    }
+    tokio::time::sleep_until((start + BURST_AT).into()).await;
+    drop(in_flight);
+    let mut ends = Vec::with_capacity(tasks.len());
+    let mut permits = Vec::new();
+    for (task, r) in tasks.into_iter().zip(reqs.iter()) {
+        let (end, held) = task.await.expect("waiter task");
+        ends.push(end);
+        if let Some(p) = held {
+            in_use.give(r.conn, r.amount);
+            permits.push(p);
+        }
+    }
+    drop(permits);
+    let mut leak = None;
+    if global.available_permits() as u64 != args.global {
+        leak = Some(format!(
+            "global: {} of {} back",
+            global.available_permits(),
+            args.global
+        ));
+    }
+    if let Some(i) = conns
+        .iter()
+        .position(|s| s.available_permits() as u64 != args.local)
+    {
+        leak = Some(format!(
+            "connection {i}: {} of {} back",
+            conns[i].available_permits(),
+            args.local
+        ));
+    }
+    (ends, in_use.over.load(Relaxed), leak)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------
+
+fn print_side(side: &Side) {
+    let (g, x, c) = side.counts();
+    let (p50, p99, max) = side.lateness();
+    println!(
+        "{:<10} granted {g:>7}  expired {x:>7}  cancelled {c:>7}  expiry lateness p50 {p50} / p99 {p99} / max {max} ticks (1 ms)",
+        side.name
+    );
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    if let Err(e) = args.check() {
+        eprintln!("admission: {e}");
+        return ExitCode::from(2);
+    }
+    let reqs = Arc::new(requests(&args));
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("admission: FAILED to start a runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    println!(
+        "{} waiters on {} connections (local {} KiB each, global {} KiB), 1-{MAX_AMOUNT} KiB each, \
+         deadlines 20-120 ms, 10% give up, burst of releases at {} ms, seed {}",
+        args.waiters,
+        args.connections,
+        args.local,
+        args.global,
+        BURST_AT.as_millis(),
+        args.seed
+    );
+    let ours = runtime.block_on(measured(
+        "tickwheel",
+        tickwheel_side(args.clone(), reqs.clone()),
+    ));
+    let theirs = runtime.block_on(measured("tokio", tokio_side(args.clone(), reqs.clone())));
+    print_side(&ours);
+    print_side(&theirs);
+    match peak_rss() {
+        Some(b) => println!(
+            "peak memory: {:.1} MiB resident (VmHWM, whole run)",
+            b as f64 / (1 << 20) as f64
+        ),
+        None => println!("peak memory: VmHWM not available"),
+    }
+    let per = |d: Duration| d.as_nanos() as f64 / args.waiters as f64;
+    let bytes = |s: &Side| s.peak_heap as f64 / args.waiters as f64;
+    println!();
+    println!(
+        "{:<42} {:>12} {:>12} {:>8}",
+        "per waiter", "tickwheel", "tokio", "ratio"
+    );
+    let row = |name: &str, a: f64, b: f64, unit: &str| {
+        println!(
+            "{name:<42} {:>9.0} {unit:<2} {:>9.0} {unit:<2} {:>7.2}x",
+            a,
+            b,
+            a / b.max(1e-9)
+        );
+    };
+    row(
+        "CPU time, all threads (register..resolve)",
+        per(ours.cpu),
+        per(theirs.cpu),
+        "ns",
+    );
+    row(
+        "heap bytes at the peak (task included)",
+        bytes(&ours),
+        bytes(&theirs),
+        "B",
+    );
+    println!(
+        "{:<42} {:>9.0} ms {:>9.0} ms",
+        "wall time of the run",
+        ours.wall.as_secs_f64() * 1e3,
+        theirs.wall.as_secs_f64() * 1e3
+    );
+
+    let mut failures = Vec::new();
+    for side in [&ours, &theirs] {
+        if side.over_granted {
+            failures.push(format!("{}: a limit was over-granted", side.name));
+        }
+        if side.ends.len() != args.waiters {
+            failures.push(format!(
+                "{}: {} of {} requests resolved",
+                side.name,
+                side.ends.len(),
+                args.waiters
+            ));
+        }
+        if let Some(leak) = &side.leak {
+            failures.push(format!("{}: capacity not back: {leak}", side.name));
+        }
+    }
+    let (g, x, c) = ours.counts();
+    if failures.is_empty() {
+        println!(
+            "admission: OK ({} requests = {g} granted + {x} expired + {c} cancelled, each once; \
+             no limit over-granted; all capacity back)",
+            args.waiters
+        );
+        ExitCode::SUCCESS
+    } else {
+        println!("admission: FAILED {}", failures.join("; "));
+        ExitCode::from(1)
+    }
+}

@@ -1,0 +1,532 @@
+//! [`AdmissionQueue`]: the thread-safe wait queue, its [`Waiter`]s and [`Permit`]s.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::Waker;
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::limit::{Limit, Wake, tell};
+use super::queue::WaitQueue;
+use super::types::{Cancel, Order, Outcome, RegisterError, Resolved, Ticket};
+use crate::clock::TickClock;
+
+/// No grant pass is running.
+const IDLE: u8 = 0;
+/// A thread is running grant passes.
+const RUNNING: u8 = 1;
+/// A thread is running grant passes, and was asked for one more after the current one.
+const AGAIN: u8 = 2;
+
+/// The thread-safe wait queue: a [`WaitQueue`] behind a lock, with a clock, threads and
+/// tasks to wake, and the grant-pass signal. Cheap to clone (an `Arc`).
+///
+/// Deadlines are `Instant`s, converted to ticks of the queue's resolution counted from its
+/// creation (a deadline rounds up, `now` rounds down: never early, and an expiry is seen at
+/// most one tick late by whoever advances the queue then). A thread blocked in
+/// [`acquire`](AdmissionQueue::acquire) or [`Waiter::wait`], and a task awaiting
+/// `acquire_async` (feature `tokio`), advances the queue itself at its deadline; tickets
+/// registered with [`register`](AdmissionQueue::register) and not waited on expire when
+/// someone calls [`advance`](AdmissionQueue::advance) (a housekeeping thread, every tick).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use tickwheel::sync::admission::{AcquireError, AdmissionQueue};
+///
+/// let q = AdmissionQueue::new(100, Duration::from_millis(1));
+/// let deadline = Instant::now() + Duration::from_millis(20);
+/// let big = q.acquire(80, deadline).unwrap(); // granted at once
+/// assert_eq!(q.acquire(30, deadline).unwrap_err(), AcquireError::Expired); // 20 ms later
+/// drop(big); // 80 back
+/// assert_eq!(q.available(), 100);
+/// ```
+#[derive(Clone)]
+pub struct AdmissionQueue {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    core: Mutex<WaitQueue<Arc<Cell>>>,
+    clock: TickClock,
+    /// `IDLE`, `RUNNING` or `AGAIN`: see [`Inner::signal`].
+    run: AtomicU8,
+}
+
+/// Where one waiter's request stands, as its owner sees it. Written under the queue's lock
+/// when the ticket resolves (the cell lock is a leaf, taken under the queue lock or alone).
+#[derive(Debug)]
+pub(crate) struct Cell {
+    state: Mutex<CellState>,
+}
+
+#[derive(Debug)]
+enum CellState {
+    Waiting(Option<Notify>),
+    /// Granted: the amount is detached from the queue and owned by the `Waiter` until it
+    /// becomes a `Permit` (or is given back when the `Waiter` is dropped).
+    Granted(u64),
+    Expired,
+    Cancelled,
+    /// The outcome was handed to the owner.
+    Taken,
+}
+
+#[derive(Debug)]
+enum Notify {
+    Thread(Thread),
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    Task(Waker),
+}
+
+impl Notify {
+    fn notify(self) {
+        match self {
+            Notify::Thread(t) => t.unpark(),
+            Notify::Task(w) => w.wake(),
+        }
+    }
+}
+
+/// Why an acquire ended without a grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcquireError {
+    /// Refused at registration; nothing changed.
+    Refused(RegisterError),
+    /// The deadline passed while it waited.
+    Expired,
+    /// Cancelled through [`AdmissionQueue::cancel`] while it waited.
+    Cancelled,
+}
+
+impl std::fmt::Display for AcquireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AcquireError::Refused(e) => write!(f, "refused: {e}"),
+            AcquireError::Expired => write!(f, "the deadline passed while waiting"),
+            AcquireError::Cancelled => write!(f, "cancelled while waiting"),
+        }
+    }
+}
+
+impl std::error::Error for AcquireError {}
+
+impl std::fmt::Debug for AdmissionQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmissionQueue")
+            .field("queue", &*self.inner.core.lock())
+            .finish()
+    }
+}
+
+impl AdmissionQueue {
+    /// A queue over one local limit of `capacity` units, strict FIFO, with ticks of
+    /// `resolution` counted from now.
+    ///
+    /// # Panics
+    ///
+    /// If `resolution` is zero.
+    #[track_caller]
+    pub fn new(capacity: u64, resolution: Duration) -> Self {
+        Self::with_options(capacity, None, Order::Strict, resolution)
+    }
+
+    /// A queue over a local limit and, if given, a shared global one (see
+    /// [`WaitQueue::with_options`]).
+    ///
+    /// # Panics
+    ///
+    /// If `resolution` is zero.
+    #[track_caller]
+    pub fn with_options(
+        capacity: u64,
+        global: Option<Limit>,
+        order: Order,
+        resolution: Duration,
+    ) -> Self {
+        let clock = TickClock::new(Instant::now(), resolution);
+        let inner = Arc::new_cyclic(|me: &Weak<Inner>| {
+            let mut core = WaitQueue::with_options(capacity, global, order);
+            let me: Weak<dyn Wake> = me.clone();
+            core.set_wake(me);
+            Inner {
+                core: Mutex::new(core),
+                clock,
+                run: AtomicU8::new(IDLE),
+            }
+        });
+        AdmissionQueue { inner }
+    }
+
+    /// The queue's clock (tick ↔ `Instant`).
+    pub fn clock(&self) -> TickClock {
+        self.inner.clock
+    }
+
+    /// Local units not held. Takes the lock.
+    pub fn available(&self) -> u64 {
+        self.inner.core.lock().available()
+    }
+
+    /// Tickets waiting. Takes the lock.
+    pub fn waiting(&self) -> usize {
+        self.inner.core.lock().waiting()
+    }
+
+    /// Units held by permits and by granted waiters not yet turned into permits.
+    pub fn held(&self) -> u64 {
+        let core = self.inner.core.lock();
+        core.held() + core.detached()
+    }
+
+    /// Heap bytes of the queue's slots and wheel. Takes the lock.
+    pub fn bytes_held(&self) -> usize {
+        self.inner.core.lock().bytes_held()
+    }
+
+    /// Registers a request for `amount` until `deadline` and returns its [`Waiter`],
+    /// granted already if the queue allows (see [`WaitQueue::register`]). O(1).
+    ///
+    /// # Errors
+    ///
+    /// As [`WaitQueue::register`]; a `deadline` before the next tick counts as passed.
+    pub fn register(&self, amount: u64, deadline: Instant) -> Result<Waiter, RegisterError> {
+        let cell = Arc::new(Cell {
+            state: Mutex::new(CellState::Waiting(None)),
+        });
+        let tick = self.inner.clock.deadline_tick(deadline);
+        let mut out = Vec::new();
+        let mut core = self.inner.core.lock();
+        core.advance(self.inner.now_tick(), &mut out);
+        let ticket = core.register(amount, tick, cell.clone(), &mut out);
+        let finish = self.inner.settle(&mut core, out);
+        drop(core);
+        finish.run();
+        let ticket = ticket?;
+        let wake_at = self.inner.clock.instant_saturating(tick);
+        Ok(Waiter {
+            inner: self.inner.clone(),
+            ticket,
+            cell,
+            wake_at,
+        })
+    }
+
+    /// Blocks the calling thread until `amount` is granted (a [`Permit`]) or `deadline`
+    /// passes.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::Refused`] for a refused registration, [`AcquireError::Expired`],
+    /// [`AcquireError::Cancelled`].
+    pub fn acquire(&self, amount: u64, deadline: Instant) -> Result<Permit, AcquireError> {
+        self.register(amount, deadline)
+            .map_err(AcquireError::Refused)?
+            .wait()
+    }
+
+    /// Cancels a waiting ticket: its waiter ends [`AcquireError::Cancelled`]. `false` for a
+    /// ticket that is not waiting (granted, ended, stale or foreign): a granted one is given
+    /// back by dropping its [`Waiter`] or [`Permit`]. O(1) plus a grant pass.
+    pub fn cancel(&self, ticket: Ticket) -> bool {
+        let mut out = Vec::new();
+        let mut core = self.inner.core.lock();
+        let cancelled = match core.cancel(ticket, &mut out) {
+            Cancel::Cancelled(cell) => Some(cell),
+            Cancel::Released(_) | Cancel::NotFound => None,
+        };
+        let notify = cancelled
+            .as_ref()
+            .and_then(|cell| cell.resolve(CellState::Cancelled));
+        let finish = self.inner.settle(&mut core, out);
+        drop(core);
+        if let Some(notify) = notify {
+            notify.notify();
+        }
+        finish.run();
+        cancelled.is_some()
+    }
+
+    /// Moves the queue to the current tick: expires the tickets whose deadline passed and
+    /// grants what fits. Runs the grant pass, or asks the thread running one to run it again
+    /// (see the module doc).
+    pub fn advance(&self) {
+        self.inner.signal();
+    }
+}
+
+impl Inner {
+    fn now_tick(&self) -> u64 {
+        self.clock.now_tick(Instant::now()).unwrap_or(0)
+    }
+
+    /// Cassandra's signal: at most one thread runs grant passes; a signal that finds one
+    /// running asks it for one more pass (`RUNNING → AGAIN`) and returns at once. The runner
+    /// leaves only by `RUNNING → IDLE`, which fails after such a request, so every signal is
+    /// followed by a pass that starts after it: none is lost.
+    pub(crate) fn signal(&self) {
+        let mut seen = self.run.load(Ordering::Acquire);
+        loop {
+            let (to, run) = match seen {
+                IDLE => (RUNNING, true),
+                RUNNING => (AGAIN, false),
+                _ => return,
+            };
+            match self
+                .run
+                .compare_exchange(seen, to, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) if run => break,
+                Ok(_) => return,
+                Err(now) => seen = now,
+            }
+        }
+        loop {
+            self.pass();
+            if self
+                .run
+                .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return;
+            }
+            self.run.store(RUNNING, Ordering::Release);
+        }
+    }
+
+    fn pass(&self) {
+        let mut out = Vec::new();
+        let mut core = self.core.lock();
+        core.advance(self.now_tick(), &mut out);
+        core.grant_pass(&mut out);
+        let finish = self.settle(&mut core, out);
+        drop(core);
+        finish.run();
+    }
+
+    /// Under the queue lock: hands each resolution to its waiter's cell (a grant is
+    /// detached from the queue into the cell at once, so the cell owns it from here on).
+    fn settle(&self, core: &mut WaitQueue<Arc<Cell>>, out: Vec<Resolved<Arc<Cell>>>) -> Finish {
+        let mut notify = Vec::new();
+        for r in out {
+            let state = match r.outcome {
+                Outcome::Granted => {
+                    let amount = core.detach(r.ticket);
+                    debug_assert_eq!(amount, Some(r.amount), "a fresh grant detaches");
+                    CellState::Granted(r.amount)
+                }
+                Outcome::Expired { .. } => CellState::Expired,
+            };
+            notify.extend(r.waiter.resolve(state));
+        }
+        Finish {
+            notify,
+            tell: core.take_to_tell(),
+        }
+    }
+
+    /// Gives back a permit's (or an untaken grant's) amount.
+    fn give_back(&self, amount: u64) {
+        let mut out = Vec::new();
+        let mut core = self.core.lock();
+        let released = core.release(amount, &mut out);
+        debug_assert!(released.is_ok(), "a permit holds detached units");
+        let finish = self.settle(&mut core, out);
+        drop(core);
+        finish.run();
+    }
+}
+
+impl Wake for Inner {
+    fn capacity_returned(&self) {
+        self.signal();
+    }
+}
+
+/// What to do once the queue lock is released: wake the waiters resolved, tell the queues
+/// short of the global limit.
+#[must_use]
+struct Finish {
+    notify: Vec<Notify>,
+    tell: Vec<Weak<dyn Wake>>,
+}
+
+impl Finish {
+    fn run(self) {
+        self.notify.into_iter().for_each(Notify::notify);
+        tell(self.tell);
+    }
+}
+
+impl Cell {
+    /// Records the outcome of a waiting request; returns who to wake.
+    fn resolve(&self, to: CellState) -> Option<Notify> {
+        let mut state = self.state.lock();
+        match std::mem::replace(&mut *state, to) {
+            CellState::Waiting(notify) => notify,
+            other => {
+                debug_assert!(false, "a ticket resolves once; it was {other:?}");
+                None
+            }
+        }
+    }
+}
+
+/// A registered request, from [`AdmissionQueue::register`]: wait for it
+/// ([`wait`](Waiter::wait), or `acquire_async` with feature `tokio`), look
+/// ([`try_take`](Waiter::try_take)), or drop it — which cancels it if it still waits and
+/// gives its amount back if it was granted, so a dropped waiter never leaks capacity.
+#[derive(Debug)]
+pub struct Waiter {
+    inner: Arc<Inner>,
+    ticket: Ticket,
+    cell: Arc<Cell>,
+    /// The instant the deadline tick begins: from then on an advance expires it.
+    wake_at: Instant,
+}
+
+impl Waiter {
+    /// The ticket, for [`AdmissionQueue::cancel`].
+    pub fn ticket(&self) -> Ticket {
+        self.ticket
+    }
+
+    /// The outcome if it is resolved, taking it (a grant becomes a [`Permit`]); `None`
+    /// while it waits, and after the outcome was taken.
+    pub fn try_take(&self) -> Option<Result<Permit, AcquireError>> {
+        let mut state = self.cell.state.lock();
+        let result = match *state {
+            CellState::Waiting(_) | CellState::Taken => return None,
+            CellState::Granted(amount) => Ok(Permit {
+                inner: self.inner.clone(),
+                amount,
+            }),
+            CellState::Expired => Err(AcquireError::Expired),
+            CellState::Cancelled => Err(AcquireError::Cancelled),
+        };
+        *state = CellState::Taken;
+        Some(result)
+    }
+
+    /// Blocks until the request resolves. At its deadline the thread advances the queue
+    /// itself, so it returns [`AcquireError::Expired`] at most one tick late (plus the
+    /// time the thread takes to be scheduled).
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError::Expired`], [`AcquireError::Cancelled`].
+    pub fn wait(self) -> Result<Permit, AcquireError> {
+        loop {
+            if let Some(result) = self.try_take() {
+                return result;
+            }
+            if !self.set_notify(Notify::Thread(std::thread::current())) {
+                continue; // resolved between the look and the registration: look again
+            }
+            let now = Instant::now();
+            if now >= self.wake_at {
+                self.inner.signal();
+                if let Some(result) = self.try_take() {
+                    return result;
+                }
+                // Another thread is running the pass (it was asked to run again), or the
+                // clock has not reached the tick yet: try again within a tick.
+                std::thread::park_timeout(self.inner.clock.resolution());
+            } else {
+                std::thread::park_timeout(self.wake_at - now);
+            }
+        }
+    }
+
+    /// Records who to wake, if it still waits; `false` if it no longer does.
+    fn set_notify(&self, notify: Notify) -> bool {
+        match &mut *self.cell.state.lock() {
+            CellState::Waiting(slot) => {
+                *slot = Some(notify);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn set_waker(&self, waker: &Waker) {
+        if let CellState::Waiting(slot) = &mut *self.cell.state.lock() {
+            if !matches!(slot, Some(Notify::Task(w)) if w.will_wake(waker)) {
+                *slot = Some(Notify::Task(waker.clone()));
+            }
+        }
+    }
+
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn resolution(&self) -> Duration {
+        self.inner.clock.resolution()
+    }
+
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn wake_at(&self) -> Instant {
+        self.wake_at
+    }
+
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn advance(&self) {
+        self.inner.signal();
+    }
+}
+
+impl Drop for Waiter {
+    /// Cancels the request if it still waits; gives the amount back if it was granted and
+    /// not taken. Both under the queue lock, where resolutions are written, so a grant
+    /// racing with the drop is given back, never lost.
+    fn drop(&mut self) {
+        if matches!(*self.cell.state.lock(), CellState::Taken) {
+            // The outcome was taken: the ticket left the queue when it resolved, and a grant
+            // became a `Permit`. Nothing to give back, no queue lock needed.
+            return;
+        }
+        let mut out = Vec::new();
+        let mut core = self.inner.core.lock();
+        if let Cancel::Cancelled(_) = core.cancel(self.ticket, &mut out) {
+            *self.cell.state.lock() = CellState::Cancelled;
+        } else {
+            let granted = std::mem::replace(&mut *self.cell.state.lock(), CellState::Taken);
+            if let CellState::Granted(amount) = granted {
+                let released = core.release(amount, &mut out);
+                debug_assert!(released.is_ok(), "a grant is detached into its waiter");
+            }
+        }
+        let finish = self.inner.settle(&mut core, out);
+        drop(core);
+        finish.run();
+    }
+}
+
+/// Capacity granted: `amount` units of the queue's local limit (and of its global one, if
+/// any), given back when the permit is dropped.
+#[derive(Debug)]
+pub struct Permit {
+    inner: Arc<Inner>,
+    amount: u64,
+}
+
+impl Permit {
+    /// The units held.
+    pub fn amount(&self) -> u64 {
+        self.amount
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.inner.give_back(self.amount);
+    }
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("run", &self.run)
+            .finish_non_exhaustive()
+    }
+}

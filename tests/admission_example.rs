@@ -1,0 +1,111 @@
+//! Runs `examples/admission` (the simulated server against tokio's Semaphore) at a small
+//! size and checks what it promises: the `admission: OK` line adds up to the requests made,
+//! and bad options end with exit status 2, not a panic. The example needs feature `tokio`.
+#![cfg(feature = "tokio")]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn example() -> &'static PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test binary path");
+        // target/<profile>/deps/admission_example-<hash> -> target/<profile>/examples/admission
+        let profile_dir = exe
+            .parent()
+            .and_then(|deps| deps.parent())
+            .expect("profile dir");
+        let target_dir = profile_dir.parent().expect("target dir");
+        let binary = profile_dir
+            .join("examples")
+            .join(format!("admission{}", std::env::consts::EXE_SUFFIX));
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args([
+                "build",
+                "--example",
+                "admission",
+                "--features",
+                "tokio",
+                "--target-dir",
+            ])
+            .arg(target_dir);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cargo.arg("--release");
+        }
+        let status = cargo
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build --example admission failed");
+        binary
+    })
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(example())
+        .args(args)
+        .output()
+        .expect("run the admission example")
+}
+
+#[test]
+fn small_run_is_ok_and_adds_up() {
+    let out = run(&[
+        "--waiters",
+        "2000",
+        "--connections",
+        "20",
+        "--global",
+        "512",
+        "--seed",
+        "3",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().expect("some output");
+    assert!(
+        last.starts_with("admission: OK (2000 requests = "),
+        "{last}"
+    );
+    // "N requests = G granted + X expired + C cancelled, each once; ..."
+    let nums: Vec<u64> = last
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().expect("a number"))
+        .collect();
+    assert_eq!(nums[0], nums[1] + nums[2] + nums[3], "{last}");
+    assert!(nums[2] > nums[1], "most of them expire: {last}");
+    assert!(
+        stdout.contains("per waiter") && stdout.contains("ratio"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_options_exit_2() {
+    for args in [
+        &["--waiters", "0"][..],
+        &["--local", "3"],
+        &["--no-such-option"],
+        &["--seed", "x"],
+    ] {
+        let out = run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+            "{args:?}"
+        );
+    }
+}
