@@ -351,9 +351,17 @@ impl Custody {
     /// await in-flight, forward, seal, drop the local copy.
     ///
     /// # Errors
-    /// As the [`Outgoing`] steps. On an error other than [`CustodyError::Fenced`] the queue
-    /// stays frozen and its values are in the `Outgoing`, which is gone: use the steps to
-    /// retry or abort instead when that matters.
+    /// As the [`Outgoing`] steps. No value is lost on an error:
+    /// - [`CustodyError::Fenced`] hands back the values no claimer took;
+    /// - any other error before the seal *aborts* the offer ([`Outgoing::abort`]): the queue
+    ///   is unfrozen and its values are back in `scheduler`, then the error is returned (retry
+    ///   the whole `offer` when it is retryable). While Redis stays unreachable, the abort is
+    ///   retried (same token) until Redis answers: the chunks already sent must be withdrawn
+    ///   before the values may be dispatched here again, or a reclaimer could take them after
+    ///   the lease and both hosts would hold them. Use the [`Outgoing`] steps for a bounded
+    ///   wait;
+    /// - an abort refused because the offer was sealed after all (its reply was lost) leaves
+    ///   the values where the seal put them, in Redis.
     pub async fn offer<Q, K, T>(
         &self,
         scheduler: &Scheduler<Q, K, T>,
@@ -368,12 +376,32 @@ impl Custody {
     {
         let mut out = self.outgoing(scheduler, queue, epoch);
         out.freeze()?;
-        out.prepare(to).await?;
-        out.append_pending().await?;
-        out.await_in_flight().await?;
-        out.forward().await?;
-        out.seal().await?;
-        out.finish()
+        let sent = async {
+            out.prepare(to).await?;
+            out.append_pending().await?;
+            out.await_in_flight().await?;
+            out.forward().await?;
+            out.seal().await
+        }
+        .await;
+        match sent {
+            Ok(_) => out.finish(),
+            Err(e @ CustodyError::Fenced { .. }) => Err(e),
+            Err(e) => {
+                loop {
+                    match out.abort().await {
+                        Err(a) if a.is_retryable() => {
+                            tracing::warn!(error = %a, "offer failed; retrying its abort");
+                            tokio::time::sleep(self.options.poll_interval).await;
+                        }
+                        // Fenced: the values no one took are in `a`, which the caller gets.
+                        Err(a @ CustodyError::Fenced { .. }) => return Err(a),
+                        _ => break,
+                    }
+                }
+                Err(e)
+            }
+        }
     }
 
     /// `claim`: an offered `queue` (for this member, for anyone, or lapsed) → CLAIMED by this
@@ -424,7 +452,11 @@ impl Custody {
     }
 
     /// The whole target side in one call: claim, fetch, commit, import. The entries are in
-    /// the scheduler only after the commit.
+    /// the scheduler only after the commit. While Redis is unreachable at the commit, the
+    /// commit is retried with its token until Redis answers (it may have applied, and with it
+    /// deleted the copy in Redis): the fetched entries are never dropped after a commit that
+    /// may have applied. A queue this scheduler had frozen (it offered the queue away before)
+    /// is unfrozen by the import: it is this member's again.
     ///
     /// # Errors
     /// As [`Custody::claim`] and the [`Incoming`] steps.
@@ -440,7 +472,18 @@ impl Custody {
     {
         let mut inc = self.claim(queue).await?;
         inc.fetch().await?;
-        inc.commit().await?;
+        // A commit whose outcome is unknown may have applied (Redis then deleted its copy):
+        // the fetched entries are kept and the commit retried (same token) until Redis answers.
+        loop {
+            match inc.commit().await {
+                Err(e) if e.is_retryable() => {
+                    tracing::warn!(error = %e, "commit outcome unknown; retrying");
+                    tokio::time::sleep(self.options.poll_interval).await;
+                }
+                Err(e) => return Err(e),
+                Ok(_) => break,
+            }
+        }
         inc.import(scheduler)
     }
 

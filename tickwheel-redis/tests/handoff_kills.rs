@@ -275,6 +275,9 @@ fn bad_options_exit_2_without_a_panic() {
         &["--kill", "source:nothing"],
         &["--queues", "0"],
         &["--kill", "source:freeze", "--spare"],
+        &["--kill", "target:import", "--spare"],
+        &["--kill", "target:commit", "--spare"],
+        &["--max-delay-ms", "600000"],
         &["--messages", "many"],
         &[
             "--redis-url",

@@ -31,8 +31,9 @@ pub struct Args {
     #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub rate: u32,
 
-    /// Longest deadline of a scheduled message, in milliseconds (deadlines are 0 to this).
-    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    /// Longest deadline of a scheduled message, in milliseconds (deadlines are 0 to this; at
+    /// most two minutes, so that a run finishes well within the parent's five-minute guard).
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(0..=120_000))]
     pub max_delay_ms: u64,
 
     /// Kill a process at a protocol step: `source:STEP`, `target:STEP` or `redis:STEP`
@@ -41,7 +42,8 @@ pub struct Args {
     pub kills: Vec<Kill>,
 
     /// A killed target is not restarted: a third host, `spare`, takes its queues over
-    /// (`claim` once an offer lapses, `reclaim` once a claim's lease runs out). A killed
+    /// (`claim` once an offer lapses, `reclaim` once a claim's lease runs out); only for
+    /// target kills before the commit (`claim`, `fetch`, `spool`). A killed
     /// source (at `prepare` or later) restarts only once the spare has taken its offer over
     /// (`reclaim` past the lease): it keeps the values no claimer took.
     #[arg(long)]
@@ -256,6 +258,20 @@ pub fn check(args: &Args) -> Result<(), String> {
     {
         return Err(format!(
             "--kill {k} with --spare: the spare can take over a source's queue only from its prepare on"
+        ));
+    }
+    // Committed, the queue is the target's: its timers are in the target's spool, and only
+    // its restart (or, in a fleet, a lease-based takeover) brings them back.
+    const CLAIM_ONLY: [&str; 3] = ["claim", "fetch", "spool"];
+    if let Some(k) = args
+        .kills
+        .iter()
+        .find(|k| args.spare && k.who == Who::Host(Role::Target) && !CLAIM_ONLY.contains(&k.step))
+    {
+        return Err(format!(
+            "--kill {k} with --spare: after its commit the queue is the target's own (in its \
+             spool); the spare can take over a target's claim only before the commit \
+             (claim, fetch, spool)"
         ));
     }
     let mut seen = Vec::new();

@@ -182,7 +182,9 @@ where
     }
 
     /// Puts the committed entries into `scheduler` ([`Scheduler::import`], idempotent by id),
-    /// each deadline converted with [`from_reference`] against the fetch's reading. O(entries).
+    /// each deadline converted with [`from_reference`] against the fetch's reading, after
+    /// unfreezing the queue there (a queue this member offered away before is frozen until it
+    /// comes back). O(entries).
     ///
     /// # Errors
     /// [`CustodyError::Step`] before [`commit`](Self::commit) (nothing is dispatched before
@@ -212,6 +214,9 @@ where
             at: from_reference(e.deadline_us, reference, local),
             value: e.value,
         });
+        // A queue this member offered away earlier is still frozen here (to refuse its
+        // producers); committed, it is this member's again.
+        scheduler.unfreeze_queue(&self.queue);
         Ok(Received {
             epoch: self.record.epoch,
             imported: scheduler.import(&self.queue, entries),
