@@ -147,9 +147,11 @@ fn conversions_saturate_and_never_panic() {
     );
     assert_eq!(to_reference(now + NS(1_000), now, 7), 9);
     assert_eq!(from_reference(0, u64::MAX, now), now);
-    assert_eq!(from_reference(u64::MAX, u64::MAX, now), now);
-    let latest = from_reference(u64::MAX, 0, far);
-    assert!(latest >= far);
+    // u64::MAX is the saturated deadline: never due, whatever the reference reading.
+    let latest = from_reference(u64::MAX, u64::MAX, now);
+    assert!(latest >= far, "a saturated deadline stays saturated");
+    assert_eq!(from_reference(u64::MAX, 0, now), latest);
+    assert!(from_reference(u64::MAX, 0, far) >= far);
 }
 
 #[test]
