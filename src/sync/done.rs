@@ -39,10 +39,9 @@
 
 use std::hash::Hash;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use parking_lot::{Mutex, MutexGuard};
+use crate::loom::{AtomicU64, Mutex, MutexGuard, Ordering};
 
 use super::observe::Observer;
 use super::scheduler::Inner;

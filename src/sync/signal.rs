@@ -34,11 +34,10 @@
 //! moved, the wakers are taken): nobody is left to notify until someone arms again.
 //! The epoch protocol is exhaustively model-checked in `model/wake.rs` (`wake_protocol_*`).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::Waker;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex};
+use crate::loom::{AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 
 /// See the module doc. Lock order: the signal lock is a leaf, never held together with a
 /// shard lock.

@@ -1,0 +1,95 @@
+//! The synchronization primitives of the scheduler, swappable for loom's.
+//!
+//! The scheduler's lock-free parts and the locks around them import their atomics, mutexes
+//! and condition variable from here, never from `std::sync` or `parking_lot` directly. A
+//! normal build re-exports `std`'s atomics and `parking_lot`'s locks, so this module
+//! compiles away. Under `RUSTFLAGS="--cfg loom"` they are [loom]'s, which records every
+//! atomic access and lock so its model checker can run a test under every interleaving and
+//! every outcome the memory model allows (see `.ci/loom.sh`, and the tests named `loom_*`).
+//!
+//! Two shapes differ, and [`Mutex`] and [`Condvar`] adapt loom's to `parking_lot`'s, the one
+//! the crate is written against: `lock()` returns the guard itself (no poisoning), and
+//! `Condvar::wait` takes `&mut MutexGuard`. Loom has no timed wait: `wait_until` waits for a
+//! notification, so a model in which a poller would only wake at its deadline deadlocks,
+//! which is how a lost wake-up shows.
+//!
+//! Not swapped: `Arc` and `Weak` stay `std`'s (loom's `Arc` has no `Weak` nor
+//! `new_cyclic`, both used by the scheduler; the models check no reference count), and
+//! `spawn_dispatcher` starts a `std` thread (loom's handles cannot say whether the thread
+//! finished): the models run the dispatcher's loop in a loom thread of their own.
+//!
+//! [loom]: https://docs.rs/loom
+
+#[cfg(not(loom))]
+pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+#[cfg(loom)]
+pub(crate) use ::loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(loom)]
+pub(crate) use mocked::{Condvar, Mutex, MutexGuard};
+
+/// loom's lock and condition variable in `parking_lot`'s shape.
+#[cfg(loom)]
+mod mocked {
+    use std::ops::{Deref, DerefMut};
+    use std::time::Instant;
+
+    /// `parking_lot::Mutex` over `::loom::sync::Mutex`.
+    #[derive(Debug, Default)]
+    pub(crate) struct Mutex<T>(::loom::sync::Mutex<T>);
+
+    /// The guard of [`Mutex`]. `None` only while [`Condvar::wait`] has it.
+    #[derive(Debug)]
+    pub(crate) struct MutexGuard<'a, T>(Option<::loom::sync::MutexGuard<'a, T>>);
+
+    impl<T> Mutex<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Mutex(::loom::sync::Mutex::new(value))
+        }
+
+        /// Nothing poisons in the crate's use (no user code panics under a lock in the
+        /// models), so a poisoned lock is a failed model.
+        #[track_caller]
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+            MutexGuard(Some(self.0.lock().expect("a model panicked under a lock")))
+        }
+    }
+
+    impl<T> Deref for MutexGuard<'_, T> {
+        type Target = T;
+
+        fn deref(&self) -> &T {
+            self.0.as_deref().expect("the guard is back from the wait")
+        }
+    }
+
+    impl<T> DerefMut for MutexGuard<'_, T> {
+        fn deref_mut(&mut self) -> &mut T {
+            self.0
+                .as_deref_mut()
+                .expect("the guard is back from the wait")
+        }
+    }
+
+    /// `parking_lot::Condvar` over `::loom::sync::Condvar`.
+    #[derive(Debug, Default)]
+    pub(crate) struct Condvar(::loom::sync::Condvar);
+
+    impl Condvar {
+        pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
+            let inner = guard.0.take().expect("the guard is held");
+            guard.0 = Some(self.0.wait(inner).expect("a model panicked under a lock"));
+        }
+
+        /// Loom has no clock: waits for a notification, however near `deadline` is.
+        pub(crate) fn wait_until<T>(&self, guard: &mut MutexGuard<'_, T>, _deadline: Instant) {
+            self.wait(guard);
+        }
+
+        pub(crate) fn notify_all(&self) {
+            self.0.notify_all();
+        }
+    }
+}
