@@ -9,9 +9,9 @@
 //!
 //! Two shapes differ, and [`Mutex`] and [`Condvar`] adapt loom's to `parking_lot`'s, the one
 //! the crate is written against: `lock()` returns the guard itself (no poisoning), and
-//! `Condvar::wait` takes `&mut MutexGuard`. Loom has no timed wait: `wait_until` waits for a
-//! notification, so a model in which a poller would only wake at its deadline deadlocks,
-//! which is how a lost wake-up shows.
+//! `Condvar::wait` takes `&mut MutexGuard`. Loom has no timed wait: `wait_until` a deadline
+//! not yet passed waits for a notification, so a model in which a poller would only wake at
+//! its (far) deadline deadlocks, which is how a lost wake-up shows.
 //!
 //! Not swapped: `Arc` and `Weak` stay `std`'s (loom's `Arc` has no `Weak` nor
 //! `new_cyclic`, both used by the scheduler; the models check no reference count), and
@@ -83,9 +83,13 @@ mod mocked {
             guard.0 = Some(self.0.wait(inner).expect("a model panicked under a lock"));
         }
 
-        /// Loom has no clock: waits for a notification, however near `deadline` is.
-        pub(crate) fn wait_until<T>(&self, guard: &mut MutexGuard<'_, T>, _deadline: Instant) {
-            self.wait(guard);
+        /// Loom has no clock: returns at once if `deadline` has passed (the timeout a real
+        /// wait would take), and otherwise waits for a notification, however near
+        /// `deadline` is.
+        pub(crate) fn wait_until<T>(&self, guard: &mut MutexGuard<'_, T>, deadline: Instant) {
+            if Instant::now() < deadline {
+                self.wait(guard);
+            }
         }
 
         pub(crate) fn notify_all(&self) {
@@ -93,3 +97,22 @@ mod mocked {
         }
     }
 }
+
+/// The preemption bound of a model run when `LOOM_MAX_PREEMPTIONS` is not set: every model
+/// here finishes in well under a minute with it (bugs of this kind need one or two).
+#[cfg(all(test, loom))]
+const DEFAULT_PREEMPTIONS: usize = 3;
+
+/// Runs `f` under every interleaving loom explores, with at most `LOOM_MAX_PREEMPTIONS`
+/// preemptions per run ([`DEFAULT_PREEMPTIONS`] if unset).
+#[cfg(all(test, loom))]
+pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = ::loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(DEFAULT_PREEMPTIONS);
+    }
+    builder.check(f);
+}
+
+#[cfg(all(test, loom))]
+pub(crate) use ::loom::thread;
