@@ -18,6 +18,25 @@
 //! `spawn_dispatcher` starts a `std` thread (loom's handles cannot say whether the thread
 //! finished): the models run the dispatcher's loop in a loom thread of their own.
 //!
+//! # What the models are known to catch
+//!
+//! Each model was run against a planted fault, and failed:
+//!
+//! | model | planted fault | loom's report |
+//! |---|---|---|
+//! | `loom_earlier_schedule_is_never_missed_by_a_later_poll` | a shard's due bound stored after its lock is released | timer 3 missed: a stale bound published last |
+//! | `loom_done_due_racing_a_settle_and_a_schedule_of_its_id` | a settle copies the done list and clears it in two critical sections | the id stays in flight for ever |
+//! | `loom_poller_going_to_sleep_is_woken_by_an_earlier_schedule` | `Signal::wait` checks the epoch and sleeps in two critical sections | deadlock: a lost wake-up |
+//! | `loom_stream_replacing_its_waker_racing_a_wake` | `arm_waker` reads the epoch and replaces the waker in two critical sections | the replaced waker woken, the new one not |
+//! | `loom_shutdown_racing_a_schedule` | the stop flag stored after the notify | deadlock: the dispatcher sleeps through its stop |
+//!
+//! Weakening every ordering of the due bound (`Release`/`Acquire`), the watermark and the
+//! stop flag (`SeqCst`) to `Relaxed` at once passes all five: in these protocols every
+//! lock-free read that decides anything is ordered by a lock taken on both sides (the
+//! shard lock for the bound, the signal lock for the watermark, the epoch and the flag).
+//! The stronger orderings are kept as they were: the models show them not needed here, not
+//! harmful, and each step's comment relies on them on its own.
+//!
 //! [loom]: https://docs.rs/loom
 
 #[cfg(not(loom))]
