@@ -21,14 +21,13 @@ use std::fmt;
 use std::hash::Hash;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-
-use crate::loom::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::Scheduler;
 use super::due::Due;
 use super::signal::Signal;
+use crate::loom::{AtomicBool, AtomicU64, Ordering};
 
 /// Timers the dispatcher thread takes per `pop_due`: small enough that shard locks are
 /// held briefly, large enough to amortise the merge.

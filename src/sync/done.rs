@@ -41,12 +41,11 @@ use std::hash::Hash;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Weak};
 
-use crate::loom::{AtomicU64, Mutex, MutexGuard, Ordering};
-
 use super::observe::Observer;
 use super::scheduler::Inner;
 use super::shard::ShardState;
 use super::trash::Trash;
+use crate::loom::{AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// One shard: its state, and the entries whose `Due` is done (see the module doc).
 ///
