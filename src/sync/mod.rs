@@ -185,16 +185,16 @@
 //! What the harness cannot see is how the code takes its locks and orders its atomics: its
 //! steps run in one thread, so every access is sequentially consistent there. That is
 //! checked with **loom**: the scheduler takes its atomics, mutexes and condition variable
-//! from `crate::loom`, which under `--cfg loom` are loom's, and five models run the real
-//! code on real threads under every interleaving and every outcome the memory model allows
-//! (within a preemption bound): an earlier `schedule` racing `pop_due`'s lock-free due check
-//! (`scheduler/pop.rs`), a done `Due` racing a settle and a `schedule` of its id
-//! (`done.rs`), a poller going to sleep racing a `schedule` and a stream replacing its waker
-//! racing a wake (`signal.rs`), and the dispatcher's shutdown racing a `schedule`
-//! (`dispatcher.rs`). `src/loom.rs` lists the faults each is known to catch; `.ci/loom.sh`
-//! runs them. The crate's threaded stress test adds real concurrency at scale, counting
-//! every timer in and out.
-
+//! from one crate-internal module, which under `--cfg loom` re-exports loom's, and five
+//! models run the real code on real threads under every interleaving and every outcome the
+//! memory model allows (within a preemption bound): an earlier `schedule` racing
+//! `pop_due`'s lock-free due check, a done `Due` racing a settle and a `schedule` of its
+//! id, a poller going to sleep racing a `schedule`, a stream replacing its waker racing a
+//! wake, and the dispatcher's shutdown racing a `schedule`. Each sits beside the code it
+//! checks and is shown to catch a planted fault (a store moved after an unlock, a critical
+//! section split in two). The crate's threaded stress test adds real concurrency at scale,
+//! counting every timer in and out.
+//!
 //! # For the async layer
 //!
 //! With the `tokio` feature, `Scheduler::due_stream` (in the `tokio` module) drives a
