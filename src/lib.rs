@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod indexed;
+mod loom;
 pub mod sync;
 #[cfg(feature = "tokio")]
 pub mod tokio;

@@ -39,15 +39,13 @@
 
 use std::hash::Hash;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-
-use parking_lot::{Mutex, MutexGuard};
 
 use super::observe::Observer;
 use super::scheduler::Inner;
 use super::shard::ShardState;
 use super::trash::Trash;
+use crate::loom::{AtomicU64, Mutex, MutexGuard, Ordering};
 
 /// One shard: its state, and the entries whose `Due` is done (see the module doc).
 ///
@@ -285,5 +283,48 @@ impl DoneList {
         }
         state.return_done_buffer(entries);
         any
+    }
+}
+
+/// loom: a `Due` pushed onto the done list while the shard settles and its id is scheduled
+/// again.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use crate::loom::{model, thread};
+    use crate::sync::{ScheduleError, Scheduler};
+
+    /// Timer 1 is in flight. Its `Due` is dropped on one thread, a count settles the shard
+    /// on another, and id 1 is scheduled again on a third. The new schedule is refused while
+    /// the old timer is in flight and accepted once it is done, never lost: the dropped
+    /// timer is finished exactly once, whichever settle finds it.
+    #[test]
+    fn loom_done_due_racing_a_settle_and_a_schedule_of_its_id() {
+        model(|| {
+            let t0 = Instant::now();
+            let sched = Arc::new(Scheduler::builder().shards(1).origin(t0).build());
+            sched.schedule(0u8, 1u32, t0, 10u32).unwrap();
+            let due = sched.pop_due(t0, 1).next().expect("timer 1 is due");
+            let dropper = thread::spawn(move || drop(due));
+            let settler = {
+                let sched = Arc::clone(&sched);
+                thread::spawn(move || sched.in_flight_len())
+            };
+            let again = sched.schedule(0, 1, t0, 20);
+            dropper.join().unwrap();
+            assert!(settler.join().unwrap() <= 1);
+            match again {
+                Ok(()) => assert_eq!((sched.len(), sched.in_flight_len()), (1, 0)),
+                Err(ScheduleError::InFlight(20)) => {
+                    assert_eq!((sched.len(), sched.in_flight_len()), (0, 0), "1 is done");
+                    sched.schedule(0, 1, t0, 20).unwrap();
+                }
+                Err(e) => panic!("schedule of the in-flight id: {e:?}"),
+            }
+            let values: Vec<u32> = sched.pop_due(t0, 8).map(|due| due.into_value()).collect();
+            assert_eq!(values, [20]);
+        });
     }
 }

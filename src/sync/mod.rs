@@ -164,9 +164,9 @@
 //!
 //! # How it is checked
 //!
-//! Not with loom: the scheduler uses `parking_lot` directly, and swapping it for loom's
-//! primitives would need a shim layer through every module. Instead, a test-only
-//! **exhaustive-interleaving harness** checks it:
+//! Two ways, each seeing what the other cannot.
+//!
+//! A test-only **exhaustive-interleaving harness** checks the states and answers:
 //! it enumerates every interleaving of small per-thread step sequences — schedule,
 //! reschedule, cancel, `pop_due`, taking, dropping and retrying `Due`s, dropping a
 //! half-taken batch, and each shard's step of a drain, a freeze, a `take_forwarded` and an
@@ -181,12 +181,22 @@
 //! meet done ids, as in real use), except
 //! that a dropped batch puts its timers back one shard at a time (the harness takes it as
 //! one step; only another `pop_due` could tell the difference, and then it sees timers
-//! put back on some shards and not yet on others — never a timer lost or doubled). What the
-//! harness cannot check is that the code takes its locks as described; that is by
-//! construction, and exercised under real concurrency by the crate's threaded stress test,
-//! which counts every timer in and out. The wake-up protocol, which uses atomics outside the
-//! locks, is enumerated at the granularity of each atomic access, and two deliberately
-//! broken pollers are shown to be caught.
+//! put back on some shards and not yet on others — never a timer lost or doubled). The
+//! wake-up protocol, which uses atomics outside the locks, is enumerated at the granularity
+//! of each atomic access, and two deliberately broken pollers are shown to be caught.
+//!
+//! What the harness cannot see is how the code takes its locks and orders its atomics: its
+//! steps run in one thread, so every access is sequentially consistent there. That is
+//! checked with **loom**: the scheduler takes its atomics, mutexes and condition variable
+//! from one crate-internal module, which under `--cfg loom` re-exports loom's, and five
+//! models run the real code on real threads under every interleaving and every outcome the
+//! memory model allows (within a preemption bound): an earlier `schedule` racing
+//! `pop_due`'s lock-free due check, a done `Due` racing a settle and a `schedule` of its
+//! id, a poller going to sleep racing a `schedule`, a stream replacing its waker racing a
+//! wake, and the dispatcher's shutdown racing a `schedule`. Each sits beside the code it
+//! checks and is shown to catch a planted fault (a store moved after an unlock, a critical
+//! section split in two). The crate's threaded stress test adds real concurrency at scale,
+//! counting every timer in and out.
 //!
 //! # For the async layer
 //!

@@ -4,7 +4,6 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hashbrown::HashSet;
@@ -18,6 +17,7 @@ use super::signal::Signal;
 use super::trash::Trash;
 use super::types::{Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};
 use crate::clock::TickClock;
+use crate::loom::{AtomicU64, Ordering};
 use crate::wheel::WheelStats;
 
 /// State shared by the scheduler and its batches.

@@ -32,7 +32,7 @@
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
-use parking_lot::Mutex;
+use crate::loom::Mutex;
 
 /// The task that last got `Pending` or `Ready(None)` from `poll_expired`.
 #[derive(Debug)]

@@ -1,0 +1,137 @@
+//! The synchronization primitives of the scheduler, swappable for loom's.
+//!
+//! The scheduler's lock-free parts and the locks around them import their atomics, mutexes
+//! and condition variable from here, never from `std::sync` or `parking_lot` directly. A
+//! normal build re-exports `std`'s atomics and `parking_lot`'s locks, so this module
+//! compiles away. Under `RUSTFLAGS="--cfg loom"` they are [loom]'s, which records every
+//! atomic access and lock so its model checker can run a test under every interleaving and
+//! every outcome the memory model allows (see `.ci/loom.sh`, and the tests named `loom_*`).
+//!
+//! Two shapes differ, and [`Mutex`] and [`Condvar`] adapt loom's to `parking_lot`'s, the one
+//! the crate is written against: `lock()` returns the guard itself (no poisoning), and
+//! `Condvar::wait` takes `&mut MutexGuard`. Loom has no timed wait: `wait_until` a deadline
+//! not yet passed waits for a notification, so a model in which a poller would only wake at
+//! its (far) deadline deadlocks, which is how a lost wake-up shows.
+//!
+//! Not swapped: `Arc` and `Weak` stay `std`'s (loom's `Arc` has no `Weak` nor
+//! `new_cyclic`, both used by the scheduler; the models check no reference count), and
+//! `spawn_dispatcher` starts a `std` thread (loom's handles cannot say whether the thread
+//! finished): the models run the dispatcher's loop in a loom thread of their own.
+//!
+//! # What the models are known to catch
+//!
+//! Each model was run against a planted fault, and failed:
+//!
+//! | model | planted fault | loom's report |
+//! |---|---|---|
+//! | `loom_earlier_schedule_is_never_missed_by_a_later_poll` | a shard's due bound stored after its lock is released | timer 3 missed: a stale bound published last |
+//! | `loom_done_due_racing_a_settle_and_a_schedule_of_its_id` | a settle copies the done list and clears it in two critical sections | the id stays in flight for ever |
+//! | `loom_poller_going_to_sleep_is_woken_by_an_earlier_schedule` | `Signal::wait` checks the epoch and sleeps in two critical sections | deadlock: a lost wake-up |
+//! | `loom_stream_replacing_its_waker_racing_a_wake` | `arm_waker` reads the epoch and replaces the waker in two critical sections | the replaced waker woken, the new one not |
+//! | `loom_shutdown_racing_a_schedule` | the stop flag stored after the notify | deadlock: the dispatcher sleeps through its stop |
+//!
+//! Weakening every ordering of the due bound (`Release`/`Acquire`), the watermark and the
+//! stop flag (`SeqCst`) to `Relaxed` at once passes all five: in these protocols every
+//! lock-free read that decides anything is ordered by a lock taken on both sides (the
+//! shard lock for the bound, the signal lock for the watermark, the epoch and the flag).
+//! The stronger orderings are kept as they were: the models show them not needed here, not
+//! harmful, and each step's comment relies on them on its own.
+//!
+//! [loom]: https://docs.rs/loom
+
+#[cfg(not(loom))]
+pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+#[cfg(loom)]
+pub(crate) use ::loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(loom)]
+pub(crate) use mocked::{Condvar, Mutex, MutexGuard};
+
+/// loom's lock and condition variable in `parking_lot`'s shape.
+#[cfg(loom)]
+mod mocked {
+    use std::ops::{Deref, DerefMut};
+    use std::time::Instant;
+
+    /// `parking_lot::Mutex` over `::loom::sync::Mutex`.
+    #[derive(Debug, Default)]
+    pub(crate) struct Mutex<T>(::loom::sync::Mutex<T>);
+
+    /// The guard of [`Mutex`]. `None` only while [`Condvar::wait`] has it.
+    #[derive(Debug)]
+    pub(crate) struct MutexGuard<'a, T>(Option<::loom::sync::MutexGuard<'a, T>>);
+
+    impl<T> Mutex<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Mutex(::loom::sync::Mutex::new(value))
+        }
+
+        /// Nothing poisons in the crate's use (no user code panics under a lock in the
+        /// models), so a poisoned lock is a failed model.
+        #[track_caller]
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+            MutexGuard(Some(self.0.lock().expect("a model panicked under a lock")))
+        }
+    }
+
+    impl<T> Deref for MutexGuard<'_, T> {
+        type Target = T;
+
+        fn deref(&self) -> &T {
+            self.0.as_deref().expect("the guard is back from the wait")
+        }
+    }
+
+    impl<T> DerefMut for MutexGuard<'_, T> {
+        fn deref_mut(&mut self) -> &mut T {
+            self.0
+                .as_deref_mut()
+                .expect("the guard is back from the wait")
+        }
+    }
+
+    /// `parking_lot::Condvar` over `::loom::sync::Condvar`.
+    #[derive(Debug, Default)]
+    pub(crate) struct Condvar(::loom::sync::Condvar);
+
+    impl Condvar {
+        pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
+            let inner = guard.0.take().expect("the guard is held");
+            guard.0 = Some(self.0.wait(inner).expect("a model panicked under a lock"));
+        }
+
+        /// Loom has no clock: returns at once if `deadline` has passed (the timeout a real
+        /// wait would take), and otherwise waits for a notification, however near
+        /// `deadline` is.
+        pub(crate) fn wait_until<T>(&self, guard: &mut MutexGuard<'_, T>, deadline: Instant) {
+            if Instant::now() < deadline {
+                self.wait(guard);
+            }
+        }
+
+        pub(crate) fn notify_all(&self) {
+            self.0.notify_all();
+        }
+    }
+}
+
+/// The preemption bound of a model run when `LOOM_MAX_PREEMPTIONS` is not set: every model
+/// here finishes in well under a minute with it (bugs of this kind need one or two).
+#[cfg(all(test, loom))]
+const DEFAULT_PREEMPTIONS: usize = 3;
+
+/// Runs `f` under every interleaving loom explores, with at most `LOOM_MAX_PREEMPTIONS`
+/// preemptions per run ([`DEFAULT_PREEMPTIONS`] if unset).
+#[cfg(all(test, loom))]
+pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = ::loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(DEFAULT_PREEMPTIONS);
+    }
+    builder.check(f);
+}
+
+#[cfg(all(test, loom))]
+pub(crate) use ::loom::thread;
