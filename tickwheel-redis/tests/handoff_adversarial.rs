@@ -154,7 +154,9 @@ async fn reclaim_while_target_mid_fetch_then_stale_commit() {
     let f = inc2.fetch().await;
     assert!(f.is_err(), "a stale claimer fetched again");
     let c = inc2.commit().await;
-    let err = c.err().expect("a stale claimer committed");
+    let Err(err) = c else {
+        panic!("a stale claimer committed")
+    };
     assert!(
         matches!(rejection_of(&err), Some(Rejection::Fenced { .. })),
         "{err}"
@@ -523,7 +525,9 @@ async fn one_call_offer_with_redis_down_loses_no_value() {
     let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
     srv.kill9().unwrap();
     let r = mx1.offer(&s1, q.clone(), epoch, None).await;
-    let err = r.err().expect("offer with redis down");
+    let Err(err) = r else {
+        panic!("offer with redis down succeeded")
+    };
     assert!(err.is_retryable(), "{err}");
     let _ = Error::EmptyTarget; // (type in scope)
     assert!(!s1.is_frozen(&q), "the aborted offer unfroze the queue");
