@@ -1,5 +1,5 @@
 //! Criterion benches: tickwheel side by side with tokio and the other timer wheels, one group
-//! per workload of issue 6 (see `benches/peers/mod.rs` for the peers and what each figure
+//! per benchmark workload (see `benches/peers/mod.rs` for the peers and what each figure
 //! includes). `examples/compare/` prints the same workloads as one table. Workload 7 is the
 //! `scheduler` group (see `benches/peers/scheduler.rs`); workload 8 measures memory, not
 //! time, and is in `examples/compare/` only.

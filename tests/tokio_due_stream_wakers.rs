@@ -2,8 +2,8 @@
 //! dropped while armed, a stream moved between tasks, wakers new on every poll, many
 //! streams and short-lived tasks (registrations stay bounded: a counting allocator), and
 //! other tasks' streams dropped while one sleeps. Paused clock: a lost wakeup shows as an
-//! item yielded at the far (1 h) timer's time, or a timeout. (Written by a breaker session;
-//! each test was shown to catch a planted fault in the registration.)
+//! item yielded at the far (1 h) timer's time, or a timeout. (Each
+//! test was shown to catch a planted fault in the registration.)
 #![cfg(feature = "tokio")]
 // `serial()`'s guard is held across awaits on purpose: it serializes whole tests, each on a
 // runtime of its own thread, because the heap counter is process-wide.

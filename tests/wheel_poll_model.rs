@@ -2,8 +2,8 @@
 //! every operation: the quiet mark set after a poll takes a tick's last timer, the sorted
 //! run's head taken directly when it is the next event, and the arena prefetch. Deadlines
 //! cluster in level-2 slots (the sorted run) and near level boundaries and `u64::MAX`; polls
-//! go behind `elapsed()`; `poll_into` stops at limits of 1 to 3. (Written by a breaker
-//! session; each check was shown to catch a planted fault in those paths.)
+//! go behind `elapsed()`; `poll_into` stops at limits of 1 to 3. (Each check
+//! was shown to catch a planted fault in those paths.)
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -7,7 +7,7 @@
 //! so no level-2 slot is ever processed and the run stays empty: the bound is
 //! `live + 8 x 706`, checked after every single call. Then the sorted run, whose timers moved
 //! later and filed again when the run reaches them must not leave it over its own bound.
-//! (A breaker's tests; the run's case failed before `settle_run_head` checked the bound.)
+//! (The run's case failed before `settle_run_head` checked the bound.)
 
 use tickwheel::{IndexedWheel, Wheel};
 

@@ -4,7 +4,7 @@
 //! later than the earliest deadline, the exact cascade tick when nothing pending was reset),
 //! `stats` (live == len, stale <= 2 * live + 8 * 706), stale keys, fired order; and directed
 //! cases for the run, stale keys after reuse, `IndexedWheel`, `TimerWheel` and the scheduler.
-//! Written by a breaker for the held-back unlinks; it caught plants that skipped the flush
+//! For the held-back unlinks: it catches planted faults that skipped the flush
 //! at a poll's entry or miscounted the stale references a flush drops.
 //!
 //! `PROPTEST_CASES` raises the case count (default 256).

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use super::input::{Input, OP_CANCEL, OP_INSERT, OP_TAG};
 use super::{IDLE_POLLS, Peer, RESETS, ROUND_TICKS, SPAN};
 
-/// The workloads of issue 6 (7, the scheduler, and 8, memory, live in `examples/compare/`).
+/// The benchmark workloads (7, the scheduler, and 8, memory, live in `examples/compare/`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workload {
     /// 1: insert `n` timers.

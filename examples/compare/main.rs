@@ -1,4 +1,4 @@
-//! Side-by-side comparison of tickwheel with tokio and the other timer wheels (issue 6).
+//! Side-by-side comparison of tickwheel with tokio and the other timer wheels, on the benchmark workloads.
 //!
 //! ```text
 //! cargo run --release --features tokio --example compare -- --quick     # 100 000 timers, under a minute

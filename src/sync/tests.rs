@@ -165,8 +165,8 @@ fn popping_at_next_deadline_always_makes_progress() {
 /// A producer schedules X (due) on shard 0, then cancels Y (due, staged) on the last shard,
 /// while a dispatcher pops: X or Y is due at every instant, so a `pop_due` overlapping both
 /// must return one of them. A check of the bounds that read shard 0 before the schedule and
-/// the last shard after the cancel, and returned nothing, broke that (found by a reviewer:
-/// 6 758 of 50 000 pops in release); `quiet_except` reads the lowering counts twice.
+/// the last shard after the cancel, and returned nothing, broke that (6 758 of 50 000 pops
+/// in release); `quiet_except` reads the lowering counts twice.
 #[test]
 fn an_empty_pop_means_nothing_was_due_at_one_instant() {
     const SHARDS: usize = 1024;

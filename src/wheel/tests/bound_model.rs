@@ -1,4 +1,4 @@
-//! A breaker's model: long bulk sequences that take the levels up to their sweep bound, with the
+//! A model of the sweep bound: long bulk sequences that take the levels up to their sweep bound, with the
 //! pending unlinks (`Levels::try_unlink`) flushed by every kind of operation. After every
 //! single wheel call: the levels' exact counts and bound (`check_counts`), the documented
 //! bound `stats().stale <= live + run + 8 x 706`; after every op: `check_invariants`, the
