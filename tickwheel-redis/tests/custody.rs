@@ -7,22 +7,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::{Retried, Scheduler};
-use tickwheel_redis::{
-    Custody, CustodyError, CustodyOptions, Member, Options, Outcome, Rejection, State,
-};
+use tickwheel_redis::{Custody, CustodyError, Outcome, Rejection, State};
 
 type Sched = Scheduler<String, u64, String>;
 
 async fn member(url: &str, name: &str, chunk_entries: usize) -> Custody {
-    let opts = CustodyOptions {
-        chunk_entries,
-        retry_for: Duration::from_secs(2),
-        in_flight_timeout: Duration::from_secs(5),
-        ..CustodyOptions::default()
-    };
-    Custody::connect(url, Member::new_boot(name), Options::default(), opts)
-        .await
-        .expect("connect")
+    common::custody_member(url, name, chunk_entries).await
 }
 
 fn filled(q: &str, n: u64, t0: Instant) -> Sched {

@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 
 use tickwheel::sync::{Retried, ScheduleError, Scheduler};
 use tickwheel_redis::server::RedisServer;
-use tickwheel_redis::{
-    Custody, CustodyError, CustodyOptions, Error, Member, Options, Rejection, State,
-};
+use tickwheel_redis::{Custody, CustodyError, Error, Rejection, State};
 
 type Sched = Scheduler<String, u64, String>;
 
@@ -20,15 +18,7 @@ fn server() -> Option<RedisServer> {
 }
 
 async fn member(url: &str, name: &str, chunk_entries: usize) -> Custody {
-    let opts = CustodyOptions {
-        chunk_entries,
-        retry_for: Duration::from_secs(2),
-        in_flight_timeout: Duration::from_secs(5),
-        ..CustodyOptions::default()
-    };
-    Custody::connect(url, Member::new_boot(name), Options::default(), opts)
-        .await
-        .expect("connect")
+    common::custody_member(url, name, chunk_entries).await
 }
 
 fn filled(q: &str, n: u64, t0: Instant, value: impl Fn(u64) -> String) -> Sched {

@@ -4,28 +4,18 @@
 mod common;
 
 use std::future::Future;
-use std::time::Duration;
 use tickwheel_redis::server::RedisServer;
 use tickwheel_redis::{Applied, Error, Protocol, Record, State, Token};
 
 const Q: &[u8] = b"dest{}.example\n";
 
-/// Retries a call while Redis is unreachable or loading (the restart), at most ~10 s.
-async fn retry<T, F, Fut>(mut call: F) -> Result<T, Error>
+/// Retries a call while Redis is unreachable or loading (a restart).
+async fn retry<T, F, Fut>(call: F) -> Result<T, Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Error>>,
 {
-    let mut tries = 0;
-    loop {
-        match call().await {
-            Err(e) if e.is_retryable() && tries < 100 => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            other => return other,
-        }
-    }
+    common::retry(100, call).await
 }
 
 async fn crash_and_check(server: &mut RedisServer, p: &Protocol, acked: &Applied) -> Record {

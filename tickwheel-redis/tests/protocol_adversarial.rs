@@ -18,21 +18,13 @@ fn rej(r: Result<impl std::fmt::Debug, Error>) -> Rejection {
     }
 }
 
-async fn retry<T, F, Fut>(mut call: F) -> Result<T, Error>
+/// Retries a call while Redis is unreachable or loading (a restart).
+async fn retry<T, F, Fut>(call: F) -> Result<T, Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Error>>,
 {
-    let mut tries = 0;
-    loop {
-        match call().await {
-            Err(e) if e.is_retryable() && tries < 150 => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            other => return other,
-        }
-    }
+    common::retry(150, call).await
 }
 
 /// OWNED by `a` at epoch e, PREPARING with `n` chunks appended (1 entry each).
