@@ -67,7 +67,9 @@ pub struct Args {
 
     /// Use this Redis (`redis://`, `rediss://`, `unix://`) instead of starting a redis-server.
     /// It must run with `appendonly yes` and `appendfsync always`; `redis:STEP` kills need
-    /// the program's own server.
+    /// the program's own server. It is checked before any host starts (exit 2 when it is
+    /// unreachable or unsafe), and each run keys its records under a prefix of its own
+    /// (`handoff-<unix ms>-<pid>`), so runs may share one server.
     #[arg(long, value_name = "URL")]
     pub redis_url: Option<String>,
 
@@ -100,6 +102,11 @@ pub struct Args {
     /// The run's directory (spools and sinks).
     #[arg(long, hide = true)]
     pub dir: Option<PathBuf>,
+
+    /// The run's Redis key prefix (chosen per run by the program, so runs sharing one
+    /// `--redis-url` never meet each other's records).
+    #[arg(long, hide = true)]
+    pub prefix: Option<String>,
 }
 
 /// A child process's part.
@@ -239,8 +246,8 @@ pub fn check(args: &Args) -> Result<(), String> {
             "--kill redis:STEP needs the program's own redis-server (drop --redis-url)".into(),
         );
     }
-    if args.role.is_some() && args.redis_url.is_none() {
-        return Err("a child needs --redis-url".into());
+    if args.role.is_some() && (args.redis_url.is_none() || args.prefix.is_none()) {
+        return Err("a child needs --redis-url and --prefix".into());
     }
     if let Some(k) = args.stop
         && (k.who != Who::Host(Role::Source)

@@ -34,6 +34,7 @@ pub fn connect(rt: &Runtime, url: &str, h: &Host) -> Result<Custody, String> {
     let options = Options {
         lease: h.cfg.lease,
         offer_ttl: h.cfg.offer_ttl,
+        prefix: h.cfg.prefix.clone(),
         ..Options::default()
     };
     let custody = CustodyOptions {

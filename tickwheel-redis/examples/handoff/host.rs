@@ -45,6 +45,8 @@ pub struct Config {
     pub offer_ttl: Duration,
     /// Offers go to anyone (a spare may take them), not to the target by name.
     pub spare_mode: bool,
+    /// The run's Redis key prefix.
+    pub prefix: String,
 }
 
 /// The queue names of a run.
@@ -54,6 +56,12 @@ pub fn queue_names(n: u32) -> Vec<String> {
 
 pub fn spool_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.spool"))
+}
+
+/// Written once the source's `--messages` are in its spool: a source killed before that
+/// (at `acquire`, say) loads them on its next boot instead.
+pub fn loaded_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.loaded"))
 }
 
 pub fn sink_path(dir: &Path, name: &str) -> PathBuf {
@@ -343,8 +351,12 @@ pub fn run(cfg: Config, url: &str) -> Result<(), String> {
         thread::spawn(move || h.dispatch())
     };
     // The source holds the queues' messages before the handoff starts.
-    if role == Role::Source && host.cfg.boot == 1 {
+    let loaded = loaded_path(&host.cfg.dir, &host.cfg.name);
+    if role == Role::Source && !loaded.exists() {
         initial_load(&host)?;
+        std::fs::File::create(&loaded)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| fail("load marker", e))?;
     }
     let producer = (role == Role::Source).then(|| {
         let h = host.clone();

@@ -41,13 +41,14 @@ fn main() -> ExitCode {
     }
     if let Some(role) = args.role {
         // `cli::check` made sure a child has all of these.
-        let (Some(name), Some(boot), Some(dir), Some(url)) = (
+        let (Some(name), Some(boot), Some(dir), Some(url), Some(prefix)) = (
             args.name.clone(),
             args.boot,
             args.dir.clone(),
             args.redis_url.clone(),
+            args.prefix.clone(),
         ) else {
-            cli::usage("a child needs --name, --boot, --dir and --redis-url");
+            cli::usage("a child needs --name, --boot, --dir, --redis-url and --prefix");
         };
         let cfg = host::Config {
             role: role.into(),
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
             lease: Duration::from_millis(args.lease_ms),
             offer_ttl: Duration::from_millis(args.offer_ttl_ms),
             spare_mode: args.spare || args.stop.is_some(),
+            prefix,
         };
         let label = format!("{}#{}", cfg.name, cfg.boot);
         return match host::run(cfg, &url) {
@@ -83,6 +85,12 @@ fn main() -> ExitCode {
         eprintln!("handoff: {missing} (or give --redis-url)");
         return ExitCode::from(2);
     }
+    if let Some(url) = &args.redis_url
+        && let Err(e) = preflight(url)
+    {
+        eprintln!("handoff: --redis-url: {e}");
+        return ExitCode::from(2);
+    }
     let dir = match tempfile::Builder::new().prefix("handoff-").tempdir() {
         Ok(d) => d,
         Err(e) => {
@@ -103,4 +111,21 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A `--redis-url` the run cannot use (bad URL, unreachable, not a primary, no
+/// `appendfsync always`) is a bad option: it is refused before any child starts.
+fn preflight(url: &str) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start tokio: {e}"))?;
+    let member = tickwheel_redis::Member::new_boot("handoff-preflight");
+    rt.block_on(tickwheel_redis::Protocol::connect(
+        url,
+        member,
+        tickwheel_redis::Options::default(),
+    ))
+    .map(drop)
+    .map_err(|e| e.to_string())
 }

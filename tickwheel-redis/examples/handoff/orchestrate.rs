@@ -45,6 +45,9 @@ struct Run<'a> {
     args: &'a Args,
     dir: &'a Path,
     url: String,
+    /// This run's key prefix: a second run against the same `--redis-url` meets none of
+    /// this one's records.
+    prefix: String,
     server: Option<RedisServer>,
     procs: BTreeMap<String, Proc>,
     events: (Sender<Tagged>, Receiver<Tagged>),
@@ -74,6 +77,7 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
         args,
         dir,
         url,
+        prefix: run_prefix(),
         server,
         procs: BTreeMap::new(),
         events: channel(),
@@ -94,6 +98,14 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
     let verdict = ledger::check(&run.inputs()?);
     println!("{}", verdict.last_line());
     Ok(verdict.ok())
+}
+
+/// `handoff-<unix ms>-<pid>`: unique per run on one host, and a valid key prefix.
+fn run_prefix() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("handoff-{ms}-{}", std::process::id())
 }
 
 impl Run<'_> {
@@ -123,7 +135,8 @@ impl Run<'_> {
             ])
             .arg("--dir")
             .arg(self.dir)
-            .args(["--redis-url", &self.url, "--queues", &a.queues.to_string()])
+            .args(["--redis-url", &self.url, "--prefix", &self.prefix])
+            .args(["--queues", &a.queues.to_string()])
             .args([
                 "--messages",
                 &a.messages.to_string(),
