@@ -88,6 +88,14 @@ impl<T: std::fmt::Debug> std::error::Error for CapacityError<T> {}
 /// The wheel has no clock: time is whatever the caller passes to [`poll`](Wheel::poll) as
 /// `now`. [`TimerWheel`](crate::TimerWheel) puts an `Instant` clock on top.
 ///
+/// Ticks are taken as given: every `u64` deadline is accepted, nothing saturates, and a
+/// [`poll`](Wheel::poll) at `u64::MAX` fires a timer at `u64::MAX`. The layers with a clock
+/// use that tick for *never due* and never poll it (see [`crate::clock`]).
+///
+/// Keys are checked by generation: a stale key answers `None`/`false` and touches nothing.
+/// A key of another wheel (*foreign*) almost always does too; [`TimerKey`] says exactly when
+/// it may not.
+///
 /// # Example
 ///
 /// ```
