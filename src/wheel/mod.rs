@@ -242,6 +242,7 @@ impl<T> Wheel<T> {
     ///
     /// `None` when the key's timer already fired or was cancelled, and for a stale key whose
     /// index now holds another timer: that timer is left alone (the generation differs).
+    #[inline]
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
         let (pos, live) = self.arena.take(key)?;
         self.unlink(key.index, pos);
