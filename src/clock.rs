@@ -433,12 +433,14 @@ impl<T> TimerWheel<T> {
         }
     }
 
-    /// Cancels a pending timer; `None` for a stale or foreign key. O(1) amortised.
+    /// Cancels a pending timer; `None` for a stale key or (but for the chance [`TimerKey`]
+    /// states) a foreign one. O(1) amortised.
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
         self.wheel.cancel(key)
     }
 
-    /// Moves a pending timer to `deadline`; `false` for a stale or foreign key. O(1) amortised.
+    /// Moves a pending timer to `deadline`; `false` for a stale key or (but for the chance
+    /// [`TimerKey`] states) a foreign one. O(1) amortised.
     pub fn reset_at(&mut self, key: TimerKey, deadline: Instant) -> bool {
         let tick = self.clock.deadline_tick(deadline);
         let reset = self.wheel.reset(key, tick);
@@ -449,9 +451,10 @@ impl<T> TimerWheel<T> {
     }
 
     /// The deadline of a pending timer, rounded up to its tick: a [`poll`](Self::poll) at
-    /// this instant or later returns the timer. `None` for a stale or foreign key, and for a
-    /// timer that is *never due* (its deadline saturated, see the [module docs](self); check
-    /// [`contains`](Self::contains) to tell them apart). O(1).
+    /// this instant or later returns the timer. `None` for a stale key or (but for the chance
+    /// [`TimerKey`] states) a foreign one, and for a timer that is *never due* (its deadline
+    /// saturated, see the [module docs](self); check [`contains`](Self::contains) to tell
+    /// them apart). O(1).
     pub fn deadline(&self, key: TimerKey) -> Option<Instant> {
         self.wheel
             .deadline(key)
@@ -459,12 +462,14 @@ impl<T> TimerWheel<T> {
             .and_then(|tick| self.clock.instant_of(tick))
     }
 
-    /// The value of a pending timer; `None` for a stale or foreign key.
+    /// The value of a pending timer; `None` for a stale key or (but for the chance [`TimerKey`]
+    /// states) a foreign one.
     pub fn get(&self, key: TimerKey) -> Option<&T> {
         self.wheel.get(key)
     }
 
-    /// The value of a pending timer, mutably; `None` for a stale or foreign key.
+    /// The value of a pending timer, mutably; `None` for a stale key or (but for the chance
+    /// [`TimerKey`] states) a foreign one.
     pub fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
         self.wheel.get_mut(key)
     }

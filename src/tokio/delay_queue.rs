@@ -313,7 +313,8 @@ impl<T> DelayQueue<T> {
         Some(ticks::saturating_instant(self.origin, tick))
     }
 
-    /// Whether `key` names an entry in the queue (not stale, not foreign). O(1). Not in
+    /// Whether `key` names an entry in the queue: `false` for a stale key, and for a
+    /// foreign one but for the chance [`Key`] states. O(1). Not in
     /// tokio-util.
     pub fn contains(&self, key: &Key) -> bool {
         self.wheel.contains(key.0)

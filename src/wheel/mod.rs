@@ -251,9 +251,9 @@ impl<T> Wheel<T> {
 
     /// Moves a pending timer to a new deadline, in ticks. O(1) amortised.
     ///
-    /// Returns `false` (and changes nothing) for a stale or foreign key. Afterwards the timer
-    /// fires as if freshly inserted at `deadline`: a past deadline makes it due on the next
-    /// poll; a due, not yet polled timer moved to the future waits again. Among timers with
+    /// Returns `false` (and changes nothing) for a stale key or (but for the chance
+    /// [`TimerKey`] states) a foreign one. Afterwards the timer fires as if freshly inserted
+    /// at `deadline`: a past deadline makes it due on the next poll; a due, not yet polled timer moved to the future waits again. Among timers with
     /// the same deadline a reset timer's place is unspecified (insertion order is promised
     /// only for timers never reset): it is filed by where its slot's processing puts it, not
     /// by the moment of the reset. Moving a deadline
@@ -298,17 +298,20 @@ impl<T> Wheel<T> {
         true
     }
 
-    /// The deadline of a pending timer, in ticks; `None` for a stale or foreign key. O(1).
+    /// The deadline of a pending timer, in ticks; `None` for a stale key or (but for the chance
+    /// [`TimerKey`] states) a foreign one. O(1).
     pub fn deadline(&self, key: TimerKey) -> Option<u64> {
         self.arena.get(key).map(|live| live.deadline)
     }
 
-    /// The value of a pending timer; `None` for a stale or foreign key. O(1).
+    /// The value of a pending timer; `None` for a stale key or (but for the chance [`TimerKey`]
+    /// states) a foreign one. O(1).
     pub fn get(&self, key: TimerKey) -> Option<&T> {
         self.arena.get(key).map(|live| &live.value)
     }
 
-    /// The value of a pending timer, mutably; `None` for a stale or foreign key. O(1).
+    /// The value of a pending timer, mutably; `None` for a stale key or (but for the chance
+    /// [`TimerKey`] states) a foreign one. O(1).
     pub fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
         self.arena.get_mut(key).map(|live| &mut live.value)
     }
