@@ -19,8 +19,17 @@
 //! - a deadline before the origin is tick 0 (due on the first poll at or after the origin);
 //! - a `now` before the origin is no tick at all (`None`): even tick 0 is the origin itself,
 //!   so nothing can be due yet;
-//! - far instants saturate: deadlines at `u64::MAX`, `now` at `u64::MAX - 1`, so a saturated
-//!   deadline never fires rather than firing early.
+//! - far instants saturate, by the one rule every layer with a clock keeps (README,
+//!   "Whole range"): a deadline whose tick would not fit below `u64::MAX`, or whose tick
+//!   `Instant` cannot represent, is *never due* and files at tick `u64::MAX`; `now` saturates
+//!   at `u64::MAX - 1`, so a never-due timer never fires rather than firing early, and every
+//!   other timer fires once `now` reaches the instant its tick begins. Deadlines are
+//!   reported the same way: a never-due timer has no deadline instant (`None`).
+//!
+//! The one error: a resolution that is zero, or so long that `origin + resolution` (tick 1)
+//! is past what `Instant` can represent, is rejected ([`TickClock::try_new`] answers `None`,
+//! the constructors panic): with it no timer could ever fire and every deadline would read
+//! as `None`.
 
 use std::time::{Duration, Instant};
 
@@ -50,18 +59,25 @@ impl TickClock {
     ///
     /// # Panics
     ///
-    /// If `resolution` is zero.
+    /// If `resolution` is zero, or so long that `origin + resolution` cannot be represented
+    /// as an `Instant` (e.g. `Duration::MAX`): see [`try_new`](TickClock::try_new).
     #[track_caller]
     pub fn new(origin: Instant, resolution: Duration) -> Self {
         match Self::try_new(origin, resolution) {
             Some(clock) => clock,
-            None => panic!("tickwheel: resolution must be longer than zero, got {resolution:?}"),
+            None => panic!(
+                "tickwheel: resolution must be longer than zero and short enough that \
+                 origin + resolution is a representable Instant, got {resolution:?}"
+            ),
         }
     }
 
-    /// [`TickClock::new`] that returns `None` instead of panicking on a zero resolution.
+    /// [`TickClock::new`] that returns `None` instead of panicking: for a zero resolution,
+    /// and for one so long that tick 1 (`origin + resolution`) is not a representable
+    /// `Instant`, so that no timer could ever fire.
     pub fn try_new(origin: Instant, resolution: Duration) -> Option<Self> {
         let nanos = Some(resolution.as_nanos()).filter(|&n| n > 0)?;
+        origin.checked_add(resolution)?;
         Some(TickClock {
             origin,
             resolution_nanos: nanos,
@@ -80,19 +96,27 @@ impl TickClock {
     }
 
     /// The first tick at or after `instant` (rounds up): the tick a deadline files at.
-    /// Instants at or before the origin give 0; far instants saturate at `u64::MAX`.
+    /// Instants at or before the origin give 0. A far instant saturates at `u64::MAX`, the
+    /// *never due* tick (see the [module docs](self)): one whose tick would be `u64::MAX` or
+    /// more, or whose tick begins past what `Instant` can represent.
     ///
     /// O(1): a multiply-shift when `instant` is within 584 years of the origin (see
-    /// [`TickClock`]), else a `u128` division.
+    /// [`TickClock`]), else a `u128` division and one `Instant` addition.
     #[inline]
     pub fn deadline_tick(&self, instant: Instant) -> u64 {
         let since = instant.saturating_duration_since(self.origin);
         if let (Some(nanos), Some(divisor)) = (nanos_u64(since), self.divisor) {
-            // No saturation: the quotient is at most `nanos`, which is below `u64::MAX`.
+            // No saturation: the quotient is at most `nanos`, which is below `u64::MAX`, and
+            // the tick begins less than 1 169 years after the origin (584 years, rounded up
+            // by less than a resolution under 584 years): representable wherever the
+            // origin is more than that before the end of `Instant`'s range.
             return divisor.div_ceil(nanos);
         }
         let ticks = since.as_nanos().div_ceil(self.resolution_nanos);
-        u64::try_from(ticks).unwrap_or(u64::MAX)
+        match u64::try_from(ticks) {
+            Ok(tick) if tick < u64::MAX && self.instant_of(tick).is_some() => tick,
+            _ => u64::MAX,
+        }
     }
 
     /// The last tick at or before `instant` (rounds down): the tick a `now` polls at.
@@ -109,6 +133,8 @@ impl TickClock {
     }
 
     /// The instant at which `tick` begins, or `None` if it is too far ahead for `Instant`.
+    /// This is plain arithmetic: for tick `u64::MAX`, the never-due tick, it answers the
+    /// instant that tick would begin at, if representable (no `now` ever reaches it).
     pub fn instant_of(&self, tick: u64) -> Option<Instant> {
         // Within 584 years of the origin: `u64` nanoseconds, no `u128` division.
         if let Some(nanos) = self.divisor.and_then(|d| tick.checked_mul(d.divisor)) {
@@ -221,6 +247,9 @@ fn nanos_to_duration(nanos: u128) -> Option<Duration> {
 /// remembers the instant of the wheel's next expiration; until then, or until an insert or
 /// reset before it, a poll is one comparison of instants.
 ///
+/// Keys are the [`Wheel`]'s: stale ones touch nothing, and foreign ones (from another
+/// wheel) almost never do; [`TimerKey`] says exactly when they may.
+///
 /// # Example
 ///
 /// ```
@@ -263,7 +292,8 @@ impl<T> TimerWheel<T> {
     ///
     /// # Panics
     ///
-    /// If `resolution` is zero (see [`TickClock::new`]).
+    /// If `resolution` is zero or longer than `Instant` can represent after the origin
+    /// (see [`TickClock::new`]).
     #[track_caller]
     pub fn new(resolution: Duration) -> Self {
         Self::with_origin(Instant::now(), resolution)
@@ -273,7 +303,8 @@ impl<T> TimerWheel<T> {
     ///
     /// # Panics
     ///
-    /// If `resolution` is zero (see [`TickClock::new`]).
+    /// If `resolution` is zero or longer than `Instant` can represent after the origin
+    /// (see [`TickClock::new`]).
     #[track_caller]
     pub fn with_origin(origin: Instant, resolution: Duration) -> Self {
         TimerWheel {
@@ -291,7 +322,8 @@ impl<T> TimerWheel<T> {
     ///
     /// # Panics
     ///
-    /// If `resolution` is zero (see [`TickClock::new`]), or if `n` entries exceed
+    /// If `resolution` is zero or longer than `Instant` can represent after now (see
+    /// [`TickClock::new`]), or if `n` entries exceed
     /// `isize::MAX` bytes (as [`Vec::with_capacity`]).
     ///
     /// # Example
@@ -401,12 +433,14 @@ impl<T> TimerWheel<T> {
         }
     }
 
-    /// Cancels a pending timer; `None` for a stale or foreign key. O(1) amortised.
+    /// Cancels a pending timer; `None` for a stale key or (but for the chance [`TimerKey`]
+    /// states) a foreign one. O(1) amortised.
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
         self.wheel.cancel(key)
     }
 
-    /// Moves a pending timer to `deadline`; `false` for a stale or foreign key. O(1) amortised.
+    /// Moves a pending timer to `deadline`; `false` for a stale key or (but for the chance
+    /// [`TimerKey`] states) a foreign one. O(1) amortised.
     pub fn reset_at(&mut self, key: TimerKey, deadline: Instant) -> bool {
         let tick = self.clock.deadline_tick(deadline);
         let reset = self.wheel.reset(key, tick);
@@ -416,20 +450,26 @@ impl<T> TimerWheel<T> {
         reset
     }
 
-    /// The deadline of a pending timer, rounded up to its tick; `None` for a stale or foreign
-    /// key, or a deadline too far ahead for `Instant` to represent.
+    /// The deadline of a pending timer, rounded up to its tick: a [`poll`](Self::poll) at
+    /// this instant or later returns the timer. `None` for a stale key or (but for the chance
+    /// [`TimerKey`] states) a foreign one, and for a timer that is *never due* (its deadline
+    /// saturated, see the [module docs](self); check [`contains`](Self::contains) to tell
+    /// them apart). O(1).
     pub fn deadline(&self, key: TimerKey) -> Option<Instant> {
         self.wheel
             .deadline(key)
+            .filter(|&tick| tick != u64::MAX)
             .and_then(|tick| self.clock.instant_of(tick))
     }
 
-    /// The value of a pending timer; `None` for a stale or foreign key.
+    /// The value of a pending timer; `None` for a stale key or (but for the chance [`TimerKey`]
+    /// states) a foreign one.
     pub fn get(&self, key: TimerKey) -> Option<&T> {
         self.wheel.get(key)
     }
 
-    /// The value of a pending timer, mutably; `None` for a stale or foreign key.
+    /// The value of a pending timer, mutably; `None` for a stale key or (but for the chance
+    /// [`TimerKey`] states) a foreign one.
     pub fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
         self.wheel.get_mut(key)
     }
@@ -484,12 +524,17 @@ impl<T> TimerWheel<T> {
         Some((tick, self.clock.instant_of(tick)?))
     }
 
-    /// When the next poll may return something, never later than the earliest deadline;
-    /// `None` when empty. A far deadline that `Instant` cannot represent also gives `None`:
-    /// check [`is_empty`](TimerWheel::is_empty) to tell the two apart.
+    /// When the next poll may return something, never later than the earliest deadline
+    /// (earlier when that deadline is more than 64 ticks away: then it is when its wheel
+    /// slot cascades). `None` when no pending timer will ever fire: none is pending, or
+    /// every pending one is *never due* (see the [module docs](self)); check
+    /// [`is_empty`](TimerWheel::is_empty) to tell the two apart. (A wheel with only never-due
+    /// timers may also answer an instant at which a poll then returns nothing.)
+    /// O(levels).
     pub fn next_deadline(&self) -> Option<Instant> {
         self.wheel
             .next_expiration()
+            .filter(|&tick| tick != u64::MAX)
             .and_then(|tick| self.clock.instant_of(tick))
     }
 

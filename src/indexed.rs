@@ -37,6 +37,11 @@ use crate::wheel::{CapacityError, TimerKey, Wheel, WheelStats};
 /// that timer. An id whose timer fired or was cancelled is simply absent; using it again is
 /// harmless (`None`/`false`) and it can be inserted again at once.
 ///
+/// Ticks are taken as given, as by [`Wheel`]: every `u64` deadline is accepted and nothing
+/// saturates; [`poll`](Self::poll) at `u64::MAX` fires a timer at `u64::MAX`. The layers
+/// with a clock use that tick for *never due* and never poll it (see [`crate::clock`]); a
+/// caller wanting the same polls at most `u64::MAX - 1`.
+///
 /// Each timer stores its id twice (index and wheel entry), hence `K: Clone`; small ids
 /// (integers, short strings, `Arc`s) suit it best.
 ///

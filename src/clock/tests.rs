@@ -6,9 +6,14 @@ use proptest::prelude::*;
 use super::*;
 
 /// The exact conversions the fast path must agree with: `u128` division, as before it.
+/// The rule: round up; a tick of `u64::MAX` or more, or one `Instant` cannot represent the
+/// start of, is the never-due tick `u64::MAX`.
 fn exact_deadline_tick(c: &TickClock, at: Instant) -> u64 {
     let nanos = at.saturating_duration_since(c.origin).as_nanos();
-    u64::try_from(nanos.div_ceil(c.resolution_nanos)).unwrap_or(u64::MAX)
+    match u64::try_from(nanos.div_ceil(c.resolution_nanos)) {
+        Ok(tick) if tick < u64::MAX && exact_instant_of(c, tick).is_some() => tick,
+        _ => u64::MAX,
+    }
 }
 
 fn exact_now_tick(c: &TickClock, at: Instant) -> Option<u64> {
@@ -85,6 +90,42 @@ fn offset() -> impl Strategy<Value = Duration> {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// `deadline` and `poll` agree, whatever the resolution and however far the deadline: a
+    /// reported deadline instant fires the timer and nothing before the asked instant does;
+    /// no reported instant means no poll ever fires it.
+    #[test]
+    fn deadline_and_poll_agree(res in resolution(), after in offset(), extra in offset()) {
+        let origin = Instant::now();
+        let Some(at) = origin.checked_add(after) else { return Ok(()) };
+        let Some(clock) = TickClock::try_new(origin, res) else { return Ok(()) };
+        let mut timers = TimerWheel::with_origin(origin, clock.resolution());
+        let key = timers.insert_at(at, ());
+        match timers.deadline(key) {
+            Some(d) => {
+                prop_assert!(d >= at, "deadline {:?} before the asked {:?}", d, at);
+                if let Some(before) = at.checked_sub(Duration::from_nanos(1)) {
+                    prop_assert!(timers.poll(before).is_none(), "early");
+                }
+                prop_assert_eq!(timers.poll(d).map(|e| e.key), Some(key));
+            }
+            None => {
+                prop_assert_eq!(timers.wheel().deadline(key), Some(u64::MAX));
+                for now in [Some(at), at.checked_add(extra), Some(clock.instant_saturating(u64::MAX))] {
+                    let Some(now) = now else { continue };
+                    prop_assert!(timers.poll(now).is_none(), "a never-due timer fired at {:?}", now);
+                }
+                prop_assert!(timers.contains(key));
+                if let Some(next) = timers.next_deadline() {
+                    prop_assert!(timers.poll(next).is_none());
+                }
+            }
+        }
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig::with_cases(4096))]
 
     #[test]
@@ -106,7 +147,10 @@ proptest! {
         let Some(origin) = base.checked_add(Duration::from_nanos(if ahead { before } else { 0 })) else {
             return Ok(());
         };
-        let c = TickClock::new(origin, res);
+        let Some(c) = TickClock::try_new(origin, res) else {
+            prop_assert!(origin.checked_add(res).is_none(), "refused {:?}", res);
+            return Ok(());
+        };
         for at in [base.checked_add(after), Some(base), origin.checked_add(after)] {
             let Some(at) = at else { continue };
             prop_assert_eq!(c.deadline_tick(at), exact_deadline_tick(&c, at), "deadline {:?}", at);
@@ -211,12 +255,18 @@ fn instant_saturating_round_trips_and_stops_at_the_end_of_the_range() {
 }
 
 #[test]
-fn try_new_rejects_only_zero() {
+fn try_new_rejects_zero_and_unrepresentable_resolutions() {
     let o = Instant::now();
     assert!(TickClock::try_new(o, Duration::ZERO).is_none());
-    let huge = TickClock::try_new(o, Duration::MAX).unwrap();
-    assert_eq!(huge.resolution(), Duration::MAX);
+    assert!(
+        TickClock::try_new(o, Duration::MAX).is_none(),
+        "tick 1 would lie past the end of Instant: no timer could ever fire"
+    );
+    let long = Duration::from_secs(1000 * 365 * 86_400);
+    let huge = TickClock::try_new(o, long).expect("a 1000-year tick is representable");
+    assert_eq!(huge.resolution(), long);
     assert_eq!(huge.deadline_tick(o + Duration::from_nanos(1)), 1);
+    assert_eq!(huge.instant_of(1), Some(o + long));
     assert!(huge.instant_saturating(u64::MAX) >= o, "no overflow panic");
 }
 
@@ -224,6 +274,42 @@ fn try_new_rejects_only_zero() {
 #[should_panic(expected = "resolution must be")]
 fn zero_resolution_panics_with_message() {
     let _ = TickClock::new(Instant::now(), Duration::ZERO);
+}
+
+#[test]
+#[should_panic(expected = "resolution must be")]
+fn unrepresentable_resolution_panics_with_message() {
+    let _ = TimerWheel::<()>::new(Duration::MAX);
+}
+
+/// The case that had `deadline` say 1 754 years while no poll ever fired the timer: a
+/// deadline past `u64::MAX` ticks is never due, and says so.
+#[test]
+fn a_saturated_deadline_is_never_due_and_reported_so() {
+    let o = Instant::now();
+    let mut timers = TimerWheel::with_origin(o, Duration::from_nanos(3));
+    let Some(far) = o.checked_add(Duration::from_secs(100_000 * 365 * 86_400)) else {
+        return; // `Instant` ends before 100 000 years: nothing to check here.
+    };
+    let key = timers.insert_at(far, "far");
+    assert_eq!(
+        timers.wheel().deadline(key),
+        Some(u64::MAX),
+        "never-due tick"
+    );
+    assert_eq!(timers.deadline(key), None, "no deadline instant");
+    assert!(timers.contains(key));
+    for at in [far, o + Duration::from_secs(1754 * 365 * 86_400 + 86_400)] {
+        assert!(timers.poll(at).is_none(), "never fires, at {at:?}");
+    }
+    assert_eq!(timers.next_deadline(), None, "nothing will ever fire");
+    let near = timers.insert_at(o + Duration::from_secs(1), "near");
+    let d = timers
+        .deadline(near)
+        .expect("a near deadline has an instant");
+    assert!(d >= o + Duration::from_secs(1) && d < o + Duration::from_nanos(1_000_000_003));
+    assert!(timers.next_deadline().is_some());
+    assert_eq!(timers.cancel(key), Some("far"));
 }
 
 /// The quiet tick a poll leaves behind never hides a timer that an insert, a reset or

@@ -112,7 +112,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
     ///
     /// # Panics
     ///
-    /// If the shard count is 0 or above [`MAX_SHARDS`], or the resolution is zero;
+    /// If the shard count is 0 or above [`MAX_SHARDS`], or the resolution is zero or too
+    /// long for `Instant` to represent one tick after the origin (`Duration::MAX`);
     /// [`try_build`](Self::try_build) returns a [`BuildError`] instead.
     #[track_caller]
     pub fn build(self) -> Scheduler<Q, K, T> {

@@ -229,6 +229,8 @@ pub mod snapshot;
 mod snapshot_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, feature = "tracing"))]
+mod tracing_tests;
 mod trash;
 mod types;
 

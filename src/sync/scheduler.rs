@@ -124,7 +124,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// so far ahead that its tick saturates — `u64::MAX` ticks or more after the origin:
     /// 584 years at 1 ns resolution, 584 million years at 1 ms — **never fires**
     /// (`pop_due`'s `now` saturates one tick lower); it stays pending until cancelled,
-    /// drained or rescheduled.
+    /// drained or rescheduled, [`next_deadline`](Self::next_deadline) leaves it out, and
+    /// [`lookup`](Self::lookup) reports its deadline as given. This is the rule of every
+    /// layer with a clock (see [`crate::clock`]).
     ///
     /// # Errors
     ///
@@ -318,7 +320,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// The earliest instant at which [`pop_due`](Self::pop_due) may find a timer due;
-    /// `None` when nothing is pending. Locks one shard at a time: O(shards × levels).
+    /// `None` when no pending timer will ever be due: nothing is pending, or every pending
+    /// timer is *never due* (its deadline saturated: see [`schedule`](Self::schedule)).
+    /// Locks one shard at a time: O(shards × levels).
     ///
     /// Never later than the earliest pending deadline (rounded up to its tick). It can be
     /// earlier when the earliest timer is still far away (more than 64 ticks): then it is
@@ -337,7 +341,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// ```
     pub fn next_deadline(&self) -> Option<Instant> {
         self.earliest_tick()
-            .map(|tick| self.inner.clock.instant_saturating(tick))
+            .filter(|&tick| tick != u64::MAX)
+            .and_then(|tick| self.inner.clock.instant_of(tick))
     }
 
     /// [`next_deadline`](Self::next_deadline) in ticks.

@@ -149,7 +149,8 @@ impl std::error::Error for RescheduleError {}
 pub enum BuildError {
     /// `shards(n)` was 0 or more than [`MAX_SHARDS`](super::MAX_SHARDS); holds `n`.
     Shards(usize),
-    /// `resolution(d)` was zero; holds `d`.
+    /// `resolution(d)` was zero, or so long that one tick after the origin is not a
+    /// representable `Instant` (no timer could ever fire); holds `d`.
     Resolution(Duration),
 }
 
@@ -164,7 +165,11 @@ impl fmt::Display for BuildError {
                 )
             }
             BuildError::Resolution(d) => {
-                write!(f, "invalid resolution {d:?}: must be longer than zero")
+                write!(
+                    f,
+                    "invalid resolution {d:?}: must be longer than zero and short enough \
+                     that origin + resolution is a representable Instant"
+                )
             }
         }
     }

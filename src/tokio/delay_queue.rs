@@ -30,7 +30,13 @@ mod size;
 ///   entries never reset.
 /// - **Range**: any `Instant` and any `Duration` (`Duration::MAX` included); deadlines in the
 ///   past come out on the next poll. No deadline panics, however far, and a queue that has
-///   existed for years behaves like a new one.
+///   existed for years behaves like a new one. A deadline `u64::MAX` ms (584 million years)
+///   or more after the queue was created, or one past the end of `Instant`'s range
+///   (`Duration::MAX`), is *never due*, by the rule every layer with a clock keeps (see
+///   [`crate::clock`]): the entry never comes out (a poll's clock saturates one tick
+///   lower) until removed or reset. Its [`deadline`](Self::deadline) is the instant its
+///   saturated tick would begin, `origin + u64::MAX` ms, or the last representable instant
+///   before it: this API has no "never" value, and the entry does not come out then either.
 /// - **Cost**: insert, remove and reset are O(1) amortised; a poll costs O(1) amortised per
 ///   value it yields, plus, when nothing is due, a [`peek`](Self::peek) (O(1) while its
 ///   answer is cached). Memory per value: one wheel entry; about 22 KiB of wheel levels;
@@ -42,7 +48,8 @@ mod size;
 /// - **Stale keys are harmless.** A key whose entry expired or was removed never names
 ///   another entry, even one stored in the same slot later. (tokio-util's key is a bare
 ///   slab index: once the slot is reused, a stale key silently removes, resets or reads the
-///   entry now stored there.) See below for which methods panic on it.
+///   entry now stored there.) See below for which methods panic on it. A key of another
+///   queue is answered the same way, but for a stated small chance (see [`Key`]).
 /// - **No lost wakeups.** A task waiting in `poll_expired` is woken when an insert or reset
 ///   makes the next deadline earlier (or past), and when `remove`, `try_remove` or `clear`
 ///   empties the queue. A reset or removal of the entry its sleep waits for wakes it once, at
@@ -306,7 +313,8 @@ impl<T> DelayQueue<T> {
         Some(ticks::saturating_instant(self.origin, tick))
     }
 
-    /// Whether `key` names an entry in the queue (not stale, not foreign). O(1). Not in
+    /// Whether `key` names an entry in the queue: `false` for a stale key, and for a
+    /// foreign one but for the chance [`Key`] states. O(1). Not in
     /// tokio-util.
     pub fn contains(&self, key: &Key) -> bool {
         self.wheel.contains(key.0)

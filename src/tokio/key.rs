@@ -19,10 +19,15 @@ use crate::TimerKey;
 /// [`deadline`](super::DelayQueue::deadline)) panic with a message that names it.
 ///
 /// A key is only meaningful for the queue that issued it. A key from another queue is
-/// usually rejected like a stale key; it can name an entry only if that queue happens to have
-/// issued the same (slot, generation) pair.
+/// *foreign*: each queue starts its generations at its own offset, so a foreign key is
+/// answered like a stale one (the `try_*` methods: `None`/`false`; the others panic). It can
+/// name an entry only if the other queue issued the same (slot, generation) pair, which never
+/// happens between queues driven alike and otherwise about once in `2^31 / R` pairs of queues
+/// whose slots were reused fewer than `R` times; [`TimerKey`](crate::TimerKey) states
+/// exactly what holds.
 ///
-/// `Debug` prints `Key(slot v generation)`, e.g. `Key(3v1)`.
+/// `Debug` prints `Key(slot v generation)`, e.g. `Key(3v2654435769)`: generations start at
+/// the queue's offset, not at 0.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key(pub(super) TimerKey);
 

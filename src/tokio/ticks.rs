@@ -4,9 +4,11 @@
 //! - A deadline rounds **up** to the next whole millisecond, so a timer never fires early.
 //! - `now` rounds **down**, for the same reason.
 //! - An instant before the origin is tick 0 (already due).
-//! - A deadline more than `u64::MAX` ms (584 million years) after the origin saturates to
-//!   `u64::MAX`. The core wheel accepts every `u64`, so no instant is ever rejected, and tokio's
-//!   2.2-year limit does not apply.
+//! - A deadline `u64::MAX` ms (584 million years) or more after the origin saturates to
+//!   `u64::MAX`, the *never due* tick, and `now` saturates at `u64::MAX - 1`, so such an
+//!   entry never comes out rather than early (the rule of `crate::clock`). The core wheel
+//!   accepts every `u64`, so no instant is ever rejected, and tokio's 2.2-year limit does
+//!   not apply.
 //!
 //! Going back from a tick to an `Instant` can overflow only at the far end of `Instant`'s
 //! range, far beyond `origin + u64::MAX ms` on every tier-1 platform; the two ways back
@@ -45,9 +47,13 @@ pub(super) fn timeout_tick(origin: Instant, now: Instant, timeout: Duration) -> 
         .map_or(u64::MAX, |when| deadline_tick(origin, when))
 }
 
-/// The tick the clock has reached at `now`: milliseconds from `origin`, rounded down.
+/// The last tick a `now` reaches: one below the never-due tick.
+pub(super) const MAX_NOW_TICK: u64 = u64::MAX - 1;
+
+/// The tick the clock has reached at `now`: milliseconds from `origin`, rounded down, at
+/// most [`MAX_NOW_TICK`] (so a never-due entry never comes out).
 pub(super) fn now_tick(origin: Instant, now: Instant) -> u64 {
-    ms_down(now.saturating_duration_since(origin))
+    ms_down(now.saturating_duration_since(origin)).min(MAX_NOW_TICK)
 }
 
 /// The instant at which `tick` begins, or `None` when it lies past the end of `Instant`'s
@@ -109,6 +115,23 @@ mod tests {
                 Some(o + ms(n))
             );
         }
+    }
+
+    #[test]
+    fn now_never_reaches_the_never_due_tick() {
+        let o = Instant::now();
+        let far = Duration::from_millis(u64::MAX);
+        let Some(end) = o.checked_add(far) else {
+            return; // `Instant` ends before: no `now` can get there at all.
+        };
+        assert_eq!(deadline_tick(o, end), u64::MAX);
+        assert_eq!(now_tick(o, end), MAX_NOW_TICK, "saturates one tick lower");
+        if let Some(later) = end.checked_add(Duration::from_secs(3600)) {
+            assert_eq!(deadline_tick(o, later), u64::MAX);
+            assert_eq!(now_tick(o, later), MAX_NOW_TICK);
+        }
+        assert_eq!(now_tick(o, end - ms(1)), MAX_NOW_TICK);
+        assert_eq!(now_tick(o, end - ms(2)), MAX_NOW_TICK - 1);
     }
 
     #[test]

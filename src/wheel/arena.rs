@@ -36,11 +36,19 @@
 //!
 //! # Generations
 //!
-//! An entry whose generation reaches `u32::MAX` is retired when it ends instead of going
-//! back on the free list (as slotmap does), so a key can never alias a later timer through
-//! generation wrap-around. That leaks one entry per 2^32 reuses of an index.
+//! Each arena starts every index's generations at its own *offset* ([`next_offset`]), so a
+//! key of another wheel rarely names a timer here (see [`TimerKey`] for exactly what holds).
+//! The offset costs nothing on the hot paths: a key still compares with one `==`, the
+//! offset is only read when a generation could wrap.
+//!
+//! An entry whose generation reaches the last before the offset (`offset - 1`, wrapping)
+//! is retired when it ends instead of going back on the free list (as slotmap does), so a
+//! key can never alias a later timer through generation wrap-around. That leaks one entry
+//! per 2^32 reuses of an index. A retired entry is never truncated by `shrink_to_fit`.
 
 use std::num::NonZeroU32;
+// Plain std atomics, also under `cfg(loom)`: the wheel counter is no part of any model.
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::key::TimerKey;
 use super::slots::grow;
@@ -64,6 +72,26 @@ const NIL: u32 = u32::MAX;
 const RETIRED: u32 = u32::MAX - 1;
 /// An epoch reaching a multiple of this asks for a sweep of stale references.
 pub(crate) const SWEEP_EVERY: u32 = 1 << 19;
+
+/// Arenas created so far in this process, for [`next_offset`].
+static ARENAS: AtomicU32 = AtomicU32::new(0);
+
+/// The generation offset of a new arena: the count of arenas created before it, through
+/// murmur3's 32-bit finalizer (`fmix32`, Appleby). The finalizer is a bijection, so the first
+/// 2^32 arenas of a process get distinct offsets, and it spreads consecutive counts over the
+/// whole `u32` range, so the offsets of two arenas are rarely close.
+fn next_offset() -> u32 {
+    fmix32(ARENAS.fetch_add(1, Ordering::Relaxed))
+}
+
+/// murmur3's 32-bit finalizer: a bijection of `u32` that spreads nearby inputs apart.
+pub(crate) const fn fmix32(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
 
 /// The position code for a wheel slot (never 0, never DUE/UNFILED).
 #[inline]
@@ -126,8 +154,11 @@ pub(crate) struct Arena<T> {
     entries: Vec<Entry<T>>,
     free_head: u32,
     len: usize,
+    /// The first generation of every index (see the module doc): the arena's offset.
+    offset: u32,
     /// Generation for entries pushed at indexes that `shrink_to_fit` truncated: at least the
-    /// generation those indexes had, so a stale key for a truncated index stays stale.
+    /// generation those indexes had (counted from `offset`), so a stale key for a truncated
+    /// index stays stale.
     fresh_generation: u32,
     /// Some epoch reached a multiple of [`SWEEP_EVERY`]: stale references must be swept.
     sweep_due: bool,
@@ -173,13 +204,21 @@ const GROW_BY_HALF_FROM: usize = 4096;
 
 impl<T> Arena<T> {
     pub(crate) fn with_capacity(n: usize) -> Self {
+        let offset = next_offset();
         Arena {
             entries: Vec::with_capacity(n),
             free_head: NIL,
             len: 0,
-            fresh_generation: 0,
+            offset,
+            fresh_generation: offset,
             sweep_due: false,
         }
+    }
+
+    /// How many generations an index used before `generation`: its distance from the offset.
+    #[inline]
+    fn generations_before(&self, generation: u32) -> u32 {
+        generation.wrapping_sub(self.offset)
     }
 
     #[inline]
@@ -452,13 +491,14 @@ impl<T> Arena<T> {
     /// Vacates entry `index`, which the caller has just seen live.
     #[inline]
     fn vacate(&mut self, index: u32) -> Live<T> {
+        let offset = self.offset;
         let slot = &mut self.entries[index as usize];
         let Entry::Live(live) = slot else {
             unreachable!("vacate of a free entry");
         };
         // An exhausted generation retires the entry: reusing it would let the key of its
-        // first timer (generation 0) alias a later one.
-        let retire = live.generation == u32::MAX;
+        // first timer (generation `offset`) alias a later one.
+        let retire = live.generation.wrapping_add(1) == offset;
         let free = Free {
             next: if retire { RETIRED } else { self.free_head },
             generation: live.generation.wrapping_add(1),
@@ -494,14 +534,17 @@ impl<T> Arena<T> {
     /// Drops vacant entries at the end and gives spare capacity back. Callers must first
     /// remove every reference to a truncated index (they are all stale: the entries are free).
     pub(crate) fn shrink_to_fit(&mut self) {
+        // A retired entry stays: every generation of its index has been handed out, so no
+        // timer may take the index again (a truncated index would be pushed anew).
         while let Some(Entry::Free(free)) = self.entries.last() {
-            // A retired entry's generation wrapped to 0; it had used them all.
-            let used = if free.next == RETIRED {
-                u32::MAX
-            } else {
-                free.generation
-            };
-            self.fresh_generation = self.fresh_generation.max(used);
+            if free.next == RETIRED {
+                break;
+            }
+            if self.generations_before(free.generation)
+                > self.generations_before(self.fresh_generation)
+            {
+                self.fresh_generation = free.generation;
+            }
             self.entries.pop();
         }
         // Rebuild the free list: truncation may have cut it anywhere.

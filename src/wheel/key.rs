@@ -13,13 +13,34 @@ use std::fmt;
 /// keys are bare slab indexes.
 ///
 /// Generations are 32 bits; an index whose generation would wrap is retired instead of
-/// reused, so no key ever aliases a later timer.
+/// reused, so no key ever aliases a later timer of its own wheel.
 ///
 /// A key is 8 bytes, `Copy`, and only meaningful for the wheel that issued it. Its `Ord`
 /// orders by (index, generation) so keys can sit in sorted maps; it says nothing about when
-/// timers fire. A key from
-/// another wheel is *foreign*: it is either rejected like a stale key, or, if its index and
-/// generation happen to match, it names whatever timer sits there (keys carry no wheel id).
+/// timers fire.
+///
+/// # Foreign keys
+///
+/// A key from another wheel is *foreign*. Keys carry no wheel id (that would make them 12 or
+/// 16 bytes); instead each wheel starts the generations of every index at its own *offset*:
+/// the number of wheels the process created before it, through murmur3's 32-bit finalizer,
+/// a bijection that spreads consecutive numbers over the whole `u32` range. What holds:
+///
+/// - A foreign key names a timer here only if this wheel's timer at its index has exactly
+///   the key's generation, that is, only if the two wheels' offsets differ by exactly the
+///   difference between the numbers of timers each has ended at that index.
+/// - So it **never** does between two of the first 2^32 wheels of a process when both have
+///   ended the same number of timers at that index (two wheels driven alike, e.g. fresh
+///   ones: without offsets, the first key of one named the first timer of the other), nor
+///   between two wheels made one after the other among the first 4 096 while each index has
+///   ended fewer than 65 536 timers (their offsets are further apart; tested).
+/// - Otherwise it can, for wheels whose offsets happen to lie closer than those counts: for
+///   offsets spread like random ones and indexes that ended fewer than `R` timers, a pair
+///   of wheels has a chance of about `R / 2^31` to be one (2^-21 for `R = 1 024`).
+///
+/// Where the answer must be certain, keep keys with their wheel. The offset costs nothing
+/// on the hot paths: a key is still checked with one comparison, and the offset is read only
+/// when a timer ends (to see whether its index is exhausted) and at construction.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TimerKey {
     pub(crate) index: u32,
@@ -30,7 +51,9 @@ impl TimerKey {
     /// Builds a key from its raw parts, for callers that store keys in their own packed form.
     ///
     /// A key built this way is checked like any other: if no pending timer has this index and
-    /// generation, every operation through it answers `None`/`false`.
+    /// generation, every operation through it answers `None`/`false`. The generation must be
+    /// one the wheel handed out ([`TimerKey::generation`]): generations start at the
+    /// wheel's own offset, not at 0 (see [Foreign keys](#foreign-keys)).
     pub const fn from_raw_parts(index: u32, generation: u32) -> Self {
         TimerKey { index, generation }
     }
@@ -40,7 +63,8 @@ impl TimerKey {
         self.index
     }
 
-    /// The generation the timer had when it was inserted.
+    /// The generation the timer had when it was inserted: its wheel's offset plus the number
+    /// of timers that ended at this index before it (wrapping).
     pub const fn generation(self) -> u32 {
         self.generation
     }

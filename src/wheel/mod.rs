@@ -88,6 +88,14 @@ impl<T: std::fmt::Debug> std::error::Error for CapacityError<T> {}
 /// The wheel has no clock: time is whatever the caller passes to [`poll`](Wheel::poll) as
 /// `now`. [`TimerWheel`](crate::TimerWheel) puts an `Instant` clock on top.
 ///
+/// Ticks are taken as given: every `u64` deadline is accepted, nothing saturates, and a
+/// [`poll`](Wheel::poll) at `u64::MAX` fires a timer at `u64::MAX`. The layers with a clock
+/// use that tick for *never due* and never poll it (see [`crate::clock`]).
+///
+/// Keys are checked by generation: a stale key answers `None`/`false` and touches nothing.
+/// A key of another wheel (*foreign*) almost always does too; [`TimerKey`] says exactly when
+/// it may not.
+///
 /// # Example
 ///
 /// ```
@@ -234,6 +242,7 @@ impl<T> Wheel<T> {
     ///
     /// `None` when the key's timer already fired or was cancelled, and for a stale key whose
     /// index now holds another timer: that timer is left alone (the generation differs).
+    #[inline]
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
         let (pos, live) = self.arena.take(key)?;
         self.unlink(key.index, pos);
@@ -242,9 +251,9 @@ impl<T> Wheel<T> {
 
     /// Moves a pending timer to a new deadline, in ticks. O(1) amortised.
     ///
-    /// Returns `false` (and changes nothing) for a stale or foreign key. Afterwards the timer
-    /// fires as if freshly inserted at `deadline`: a past deadline makes it due on the next
-    /// poll; a due, not yet polled timer moved to the future waits again. Among timers with
+    /// Returns `false` (and changes nothing) for a stale key or (but for the chance
+    /// [`TimerKey`] states) a foreign one. Afterwards the timer fires as if freshly inserted
+    /// at `deadline`: a past deadline makes it due on the next poll; a due, not yet polled timer moved to the future waits again. Among timers with
     /// the same deadline a reset timer's place is unspecified (insertion order is promised
     /// only for timers never reset): it is filed by where its slot's processing puts it, not
     /// by the moment of the reset. Moving a deadline
@@ -289,17 +298,20 @@ impl<T> Wheel<T> {
         true
     }
 
-    /// The deadline of a pending timer, in ticks; `None` for a stale or foreign key. O(1).
+    /// The deadline of a pending timer, in ticks; `None` for a stale key or (but for the chance
+    /// [`TimerKey`] states) a foreign one. O(1).
     pub fn deadline(&self, key: TimerKey) -> Option<u64> {
         self.arena.get(key).map(|live| live.deadline)
     }
 
-    /// The value of a pending timer; `None` for a stale or foreign key. O(1).
+    /// The value of a pending timer; `None` for a stale key or (but for the chance [`TimerKey`]
+    /// states) a foreign one. O(1).
     pub fn get(&self, key: TimerKey) -> Option<&T> {
         self.arena.get(key).map(|live| &live.value)
     }
 
-    /// The value of a pending timer, mutably; `None` for a stale or foreign key. O(1).
+    /// The value of a pending timer, mutably; `None` for a stale key or (but for the chance
+    /// [`TimerKey`] states) a foreign one. O(1).
     pub fn get_mut(&mut self, key: TimerKey) -> Option<&mut T> {
         self.arena.get_mut(key).map(|live| &mut live.value)
     }

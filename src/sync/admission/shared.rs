@@ -126,7 +126,8 @@ impl AdmissionQueue {
     ///
     /// # Panics
     ///
-    /// If `resolution` is zero.
+    /// If `resolution` is zero, or too long for `Instant` to represent one tick after now
+    /// (see [`TickClock::new`]).
     #[track_caller]
     pub fn new(capacity: u64, resolution: Duration) -> Self {
         Self::with_options(capacity, None, Order::Strict, resolution)
@@ -137,7 +138,8 @@ impl AdmissionQueue {
     ///
     /// # Panics
     ///
-    /// If `resolution` is zero.
+    /// If `resolution` is zero, or too long for `Instant` to represent one tick after now
+    /// (see [`TickClock::new`]).
     #[track_caller]
     pub fn with_options(
         capacity: u64,

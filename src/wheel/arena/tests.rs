@@ -57,33 +57,77 @@ fn refile_makes_old_reference_stale() {
 fn exhausted_generation_retires_the_entry() {
     let mut arena = Arena::with_capacity(0);
     let k = arena.insert(1, 'a').unwrap();
+    assert_eq!(k.generation, arena.offset, "an index starts at the offset");
     // Jump the generation to its last value, as 2^32 - 1 reuses would.
+    let last = arena.offset.wrapping_sub(1);
     if let Some(Entry::Live(live)) = arena.entries.get_mut(k.index as usize) {
-        live.generation = u32::MAX;
+        live.generation = last;
     }
     assert!(arena.remove(k.index).is_some());
     let next = arena.insert(2, 'b').unwrap();
     assert_ne!(next.index, k.index, "a retired index is never reused");
-    assert!(
-        arena
-            .get(TimerKey {
-                index: k.index,
-                generation: 0
-            })
-            .is_none()
-    );
+    for generation in [arena.offset, last] {
+        let old = TimerKey {
+            index: k.index,
+            generation,
+        };
+        assert!(arena.get(old).is_none(), "{old:?}");
+    }
     arena.remove(next.index);
     arena.shrink_to_fit();
     let after = arena.insert(3, 'c').unwrap();
     assert_eq!(
-        after.index, 0,
-        "shrink truncates the free tail and the retired entry"
+        after.index, next.index,
+        "shrink truncates the free tail but keeps the retired entry"
     );
     assert_eq!(
         after.generation,
-        u32::MAX,
-        "and remembers its generations were used"
+        next.generation.wrapping_add(1),
+        "and remembers the truncated index's generations were used"
     );
+    assert!(
+        arena
+            .get(TimerKey {
+                index: k.index,
+                generation: last
+            })
+            .is_none(),
+        "the last key of the retired index names nothing"
+    );
+}
+
+#[test]
+fn arenas_start_at_distinct_offsets() {
+    let offsets: Vec<u32> = (0..64)
+        .map(|_| Arena::<()>::with_capacity(0).offset)
+        .collect();
+    let mut sorted = offsets.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), offsets.len(), "offsets repeat: {offsets:?}");
+}
+
+#[test]
+fn consecutive_counts_get_offsets_far_apart() {
+    // Arenas made one after another get offsets further apart than any index is reused in
+    // practice, so small generation counts never bridge two of them.
+    for n in 0..4096u32 {
+        let (a, b) = (fmix32(n), fmix32(n + 1));
+        let gap = a.wrapping_sub(b).min(b.wrapping_sub(a));
+        assert!(
+            gap > 1 << 16,
+            "fmix32({n}) = {a:#x} and the next {b:#x} are {gap} apart"
+        );
+    }
+}
+
+#[test]
+fn fmix32_is_a_bijection_on_a_sample() {
+    // Distinct inputs, distinct outputs (it is invertible; a sample shows no collision).
+    let mut seen: Vec<u32> = (0..100_000u32).map(fmix32).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), 100_000);
 }
 
 #[test]
