@@ -140,9 +140,12 @@ pub struct MemberArgs {
     /// The run's directory (the member writes its dispatch log there).
     #[arg(long)]
     pub dir: PathBuf,
-    /// The run's key prefix in etcd and Redis.
+    /// The run's key prefix in etcd.
     #[arg(long)]
     pub prefix: String,
+    /// The run's key prefix for the spool in Redis.
+    #[arg(long)]
+    pub redis_prefix: String,
     #[arg(long)]
     pub etcd_url: String,
     #[arg(long)]
@@ -263,6 +266,8 @@ mod tests {
             "/tmp/x",
             "--prefix",
             "/p/",
+            "--redis-prefix",
+            "fleet:1:",
             "--etcd-url",
             "http://127.0.0.1:1",
             "--redis-url",
