@@ -1,0 +1,1 @@
+//! Placement by rendezvous hashing and the owner-key transactions.

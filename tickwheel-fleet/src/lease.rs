@@ -1,0 +1,1 @@
+//! The lease keep-alive loop and the self-fence clock.

@@ -1,0 +1,1 @@
+//! Member registration under a lease.
