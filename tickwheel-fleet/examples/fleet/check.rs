@@ -297,7 +297,11 @@ mod tests {
             3,
         );
         match check(&i) {
-            Err(Violation::Overlap { queue: 0, early, late }) => {
+            Err(Violation::Overlap {
+                queue: 0,
+                early,
+                late,
+            }) => {
                 assert_eq!(early, ("m2#1".into(), 20, 1, 300));
                 assert_eq!(late, ("m1#1".into(), 10, 2, 400));
             }
@@ -322,11 +326,7 @@ mod tests {
         assert!(matches!(check(&i), Err(Violation::Overlap { .. })));
         // Other queues do not interfere: the same times on different queues are fine.
         let i = inputs(
-            vec![
-                d(0, 0, 10, 0, 500),
-                d(1, 1, 20, 1, 100),
-                d(2, 2, 30, 2, 50),
-            ],
+            vec![d(0, 0, 10, 0, 500), d(1, 1, 20, 1, 100), d(2, 2, 30, 2, 50)],
             3,
         );
         assert!(check(&i).is_ok());
@@ -354,7 +354,11 @@ mod tests {
         let i = inputs(vec![d(0, 0, 10, 0, 100), d(0, 0, 10, 0, 200)], 1);
         assert!(matches!(
             check(&i),
-            Err(Violation::Twice { id: 0, token: 10, .. })
+            Err(Violation::Twice {
+                id: 0,
+                token: 10,
+                ..
+            })
         ));
         // Redispatched by the next owner under its larger token: allowed, counted.
         let i = inputs(vec![d(0, 0, 10, 0, 100), d(1, 0, 20, 0, 200)], 1);

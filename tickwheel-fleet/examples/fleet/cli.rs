@@ -43,9 +43,9 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Scenario::All)]
     pub scenario: Scenario,
 
-    /// The members' etcd lease TTL in ms (keep-alive every third of it; margin and grace a
-    /// fifth each).
-    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(600..=60_000))]
+    /// The members' etcd lease TTL in ms, whole seconds (etcd counts leases in seconds);
+    /// keep-alive every third of it, margin and grace a fifth each.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1_000..=60_000))]
     pub lease_ms: u64,
 
     /// Use this etcd (`http://HOST:PORT`) instead of starting one; `etcd-restart` needs the
@@ -152,7 +152,7 @@ pub struct MemberArgs {
     pub redis_url: String,
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub queues: u32,
-    #[arg(long, value_parser = clap::value_parser!(u64).range(600..=60_000))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1_000..=60_000))]
     pub lease_ms: u64,
     #[arg(long, value_enum)]
     pub plant: Option<Plant>,
@@ -169,6 +169,12 @@ pub fn parse() -> Args {
 
 /// The checks clap's types cannot express.
 pub fn check(args: &Args) -> Result<(), String> {
+    if args.lease_ms % 1_000 != 0 {
+        return Err(format!(
+            "--lease-ms {}: etcd counts leases in whole seconds (give a multiple of 1000)",
+            args.lease_ms
+        ));
+    }
     let steps = args.scenario.steps();
     if args.etcd_url.is_some() && steps.contains(&Scenario::EtcdRestart) {
         return Err(format!(
@@ -185,7 +191,10 @@ pub fn check(args: &Args) -> Result<(), String> {
     if steps.contains(&Scenario::Join) && args.members >= 12 {
         return Err("--scenario join adds a member: at most 11 at the start".into());
     }
-    for (flag, url) in [("--etcd-url", &args.etcd_url), ("--redis-url", &args.redis_url)] {
+    for (flag, url) in [
+        ("--etcd-url", &args.etcd_url),
+        ("--redis-url", &args.redis_url),
+    ] {
         if let Some(u) = url
             && (u.is_empty() || u.len() > 2048 || u.chars().any(char::is_whitespace))
         {
@@ -245,6 +254,7 @@ mod tests {
             &["--max-delay-ms", "60001"],
             &["--lease-ms", "100"],
             &["--lease-ms", "60001"],
+            &["--lease-ms", "2500"],
             &["--scenario", "nap"],
             &["--plant", "nothing"],
             &["--etcd-url", "http://x:1", "--scenario", "all"],

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rand::Rng as _;
+use rand::{Rng as _, SeedableRng as _};
 use tickwheel_fleet::server::EtcdServer;
 use tickwheel_redis::server::RedisServer;
 
@@ -16,7 +16,6 @@ use crate::dlog::{self, mono_ns};
 use crate::procs::Spawner;
 use crate::scenario::{Fleet, Servers};
 use crate::spool::Spool;
-use crate::say;
 
 /// Runs the whole proof. `Ok(true)`: the check passed; `Ok(false)`: it failed (the FAILED
 /// line is printed); `Err`: the run could not be carried out.
@@ -71,6 +70,11 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
     let spool = Spool::connect(&redis_url, &redis_prefix)
         .await
         .map_err(|e| format!("redis: {}", tickwheel_redis::redact_url(&e.to_string())))?;
+    let mut options = tickwheel_fleet::FleetOptions::new(etcd_url.clone(), redis_url.clone());
+    options.prefix = etcd_prefix.clone();
+    tickwheel_fleet::register_queues(&options, (0..args.queues).map(crate::member::queue_name))
+        .await
+        .map_err(|e| format!("registering the queues: {e}"))?;
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| format!("{}: {e}", logs.display()))?;
     let mut common = vec![
@@ -96,7 +100,10 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
         Spawner { common },
         spool.clone(),
         args,
-        Servers { etcd, _redis: redis },
+        Servers {
+            etcd,
+            _redis: redis,
+        },
     );
 
     // Producers and progress run beside the scenario.
@@ -182,10 +189,11 @@ async fn produce(
     stop: Arc<AtomicBool>,
 ) -> Result<(), String> {
     let start = Instant::now();
-    let mut rng = rand::rng();
+    let mut rng = rand::rngs::StdRng::from_os_rng();
     let tick = Duration::from_millis(20);
     while !stop.load(Ordering::SeqCst) {
-        let due = ((start.elapsed().as_secs_f64() * f64::from(args.rate)) as u64).min(args.messages);
+        let due =
+            ((start.elapsed().as_secs_f64() * f64::from(args.rate)) as u64).min(args.messages);
         let mut id = produced.load(Ordering::SeqCst);
         while id < due && !stop.load(Ordering::SeqCst) {
             let q = rng.random_range(0..args.queues);

@@ -12,7 +12,6 @@ use tickwheel_redis::server::RedisServer;
 use crate::cli::{Args, Scenario};
 use crate::orchestrate::End;
 use crate::procs::{Proc, Spawner};
-use crate::say;
 use crate::spool::Spool;
 
 /// The servers the program started (dropped, and so stopped by PID, at the end).
@@ -214,7 +213,6 @@ impl Fleet {
         must_own: Option<&str>,
     ) -> Result<(), String> {
         let deadline = Instant::now() + self.settle_limit;
-        let mut last = String::new();
         loop {
             for p in &mut self.procs {
                 if !p.running() {
@@ -247,16 +245,20 @@ impl Fleet {
             }
             let uncovered = count.iter().filter(|c| **c == 0).count();
             let doubled = count.iter().filter(|c| **c > 1).count();
-            let owner_ok = must_own
-                .is_none_or(|m| reports.get(m).is_some_and(|(_, qs)| !qs.is_empty()));
+            let owner_ok =
+                must_own.is_none_or(|m| reports.get(m).is_some_and(|(_, qs)| !qs.is_empty()));
             if missing.is_empty() && uncovered == 0 && doubled == 0 && owner_ok {
                 return Ok(());
             }
-            last = format!(
+            let last = format!(
                 "{uncovered} queues without an owner, {doubled} reported by two, \
                  no report from [{}]{}",
                 missing.join(" "),
-                if owner_ok { "" } else { ", the new member owns nothing" }
+                if owner_ok {
+                    ""
+                } else {
+                    ", the new member owns nothing"
+                }
             );
             if Instant::now() > deadline {
                 return Err(format!(
@@ -271,7 +273,8 @@ impl Fleet {
     /// After production stopped: waits for the spool to drain (up to the longest delay plus
     /// 30 s), then stops the members (SIGSTOP) and reads what the check needs.
     pub async fn settle_end(&mut self, produced: u64, max_delay_ms: u64) -> Result<End, String> {
-        let deadline = Instant::now() + Duration::from_millis(max_delay_ms) + Duration::from_secs(30);
+        let deadline =
+            Instant::now() + Duration::from_millis(max_delay_ms) + Duration::from_secs(30);
         let err = |e: redis::RedisError| format!("redis: {e}");
         loop {
             let (delivered, _) = self.spool.stats().await.map_err(err)?;
@@ -282,7 +285,10 @@ impl Fleet {
         }
         let names: Vec<String> = self.procs.iter().map(|p| p.name.clone()).collect();
         let reports = self.spool.reports(&names).await.map_err(err)?;
-        let owned: HashSet<u32> = reports.values().flat_map(|(_, qs)| qs.iter().copied()).collect();
+        let owned: HashSet<u32> = reports
+            .values()
+            .flat_map(|(_, qs)| qs.iter().copied())
+            .collect();
         // Frozen, the members neither dispatch nor deliver while the spool is read.
         for p in &mut self.procs {
             let _ = p.stop();

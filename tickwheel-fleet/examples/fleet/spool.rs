@@ -160,7 +160,11 @@ impl Spool {
     }
 
     /// Up to `count` inbox entries after `after` (does not block).
-    pub async fn read_inbox(&mut self, after: StreamPos, count: usize) -> RedisResult<Vec<Inbound>> {
+    pub async fn read_inbox(
+        &mut self,
+        after: StreamPos,
+        count: usize,
+    ) -> RedisResult<Vec<Inbound>> {
         let mut conn = self.conn.clone();
         let reply: redis::streams::StreamRangeReply = conn
             .xrange_count(self.key("inbox"), format!("({}", after.text()), "+", count)
@@ -224,7 +228,10 @@ impl Spool {
     }
 
     /// The current reports of `names`: (pid, queues) for each that has one.
-    pub async fn reports(&mut self, names: &[String]) -> RedisResult<HashMap<String, (u32, Vec<u32>)>> {
+    pub async fn reports(
+        &mut self,
+        names: &[String],
+    ) -> RedisResult<HashMap<String, (u32, Vec<u32>)>> {
         let mut out = HashMap::new();
         if names.is_empty() {
             return Ok(out);
@@ -234,7 +241,8 @@ impl Spool {
             .map(|n| self.key(&format!("status:{n}")))
             .collect();
         let mut conn = self.conn.clone();
-        let values: Vec<Option<String>> = redis::cmd("MGET").arg(keys).query_async(&mut conn).await?;
+        let values: Vec<Option<String>> =
+            redis::cmd("MGET").arg(keys).query_async(&mut conn).await?;
         for (name, v) in names.iter().zip(values) {
             let Some(v) = v else { continue };
             let mut f = v.split(' ');
