@@ -299,4 +299,60 @@ mod tests {
         assert_eq!(b.text(), "1000-0");
         assert!(StreamPos::parse("12").is_none() && StreamPos::parse("a-1").is_none());
     }
+
+    /// The scripts against a real redis-server (skipped outside CI when it is missing).
+    #[test]
+    fn delivery_refuses_a_lower_token_and_moves_ids_once() {
+        let Some(server) = tickwheel_redis::server::start_for_test() else {
+            return;
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut s = Spool::connect(&server.url(), "t:").await.unwrap();
+            assert_eq!(s.inbox_tail().await.unwrap(), StreamPos::default());
+            s.produce(3, 10, 1_000).await.unwrap();
+            let (mid, _) = s.sync_read(3).await.unwrap();
+            s.produce(3, 11, 2_000).await.unwrap();
+            s.produce(4, 12, 3_000).await.unwrap();
+            // The re-read sees the spool and the inbox position at the same instant.
+            let (pos, mut entries) = s.sync_read(3).await.unwrap();
+            entries.sort();
+            assert_eq!(entries, vec![(10, 1_000), (11, 2_000)]);
+            let after: Vec<u64> = s
+                .read_inbox(mid, 10)
+                .await
+                .unwrap()
+                .iter()
+                .map(|m| m.id)
+                .collect();
+            assert_eq!(after, vec![11, 12]);
+            assert!(s.read_inbox(pos, 10).await.unwrap().is_empty());
+            // Token 20 delivers; a retry finds the id gone; token 19 is refused.
+            assert_eq!(
+                s.deliver(3, 20, &[10]).await.unwrap(),
+                Delivery::Accepted(1)
+            );
+            assert_eq!(
+                s.deliver(3, 20, &[10]).await.unwrap(),
+                Delivery::Accepted(0)
+            );
+            assert_eq!(
+                s.deliver(3, 19, &[11]).await.unwrap(),
+                Delivery::Stale { highest: 20 }
+            );
+            // Another queue's tokens are its own.
+            assert_eq!(s.deliver(4, 5, &[12]).await.unwrap(), Delivery::Accepted(1));
+            assert_eq!(s.stats().await.unwrap(), (2, 1));
+            let delivered = s.delivered().await.unwrap();
+            assert_eq!(delivered.get(&10), Some(&20));
+            assert_eq!(s.leftover(5).await.unwrap(), vec![(11, 3)]);
+            s.report("m1", 77, &[(3, 20), (4, 5)]).await.unwrap();
+            let r = s.reports(&["m1".into(), "m2".into()]).await.unwrap();
+            assert_eq!(r.get("m1"), Some(&(77, vec![3, 4])));
+            assert!(!r.contains_key("m2"));
+        });
+    }
 }
