@@ -169,7 +169,7 @@ pub fn parse() -> Args {
 
 /// The checks clap's types cannot express.
 pub fn check(args: &Args) -> Result<(), String> {
-    if args.lease_ms % 1_000 != 0 {
+    if !args.lease_ms.is_multiple_of(1_000) {
         return Err(format!(
             "--lease-ms {}: etcd counts leases in whole seconds (give a multiple of 1000)",
             args.lease_ms

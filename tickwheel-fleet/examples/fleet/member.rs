@@ -162,6 +162,9 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     let mut last_token: HashMap<u32, u64> = HashMap::new();
     let mut next_report = Instant::now();
     let mut batches: HashMap<u32, (u64, Vec<u64>)> = HashMap::new();
+    // Deliveries the spool refused for a stale token (the first is shown, then the count).
+    let mut refused = 0u64;
+    let mut refused_shown = 0u64;
     while !leave.load(Ordering::SeqCst) {
         // 1. New acquisitions: re-read their spool.
         let owned: HashMap<u32, u64> = member
@@ -245,10 +248,15 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
             // A Redis error leaves the ids in the spool: the next owner redispatches them.
             match spool.deliver(q, token, &ids).await {
                 Ok(Delivery::Accepted(_)) => {}
-                Ok(Delivery::Stale { highest }) => say!(
-                    "{label}: spool refused {} deliveries of q{q} under token {token} (it has seen {highest})",
-                    ids.len()
-                ),
+                Ok(Delivery::Stale { highest }) => {
+                    if refused == 0 {
+                        say!(
+                            "{label}: the spool refused a delivery of q{q} under token {token}: \
+                             it has seen token {highest}"
+                        );
+                    }
+                    refused += ids.len() as u64;
+                }
                 Err(e) => say!("{label}: deliver q{q}: {e}"),
             }
         }
@@ -257,6 +265,10 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
         // 4. Report.
         if Instant::now() >= next_report {
             next_report = Instant::now() + Duration::from_millis(200);
+            if refused != refused_shown && refused > 1 {
+                say!("{label}: {refused} deliveries refused by the spool so far (stale token)");
+                refused_shown = refused;
+            }
             let valid: Vec<(u32, u64)> = owned
                 .iter()
                 .filter(|(q, t)| fence.token(queue_name(**q).as_bytes()) == Some(**t))
