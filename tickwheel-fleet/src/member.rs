@@ -204,6 +204,13 @@ where
         self.shared.fence.clone()
     }
 
+    /// The Redis handoff connection of this member (its name and boot id): for writes that
+    /// must carry the queue's token as the epoch, e.g. `custody().protocol().renew(q, token,
+    /// ..)`, which Redis refuses as `Fenced` once another member adopted the queue.
+    pub fn custody(&self) -> &tickwheel_redis::Custody {
+        &self.shared.custody
+    }
+
     /// The scheduler the member dispatches from.
     pub fn scheduler(&self) -> &Arc<Scheduler<Q, K, T>> {
         &self.shared.scheduler
