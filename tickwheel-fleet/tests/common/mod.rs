@@ -87,3 +87,14 @@ pub fn ownership(members: &[&FleetMember]) -> BTreeMap<String, Vec<String>> {
 pub fn queues(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("q{i}")).collect()
 }
+
+/// [`wait_for`] with a plain condition.
+pub async fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let until = Instant::now() + limit;
+    while !cond() {
+        if Instant::now() > until {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
