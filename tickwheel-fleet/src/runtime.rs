@@ -210,7 +210,11 @@ where
         let leaving = s.leaving.load(Ordering::SeqCst);
         let active: Vec<&str> = members
             .iter()
-            .filter(|m| !m.leaving && !(leaving && m.name == s.name))
+            .filter(|m| {
+                // A leaving member takes nothing, this one included once it leaves.
+                let out = m.leaving || (leaving && m.name == s.name);
+                !out
+            })
             .map(|m| m.name.as_str())
             .collect();
         // Queues this member holds whose key is no longer its own.
@@ -367,17 +371,14 @@ where
             .custody
             .outcome(q.as_ref(), token, s.options.handoff_timeout)
             .await?;
-        match outcome {
-            Outcome::Committed { record, .. } => {
-                s.owned.lock().remove(q);
-                s.scheduler.take_forwarded(q);
-                s.emit(FleetEvent::Released {
-                    queue: q.clone(),
-                    to: record.owner.name,
-                });
-            }
-            // Still offered: keep waiting next round (the key is still this member's).
-            _ => {}
+        // Still offered: the next round waits again (the key is still this member's).
+        if let Outcome::Committed { record, .. } = outcome {
+            s.owned.lock().remove(q);
+            s.scheduler.take_forwarded(q);
+            s.emit(FleetEvent::Released {
+                queue: q.clone(),
+                to: record.owner.name,
+            });
         }
         Ok(())
     }

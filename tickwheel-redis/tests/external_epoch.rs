@@ -115,10 +115,7 @@ async fn adopt_discards_an_unsealed_offer_and_the_source_keeps_every_value() {
             assert_eq!(taken_chunks, 0);
             assert_eq!(values.len(), 10);
         }
-        other => panic!(
-            "{:?}",
-            other.map(|r| r.clone()).err().map(|e| e.to_string())
-        ),
+        other => panic!("{:?}", other.err().map(|e| e.to_string())),
     }
 }
 
