@@ -38,6 +38,14 @@ pub enum Error {
     /// An option is out of range (e.g. a zero lease TTL, or a margin not below the TTL).
     #[error("invalid fleet option: {0}")]
     Options(String),
+    /// The recovery hook failed for a queue being adopted (the queue is released and tried
+    /// again later).
+    #[error("recovery hook failed: {0}")]
+    Recovery(String),
+    /// A handoff step failed (the values stay where the step left them: the scheduler, or
+    /// Redis for the next claimer).
+    #[error("handoff: {0}")]
+    Handoff(String),
     /// The member has left (or its background task ended); the call cannot proceed.
     #[error("the member has left the fleet")]
     Left,

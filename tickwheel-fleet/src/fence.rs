@@ -113,10 +113,6 @@ impl Fence {
         }
     }
 
-    pub(crate) fn set_valid_until(&self, end: Option<Instant>) {
-        self.state.lock().valid_until = end;
-    }
-
     /// Extends the lease end; never moves it earlier than a later acknowledgement set it
     /// (replies can arrive out of order).
     pub(crate) fn extend(&self, end: Instant) {

@@ -24,7 +24,7 @@ pub fn hex(bytes: &[u8]) -> String {
 /// non-hex character. O(len).
 pub fn unhex(text: &str) -> Option<Vec<u8>> {
     let b = text.as_bytes();
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return None;
     }
     let digit = |c: u8| match c {

@@ -32,6 +32,7 @@ pub mod membership;
 mod options;
 mod queue;
 mod recovery;
+mod runtime;
 pub mod server;
 
 pub use error::Error;
