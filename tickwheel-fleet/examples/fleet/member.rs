@@ -12,8 +12,9 @@
 //! 4. reports the queues it may dispatch now (fence valid) to Redis every 200 ms.
 //!
 //! All of it in one task: no `Due` of this member is in flight while it re-reads a spool, so
-//! a re-read never schedules an id this member is delivering. `leave` on standard input (or
-//! its end) makes it leave the fleet in order.
+//! a re-read never schedules an id this member is delivering. `leave` on standard input makes
+//! it leave the fleet in order (its queues handed over); `quit` or the end of its input makes
+//! it exit at once (its lease revoked, the others adopt).
 //!
 //! `--plant no-lease-check` replaces step 3's fence with the last token seen for the queue:
 //! the fault the ownership check must catch.
@@ -104,6 +105,8 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     let mut options = FleetOptions::new(args.etcd_url.clone(), args.redis_url.clone())
         .with_lease_ttl(Duration::from_millis(args.lease_ms));
     options.prefix = args.prefix.clone();
+    // The handoffs' Redis keys under this run's prefix too.
+    options.redis.prefix = format!("{}custody", args.redis_prefix);
     // Same name after a crash: refused until the old lease has expired; retry until then.
     let give_up =
         Instant::now() + Duration::from_millis(args.lease_ms * 3) + Duration::from_secs(20);
@@ -138,19 +141,26 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
             }
         }
     });
+    // `leave`: hand the queues over, then exit; `quit` or the end of input: exit at once
+    // (dropping the member revokes its lease, the others adopt).
+    let stop = Arc::new(AtomicBool::new(false));
     let leave = Arc::new(AtomicBool::new(false));
-    let leave_flag = leave.clone();
+    let (stop_flag, leave_flag) = (stop.clone(), leave.clone());
     std::thread::spawn(move || {
         let mut line = String::new();
         loop {
             line.clear();
             match std::io::stdin().read_line(&mut line) {
                 Ok(0) | Err(_) => break,
-                Ok(_) if line.trim() == "leave" => break,
+                Ok(_) if line.trim() == "leave" => {
+                    leave_flag.store(true, Ordering::SeqCst);
+                    break;
+                }
+                Ok(_) if line.trim() == "quit" => break,
                 Ok(_) => {}
             }
         }
-        leave_flag.store(true, Ordering::SeqCst);
+        stop_flag.store(true, Ordering::SeqCst);
     });
 
     let mut log = dlog::Writer::create(&args.dir, &args.name, pid)
@@ -165,7 +175,7 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     // Deliveries the spool refused for a stale token (the first is shown, then the count).
     let mut refused = 0u64;
     let mut refused_shown = 0u64;
-    while !leave.load(Ordering::SeqCst) {
+    while !stop.load(Ordering::SeqCst) {
         // 1. New acquisitions: re-read their spool.
         let owned: HashMap<u32, u64> = member
             .owned()
@@ -285,14 +295,19 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
             .min(Duration::from_millis(10));
         tokio::time::sleep(sleep).await;
     }
-    say!("{label}: leaving");
     let name = args.name.clone();
-    member
-        .leave()
-        .await
-        .map_err(|e| format!("{label}: leave: {e}"))?;
+    if leave.load(Ordering::SeqCst) {
+        say!("{label}: leaving");
+        let t = Instant::now();
+        member
+            .leave()
+            .await
+            .map_err(|e| format!("{label}: leave: {e}"))?;
+        say!("{label}: left in {:.1} s", t.elapsed().as_secs_f64());
+    } else {
+        drop(member);
+    }
     let _ = spool.report(&name, pid, &[]).await;
-    say!("{label}: left");
     Ok(())
 }
 

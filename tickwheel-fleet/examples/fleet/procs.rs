@@ -90,9 +90,18 @@ impl Proc {
 
     /// Asks the member to leave in order (it hands its queues over, then exits).
     pub fn leave(&mut self) -> io::Result<()> {
+        self.command(b"leave\n")
+    }
+
+    /// Asks the member to exit at once (its lease revoked, no handoff).
+    pub fn quit(&mut self) -> io::Result<()> {
+        self.command(b"quit\n")
+    }
+
+    fn command(&mut self, line: &[u8]) -> io::Result<()> {
         match self.stdin.as_mut() {
             Some(s) => {
-                s.write_all(b"leave\n")?;
+                s.write_all(line)?;
                 s.flush()
             }
             None => Err(io::Error::other("stdin already closed")),

@@ -307,18 +307,19 @@ impl Fleet {
         })
     }
 
-    /// Every member leaves in order (killed if it has not within the settle limit); returns a
-    /// summary of how they ended.
+    /// Every member exits (`quit`: its lease revoked; killed if it has not within 10 s);
+    /// returns a summary of how they ended.
     pub async fn finish(&mut self) -> String {
         for p in &mut self.procs {
-            let _ = p.leave();
+            let _ = p.quit();
         }
-        let mut left = 0;
+        let mut quit = 0;
         let mut killed = 0;
-        let limit = self.settle_limit;
+        let deadline = Instant::now() + Duration::from_secs(10);
         for mut p in self.procs.drain(..) {
+            let limit = deadline.saturating_duration_since(Instant::now());
             match tokio::task::block_in_place(|| p.wait(limit)) {
-                Ok(s) if s.success() => left += 1,
+                Ok(s) if s.success() => quit += 1,
                 _ => {
                     let _ = p.kill9();
                     killed += 1;
@@ -326,6 +327,6 @@ impl Fleet {
             }
         }
         self.publish_names();
-        format!("at the end {left} members left in order, {killed} had to be killed")
+        format!("at the end {quit} members quit, {killed} had to be killed")
     }
 }
