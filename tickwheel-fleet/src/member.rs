@@ -143,6 +143,8 @@ where
             lease_id,
             keep_alive: Some(keep_alive),
             absent_since: HashMap::new(),
+            offered: HashMap::new(),
+            leave_started: None,
             left: Some(tx),
         };
         let task = tokio::spawn(driver.run());
