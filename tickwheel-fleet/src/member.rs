@@ -158,8 +158,11 @@ where
 
     /// Orderly leave: marks this member as leaving (others stop placing queues here), hands
     /// every owned queue to its desired owner among the others (each released only after
-    /// its new owner committed), then revokes the lease. Without other members the queues
-    /// are simply released (the next member to join adopts them through its recovery hook).
+    /// its new owner committed: Gazette's orderly release), then revokes the lease. Returns
+    /// when all are handed over, or after [`FleetOptions::handoff_timeout`] at the latest:
+    /// a queue still offered then stays sealed in Redis and its next owner adopts it as a
+    /// leftover; a queue not yet offered (no other member, say) is released and rebuilt by
+    /// the next owner's recovery hook. Dispatch of a queue stops when its offer starts.
     ///
     /// # Errors
     /// [`Error::Etcd`] (marking or revoking); [`Error::Left`] if the background task ended.
