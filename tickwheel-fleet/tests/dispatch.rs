@@ -20,7 +20,8 @@ async fn dispatching_member(
     name: &str,
     store: Arc<BTreeMap<String, Vec<FrozenEntry<u64, String>>>>,
     log: Log,
-) -> FleetMember {
+    thread: bool,
+) -> (FleetMember, Option<tickwheel::sync::DispatcherHandle>) {
     let sched: Arc<Sched> = Arc::new(Scheduler::new());
     let m = Member::join(opts.clone(), name, sched, move |q: String| {
         let store = Arc::clone(&store);
@@ -31,9 +32,25 @@ async fn dispatching_member(
         Ok(m) => m,
         Err(e) => panic!("join {name}: {e}"),
     };
+    let name = name.to_owned();
+    if thread {
+        // The scheduler's thread dispatcher, behind the fence.
+        let handle = m.spawn_dispatcher(move |d| {
+            let at = Instant::now();
+            if let Ok(mut l) = log.lock() {
+                l.push((
+                    d.due.queue().clone(),
+                    *d.due.id(),
+                    d.token,
+                    name.clone(),
+                    at,
+                ));
+            }
+        });
+        return (m, Some(handle));
+    }
     let fence = m.fence();
     let sched = Arc::clone(m.scheduler());
-    let name = name.to_owned();
     tokio::spawn(async move {
         loop {
             let now = Instant::now();
@@ -55,7 +72,7 @@ async fn dispatching_member(
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     });
-    m
+    (m, None)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -87,13 +104,14 @@ async fn tokens_order_dispatches_and_nothing_is_lost_or_doubled() {
     let total: usize = store.values().map(Vec::len).sum();
     let store = Arc::new(store);
     let log: Log = Arc::default();
-    let a = dispatching_member(&opts, "a", Arc::clone(&store), Arc::clone(&log)).await;
+    let (a, _) = dispatching_member(&opts, "a", Arc::clone(&store), Arc::clone(&log), false).await;
     wait_until(Duration::from_secs(20), "a owns every queue", || {
         a.owned().len() == qs.len()
     })
     .await;
-    let b = dispatching_member(&opts, "b", Arc::clone(&store), Arc::clone(&log)).await;
-    let c = dispatching_member(&opts, "c", Arc::clone(&store), Arc::clone(&log)).await;
+    let (b, _) = dispatching_member(&opts, "b", Arc::clone(&store), Arc::clone(&log), false).await;
+    let (c, _thread) =
+        dispatching_member(&opts, "c", Arc::clone(&store), Arc::clone(&log), true).await;
     wait_until(Duration::from_secs(20), "b and c have queues", || {
         !b.owned().is_empty() && !c.owned().is_empty()
     })
