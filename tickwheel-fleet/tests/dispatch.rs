@@ -13,7 +13,8 @@ use tickwheel::sync::{FrozenEntry, Scheduler};
 use tickwheel_fleet::{Member, RecoveryError};
 
 /// (queue, id, token, member, when)
-type Log = Arc<Mutex<Vec<(String, u64, u64, String, Instant)>>>;
+type Dispatch = (String, u64, u64, String, Instant);
+type Log = Arc<Mutex<Vec<Dispatch>>>;
 
 async fn dispatching_member(
     opts: &tickwheel_fleet::FleetOptions,
@@ -133,7 +134,7 @@ async fn tokens_order_dispatches_and_nothing_is_lost_or_doubled() {
     for e in &log {
         assert!(ids.insert(e.1), "id {} delivered twice: {log:?}", e.1);
     }
-    let mut per_queue: BTreeMap<&str, Vec<&(String, u64, u64, String, Instant)>> = BTreeMap::new();
+    let mut per_queue: BTreeMap<&str, Vec<&Dispatch>> = BTreeMap::new();
     for e in &log {
         per_queue.entry(e.0.as_str()).or_default().push(e);
     }
