@@ -44,6 +44,10 @@ pub struct FleetOptions {
     /// Period of the placement loop: membership and ownership are re-read this often, and
     /// on every watch event (default 200 ms).
     pub poll_interval: Duration,
+    /// How long `join` keeps trying while the name is taken (default 0: refuse at once).
+    /// A member restarted right after a crash finds its previous process's key until that
+    /// lease expires (at most `lease_ttl`); a wait a little above `lease_ttl` covers it.
+    pub join_wait: Duration,
     /// How long a handoff source waits for the target to commit before it gives up on that
     /// round (its offer stays in Redis; the target or a later adopter takes it). Default 30 s.
     pub handoff_timeout: Duration,
@@ -68,6 +72,7 @@ impl FleetOptions {
             custody: CustodyOptions::default(),
             poll_interval: Duration::from_millis(200),
             handoff_timeout: Duration::from_secs(30),
+            join_wait: Duration::ZERO,
         }
     }
 
@@ -132,6 +137,7 @@ impl fmt::Debug for FleetOptions {
             .field("redis_url", &redact_url(&self.redis_url))
             .field("poll_interval", &self.poll_interval)
             .field("handoff_timeout", &self.handoff_timeout)
+            .field("join_wait", &self.join_wait)
             .finish_non_exhaustive()
     }
 }
