@@ -12,6 +12,15 @@ use tickwheel_redis::{CustodyOptions, Options as RedisOptions, redact_url};
 /// `sent` is the monotonic time read before sending the last keep-alive etcd acknowledged; a
 /// takeover waits `grace` after etcd deleted the old owner key (at lease expiry, by etcd's
 /// clock).
+///
+/// With the defaults (TTL 5 s, keep-alive every 1.67 s, margin 1 s, grace 1 s): a member
+/// whose last acknowledged keep-alive was sent at `s` stops dispatching at `s + 4 s` by its
+/// own clock; etcd expires the lease no earlier than `s + 5 s` by etcd's clock (it counts
+/// from when it processed the request, after `s`), and a successor starts no earlier than
+/// 1 s after it saw the key go. Safe as long as the two clocks' rates differ by less than
+/// margin / TTL = 20 % over a lease, and a keep-alive missed twice in a row (3.3 s) still
+/// leaves 0.7 s of lease: a member survives one lost keep-alive without fencing itself. A
+/// member whose lease lapsed is replaced within TTL + grace + one placement period.
 #[derive(Clone)]
 pub struct FleetOptions {
     /// etcd client endpoints, e.g. `["http://127.0.0.1:2379"]`. No credentials in them.
