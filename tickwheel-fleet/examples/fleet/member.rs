@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::{FrozenEntry, ScheduleError, Scheduler};
-use tickwheel_fleet::{Error, FleetEvent, FleetOptions, Member, RecoveryError};
+use tickwheel_fleet::{FleetEvent, FleetOptions, Member, RecoveryError};
 
 use crate::cli::{MemberArgs, Plant};
 use crate::dlog::{self, mono_ns};
@@ -124,26 +124,11 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     options.prefix = args.prefix.clone();
     // The handoffs' Redis keys under this run's prefix too.
     options.redis.prefix = format!("{}custody", args.redis_prefix);
-    // Same name after a crash: refused until the old lease has expired; retry until then.
-    let give_up =
-        Instant::now() + Duration::from_millis(args.lease_ms * 3) + Duration::from_secs(20);
-    let member = loop {
-        match Member::join(
-            options.clone(),
-            &args.name,
-            scheduler.clone(),
-            recovery.clone(),
-        )
+    // Same name after a crash: refused until the old lease has expired (at most a TTL).
+    options.join_wait = Duration::from_millis(args.lease_ms * 2);
+    let member = Member::join(options, &args.name, scheduler.clone(), recovery)
         .await
-        {
-            Ok(m) => break m,
-            Err(e @ Error::NameTaken { .. }) if Instant::now() < give_up => {
-                say!("{label}: {e}; retrying");
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            Err(e) => return Err(format!("{label}: join: {e}")),
-        }
-    };
+        .map_err(|e| format!("{label}: join: {e}"))?;
     say!("{label}: joined (boot {})", member.boot_id());
     let mut events = member.events();
     let event_label = label.clone();
