@@ -224,7 +224,8 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
             }
             Err(e) => say!("{label}: inbox: {e}"),
         }
-        // 3. Dispatch: log first, then deliver.
+        // 3. Dispatch: log first, then deliver. The time is read before the fence check, so
+        // a member that checks its fence never logs a time past its lease end.
         let t_ns = mono_ns();
         let now = Instant::now();
         let mut dues = Vec::new();
