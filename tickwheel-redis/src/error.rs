@@ -127,6 +127,12 @@ impl Error {
         matches!(self, Error::Unavailable { .. })
     }
 
+    /// Whether the script refused because the caller's epoch is no longer the record's
+    /// ([`Rejection::Fenced`]): another holder, with a newer epoch, exists.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self.rejection(), Some(Rejection::Fenced { .. }))
+    }
+
     /// The refusal, if the script refused.
     pub fn rejection(&self) -> Option<&Rejection> {
         match self {

@@ -28,6 +28,8 @@
 //! | `reclaim` | any member | PREPARING/OFFERED/CLAIMED past the deadline → CLAIMED, epoch + 1 |
 //! | `commit` | the claimer | CLAIMED → OWNED, only now the data deleted |
 //! | `renew` | the holder | deadline = now + lease |
+//! | `adopt(E)` | a coordinator's new holder | E > epoch: OWNED/PREPARING → OWNED (unsealed chunks dropped), OFFERED/CLAIMED → CLAIMED, epoch = E |
+//! | `claim_at(E)`, `reclaim_at(E)` | any member | as `claim`/`reclaim`, epoch = E (> epoch) |
 //!
 //! Every step is one script, run atomically by Redis. It checks the caller's (name, boot id,
 //! epoch) against the record where the step needs it (deletes included: `abort` and `commit`
@@ -107,6 +109,7 @@ pub mod chunk;
 mod connect;
 mod custody;
 mod error;
+mod external;
 pub mod keys;
 mod protocol;
 mod record;
@@ -117,5 +120,6 @@ pub use custody::{
     Custody, CustodyError, CustodyOptions, Incoming, Offered, Outcome, Outgoing, Received,
 };
 pub use error::{Error, Rejection};
+pub use external::Adopted;
 pub use protocol::{Applied, Effect, Options, Protocol, STEPS, View};
 pub use record::{Member, Record, State, Token};

@@ -30,12 +30,13 @@ static PREPARE: LazyLock<Script> = step_script!("prepare");
 static APPEND: LazyLock<Script> = step_script!("append");
 static SEAL: LazyLock<Script> = step_script!("seal");
 static ABORT: LazyLock<Script> = step_script!("abort");
-static CLAIM: LazyLock<Script> = step_script!("claim");
-static RECLAIM: LazyLock<Script> = step_script!("reclaim");
+pub(crate) static CLAIM: LazyLock<Script> = step_script!("claim");
+pub(crate) static RECLAIM: LazyLock<Script> = step_script!("reclaim");
 static COMMIT: LazyLock<Script> = step_script!("commit");
 static RENEW: LazyLock<Script> = step_script!("renew");
 static FETCH: LazyLock<Script> = step_script!("fetch");
 static READ: LazyLock<Script> = step_script!("read");
+pub(crate) static ADOPT: LazyLock<Script> = step_script!("adopt");
 
 /// The names of the mutating steps, in protocol order.
 pub const STEPS: [&str; 10] = [
@@ -112,7 +113,7 @@ pub struct View {
     pub taken_chunks: Option<u64>,
 }
 
-struct Reply {
+pub(crate) struct Reply {
     status: Vec<u8>,
     record: Option<Record>,
     now_ms: u64,
@@ -465,7 +466,7 @@ impl Protocol {
         })
     }
 
-    async fn call(
+    pub(crate) async fn call(
         &self,
         script: &Script,
         queue: &[u8],
@@ -582,7 +583,7 @@ fn parse_reply(value: Value) -> Result<Reply, Error> {
 }
 
 /// Maps a script status to the call's result. `index` is the chunk index the call was about.
-fn applied(r: Reply, index: u64) -> Result<Applied, Error> {
+pub(crate) fn applied(r: Reply, index: u64) -> Result<Applied, Error> {
     let status = String::from_utf8_lossy(&r.status).into_owned();
     let effect = match status.as_str() {
         "OK" => Some(Effect::Changed),
@@ -590,6 +591,11 @@ fn applied(r: Reply, index: u64) -> Result<Applied, Error> {
         "UNCHANGED" => Some(Effect::Unchanged),
         _ => None,
     };
+    if status == "BAD_EPOCH" {
+        return Err(Error::UnexpectedReply(
+            "an external epoch must be an integer of at least 1".into(),
+        ));
+    }
     if status == "ABSENT" {
         return Err(Error::Rejected(Box::new(Rejection::Absent)));
     }

@@ -1,8 +1,16 @@
--- reclaim: OFFERED, CLAIMED or PREPARING past its deadline -> CLAIMED by the caller.
+-- reclaim: OFFERED, CLAIMED or PREPARING past its deadline -> CLAIMED by the caller, at
+-- epoch + 1 or at the caller's EPOCH (an external fencing token above the record's epoch).
 if not EXISTS then return reply('ABSENT') end
 local state = field('state')
 if state == 'OWNED' then return reply('STATE') end
 if not expired() then return reply('NOT_EXPIRED') end
+local next_epoch = tonumber(field('epoch')) + 1
+if EPOCH ~= '' then
+  local e = tonumber(EPOCH)
+  if e == nil or e < 1 then return reply('BAD_EPOCH') end
+  if e <= tonumber(field('epoch')) then return fenced() end
+  next_epoch = e
+end
 if state == 'PREPARING' then
   -- The source's unsealed offer: what is in is taken, the source gets the rest back.
   local n = redis.call('HLEN', DATA)
@@ -11,5 +19,5 @@ if state == 'PREPARING' then
 end
 redis.call('HDEL', OWNER, 'target')
 redis.call('HSET', OWNER, 'state', 'CLAIMED', 'owner', NAME, 'boot', BOOT,
-  'epoch', num(tonumber(field('epoch')) + 1), 'deadline_ms', num(NOW + LEASE), 'token', TOKEN, 'token_step', STEP)
+  'epoch', num(next_epoch), 'deadline_ms', num(NOW + LEASE), 'token', TOKEN, 'token_step', STEP)
 return reply('OK')

@@ -1,0 +1,300 @@
+//! Command-line options. Every bad option ends in a clear message and exit status 2, never a
+//! panic: clap's own errors exit 2, and the checks clap cannot express go through [`usage`].
+//! Every number has an upper bound, so no option makes the program allocate without limit.
+
+use std::path::PathBuf;
+
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum, error::ErrorKind};
+
+/// Runs a fleet of member processes sharing scheduled queues through etcd leases, plays
+/// membership changes and faults (a join, an orderly leave, `kill -9`, SIGSTOP past the
+/// lease, an etcd restart) while producers keep scheduling, logs every dispatch with its
+/// member, queue, fencing token and CLOCK_MONOTONIC time, and checks at the end that no two
+/// members dispatched a queue in overlapping lease windows, that no timer was lost, and that
+/// none was dispatched twice under one token.
+///
+/// The last line is `ownership: OK (…)` (exit 0) or `ownership: FAILED …` (exit 1); bad
+/// options exit 2.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "fleet", version)]
+pub struct Args {
+    /// Member processes at the start.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=12))]
+    pub members: u32,
+
+    /// Queues the producers schedule into (named q0, q1, …).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub queues: u32,
+
+    /// Most messages produced in the whole run (production stops there or when the
+    /// scenario ends, whichever comes first).
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub messages: u64,
+
+    /// Messages per second the producers schedule, spread over the queues.
+    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u32).range(1..=20_000))]
+    pub rate: u32,
+
+    /// Longest delay of a message, in ms (each is due 0 to this after it is produced).
+    #[arg(long, default_value_t = 1_500, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub max_delay_ms: u64,
+
+    /// What to play: one step, or `all` of them in turn.
+    #[arg(long, value_enum, default_value_t = Scenario::All)]
+    pub scenario: Scenario,
+
+    /// The members' etcd lease TTL in ms, whole seconds (etcd counts leases in seconds);
+    /// keep-alive every third of it, margin and grace a fifth each.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1_000..=60_000))]
+    pub lease_ms: u64,
+
+    /// Use this etcd (`http://HOST:PORT`) instead of starting one; `etcd-restart` needs the
+    /// program's own.
+    #[arg(long, value_name = "URL")]
+    pub etcd_url: Option<String>,
+
+    /// Use this Redis (`redis://…`) instead of starting a redis-server. It must run with
+    /// `appendonly yes` and `appendfsync always`.
+    #[arg(long, value_name = "URL")]
+    pub redis_url: Option<String>,
+
+    /// A planted fault, to show the check catches it: `no-lease-check` makes every member
+    /// dispatch without its fence check (with `--scenario pause` the run must end FAILED).
+    #[arg(long, value_enum)]
+    pub plant: Option<Plant>,
+
+    /// Keep the run's directory (dispatch logs, server files) and print its path.
+    #[arg(long)]
+    pub keep: bool,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The scenario steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// A new member joins; queues move to it by handoff.
+    Join,
+    /// A member leaves in order, handing its queues to the others.
+    Drain,
+    /// `kill -9` a member; the others adopt its queues after its lease; it restarts under
+    /// the same name.
+    Kill,
+    /// SIGSTOP a member past its lease, then SIGCONT: it must have fenced itself, and its
+    /// stale writes are rejected by the spool.
+    Pause,
+    /// Restart etcd (down for more than a lease): members fence, then rejoin.
+    EtcdRestart,
+    /// All of the above in turn.
+    All,
+}
+
+impl Scenario {
+    /// The steps this scenario plays, in order.
+    pub fn steps(self) -> Vec<Scenario> {
+        match self {
+            Scenario::All => vec![
+                Scenario::Join,
+                Scenario::Drain,
+                Scenario::Kill,
+                Scenario::Pause,
+                Scenario::EtcdRestart,
+            ],
+            s => vec![s],
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Join => "join",
+            Scenario::Drain => "drain",
+            Scenario::Kill => "kill",
+            Scenario::Pause => "pause",
+            Scenario::EtcdRestart => "etcd-restart",
+            Scenario::All => "all",
+        }
+    }
+}
+
+/// Planted faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Plant {
+    /// Dispatch without the fence check (the last known token, lease or not).
+    NoLeaseCheck,
+}
+
+/// The hidden subcommand the program runs its member processes with.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    #[command(hide = true)]
+    Member(MemberArgs),
+}
+
+/// A member process's options (set by the parent).
+#[derive(Debug, Clone, clap::Args)]
+pub struct MemberArgs {
+    /// The member's name (unique among live members).
+    #[arg(long)]
+    pub name: String,
+    /// The run's directory (the member writes its dispatch log there).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// The run's key prefix in etcd.
+    #[arg(long)]
+    pub prefix: String,
+    /// The run's key prefix for the spool in Redis.
+    #[arg(long)]
+    pub redis_prefix: String,
+    #[arg(long)]
+    pub etcd_url: String,
+    #[arg(long)]
+    pub redis_url: String,
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub queues: u32,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1_000..=60_000))]
+    pub lease_ms: u64,
+    #[arg(long, value_enum)]
+    pub plant: Option<Plant>,
+}
+
+/// Parses the command line; a bad option prints a usage message and exits 2.
+pub fn parse() -> Args {
+    let args = Args::parse();
+    if let Err(msg) = check(&args) {
+        usage(&msg);
+    }
+    args
+}
+
+/// The checks clap's types cannot express.
+pub fn check(args: &Args) -> Result<(), String> {
+    if !args.lease_ms.is_multiple_of(1_000) {
+        return Err(format!(
+            "--lease-ms {}: etcd counts leases in whole seconds (give a multiple of 1000)",
+            args.lease_ms
+        ));
+    }
+    let steps = args.scenario.steps();
+    if args.etcd_url.is_some() && steps.contains(&Scenario::EtcdRestart) {
+        return Err(format!(
+            "--scenario {} restarts etcd: it needs the program's own (drop --etcd-url)",
+            args.scenario.name()
+        ));
+    }
+    if args.members < 2 && steps.iter().any(|s| *s != Scenario::Join) {
+        return Err(format!(
+            "--scenario {} needs at least 2 members (someone must take the queues over)",
+            args.scenario.name()
+        ));
+    }
+    if steps.contains(&Scenario::Join) && args.members >= 12 {
+        return Err("--scenario join adds a member: at most 11 at the start".into());
+    }
+    for (flag, url) in [
+        ("--etcd-url", &args.etcd_url),
+        ("--redis-url", &args.redis_url),
+    ] {
+        if let Some(u) = url
+            && (u.is_empty() || u.len() > 2048 || u.chars().any(char::is_whitespace))
+        {
+            return Err(format!("{flag}: not a URL"));
+        }
+    }
+    if let Some(u) = &args.etcd_url
+        && !(u.starts_with("http://") || u.starts_with("https://"))
+    {
+        return Err("--etcd-url: give http://HOST:PORT or https://HOST:PORT".into());
+    }
+    Ok(())
+}
+
+/// Prints `msg` as clap prints a usage error and exits with status 2.
+pub fn usage(msg: &str) -> ! {
+    Args::command()
+        .error(ErrorKind::ValueValidation, msg)
+        .exit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &[&str]) -> Result<Args, String> {
+        let args = Args::try_parse_from(std::iter::once("fleet").chain(line.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        check(&args)?;
+        Ok(args)
+    }
+
+    #[test]
+    fn defaults_are_valid_and_all_plays_every_step() {
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.scenario, Scenario::All);
+        assert_eq!(a.scenario.steps().len(), 5);
+        assert!(a.plant.is_none() && a.command.is_none());
+        let a = parse(&["--scenario", "pause", "--plant", "no-lease-check"]).unwrap();
+        assert_eq!(a.scenario.steps(), vec![Scenario::Pause]);
+        assert_eq!(a.plant, Some(Plant::NoLeaseCheck));
+    }
+
+    #[test]
+    fn bad_options_are_errors_not_panics() {
+        for bad in [
+            &["--members", "0"][..],
+            &["--members", "13"],
+            &["--members", "1", "--scenario", "kill"],
+            &["--members", "12", "--scenario", "join"],
+            &["--queues", "0"],
+            &["--queues", "10001"],
+            &["--messages", "0"],
+            &["--messages", "1000001"],
+            &["--rate", "0"],
+            &["--rate", "20001"],
+            &["--max-delay-ms", "60001"],
+            &["--lease-ms", "100"],
+            &["--lease-ms", "60001"],
+            &["--lease-ms", "2500"],
+            &["--scenario", "nap"],
+            &["--plant", "nothing"],
+            &["--etcd-url", "http://x:1", "--scenario", "all"],
+            &["--etcd-url", "x:1", "--scenario", "kill"],
+            &["--redis-url", ""],
+            &["member", "--name", "m1"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn the_member_subcommand_parses() {
+        let a = parse(&[
+            "member",
+            "--name",
+            "m1",
+            "--dir",
+            "/tmp/x",
+            "--prefix",
+            "/p/",
+            "--redis-prefix",
+            "fleet:1:",
+            "--etcd-url",
+            "http://127.0.0.1:1",
+            "--redis-url",
+            "redis://127.0.0.1:2/",
+            "--queues",
+            "5",
+            "--lease-ms",
+            "2000",
+        ])
+        .unwrap();
+        match a.command {
+            Some(Command::Member(m)) => {
+                assert_eq!(m.name, "m1");
+                assert_eq!(m.queues, 5);
+                assert!(m.plant.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! The example's durable store in Redis (the "spool" an MTA keeps), under a per-run key
+//! prefix so that two runs against one `--redis-url` do not meet:
+//!
+//! - `P spool:<q>`: hash, id → deadline (CLOCK_MONOTONIC ns): every message of queue `q` not
+//!   yet delivered. An owner's recovery reads it.
+//! - `P inbox`: stream of `(q, id, at)`, one entry per produced message. Written in the same
+//!   script as the spool entry; members read it to learn of new messages in the queues they
+//!   own. Not trimmed: `--messages` bounds it.
+//! - `P maxtok`: hash, q → the highest fencing token a delivery of `q` carried.
+//! - `P delivered`: hash, id → the token it was delivered under.
+//! - `P stats`: counters `delivered`, `rejected` (deliveries refused for a stale token).
+//! - `P status:<name>`: a member's report (`pid`, then `q:token` it dispatches), expiring
+//!   after 1.5 s so a dead member's report goes with it.
+//!
+//! A delivery is one Lua script: it refuses a token lower than the highest seen for the queue
+//! (the data holder checks the fence, as Kleppmann asks: a member that outlived its lease
+//! is refused here even if it dispatched), then moves each id from the spool to `delivered`.
+
+use std::collections::HashMap;
+
+use redis::aio::ConnectionManager;
+use redis::{AsyncCommands as _, RedisResult, Script};
+
+/// Stream entry id `ms-seq`, ordered numerically.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StreamPos(pub u64, pub u64);
+
+impl StreamPos {
+    pub fn parse(s: &str) -> Option<StreamPos> {
+        let (a, b) = s.split_once('-')?;
+        Some(StreamPos(a.parse().ok()?, b.parse().ok()?))
+    }
+
+    pub fn text(self) -> String {
+        format!("{}-{}", self.0, self.1)
+    }
+}
+
+/// One produced message as the inbox stream carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inbound {
+    pub pos: StreamPos,
+    pub queue: u32,
+    pub id: u64,
+    pub at_ns: u64,
+}
+
+/// What a delivery script answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Accepted: this many ids moved from the spool to `delivered` (the others were gone).
+    Accepted(u64),
+    /// Refused: the queue has seen this larger token.
+    Stale { highest: u64 },
+}
+
+const PRODUCE: &str = r"
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XADD', KEYS[2], '*', 'q', ARGV[3], 'id', ARGV[1], 'at', ARGV[2])
+return 1
+";
+
+const SYNC: &str = r"
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+local pos = '0-0'
+if #last > 0 then pos = last[1][1] end
+return {pos, redis.call('HGETALL', KEYS[1])}
+";
+
+// KEYS: spool:q, maxtok, delivered, stats. ARGV: q, token, id...
+const DELIVER: &str = r"
+local tok = tonumber(ARGV[2])
+local max = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+if tok < max then
+  redis.call('HINCRBY', KEYS[4], 'rejected', #ARGV - 2)
+  return {0, max}
+end
+if tok > max then redis.call('HSET', KEYS[2], ARGV[1], ARGV[2]) end
+local n = 0
+for i = 3, #ARGV do
+  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
+    redis.call('HSET', KEYS[3], ARGV[i], ARGV[2])
+    n = n + 1
+  end
+end
+redis.call('HINCRBY', KEYS[4], 'delivered', n)
+return {1, n}
+";
+
+/// The spool, through one (reconnecting) connection.
+#[derive(Clone)]
+pub struct Spool {
+    conn: ConnectionManager,
+    prefix: String,
+    produce: Script,
+    sync: Script,
+    deliver: Script,
+}
+
+impl Spool {
+    /// Connects to `url` (Redis) for the run whose keys start with `prefix`.
+    ///
+    /// # Errors
+    /// If Redis cannot be reached.
+    pub async fn connect(url: &str, prefix: &str) -> RedisResult<Spool> {
+        let client = redis::Client::open(url)?;
+        let conn = ConnectionManager::new(client).await?;
+        Ok(Spool {
+            conn,
+            prefix: prefix.to_owned(),
+            produce: Script::new(PRODUCE),
+            sync: Script::new(SYNC),
+            deliver: Script::new(DELIVER),
+        })
+    }
+
+    fn key(&self, what: &str) -> String {
+        format!("{}{what}", self.prefix)
+    }
+
+    fn spool_key(&self, q: u32) -> String {
+        format!("{}spool:{q}", self.prefix)
+    }
+
+    /// Stores message `id` of queue `q`, due at `at_ns`, and announces it on the inbox.
+    /// Idempotent for the spool (a retry rewrites the same field).
+    pub async fn produce(&mut self, q: u32, id: u64, at_ns: u64) -> RedisResult<()> {
+        let mut conn = self.conn.clone();
+        let _: i64 = self
+            .produce
+            .key(self.spool_key(q))
+            .key(self.key("inbox"))
+            .arg(id)
+            .arg(at_ns)
+            .arg(q)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    /// Every message of `q` still in the spool, and the inbox's last entry at the same
+    /// instant (one script): what the inbox carries after that position is not in the list.
+    pub async fn sync_read(&mut self, q: u32) -> RedisResult<(StreamPos, Vec<(u64, u64)>)> {
+        let mut conn = self.conn.clone();
+        let (pos, flat): (String, Vec<u64>) = self
+            .sync
+            .key(self.spool_key(q))
+            .key(self.key("inbox"))
+            .invoke_async(&mut conn)
+            .await?;
+        let pos = StreamPos::parse(&pos).unwrap_or_default();
+        Ok((pos, flat.chunks_exact(2).map(|p| (p[0], p[1])).collect()))
+    }
+
+    /// The inbox's last entry (where a reader that has seen nothing yet may start: what is
+    /// older is in the spool, which an acquisition reads).
+    pub async fn inbox_tail(&mut self) -> RedisResult<StreamPos> {
+        let (pos, _) = self.sync_read(u32::MAX).await?;
+        Ok(pos)
+    }
+
+    /// Up to `count` inbox entries after `after` (does not block).
+    pub async fn read_inbox(
+        &mut self,
+        after: StreamPos,
+        count: usize,
+    ) -> RedisResult<Vec<Inbound>> {
+        let mut conn = self.conn.clone();
+        let reply: redis::streams::StreamRangeReply = conn
+            .xrange_count(self.key("inbox"), format!("({}", after.text()), "+", count)
+            .await?;
+        let mut out = Vec::with_capacity(reply.ids.len());
+        for entry in reply.ids {
+            let field = |name: &str| -> Option<u64> {
+                entry
+                    .map
+                    .get(name)
+                    .and_then(|v| redis::from_redis_value::<u64>(v.clone()).ok())
+            };
+            if let (Some(pos), Some(q), Some(id), Some(at_ns)) = (
+                StreamPos::parse(&entry.id),
+                field("q"),
+                field("id"),
+                field("at"),
+            ) {
+                out.push(Inbound {
+                    pos,
+                    queue: q as u32,
+                    id,
+                    at_ns,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Delivers `ids` of queue `q` under fencing token `token` (see the module doc).
+    pub async fn deliver(&mut self, q: u32, token: u64, ids: &[u64]) -> RedisResult<Delivery> {
+        let mut conn = self.conn.clone();
+        let mut inv = self.deliver.key(self.spool_key(q));
+        inv.key(self.key("maxtok"))
+            .key(self.key("delivered"))
+            .key(self.key("stats"))
+            .arg(q)
+            .arg(token);
+        for id in ids {
+            inv.arg(*id);
+        }
+        let (ok, n): (u64, u64) = inv.invoke_async(&mut conn).await?;
+        Ok(if ok == 1 {
+            Delivery::Accepted(n)
+        } else {
+            Delivery::Stale { highest: n }
+        })
+    }
+
+    /// Publishes a member's report: its pid and the queues it dispatches with their tokens.
+    pub async fn report(&mut self, name: &str, pid: u32, owned: &[(u32, u64)]) -> RedisResult<()> {
+        let mut text = pid.to_string();
+        for (q, t) in owned {
+            text.push_str(&format!(" {q}:{t}"));
+        }
+        let mut conn = self.conn.clone();
+        let () = conn
+            .pset_ex(self.key(&format!("status:{name}")), text, 1_500)
+            .await?;
+        Ok(())
+    }
+
+    /// The current reports of `names`: (pid, queues) for each that has one.
+    pub async fn reports(
+        &mut self,
+        names: &[String],
+    ) -> RedisResult<HashMap<String, (u32, Vec<u32>)>> {
+        let mut out = HashMap::new();
+        if names.is_empty() {
+            return Ok(out);
+        }
+        let keys: Vec<String> = names
+            .iter()
+            .map(|n| self.key(&format!("status:{n}")))
+            .collect();
+        let mut conn = self.conn.clone();
+        let values: Vec<Option<String>> =
+            redis::cmd("MGET").arg(keys).query_async(&mut conn).await?;
+        for (name, v) in names.iter().zip(values) {
+            let Some(v) = v else { continue };
+            let mut f = v.split(' ');
+            let Some(pid) = f.next().and_then(|p| p.parse().ok()) else {
+                continue;
+            };
+            let qs = f
+                .filter_map(|p| p.split_once(':').and_then(|(q, _)| q.parse().ok()))
+                .collect();
+            out.insert(name.clone(), (pid, qs));
+        }
+        Ok(out)
+    }
+
+    /// The counters (delivered, rejected).
+    pub async fn stats(&mut self) -> RedisResult<(u64, u64)> {
+        let mut conn = self.conn.clone();
+        let (d, r): (Option<u64>, Option<u64>) = redis::cmd("HMGET")
+            .arg(self.key("stats"))
+            .arg("delivered")
+            .arg("rejected")
+            .query_async(&mut conn)
+            .await?;
+        Ok((d.unwrap_or(0), r.unwrap_or(0)))
+    }
+
+    /// Ids still in the spool of queues `0..queues`, with their queue.
+    pub async fn leftover(&mut self, queues: u32) -> RedisResult<Vec<(u64, u32)>> {
+        let mut conn = self.conn.clone();
+        let mut out = Vec::new();
+        for q in 0..queues {
+            let ids: Vec<u64> = conn.hkeys(self.spool_key(q)).await?;
+            out.extend(ids.into_iter().map(|id| (id, q)));
+        }
+        Ok(out)
+    }
+
+    /// Every delivery: id → token.
+    pub async fn delivered(&mut self) -> RedisResult<HashMap<u64, u64>> {
+        let mut conn = self.conn.clone();
+        conn.hgetall(self.key("delivered")).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_positions_order_numerically() {
+        let a = StreamPos::parse("999-5").unwrap();
+        let b = StreamPos::parse("1000-0").unwrap();
+        assert!(a < b);
+        assert_eq!(b.text(), "1000-0");
+        assert!(StreamPos::parse("12").is_none() && StreamPos::parse("a-1").is_none());
+    }
+
+    /// The scripts against a real redis-server (skipped outside CI when it is missing).
+    #[test]
+    fn delivery_refuses_a_lower_token_and_moves_ids_once() {
+        let Some(server) = tickwheel_redis::server::start_for_test() else {
+            return;
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut s = Spool::connect(&server.url(), "t:").await.unwrap();
+            assert_eq!(s.inbox_tail().await.unwrap(), StreamPos::default());
+            s.produce(3, 10, 1_000).await.unwrap();
+            let (mid, _) = s.sync_read(3).await.unwrap();
+            s.produce(3, 11, 2_000).await.unwrap();
+            s.produce(4, 12, 3_000).await.unwrap();
+            // The re-read sees the spool and the inbox position at the same instant.
+            let (pos, mut entries) = s.sync_read(3).await.unwrap();
+            entries.sort();
+            assert_eq!(entries, vec![(10, 1_000), (11, 2_000)]);
+            let after: Vec<u64> = s
+                .read_inbox(mid, 10)
+                .await
+                .unwrap()
+                .iter()
+                .map(|m| m.id)
+                .collect();
+            assert_eq!(after, vec![11, 12]);
+            assert!(s.read_inbox(pos, 10).await.unwrap().is_empty());
+            // Token 20 delivers; a retry finds the id gone; token 19 is refused.
+            assert_eq!(
+                s.deliver(3, 20, &[10]).await.unwrap(),
+                Delivery::Accepted(1)
+            );
+            assert_eq!(
+                s.deliver(3, 20, &[10]).await.unwrap(),
+                Delivery::Accepted(0)
+            );
+            assert_eq!(
+                s.deliver(3, 19, &[11]).await.unwrap(),
+                Delivery::Stale { highest: 20 }
+            );
+            // Another queue's tokens are its own.
+            assert_eq!(s.deliver(4, 5, &[12]).await.unwrap(), Delivery::Accepted(1));
+            assert_eq!(s.stats().await.unwrap(), (2, 1));
+            let delivered = s.delivered().await.unwrap();
+            assert_eq!(delivered.get(&10), Some(&20));
+            assert_eq!(s.leftover(5).await.unwrap(), vec![(11, 3)]);
+            s.report("m1", 77, &[(3, 20), (4, 5)]).await.unwrap();
+            let r = s.reports(&["m1".into(), "m2".into()]).await.unwrap();
+            assert_eq!(r.get("m1"), Some(&(77, vec![3, 4])));
+            assert!(!r.contains_key("m2"));
+        });
+    }
+}

@@ -1,0 +1,61 @@
+//! What a member reports about itself, for logs and tests.
+
+/// One change in a member's state, sent on [`Member::events`](crate::Member::events) (a
+/// broadcast channel: a slow receiver misses the oldest events and is told how many).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FleetEvent<Q> {
+    /// Registered under a lease (at join).
+    Joined {
+        /// Boot id of this process.
+        boot: String,
+        /// etcd lease id.
+        lease: i64,
+    },
+    /// Became the dispatching owner of `queue` under `token`.
+    Acquired {
+        /// The queue.
+        queue: Q,
+        /// Its fencing token (the owner key's etcd revision).
+        token: u64,
+        /// How it came.
+        how: Acquisition,
+    },
+    /// Handed `queue` to `to` (rebalancing or leave), after `to` committed.
+    Released {
+        /// The queue.
+        queue: Q,
+        /// The new owner's name.
+        to: String,
+    },
+    /// Lost `queue` without handing it over (its owner key changed hands or vanished, e.g.
+    /// after this member's lease lapsed).
+    Lost {
+        /// The queue.
+        queue: Q,
+    },
+    /// The lease lapsed by this member's clock, or etcd said it is gone: every queue is
+    /// fenced off (nothing of it dispatched) until the member rejoins.
+    Fenced,
+    /// Registered again under a new lease after being fenced (same name and boot).
+    Rejoined {
+        /// The new etcd lease id.
+        lease: i64,
+    },
+}
+
+/// How a queue was acquired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquisition {
+    /// It had no live owner: the recovery hook rebuilt it, plus a leftover offer in Redis.
+    Adopted {
+        /// Timers the recovery hook returned that were imported.
+        recovered: usize,
+        /// Timers of a leftover sealed offer that were imported.
+        leftover: usize,
+    },
+    /// Handed over by its previous owner (claim, fetch, commit, import).
+    HandedOver {
+        /// Timers imported.
+        imported: usize,
+    },
+}

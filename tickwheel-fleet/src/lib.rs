@@ -1,0 +1,63 @@
+//! Shares the scheduled queues of a [`tickwheel`] scheduler across a fleet of processes
+//! through etcd leases: at any instant at most one member dispatches a given queue, every
+//! queue has an owner while any member lives, and a member's departure or death loses no
+//! timer in custody.
+//!
+//! - **Membership** ([`membership`]): a member registers `name` under a lease with a
+//!   create-if-absent transaction; a second live process with the same name is refused
+//!   ([`Error::NameTaken`]), never merged.
+//! - **Lease** ([`lease`]): keep-alives every TTL/3; the lease end is computed from the *send*
+//!   time of the last acknowledged keep-alive, minus a margin (River #1213).
+//! - **Assignment** ([`assign`]): rendezvous hashing (Thaler & Ravishankar, 1998) over live
+//!   members; owner keys created and moved by revision-checked transactions (Gazette's
+//!   allocator). The owner key's revision is the queue's **fencing token**, used as the Redis
+//!   record's epoch, so Redis itself rejects a stale owner (Kleppmann, 2016).
+//! - **Fence** ([`fence`]): every `Due` leaves with its token, only while the lease is valid.
+//! - **Member** ([`Member`]): the runtime tying them together, with adoption through a user
+//!   [`Recovery`] hook and handoffs through `tickwheel-redis` on rebalancing.
+//! - **Server** ([`server`]): a real `etcd` for tests and examples.
+//!
+//! # Which dispatch paths are fenced
+//!
+//! - [`Member::pop_due`]: wraps `Scheduler::pop_due`;
+//! - [`Member::spawn_dispatcher`]: wraps the scheduler's thread dispatcher;
+//! - `due_stream` (tickwheel's `tokio` feature) and any other source of `Due`s: pass each
+//!   through [`Fence::admit`] (`stream.filter_map(|d| fence.admit(d))` in spirit), which
+//!   hands a `Due` out with its token or puts it back.
+//!
+//! Calling `Scheduler::pop_due` directly bypasses the fence: don't, in a fleet.
+//!
+//! # Tests and examples
+//!
+//! [`server::EtcdServer`] runs a real `etcd`; `tickwheel_redis::server::RedisServer` a real
+//! `redis-server`. The crate's tests run members in-process and as child processes (killed
+//! with SIGKILL, paused with SIGSTOP).
+//!
+//! See `docs/fleet.md` for the keys, states and the timing argument.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod assign;
+mod error;
+mod event;
+pub mod fence;
+pub mod keys;
+pub mod lease;
+mod member;
+pub mod membership;
+mod options;
+mod queue;
+mod recovery;
+mod runtime;
+pub mod server;
+
+pub use error::Error;
+pub use event::{Acquisition, FleetEvent};
+pub use fence::{Fence, FencedDue};
+pub use member::{Member, register_queues};
+pub use options::FleetOptions;
+pub use queue::QueueName;
+pub use recovery::{Recovery, RecoveryError, RecoveryFuture};
+
+pub use etcd_client;
+pub use tickwheel_redis;

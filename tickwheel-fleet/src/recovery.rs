@@ -1,0 +1,48 @@
+//! The user's recovery hook: rebuilds a queue from the user's durable store when this member
+//! adopts it (its previous owner died or its lease lapsed).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use tickwheel::sync::FrozenEntry;
+
+/// A boxed error of a recovery hook.
+pub type RecoveryError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The future a [`Recovery`] returns.
+pub type RecoveryFuture<K, T> =
+    Pin<Box<dyn Future<Output = Result<Vec<FrozenEntry<K, T>>, RecoveryError>> + Send + 'static>>;
+
+/// Returns every timer of a queue that the user's durable store still holds (an MTA re-reads
+/// its spool for that queue), with local deadlines. Called when this member adopts a queue,
+/// before it dispatches any of it; entries whose id is already in the scheduler are skipped
+/// (de-duplicated by id), as are ids a leftover Redis offer also holds.
+///
+/// An `Err` is logged and the hook is called again after the placement period; the queue
+/// is held but not dispatched meanwhile.
+///
+/// Implemented for every `Fn(Q) -> impl Future<Output = Result<Vec<FrozenEntry<K, T>>,
+/// RecoveryError>>`:
+/// ```
+/// use tickwheel_fleet::{Recovery, RecoveryError};
+/// use tickwheel::sync::FrozenEntry;
+/// fn assert_recovery<R: Recovery<String, u64, String>>(_: R) {}
+/// assert_recovery(|queue: String| async move {
+///     let _ = queue; // read the spool of `queue` here
+///     Ok::<Vec<FrozenEntry<u64, String>>, RecoveryError>(Vec::new())
+/// });
+/// ```
+pub trait Recovery<Q, K, T>: Send + Sync + 'static {
+    /// The timers of `queue` (any order).
+    fn recover(&self, queue: Q) -> RecoveryFuture<K, T>;
+}
+
+impl<Q, K, T, F, Fut> Recovery<Q, K, T> for F
+where
+    F: Fn(Q) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Vec<FrozenEntry<K, T>>, RecoveryError>> + Send + 'static,
+{
+    fn recover(&self, queue: Q) -> RecoveryFuture<K, T> {
+        Box::pin(self(queue))
+    }
+}

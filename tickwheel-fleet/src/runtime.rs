@@ -1,0 +1,509 @@
+//! The member's driver: one tokio task that rejoins after a lost lease, places queues and
+//! moves them. Every etcd or Redis failure is logged and retried on the next round; nothing
+//! here panics.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use etcd_client::Client;
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tickwheel::sync::Scheduler;
+use tickwheel_redis::{Adopted, Custody, Outcome, State};
+use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::assign::{self, OwnerKey};
+use crate::keys::Keys;
+use crate::lease::{self, LeaseState, Timing};
+use crate::membership::{self, LiveMember};
+use crate::{Acquisition, Error, Fence, FleetEvent, FleetOptions, QueueName, Recovery};
+
+/// What the driver and the `Member` handle share.
+pub(crate) struct Shared<Q: QueueName, K, T> {
+    pub options: FleetOptions,
+    pub keys: Keys,
+    pub name: String,
+    pub boot: String,
+    pub scheduler: Arc<Scheduler<Q, K, T>>,
+    pub recovery: Arc<dyn Recovery<Q, K, T>>,
+    pub custody: Custody,
+    pub fence: Fence,
+    pub events: broadcast::Sender<FleetEvent<Q>>,
+    /// Queue → token, for the queues this member owns (dispatching or not).
+    pub owned: Mutex<BTreeMap<Q, u64>>,
+    pub lease: Arc<LeaseState>,
+    pub leaving: AtomicBool,
+    pub stop: AtomicBool,
+}
+
+pub(crate) struct Driver<Q: QueueName, K, T> {
+    pub shared: Arc<Shared<Q, K, T>>,
+    pub client: Client,
+    pub lease_id: i64,
+    pub keep_alive: Option<JoinHandle<()>>,
+    /// When each unowned queue was first seen without an owner key.
+    pub absent_since: HashMap<Q, Instant>,
+    /// Queues this member offered away (sealed in Redis at the token it held), until the
+    /// outcome is known.
+    pub offered: HashMap<Q, u64>,
+    /// When `leave` was asked for.
+    pub leave_started: Option<Instant>,
+    pub left: Option<oneshot::Sender<Result<(), Error>>>,
+}
+
+impl<Q: QueueName, K, T> Shared<Q, K, T> {
+    pub fn emit(&self, e: FleetEvent<Q>) {
+        tracing::info!(member = %self.name, event = ?DebugEvent(&e), "fleet event");
+        let _ = self.events.send(e);
+    }
+
+    pub fn timing(&self) -> Timing {
+        Timing {
+            period: self.options.keep_alive,
+            margin: self.options.margin,
+            timeout: self.options.etcd_timeout,
+        }
+    }
+}
+
+struct DebugEvent<'a, Q>(&'a FleetEvent<Q>);
+
+impl<Q> std::fmt::Debug for DebugEvent<'_, Q> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            FleetEvent::Joined { lease, .. } => write!(f, "joined (lease {lease})"),
+            FleetEvent::Acquired { token, how, .. } => {
+                write!(f, "acquired (token {token}, {how:?})")
+            }
+            FleetEvent::Released { to, .. } => write!(f, "released to {to}"),
+            FleetEvent::Lost { .. } => write!(f, "lost a queue"),
+            FleetEvent::Fenced => write!(f, "fenced"),
+            FleetEvent::Rejoined { lease } => write!(f, "rejoined (lease {lease})"),
+        }
+    }
+}
+
+/// Grants a lease and starts its keep-alive. Returns the lease id and the task.
+pub(crate) async fn grant<Q: QueueName, K, T>(
+    client: &mut Client,
+    shared: &Arc<Shared<Q, K, T>>,
+) -> Result<(i64, JoinHandle<()>), Error> {
+    let sent = Instant::now();
+    let g = client.lease_grant(shared.options.ttl_secs(), None).await?;
+    let ttl = std::time::Duration::from_secs(u64::try_from(g.ttl()).unwrap_or(0));
+    shared.lease.lost.store(false, Ordering::SeqCst);
+    let task = lease::spawn(
+        client.clone(),
+        g.id(),
+        sent,
+        ttl,
+        shared.timing(),
+        shared.fence.clone(),
+        Arc::clone(&shared.lease),
+    );
+    Ok((g.id(), task))
+}
+
+impl<Q, K, T> Driver<Q, K, T>
+where
+    Q: QueueName,
+    K: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static,
+    T: Send + Sync + Serialize + DeserializeOwned + 'static,
+{
+    pub async fn run(mut self) {
+        let s = Arc::clone(&self.shared);
+        loop {
+            if s.stop.load(Ordering::SeqCst) {
+                self.shutdown().await;
+                return;
+            }
+            if s.lease.lost.load(Ordering::SeqCst) {
+                self.drop_all_local();
+                if let Err(e) = self.rejoin().await {
+                    tracing::warn!(member = %s.name, error = %e, "rejoin failed; retrying");
+                }
+            } else if let Err(e) = self.round().await {
+                tracing::warn!(member = %s.name, error = %e, "placement round failed; retrying");
+            }
+            if s.leaving.load(Ordering::SeqCst) && self.leave_started.is_none() {
+                self.leave_started = Some(Instant::now());
+            }
+            // Leaving: done once every queue went to its new owner, or after the handoff
+            // timeout (what is still offered stays sealed in Redis for the next adopter).
+            let leave_done = self.leave_started.is_some_and(|t| {
+                s.owned.lock().is_empty() || t.elapsed() > s.options.handoff_timeout
+            });
+            if self.left.is_some() && leave_done {
+                let r = self.finish_leave().await;
+                if let Some(tx) = self.left.take() {
+                    let _ = tx.send(r);
+                }
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(s.options.poll_interval) => {}
+                _ = s.lease.notify.notified() => {}
+            }
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(k) = self.keep_alive.take() {
+            k.abort();
+        }
+        let _ = self.client.lease_revoke(self.lease_id).await;
+        self.shared.fence.revoke_all();
+    }
+
+    async fn finish_leave(&mut self) -> Result<(), Error> {
+        if let Some(k) = self.keep_alive.take() {
+            k.abort();
+        }
+        self.shared.fence.revoke_all();
+        self.client.lease_revoke(self.lease_id).await?;
+        Ok(())
+    }
+
+    /// The lease is gone: nothing of any queue may be dispatched here, and the local copy of
+    /// each is dropped (the next owner rebuilds it from the store and Redis).
+    fn drop_all_local(&mut self) {
+        let s = &self.shared;
+        let queues: Vec<Q> = std::mem::take(&mut *s.owned.lock()).into_keys().collect();
+        self.offered.clear();
+        if queues.is_empty() && s.fence.valid_until().is_none() && self.keep_alive.is_none() {
+            return;
+        }
+        s.fence.revoke_all();
+        for q in queues {
+            // Frozen: refused to producers, never due; rebuilt on a later acquisition.
+            s.scheduler.freeze_queue(&q);
+            s.scheduler.take_forwarded(&q);
+            s.emit(FleetEvent::Lost { queue: q });
+        }
+        if let Some(k) = self.keep_alive.take() {
+            k.abort();
+            s.emit(FleetEvent::Fenced);
+        }
+    }
+
+    async fn rejoin(&mut self) -> Result<(), Error> {
+        let s = Arc::clone(&self.shared);
+        // The old lease (and with it this member's keys) goes now if etcd still has it.
+        let _ = self.client.lease_revoke(self.lease_id).await;
+        let (id, task) = grant(&mut self.client, &s).await?;
+        match membership::register(&mut self.client, &s.keys, &s.name, &s.boot, id).await {
+            Ok(()) => {}
+            Err(e) => {
+                task.abort();
+                let _ = self.client.lease_revoke(id).await;
+                s.fence.revoke_all();
+                s.lease.lost.store(true, Ordering::SeqCst);
+                return Err(e);
+            }
+        }
+        self.lease_id = id;
+        self.keep_alive = Some(task);
+        self.absent_since.clear();
+        s.emit(FleetEvent::Rejoined { lease: id });
+        Ok(())
+    }
+
+    /// One placement round: read members, catalogue and owners; drop lost queues, hand off
+    /// misplaced ones, take unowned and offered ones.
+    async fn round(&mut self) -> Result<(), Error> {
+        let s = Arc::clone(&self.shared);
+        let members = membership::list(&mut self.client, &s.keys).await?;
+        let catalogue = assign::catalogue(&mut self.client, &s.keys).await?;
+        let owners = assign::owners(&mut self.client, &s.keys).await?;
+        let leaving = s.leaving.load(Ordering::SeqCst);
+        let active: Vec<&str> = members
+            .iter()
+            .filter(|m| {
+                // A leaving member takes nothing, this one included once it leaves.
+                let out = m.leaving || (leaving && m.name == s.name);
+                !out
+            })
+            .map(|m| m.name.as_str())
+            .collect();
+        // Queues this member holds whose key is no longer its own.
+        let mine: Vec<(Q, u64)> = s
+            .owned
+            .lock()
+            .iter()
+            .map(|(q, t)| (q.clone(), *t))
+            .collect();
+        for (q, token) in &mine {
+            let still = owners
+                .get(q.as_ref())
+                .is_some_and(|o| o.token == *token && o.name == s.name && o.boot == s.boot);
+            if self.offered.contains_key(q) {
+                self.settle(q, *token).await?;
+            } else if !still {
+                self.lose(q);
+            }
+        }
+        for raw in catalogue {
+            if s.lease.lost.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            let Some(q) = Q::from_bytes(&raw) else {
+                continue;
+            };
+            let want = assign::desired(active.iter().copied(), &raw);
+            let owner = owners.get(&raw);
+            let held = s.owned.lock().get(&q).copied();
+            match (owner, held) {
+                (Some(o), Some(token)) => {
+                    let here = want == Some(s.name.as_str());
+                    if !self.offered.contains_key(&q) {
+                        if let Some(to) = want.filter(|w| *w != s.name) {
+                            self.hand_off(&q, token, to).await?;
+                        }
+                    } else if here && o.token == token {
+                        // Offered away, and this member is the desired owner again (its
+                        // target left): take the sealed offer back under a new token.
+                        self.offered.remove(&q);
+                        s.owned.lock().remove(&q);
+                        self.move_and_adopt(&q, token).await?;
+                    }
+                }
+                (Some(o), None) => {
+                    self.absent_since.remove(&q);
+                    if want == Some(s.name.as_str()) && !leaving {
+                        self.take_offer(&q, o, &members).await?;
+                    }
+                }
+                (None, _) => {
+                    let since = *self
+                        .absent_since
+                        .entry(q.clone())
+                        .or_insert_with(Instant::now);
+                    if want == Some(s.name.as_str())
+                        && !leaving
+                        && since.elapsed() >= s.options.grace
+                    {
+                        self.adopt(&q).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn lose(&mut self, q: &Q) {
+        self.offered.remove(q);
+        let s = &self.shared;
+        s.fence.revoke(q.as_ref());
+        s.owned.lock().remove(q);
+        s.scheduler.freeze_queue(q);
+        s.scheduler.take_forwarded(q);
+        s.emit(FleetEvent::Lost { queue: q.clone() });
+    }
+
+    /// Takes an unowned queue: owner key (create), `adopt` in Redis at the token, the recovery
+    /// hook, the leftover offer, then dispatch.
+    async fn adopt(&mut self, q: &Q) -> Result<(), Error> {
+        let s = Arc::clone(&self.shared);
+        let Some(token) = assign::create_owner(
+            &mut self.client,
+            &s.keys,
+            q.as_ref(),
+            &s.name,
+            &s.boot,
+            self.lease_id,
+        )
+        .await?
+        else {
+            return Ok(());
+        };
+        self.absent_since.remove(q);
+        let result = self.adopt_at(q, token).await;
+        if let Err(e) = &result {
+            // Give the key back so the next round (here or elsewhere) starts over.
+            tracing::warn!(member = %s.name, error = %e, "adoption failed; releasing the queue");
+            let _ = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), token).await;
+        }
+        result
+    }
+
+    async fn adopt_at(&mut self, q: &Q, token: u64) -> Result<(), Error> {
+        let s = Arc::clone(&self.shared);
+        let adopted = s.custody.adopt::<Q, K, T>(q.clone(), token).await?;
+        // Whatever an earlier stay here left is dropped: the store is the truth.
+        s.scheduler.freeze_queue(q);
+        s.scheduler.take_forwarded(q);
+        s.scheduler.unfreeze_queue(q);
+        let entries = s
+            .recovery
+            .recover(q.clone())
+            .await
+            .map_err(|e| Error::Recovery(e.to_string()))?;
+        let recovered = s.scheduler.import(q, entries).imported;
+        let leftover = match adopted {
+            Adopted::Owned(_) => 0,
+            Adopted::Leftover(inc) => match s.custody.complete(inc, &s.scheduler).await {
+                Ok(r) => r.imported.imported,
+                Err(e) => return Err(Error::Handoff(e.to_string())),
+            },
+        };
+        s.owned.lock().insert(q.clone(), token);
+        s.fence.grant(q.as_ref(), token);
+        s.emit(FleetEvent::Acquired {
+            queue: q.clone(),
+            token,
+            how: Acquisition::Adopted {
+                recovered,
+                leftover,
+            },
+        });
+        Ok(())
+    }
+
+    /// Source side of a handoff to `to`: stop dispatching, offer (freeze, prepare for `to`,
+    /// append, wait for in-flight timers, seal). The outcome is read by later rounds
+    /// ([`Self::settle`]): the key and the queue stay this member's until `to` committed.
+    async fn hand_off(&mut self, q: &Q, token: u64, to: &str) -> Result<(), Error> {
+        let s = Arc::clone(&self.shared);
+        s.fence.revoke(q.as_ref());
+        match s
+            .custody
+            .offer(&s.scheduler, q.clone(), token, Some(to))
+            .await
+        {
+            Ok(_) => {
+                self.offered.insert(q.clone(), token);
+                Ok(())
+            }
+            Err(tickwheel_redis::CustodyError::Fenced { .. }) => {
+                self.lose(q);
+                Ok(())
+            }
+            Err(e) => {
+                // The offer was aborted: the values are back; dispatch again.
+                s.fence.grant(q.as_ref(), token);
+                Err(Error::Handoff(e.to_string()))
+            }
+        }
+    }
+
+    /// Reads the outcome of this member's offer of `q` at `token` (no waiting): committed by
+    /// the new owner → released; still open → wait; anything else → lost.
+    async fn settle(&mut self, q: &Q, token: u64) -> Result<(), Error> {
+        let s = Arc::clone(&self.shared);
+        match s.custody.outcome(q.as_ref(), token, Duration::ZERO).await? {
+            Outcome::Committed { record, .. } => {
+                self.offered.remove(q);
+                s.owned.lock().remove(q);
+                s.scheduler.take_forwarded(q);
+                s.emit(FleetEvent::Released {
+                    queue: q.clone(),
+                    to: record.owner.name,
+                });
+            }
+            Outcome::Pending(_) => {}
+            _ => {
+                self.offered.remove(q);
+                self.lose(q);
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the owner key of `q` from `from` to this member and adopts the queue at the new
+    /// token (a sealed offer in Redis becomes this member's leftover).
+    async fn move_and_adopt(&mut self, q: &Q, from: u64) -> Result<(), Error> {
+        let s = Arc::clone(&self.shared);
+        let Some(new) = assign::move_owner(
+            &mut self.client,
+            &s.keys,
+            q.as_ref(),
+            from,
+            &s.name,
+            &s.boot,
+            self.lease_id,
+        )
+        .await?
+        else {
+            return Ok(());
+        };
+        let result = self.adopt_at(q, new).await;
+        if let Err(e) = &result {
+            tracing::warn!(member = %s.name, error = %e, "adoption failed; releasing the queue");
+            let _ = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), new).await;
+        }
+        result
+    }
+
+    /// Target side: the queue's owner key is held by `o`; if an offer of its token is open
+    /// in Redis, move the key here and claim at the new token.
+    async fn take_offer(
+        &mut self,
+        q: &Q,
+        o: &OwnerKey,
+        members: &[LiveMember],
+    ) -> Result<(), Error> {
+        let s = Arc::clone(&self.shared);
+        let view = s.custody.read(q.as_ref(), None).await?;
+        let Some(record) = view.record else {
+            return Ok(());
+        };
+        if record.state != State::Offered || record.epoch != o.token {
+            return Ok(());
+        }
+        match record.target.as_deref() {
+            None => {}
+            Some(t) if t == s.name => {}
+            // Meant for a member that is gone: its claim would wait for the offer's TTL;
+            // adopting at a new token takes the sealed offer as a leftover at once.
+            Some(t) if !members.iter().any(|m| m.name == t) => {
+                return self.move_and_adopt(q, o.token).await;
+            }
+            Some(_) => return Ok(()),
+        }
+        let Some(new) = assign::move_owner(
+            &mut self.client,
+            &s.keys,
+            q.as_ref(),
+            o.token,
+            &s.name,
+            &s.boot,
+            self.lease_id,
+        )
+        .await?
+        else {
+            return Ok(());
+        };
+        let inc = match s.custody.claim_at::<Q, K, T>(q.clone(), new).await {
+            Ok(i) => i,
+            Err(e) => {
+                let _ = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), new).await;
+                return Err(e.into());
+            }
+        };
+        // Whatever an earlier stay here left is dropped (forwarded timers of a lost queue).
+        s.scheduler.take_forwarded(q);
+        s.scheduler.unfreeze_queue(q);
+        let imported = match s.custody.complete(inc, &s.scheduler).await {
+            Ok(r) => r.imported.imported,
+            Err(e) => {
+                // The key goes back; the next adopter (likely this member) takes the claim
+                // over as a leftover.
+                let _ = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), new).await;
+                return Err(Error::Handoff(e.to_string()));
+            }
+        };
+        s.owned.lock().insert(q.clone(), new);
+        s.fence.grant(q.as_ref(), new);
+        s.emit(FleetEvent::Acquired {
+            queue: q.clone(),
+            token: new,
+            how: Acquisition::HandedOver { imported },
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,78 @@
+//! Three members joining and leaving in turn against real etcd and redis-server: every
+//! queue ends owned by exactly one live member, and no timer is lost on the way.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+fn exactly_one(members: &[&FleetMember], qs: &[String]) -> bool {
+    let own = ownership(members);
+    qs.iter().all(|q| own.get(q).is_some_and(|o| o.len() == 1))
+}
+
+fn timers_in(members: &[&FleetMember], qs: &[String]) -> usize {
+    members
+        .iter()
+        .map(|m| qs.iter().map(|q| m.scheduler().queue_len(q)).sum::<usize>())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn members_join_and_leave_in_turn() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(12);
+    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
+        panic!("register: {e}");
+    }
+    let per_queue = 5;
+    let total = qs.len() * per_queue as usize;
+    let a = join(&opts, "a", per_queue).await;
+    wait_for(Duration::from_secs(20), "a owns every queue", || async {
+        exactly_one(&[&a], &qs)
+    })
+    .await;
+    assert_eq!(timers_in(&[&a], &qs), total);
+    let b = join(&opts, "b", per_queue).await;
+    let c = join(&opts, "c", per_queue).await;
+    wait_for(
+        Duration::from_secs(30),
+        "three members share the queues",
+        || async {
+            let all = [&a, &b, &c];
+            exactly_one(&all, &qs)
+                && all.iter().all(|m| !m.owned().is_empty())
+                && timers_in(&all, &qs) == total
+        },
+    )
+    .await;
+    // Every queue is with its rendezvous owner, and fenced-valid there.
+    for m in [&a, &b, &c] {
+        for (q, token) in m.owned() {
+            let want = tickwheel_fleet::assign::desired(["a", "b", "c"], q.as_bytes());
+            assert_eq!(want, Some(m.name()), "{q}");
+            assert_eq!(m.fence().token(q.as_bytes()), Some(token));
+        }
+    }
+    // b leaves in order: its queues go to a and c, none lost, none doubled.
+    if let Err(e) = b.leave().await {
+        panic!("leave: {e}");
+    }
+    wait_for(
+        Duration::from_secs(30),
+        "a and c share every queue",
+        || async { exactly_one(&[&a, &c], &qs) && timers_in(&[&a, &c], &qs) == total },
+    )
+    .await;
+    if let Err(e) = a.leave().await {
+        panic!("leave: {e}");
+    }
+    wait_for(Duration::from_secs(30), "c owns every queue", || async {
+        exactly_one(&[&c], &qs) && timers_in(&[&c], &qs) == total
+    })
+    .await;
+}
