@@ -57,6 +57,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    if let Err(e) = preflight(&args) {
+        eprintln!("fleet: {e}");
+        return ExitCode::from(2);
+    }
     let dir = match tempfile::Builder::new().prefix("fleet-").tempdir() {
         Ok(d) => d,
         Err(e) => {
@@ -77,4 +81,39 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A given `--redis-url` or `--etcd-url` the run cannot use (bad URL, unreachable, a Redis
+/// without `appendonly yes` and `appendfsync always`) is a bad option: refused before any
+/// process starts.
+fn preflight(args: &cli::Args) -> Result<(), String> {
+    if args.redis_url.is_none() && args.etcd_url.is_none() {
+        return Ok(());
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio runtime: {e}"))?;
+    rt.block_on(async {
+        if let Some(url) = &args.redis_url {
+            let member = tickwheel_redis::Member::new_boot("fleet-preflight");
+            tickwheel_redis::Protocol::connect(url, member, tickwheel_redis::Options::default())
+                .await
+                .map_err(|e| format!("--redis-url: {e}"))?;
+        }
+        if let Some(url) = &args.etcd_url {
+            let opts = tickwheel_fleet::etcd_client::ConnectOptions::new()
+                .with_connect_timeout(std::time::Duration::from_secs(3))
+                .with_timeout(std::time::Duration::from_secs(3));
+            let mut client =
+                tickwheel_fleet::etcd_client::Client::connect([url.as_str()], Some(opts))
+                    .await
+                    .map_err(|e| format!("--etcd-url {url}: {e}"))?;
+            client
+                .status()
+                .await
+                .map_err(|e| format!("--etcd-url {url}: {e}"))?;
+        }
+        Ok(())
+    })
 }
