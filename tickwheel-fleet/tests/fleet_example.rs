@@ -127,6 +127,9 @@ fn bad_options_exit_2_without_a_panic() {
             "etcd-restart",
         ],
         &["--plant", "everything"],
+        &["--redis-url", "redis://127.0.0.1:1/", "--scenario", "kill"],
+        &["--redis-url", "redis://[::1", "--scenario", "kill"],
+        &["--etcd-url", "http://127.0.0.1:1", "--scenario", "kill"],
     ] {
         let out = Command::new(fleet())
             .args(bad)
