@@ -35,7 +35,7 @@ use tickwheel::sync::admission::{AcquireError, AdmissionQueue, Limit, Order};
 use tokio::sync::Semaphore;
 
 // ---------------------------------------------------------------------------------------------
-// Counting allocator: live heap bytes and their peak (as in examples/compare)
+// Counting allocator: live heap bytes and their peak (as in tickwheel-bench/examples/compare)
 // ---------------------------------------------------------------------------------------------
 
 struct Counting;

@@ -1,9 +1,9 @@
 //! Side-by-side comparison of tickwheel with tokio and the other timer wheels, on the benchmark workloads.
 //!
 //! ```text
-//! cargo run --release --features tokio --example compare -- --quick     # 100 000 timers, under a minute
-//! cargo run --release --features tokio --example compare                # 1 000, 100 000 and 1 000 000
-//! cargo run --release --features tokio --example compare -- --markdown  # tables for PERFORMANCE.md
+//! cargo run --release -p tickwheel-bench --features tokio --example compare -- --quick     # 100 000 timers, under a minute
+//! cargo run --release -p tickwheel-bench --features tokio --example compare                # 1 000, 100 000 and 1 000 000
+//! cargo run --release -p tickwheel-bench --features tokio --example compare -- --markdown  # tables for PERFORMANCE.md
 //! ```
 //!
 //! Without `--features tokio` the `tickwheel DelayQueue` column (tickwheel's drop-in for
