@@ -343,7 +343,8 @@ async fn tickwheel_side(args: Args, reqs: Arc<Vec<Request>>) -> (Vec<End>, bool,
                     None,
                 ),
                 Err(AcquireError::Cancelled) => (End::Cancelled, None),
-                Err(AcquireError::Refused(e)) => panic!("a valid request was refused: {e}"),
+                // Refused, or an error of a later version.
+                Err(e) => panic!("a valid request failed: {e}"),
             }
         }));
     }
