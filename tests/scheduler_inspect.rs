@@ -76,10 +76,7 @@ fn members_come_in_delivery_order_whatever_the_shard_count() {
             }
         );
         assert!(members[1..].iter().all(|m| m.state == IdState::Pending));
-        assert_eq!(
-            sched.queue_counts("q"),
-            counts(7, 1, 0)
-        );
+        assert_eq!(sched.queue_counts("q"), counts(7, 1, 0));
         assert_eq!(sched.queue_counts("other").total(), 4);
         assert_eq!(sched.queue_counts("absent"), QueueCounts::default());
         assert!(sched.queue_members("absent").is_empty());
@@ -106,10 +103,7 @@ fn counts_agree_with_the_other_views() {
     let batch: Vec<_> = sched.pop_due(ms(t0, 9), 100).collect();
     assert_eq!(batch.len(), 10);
     let (a, b) = (sched.queue_counts("q0"), sched.queue_counts("q1"));
-    assert_eq!(
-        a,
-        counts(15, 5, 0)
-    );
+    assert_eq!(a, counts(15, 5, 0));
     assert_eq!(a.pending + a.forwarded, sched.queue_len("q0"));
     assert_eq!(a.in_flight, sched.queue_in_flight("q0").len());
     assert_eq!(a.pending + b.pending, sched.len());
@@ -121,10 +115,7 @@ fn counts_agree_with_the_other_views() {
             assert_eq!(due.retry_at(t0), Ok(Retried::Forwarded));
         }
     }
-    assert_eq!(
-        sched.queue_counts("q1"),
-        counts(0, 0, 5)
-    );
+    assert_eq!(sched.queue_counts("q1"), counts(0, 0, 5));
     assert!(
         states(&sched, "q1")
             .iter()
