@@ -1,5 +1,5 @@
 //! Inserts, cancels and polls a million timers on the core `Wheel` and prints how long each
-//! phase took. A quick look at the core's cost; `examples/compare/` is the side-by-side
+//! phase took. A quick look at the core's cost; `tickwheel-bench/examples/compare/` is the side-by-side
 //! benchmark against other wheels.
 //!
 //! ```text

@@ -69,7 +69,7 @@ fn run() -> f64 {
     (thread_cpu_ns() - started) as f64 / f64::from(TIMERS)
 }
 
-/// CPU time this thread has used, in ns (as `benches/peers/workloads.rs` measures it).
+/// CPU time this thread has used, in ns (as `tickwheel-bench/benches/peers/workloads.rs` measures it).
 fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

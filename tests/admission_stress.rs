@@ -89,7 +89,7 @@ fn worker(seed: u64, queues: Arc<[AdmissionQueue; 2]>, counts: Arc<Counts>) {
             Some(Err(AcquireError::Cancelled)) => {
                 counts.cancelled.fetch_add(1, Ordering::Relaxed);
             }
-            Some(Err(AcquireError::Refused(_))) => unreachable!("registered already"),
+            Some(Err(e)) => unreachable!("registered already, so not refused: {e}"),
             None => {}
         }
     }

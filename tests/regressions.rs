@@ -1,4 +1,4 @@
-//! Minimized sequences from the model tests, the fuzz targets and testers' reports, one test
+//! Minimized sequences from the model tests, the fuzz targets and reported faults, one test
 //! each, as plain code. A test marked `#[ignore]` fails today: its reason names the fault
 //! and the code that has it; it stays ignored only until that fault is fixed (run them with
 //! `cargo test --all-features --test regressions -- --ignored`).
@@ -129,7 +129,7 @@ fn scheduler_queues_order_does_not_depend_on_shard_count() {
     }
 }
 
-/// The tester's minimal case: (queue 3, id 6), (queue 0, id 7), (queue 3, id 8), all due at
+/// The minimal case: (queue 3, id 6), (queue 0, id 7), (queue 3, id 8), all due at
 /// t0 + 1 s, then `cancel(&6)`. One shard answered `[3, 0]`, five shards `[0, 3]`.
 #[test]
 fn scheduler_queues_order_after_cancel_does_not_depend_on_shard_count() {
@@ -148,68 +148,4 @@ fn scheduler_queues_order_after_cancel_does_not_depend_on_shard_count() {
             "{shards} shards: queue 3's oldest is now 8"
         );
     }
-}
-
-/// Tester's report: public rustdoc pointed readers at private source files (`ticks.rs`,
-/// `signal.rs`, `model.rs`, `model/phases.rs`, `model/wake.rs`, `waiter.rs`) and at
-/// DESIGN.md, none of which a reader of the published docs has. Scans the doc comments that
-/// rustdoc publishes in `src/sync` and `src/tokio` — the module docs of the public modules,
-/// and the `///` docs of `pub` items (not `pub(crate)`) — for a file name.
-#[test]
-fn public_docs_name_no_private_files() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let public_modules = ["sync/mod.rs", "tokio/mod.rs", "tokio/delay_queue.rs"];
-    let mut files = Vec::new();
-    let mut dirs = vec![root.join("sync"), root.join("tokio")];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    assert!(files.len() > 10, "found the sources: {files:?}");
-    let names_a_file = |line: &str| {
-        line.contains("DESIGN.md")
-            || line
-                .split(|c: char| !(c.is_alphanumeric() || "_./".contains(c)))
-                .any(|word| word.ends_with(".rs") && word.len() > 3)
-    };
-    let mut bad = Vec::new();
-    for path in &files {
-        let rel = path
-            .strip_prefix(&root)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        let text = std::fs::read_to_string(path).unwrap();
-        let mut block: Vec<(usize, &str)> = Vec::new();
-        for (n, line) in text.lines().enumerate() {
-            let trimmed = line.trim_start();
-            if let Some(doc) = trimmed.strip_prefix("//!") {
-                if public_modules.contains(&rel.as_str()) && names_a_file(doc) {
-                    bad.push(format!("{rel}:{}: {doc}", n + 1));
-                }
-            } else if let Some(doc) = trimmed.strip_prefix("///") {
-                block.push((n + 1, doc));
-            } else if trimmed.starts_with("#[") {
-                // Attributes between a doc block and its item.
-            } else {
-                if trimmed.starts_with("pub ") {
-                    for &(n, doc) in block.iter().filter(|(_, doc)| names_a_file(doc)) {
-                        bad.push(format!("{rel}:{n}: {doc}"));
-                    }
-                }
-                block.clear();
-            }
-        }
-    }
-    assert!(
-        bad.is_empty(),
-        "public docs name files:\n{}",
-        bad.join("\n")
-    );
 }

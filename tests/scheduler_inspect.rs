@@ -76,14 +76,7 @@ fn members_come_in_delivery_order_whatever_the_shard_count() {
             }
         );
         assert!(members[1..].iter().all(|m| m.state == IdState::Pending));
-        assert_eq!(
-            sched.queue_counts("q"),
-            QueueCounts {
-                pending: 7,
-                in_flight: 1,
-                forwarded: 0
-            }
-        );
+        assert_eq!(sched.queue_counts("q"), counts(7, 1, 0));
         assert_eq!(sched.queue_counts("other").total(), 4);
         assert_eq!(sched.queue_counts("absent"), QueueCounts::default());
         assert!(sched.queue_members("absent").is_empty());
@@ -110,14 +103,7 @@ fn counts_agree_with_the_other_views() {
     let batch: Vec<_> = sched.pop_due(ms(t0, 9), 100).collect();
     assert_eq!(batch.len(), 10);
     let (a, b) = (sched.queue_counts("q0"), sched.queue_counts("q1"));
-    assert_eq!(
-        a,
-        QueueCounts {
-            pending: 15,
-            in_flight: 5,
-            forwarded: 0
-        }
-    );
+    assert_eq!(a, counts(15, 5, 0));
     assert_eq!(a.pending + a.forwarded, sched.queue_len("q0"));
     assert_eq!(a.in_flight, sched.queue_in_flight("q0").len());
     assert_eq!(a.pending + b.pending, sched.len());
@@ -129,14 +115,7 @@ fn counts_agree_with_the_other_views() {
             assert_eq!(due.retry_at(t0), Ok(Retried::Forwarded));
         }
     }
-    assert_eq!(
-        sched.queue_counts("q1"),
-        QueueCounts {
-            pending: 0,
-            in_flight: 0,
-            forwarded: 5
-        }
-    );
+    assert_eq!(sched.queue_counts("q1"), counts(0, 0, 5));
     assert!(
         states(&sched, "q1")
             .iter()
@@ -177,4 +156,11 @@ fn a_drain_lists_a_timer_in_flight_before_its_retry_and_takes_it_after() {
         sched.is_empty() && sched.pop_due(ms(t0, 100), 10).is_empty(),
         "never doubled"
     );
+}
+
+/// The counts as (pending, in flight, forwarded): `QueueCounts` is `#[non_exhaustive]`.
+fn counts(pending: usize, in_flight: usize, forwarded: usize) -> QueueCounts {
+    let mut c = QueueCounts::default();
+    (c.pending, c.in_flight, c.forwarded) = (pending, in_flight, forwarded);
+    c
 }

@@ -11,7 +11,7 @@ use tickwheel::sync::{Cancel, ScheduleError, Scheduler};
 
 const MIB: usize = 1 << 20;
 
-/// The tester's repro: `n` timers, ids `0..n`, queue `id % 1000`, due in 60 s, 64-byte
+/// The reproduction: `n` timers, ids `0..n`, queue `id % 1000`, due in 60 s, 64-byte
 /// values.
 fn filled(s: &Scheduler<u32, u32, [u8; 64]>, t0: Instant, n: u32) {
     for id in 0..n {

@@ -335,7 +335,7 @@ fn stats_count_staged_and_in_flight() {
     );
 }
 
-/// Tester's report: after a `pop_due` that stops at its limit, `stats().due_waiting` differs
+/// After a `pop_due` that stops at its limit, `stats().due_waiting` differs
 /// between shard counts (one looked-at timer is staged per shard). That is documented: the
 /// statistic is exempt from determinism. What is delivered, and the other counts, are not.
 #[test]

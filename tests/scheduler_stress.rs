@@ -190,7 +190,7 @@ fn exactly_once_under_concurrent_schedule_dispatch_cancel_and_drain() {
     });
 
     std::thread::scope(|scope| {
-        let helpers = [
+        let workers = [
             scope.spawn(|| canceller(&sched, &ledger, &stop, StdRng::seed_from_u64(cfg.seed ^ 1))),
             scope.spawn(|| drainer(&sched, &ledger, &stop, StdRng::seed_from_u64(cfg.seed ^ 2))),
             scope.spawn(|| {
@@ -208,8 +208,8 @@ fn exactly_once_under_concurrent_schedule_dispatch_cancel_and_drain() {
             p.join().expect("producer");
         }
         stop.store(true, Ordering::Relaxed);
-        for h in helpers {
-            h.join().expect("helper");
+        for h in workers {
+            h.join().expect("a worker thread panicked");
         }
     });
 

@@ -29,7 +29,7 @@ fn within_timeout(name: &str, f: impl FnOnce() + Send + 'static) {
     }
 }
 
-// --- the tester's repro ------------------------------------------------------------------
+// --- the reproduction ---------------------------------------------------------------------
 
 type S = Scheduler<u8, Id, u32>;
 static REFUSED: OnceLock<Arc<S>> = OnceLock::new();
@@ -111,7 +111,7 @@ fn no_operation_drops_an_id_or_a_queue_name_under_a_lock() {
         let s =
             CALLBACK.get_or_init(|| Arc::new(Scheduler::builder().shards(2).origin(t0).build()));
         let ms = Duration::from_millis(1);
-        // The tester's second case: schedule, pop, drop the Due, len() settles it.
+        // The second case: schedule, pop, drop the Due, len() settles it.
         s.schedule(Name(0), Key(1), t0, 1).unwrap();
         let due = s.pop_due(t0 + ms, 10).next().unwrap();
         drop(due);

@@ -170,7 +170,7 @@ async fn next_within_bounded_polls(stream: &mut Stream, fresh_waker: bool) -> Re
     }
 }
 
-/// Tester's report: with 16 codegen units in release, a waiting stream spun at one
+/// Regression: with 16 codegen units in release, a waiting stream spun at one
 /// instant (the paused clock never moved). tokio's waker was not `will_wake` its own
 /// clone, so every wait "forgot" the previous waker and woke it: the stream's own task.
 /// Deterministic here in every profile: a fresh waker per poll, across origins at

@@ -60,6 +60,7 @@ pub enum Retried {
 /// Why [`Due::retry_at`](super::Due::retry_at) could not put the timer back. Gives the
 /// value back; the timer has then ended (as delivered).
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RetryError<T> {
     /// The scheduler is gone: every `Scheduler` handle and `DueBatch` of it was dropped.
     Closed(T),

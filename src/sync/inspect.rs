@@ -49,6 +49,7 @@ pub struct Member<K> {
 /// [`Scheduler::queue_counts`](super::Scheduler::queue_counts). All zero for a queue with no
 /// member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct QueueCounts {
     /// Pending members (due ones included). Forwarded members are not counted here:
     /// [`Scheduler::queue_len`](super::Scheduler::queue_len) is `pending + forwarded`.
@@ -64,7 +65,8 @@ impl QueueCounts {
     ///
     /// ```
     /// use tickwheel::sync::QueueCounts;
-    /// let counts = QueueCounts { pending: 3, in_flight: 1, forwarded: 0 };
+    /// let mut counts = QueueCounts::default();
+    /// (counts.pending, counts.in_flight) = (3, 1);
     /// assert_eq!(counts.total(), 4);
     /// ```
     pub fn total(&self) -> usize {

@@ -76,6 +76,7 @@ pub struct SnapshotEntry<K, T> {
 
 /// Why [`Snapshot::into_entries`] refused a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SnapshotError {
     /// Written in a version this crate does not read; holds it.
     UnknownVersion(u32),

@@ -58,6 +58,7 @@ impl<K, T> Default for Drained<K, T> {
 /// Why [`Scheduler::schedule`](super::Scheduler::schedule) refused a timer. Every variant
 /// gives the value back.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ScheduleError<T> {
     /// The id already has a pending timer. Use `reschedule` to move it, or `cancel` first.
     Pending(T),
@@ -117,6 +118,7 @@ impl<T> std::error::Error for ScheduleError<T> {}
 
 /// Why [`Scheduler::reschedule`](super::Scheduler::reschedule) changed nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RescheduleError {
     /// The id's timer is in flight: the dispatcher has it, it can no longer be moved.
     InFlight,
@@ -146,6 +148,7 @@ impl std::error::Error for RescheduleError {}
 
 /// Why [`SchedulerBuilder::try_build`](super::SchedulerBuilder::try_build) refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BuildError {
     /// `shards(n)` was 0 or more than [`MAX_SHARDS`](super::MAX_SHARDS); holds `n`.
     Shards(usize),
@@ -186,6 +189,7 @@ impl std::error::Error for BuildError {}
 /// [`bytes_held`](Self::bytes_held) differ between shard counts; `pending`, `in_flight`
 /// and `queues` do not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct SchedulerStats {
     /// Number of shards.
     pub shards: usize,

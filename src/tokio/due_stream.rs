@@ -427,7 +427,7 @@ mod tests {
         (Arc::clone(&count), Waker::from(count))
     }
 
-    /// Tester's report: a dropped stream left its waker registered in the scheduler until
+    /// Regression: a dropped stream left its waker registered in the scheduler until
     /// the next notify, so short-lived tasks polling streams while no earlier deadline
     /// arrives piled up wakers without bound (1000 here).
     #[tokio::test(start_paused = true)]
@@ -500,7 +500,7 @@ mod tests {
         assert_eq!(woken, [0; 10], "no task woken for nothing");
     }
 
-    /// Tester's report: with 16 codegen units in release, tokio's waker did not `will_wake`
+    /// Regression: with 16 codegen units in release, tokio's waker did not `will_wake`
     /// its own clone, and a waiting stream took its last waker for another task's, forgot
     /// it and woke it: its own task, on every wait, so it spun at one instant. Here one task
     /// polls with a new waker each time (as a combinator that wraps the waker would): a

@@ -105,6 +105,7 @@ pub struct Expired<T> {
 
 /// A snapshot of a wheel's occupancy and memory, from [`Wheel::stats`](crate::Wheel::stats).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct WheelStats {
     /// Pending timers (the same as `len()`).
     pub live: usize,

@@ -20,23 +20,23 @@
 //!
 //! tokio's wheel stops at level 5 and clamps later deadlines; here eleven levels of 64 slots
 //! cover every `u64` exactly (the top level uses 16 slots), so no deadline is clamped and no
-//! level wraps around. See `level.rs` for the arithmetic and a worked example.
+//! level wraps around.
 //!
 //! What differs from tokio's wheel, and why:
 //! - **Entries live in a generation-stamped arena; slots hold references, not links.** A
 //!   key names (index, generation), so a stale key is rejected instead of aliasing the next
 //!   timer at its index (the `DelayQueue` bug class), and a timer can never be "already
 //!   linked" twice (the MTA drain bug). Cancel leaves the slot's reference behind and
-//!   decrements the slot's live count; see `slots.rs` for why stale references stay bounded.
+//!   decrements the slot's live count; stale references stay bounded ([`Wheel::stats`]).
 //! - **Moving a deadline later is free.** The timer stays in its slot with the new deadline;
 //!   when the slot is processed it is filed again by its real deadline (as Ratas does for
 //!   cheap reschedules). Only a reset to an *earlier* slot moves it.
-//! - **A due queue** (`due.rs`) holds due timers between polls, so `poll` returns one at a
+//! - **A due queue** holds due timers between polls, so `poll` returns one at a
 //!   time and `poll_into` can stop at `limit` and resume without losing order.
 //! - **A level-2 slot is sorted, not cascaded.** When such a slot is processed and no
 //!   sorted run is pending, a stable counting sort over its 4 096 ticks, on deadline digits
 //!   each reference carries, makes it the due queue's *run*, which hands its timers out
-//!   deadline by deadline as `elapsed` reaches them (`poll.rs`). No entry is loaded to make
+//!   deadline by deadline as `elapsed` reaches them. No entry is loaded to make
 //!   the run: a timer is next visited when it fires, instead of once per level it would
 //!   cascade through (at 1 M timers over a minute, most sit in level 2: three visits to a
 //!   random 24-byte arena entry become one), and those visits are what a poll costs.
@@ -403,7 +403,7 @@ impl<T> Wheel<T> {
 
     /// The earliest tick at which a poll may return a timer, or `None` when the wheel is
     /// empty. O(levels); after cancels or moves since the last poll, up to 64 of which are
-    /// applied to their slots' counts only lazily (see `slots.rs`), O(levels + 64 × the
+    /// applied to their slots' counts only lazily, O(levels + 64 × the
     /// slots passed over): at most a few thousand steps, whatever the number of timers.
     ///
     /// Never later than the earliest pending deadline. It is that deadline exactly when the

@@ -162,7 +162,7 @@ impl Levels {
     /// cancels took 27–30 ns with it and 20–21 ns with only the level-wide counts updated
     /// (a scratch driver, AMD EPYC guest; how the processor serialises them was not
     /// measured, as the guest has no hardware counters). Appending to `pending` writes at an
-    /// address known in advance. `examples/compare` at f56240d, workload 2 at 1 M: 24–25 ns
+    /// address known in advance. `tickwheel-bench/examples/compare` at f56240d, workload 2 at 1 M: 24–25 ns
     /// per cancel instead of 29–31.
     ///
     /// The level-wide counts are lowered in the flush too: [`over_bound`](Self::over_bound)

@@ -1,4 +1,4 @@
-//! Helpers shared by the `DelayQueue` integration tests (all under tokio's paused clock).
+//! Code shared by the `DelayQueue` integration tests (all under tokio's paused clock).
 #![allow(dead_code)] // each test file uses its own subset
 
 use std::future::poll_fn;

@@ -38,6 +38,7 @@ pub struct Chunk<K, T> {
 
 /// Why a chunk could not be read. Reading changes nothing anywhere.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ChunkError {
     /// The bytes are not a chunk (truncated, garbage, or entries of other types).
     #[error("corrupt chunk: {0}")]

@@ -78,6 +78,7 @@ impl Default for CustodyOptions {
 /// Why a handoff step failed. Every variant leaves the [`Outgoing`] or [`Incoming`] in the
 /// state it had before the call (except [`Fenced`](CustodyError::Fenced), which ends it):
 /// nothing is lost by an error.
+#[non_exhaustive]
 pub enum CustodyError<K, T> {
     /// A protocol call failed: [`Error::Unavailable`] (retry the step: same token),
     /// or a refusal other than fencing (see [`Error::rejection`]).

@@ -70,6 +70,7 @@ pub enum Rejection {
 
 /// An error of a protocol call.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The script ran and refused the step; nothing changed. Boxed: a rejection carries the
     /// record, and errors travel by value.

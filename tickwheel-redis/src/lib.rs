@@ -102,6 +102,7 @@
 //! target.commit(q, claimed.record.epoch, &Token::generate()).await?;
 //! # let _ = bytes; Ok(()) }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -20,6 +20,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a server could not be started.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServerError {
     /// The `redis-server` binary is not installed (or not on `PATH`).
     #[error(

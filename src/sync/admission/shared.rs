@@ -91,6 +91,7 @@ impl Notify {
 
 /// Why an acquire ended without a grant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AcquireError {
     /// Refused at registration; nothing changed.
     Refused(RegisterError),

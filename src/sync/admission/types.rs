@@ -95,6 +95,7 @@ pub enum Cancel<W> {
 /// Why [`WaitQueue::register`](super::WaitQueue::register) refused a request. Nothing
 /// changed in the queue or the limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RegisterError {
     /// An amount of zero: there is nothing to wait for.
     ZeroAmount,

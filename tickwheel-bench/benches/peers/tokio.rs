@@ -1,6 +1,6 @@
 //! The peers on a paused current-thread tokio runtime: tokio-util's `DelayQueue`, tickwheel's
 //! drop-in `tickwheel::tokio::DelayQueue` (same adapter), tokio's `Sleep`, and the runtime
-//! helpers they share.
+//! functions they share.
 
 use std::cell::RefCell;
 use std::pin::Pin;

@@ -57,6 +57,14 @@ pub struct Args {
     /// Print Markdown tables.
     #[arg(long)]
     pub markdown: bool,
+    /// Also write an SVG chart of workloads 1–6 and the idle poll to FILE: ns per operation
+    /// by number of timers, one line per peer.
+    #[arg(long, value_name = "FILE")]
+    pub chart: Option<String>,
+    /// Measure nothing: draw the `--chart` from the tables of an earlier `--markdown` run
+    /// saved in FILE (such as PERFORMANCE.md).
+    #[arg(long, value_name = "FILE", requires = "chart")]
+    pub chart_from: Option<String>,
     /// Internal: measure this one size and print its cells for the parent (see `child.rs`).
     #[arg(long, hide = true, value_parser = size)]
     pub child_size: Option<usize>,

@@ -1,9 +1,9 @@
 //! Side-by-side comparison of tickwheel with tokio and the other timer wheels, on the benchmark workloads.
 //!
 //! ```text
-//! cargo run --release --features tokio --example compare -- --quick     # 100 000 timers, under a minute
-//! cargo run --release --features tokio --example compare                # 1 000, 100 000 and 1 000 000
-//! cargo run --release --features tokio --example compare -- --markdown  # tables for PERFORMANCE.md
+//! cargo run --release -p tickwheel-bench --features tokio --example compare -- --quick     # 100 000 timers, under a minute
+//! cargo run --release -p tickwheel-bench --features tokio --example compare                # 1 000, 100 000 and 1 000 000
+//! cargo run --release -p tickwheel-bench --features tokio --example compare -- --markdown  # tables for PERFORMANCE.md
 //! ```
 //!
 //! Without `--features tokio` the `tickwheel DelayQueue` column (tickwheel's drop-in for
@@ -37,7 +37,7 @@
 //! The last three lines name the slowest cells against tokio-util's `DelayQueue` over
 //! workloads 1–6 and every size run: tokio-util's `DelayQueue` ÷ tickwheel's drop-in
 //! `DelayQueue` (API for API), then the cell and the ratio against the core wheel. The very
-//! last line keeps the issue's format, `slowest ratio vs tokio DelayQueue: X.XX` (`n/a` when
+//! last line has a fixed format for scripts, `slowest ratio vs tokio DelayQueue: X.XX` (`n/a` when
 //! `DelayQueue` was filtered out).
 //!
 //! Memory (workload 8) is measured with a counting global allocator: the one `unsafe` of this
@@ -53,6 +53,7 @@
 mod peers;
 
 mod args;
+mod chart;
 mod child;
 mod measure;
 mod table;
@@ -259,6 +260,19 @@ fn main() -> ExitCode {
         measure::child(&plan, n);
         return ExitCode::SUCCESS;
     }
+    if let (Some(from), Some(to)) = (&args.chart_from, &args.chart) {
+        let drawn = std::fs::read_to_string(from)
+            .map_err(|e| format!("--chart-from {from}: {e}"))
+            .and_then(|text| chart::Points::from_markdown(&text))
+            .and_then(|points| points.write_svg(to));
+        return match drawn {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("compare: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match parent(&args, &plan) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -300,6 +314,7 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
     let mut slowest_dq_vs_dq: Option<Slowest> = None;
     let mut memory_rows = Vec::new();
     let mut scheduler_rows = Vec::new();
+    let mut points = chart::Points::default();
 
     for &n in &sizes {
         println!();
@@ -317,6 +332,9 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
                 .map(|(i, c)| fmt_cell(c, base, i == 0))
                 .collect();
             table.row(w.label(), texts);
+            for (peer, cell) in names.iter().zip(&cells) {
+                points.add(w.label(), peer, n, cell.median());
+            }
             if let (Some(dq), true) = (delay_queue, w != Workload::IdlePoll) {
                 keep_min(
                     &mut slowest_vs_delay_queue,
@@ -344,6 +362,10 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
         // The rows received, even when the child failed part-way.
         table.print();
         outcome?;
+        if let Some(path) = &args.chart {
+            // Rewritten after every size, so a run stopped part-way still leaves a chart.
+            points.write_svg(path)?;
+        }
         if plan.scheduler_at(n) {
             scheduler_rows.push((n, received.scheduler));
         }

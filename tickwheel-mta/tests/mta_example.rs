@@ -1,4 +1,4 @@
-//! Runs `examples/mta` (the MTA scheduled-queue simulation) at a small size and checks what
+//! Runs `examples/mta/` (the MTA scheduled-queue simulation) at a small size and checks what
 //! it promises: the `exactly-once: OK` line adds up, `--json` says the same, the real clock
 //! works with both dispatchers, and bad options end in a clear error with exit code 2, not
 //! a panic.

@@ -5,10 +5,10 @@
 //! time, and is in `examples/compare/` only.
 //!
 //! ```text
-//! cargo bench --bench wheel                                  # 1 000 and 100 000 timers
-//! TICKWHEEL_BENCH_SIZES=1000000 cargo bench --bench wheel    # other sizes
-//! cargo bench --bench wheel -- churn                         # one workload
-//! cargo bench --features tokio --bench wheel                 # with tickwheel's DelayQueue
+//! cargo bench -p tickwheel-bench --bench wheel                                  # 1 000 and 100 000 timers
+//! TICKWHEEL_BENCH_SIZES=1000000 cargo bench -p tickwheel-bench --bench wheel    # other sizes
+//! cargo bench -p tickwheel-bench --bench wheel -- churn                         # one workload
+//! cargo bench -p tickwheel-bench --features tokio --bench wheel                 # with tickwheel's DelayQueue
 //! ```
 //!
 //! Each criterion iteration is one whole workload run on a fresh structure; only the
