@@ -34,6 +34,7 @@
 //! with SIGKILL, paused with SIGSTOP).
 //!
 //! See `docs/fleet.md` for the keys, states and the timing argument.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
