@@ -346,18 +346,29 @@ async fn odd_queue_names_are_separate_queues_each_owned_once() {
         panic!("register: {e}");
     }
     type Bytes = Scheduler<Vec<u8>, u64, String>;
+    let ids: Arc<BTreeMap<Vec<u8>, u64>> = Arc::new(
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i as u64))
+            .collect(),
+    );
     let mk = |name: &'static str| {
         let opts = opts.clone();
+        let ids = Arc::clone(&ids);
         async move {
             let sched: Arc<Bytes> = Arc::new(Scheduler::new());
-            let r = Member::join(opts, name, sched, |q: Vec<u8>| async move {
+            let r = Member::join(opts, name, sched, move |q: Vec<u8>| {
+                let id = ids.get(&q).copied();
+                async move {
                 let at = Instant::now() + Duration::from_secs(3600);
-                // One timer a queue, its id the name's length, its value the name.
+                // One timer a queue, its id the name's place in the list (unknown: 999).
                 Ok::<_, RecoveryError>(vec![FrozenEntry {
-                    id: q.len() as u64,
+                    id: id.unwrap_or(999),
                     at,
                     value: format!("{q:?}"),
                 }])
+                }
             })
             .await;
             match r {
@@ -384,8 +395,17 @@ async fn odd_queue_names_are_separate_queues_each_owned_once() {
     let until = Instant::now() + Duration::from_secs(30);
     while !check() {
         if Instant::now() > until {
-            let owned: Vec<_> = [&a, &b].iter().map(|m| m.owned()).collect();
-            panic!("odd names not each owned once: {owned:?}");
+            let short = |q: &[u8]| q.iter().take(8).copied().collect::<Vec<u8>>();
+            let owned: Vec<Vec<(Vec<u8>, usize)>> = [&a, &b]
+                .iter()
+                .map(|m| {
+                    m.owned()
+                        .iter()
+                        .map(|(q, _)| (short(q), m.scheduler().queue_len(q)))
+                        .collect()
+                })
+                .collect();
+            panic!("odd names not each owned once with its one timer: (name prefix, timers) {owned:?}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -479,7 +499,8 @@ async fn zero_periods_and_timeouts_are_refused_or_harmless() {
             Ok(m) => {
                 if !infinite_grace {
                     wait_until(Duration::from_secs(20), what, || {
-                        m.owned().len() == qs.len()
+                        let own: Vec<String> = m.owned().into_iter().map(|(q, _)| q).collect();
+                        qs.iter().all(|q| own.contains(q))
                     })
                     .await;
                 }
@@ -633,6 +654,44 @@ async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
     x.kill9();
     wait_for(Duration::from_secs(40), "b owns every queue, every timer once", || async {
         exactly_one(&[&b], &qs) && timers_in(&[&b], &qs) == total
+    })
+    .await;
+}
+
+/// Member names that are empty, hold a space, a `/`, `..` or are long: each either joins
+/// and takes its share, or is refused with an error; never a panic, never another member's
+/// key (two members whose names differ only in such bytes both join).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn odd_member_names_join_as_separate_members_or_are_refused() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(6);
+    register(&opts, &qs).await;
+    let long = "n".repeat(4096);
+    let names: Vec<&str> = vec!["", " ", "a b", "a/b", "a", "../m/61", "\u{0}", long.as_str()];
+    let mut joined = Vec::new();
+    for n in names {
+        let r = Member::<String, u64, String>::join(
+            opts.clone(),
+            n,
+            Arc::new(Sched::new()),
+            |q: String| async move { Ok::<_, RecoveryError>(store_entries(&q, 2)) },
+        )
+        .await;
+        match r {
+            Ok(m) => joined.push(m),
+            Err(Error::NameTaken { name, holder_boot }) => {
+                panic!("{n:?} taken by {holder_boot} as {name:?}: names collided")
+            }
+            Err(e) => eprintln!("{n:?} refused: {e}"),
+        }
+    }
+    assert!(joined.len() >= 3, "at least the plain names join");
+    let refs: Vec<&FleetMember> = joined.iter().collect();
+    wait_for(Duration::from_secs(30), "every queue owned once", || async {
+        exactly_one(&refs, &qs) && timers_in(&refs, &qs) == qs.len() * 2
     })
     .await;
 }
