@@ -59,7 +59,13 @@ fn dispatch(m: &FleetMember, log: Arc<Mutex<Vec<Record>>>, stop: Arc<Mutex<bool>
             let at = Instant::now();
             if let Ok(mut l) = log.lock() {
                 for d in out {
-                    l.push((name.clone(), d.due.queue().clone(), d.token, *d.due.id(), at));
+                    l.push((
+                        name.clone(),
+                        d.due.queue().clone(),
+                        d.token,
+                        *d.due.id(),
+                        at,
+                    ));
                 }
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -100,7 +106,10 @@ fn doubled(log: &[Record]) -> Option<String> {
     let mut seen = BTreeSet::new();
     for r in log {
         if !seen.insert((r.1.clone(), r.3, r.2)) {
-            return Some(format!("id {} of {} handed out twice under token {}", r.3, r.1, r.2));
+            return Some(format!(
+                "id {} of {} handed out twice under token {}",
+                r.3, r.1, r.2
+            ));
         }
     }
     None
@@ -170,9 +179,11 @@ async fn two_members_joining_at_once_never_hand_out_one_queue_together() {
         qs.clone(),
         Arc::clone(&stop),
     );
-    wait_for(Duration::from_secs(30), "a and b share every queue", || async {
-        exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty()
-    })
+    wait_for(
+        Duration::from_secs(30),
+        "a and b share every queue",
+        || async { exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty() },
+    )
     .await;
     // Let the spread timers come due.
     tokio::time::sleep(Duration::from_secs(9)).await;
@@ -231,18 +242,18 @@ async fn a_member_leaving_while_another_joins_loses_no_timer() {
     let a = join(&opts, "a", per).await;
     let b = join(&opts, "b", per).await;
     wait_for(Duration::from_secs(30), "a and b share", || async {
-        exactly_one(&[&a, &b], &qs)
-            && !b.owned().is_empty()
-            && timers_in(&[&a, &b], &qs) == total
+        exactly_one(&[&a, &b], &qs) && !b.owned().is_empty() && timers_in(&[&a, &b], &qs) == total
     })
     .await;
     let (left, c) = tokio::join!(b.leave(), join(&opts, "c", per));
     if let Err(e) = left {
         panic!("leave while another joins: {e}");
     }
-    wait_for(Duration::from_secs(30), "a and c share every queue", || async {
-        exactly_one(&[&a, &c], &qs) && timers_in(&[&a, &c], &qs) == total
-    })
+    wait_for(
+        Duration::from_secs(30),
+        "a and c share every queue",
+        || async { exactly_one(&[&a, &c], &qs) && timers_in(&[&a, &c], &qs) == total },
+    )
     .await;
 }
 
@@ -287,9 +298,11 @@ async fn etcd_stopped_in_a_handoff_and_started_again_leaves_every_queue_owned_on
     if let Err(e) = etcd.start_again() {
         panic!("start etcd: {e}");
     }
-    wait_for(Duration::from_secs(40), "every queue owned once, every timer once", || async {
-        exactly_one(&[&a, &b], &qs) && timers_in(&[&a, &b], &qs) == total
-    })
+    wait_for(
+        Duration::from_secs(40),
+        "every queue owned once, every timer once",
+        || async { exactly_one(&[&a, &b], &qs) && timers_in(&[&a, &b], &qs) == total },
+    )
     .await;
 }
 
@@ -313,11 +326,15 @@ async fn a_redis_restart_mid_run_leaves_every_queue_owned_and_rebalances_after()
     }
     // A join after the restart needs the handoff through the restarted Redis.
     let b = join(&opts, "b", per).await;
-    wait_for(Duration::from_secs(40), "a and b share, every timer once", || async {
-        exactly_one(&[&a, &b], &qs)
-            && !b.owned().is_empty()
-            && timers_in(&[&a, &b], &qs) == total
-    })
+    wait_for(
+        Duration::from_secs(40),
+        "a and b share, every timer once",
+        || async {
+            exactly_one(&[&a, &b], &qs)
+                && !b.owned().is_empty()
+                && timers_in(&[&a, &b], &qs) == total
+        },
+    )
     .await;
 }
 
@@ -361,13 +378,13 @@ async fn odd_queue_names_are_separate_queues_each_owned_once() {
             let r = Member::join(opts, name, sched, move |q: Vec<u8>| {
                 let id = ids.get(&q).copied();
                 async move {
-                let at = Instant::now() + Duration::from_secs(3600);
-                // One timer a queue, its id the name's place in the list (unknown: 999).
-                Ok::<_, RecoveryError>(vec![FrozenEntry {
-                    id: id.unwrap_or(999),
-                    at,
-                    value: format!("{q:?}"),
-                }])
+                    let at = Instant::now() + Duration::from_secs(3600);
+                    // One timer a queue, its id the name's place in the list (unknown: 999).
+                    Ok::<_, RecoveryError>(vec![FrozenEntry {
+                        id: id.unwrap_or(999),
+                        at,
+                        value: format!("{q:?}"),
+                    }])
                 }
             })
             .await;
@@ -388,7 +405,12 @@ async fn odd_queue_names_are_separate_queues_each_owned_once() {
         }
         let timers: usize = [&a, &b]
             .iter()
-            .map(|m| names.iter().map(|q| m.scheduler().queue_len(q)).sum::<usize>())
+            .map(|m| {
+                names
+                    .iter()
+                    .map(|q| m.scheduler().queue_len(q))
+                    .sum::<usize>()
+            })
             .sum();
         own.len() == names.len() && own.values().all(|c| *c == 1) && timers == names.len()
     };
@@ -405,7 +427,9 @@ async fn odd_queue_names_are_separate_queues_each_owned_once() {
                         .collect()
                 })
                 .collect();
-            panic!("odd names not each owned once with its one timer: (name prefix, timers) {owned:?}");
+            panic!(
+                "odd names not each owned once with its one timer: (name prefix, timers) {owned:?}"
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -427,9 +451,18 @@ async fn zero_and_huge_timing_options_are_refused_before_joining() {
     let base = options(&etcd, &redis);
     let cases: Vec<(&str, FleetOptions)> = vec![
         ("lease 0", base.clone().with_lease_ttl(Duration::ZERO)),
-        ("lease 999 ms", base.clone().with_lease_ttl(Duration::from_millis(999))),
-        ("lease u64::MAX s", base.clone().with_lease_ttl(Duration::from_secs(u64::MAX))),
-        ("lease Duration::MAX", base.clone().with_lease_ttl(Duration::MAX)),
+        (
+            "lease 999 ms",
+            base.clone().with_lease_ttl(Duration::from_millis(999)),
+        ),
+        (
+            "lease u64::MAX s",
+            base.clone().with_lease_ttl(Duration::from_secs(u64::MAX)),
+        ),
+        (
+            "lease Duration::MAX",
+            base.clone().with_lease_ttl(Duration::MAX),
+        ),
         ("keep_alive 0", {
             let mut o = base.clone();
             o.keep_alive = Duration::ZERO;
@@ -556,7 +589,13 @@ impl ChildMember {
             Err(e) => panic!("current_exe: {e}"),
         };
         let child = Command::new(exe)
-            .args(["--exact", "adversarial_child", "--nocapture", "--test-threads", "1"])
+            .args([
+                "--exact",
+                "adversarial_child",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
             .env(CHILD, format!("{etcd} {redis} {name}"))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -618,11 +657,16 @@ async fn a_member_killed_right_after_joining_has_its_queues_adopted_once() {
     })
     .await;
     let mut x = ChildMember::spawn(&etcd.url(), &redis.url(), "x");
-    wait_until(Duration::from_secs(30), "x joined", || x.count("JOINED") == 1).await;
-    x.kill9();
-    wait_for(Duration::from_secs(30), "a owns every queue again, every timer once", || async {
-        exactly_one(&[&a], &qs) && timers_in(&[&a], &qs) == total
+    wait_until(Duration::from_secs(30), "x joined", || {
+        x.count("JOINED") == 1
     })
+    .await;
+    x.kill9();
+    wait_for(
+        Duration::from_secs(30),
+        "a owns every queue again, every timer once",
+        || async { exactly_one(&[&a], &qs) && timers_in(&[&a], &qs) == total },
+    )
     .await;
 }
 
@@ -652,9 +696,11 @@ async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
         }
     }
     x.kill9();
-    wait_for(Duration::from_secs(40), "b owns every queue, every timer once", || async {
-        exactly_one(&[&b], &qs) && timers_in(&[&b], &qs) == total
-    })
+    wait_for(
+        Duration::from_secs(40),
+        "b owns every queue, every timer once",
+        || async { exactly_one(&[&b], &qs) && timers_in(&[&b], &qs) == total },
+    )
     .await;
 }
 
@@ -670,7 +716,16 @@ async fn odd_member_names_join_as_separate_members_or_are_refused() {
     let qs = queues(6);
     register(&opts, &qs).await;
     let long = "n".repeat(4096);
-    let names: Vec<&str> = vec!["", " ", "a b", "a/b", "a", "../m/61", "\u{0}", long.as_str()];
+    let names: Vec<&str> = vec![
+        "",
+        " ",
+        "a b",
+        "a/b",
+        "a",
+        "../m/61",
+        "\u{0}",
+        long.as_str(),
+    ];
     let mut joined = Vec::new();
     for n in names {
         let r = Member::<String, u64, String>::join(
@@ -690,8 +745,10 @@ async fn odd_member_names_join_as_separate_members_or_are_refused() {
     }
     assert!(joined.len() >= 3, "at least the plain names join");
     let refs: Vec<&FleetMember> = joined.iter().collect();
-    wait_for(Duration::from_secs(30), "every queue owned once", || async {
-        exactly_one(&refs, &qs) && timers_in(&refs, &qs) == qs.len() * 2
-    })
+    wait_for(
+        Duration::from_secs(30),
+        "every queue owned once",
+        || async { exactly_one(&refs, &qs) && timers_in(&refs, &qs) == qs.len() * 2 },
+    )
     .await;
 }
