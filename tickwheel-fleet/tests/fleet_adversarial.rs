@@ -752,3 +752,56 @@ async fn odd_member_names_join_as_separate_members_or_are_refused() {
     )
     .await;
 }
+
+/// etcd itself frozen (SIGSTOP) for longer than the lease, then resumed: the members must
+/// fence themselves by their own clocks while it is frozen, never hand out one queue at once,
+/// and afterwards own every queue once with every timer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_frozen_past_the_lease_fences_everyone_then_the_queues_return_once() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let Some(pid) = etcd.pid() else {
+        panic!("etcd has no pid");
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(16);
+    register(&opts, &qs).await;
+    let a = join_spread(&opts, "a", 30, Duration::from_secs(12)).await;
+    let b = join_spread(&opts, "b", 30, Duration::from_secs(12)).await;
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    let stop: Arc<Mutex<bool>> = Arc::default();
+    dispatch(&a, Arc::clone(&log), Arc::clone(&stop));
+    dispatch(&b, Arc::clone(&log), Arc::clone(&stop));
+    let fences = watch_fences(
+        vec![("a".into(), a.fence()), ("b".into(), b.fence())],
+        qs.clone(),
+        Arc::clone(&stop),
+    );
+    wait_for(Duration::from_secs(30), "a and b share every queue", || async {
+        exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty()
+    })
+    .await;
+    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "STOP") {
+        panic!("stop etcd: {e}");
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let valid: Vec<bool> = [&a, &b].iter().map(|m| m.fence().is_valid()).collect();
+    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "CONT") {
+        panic!("resume etcd: {e}");
+    }
+    assert_eq!(valid, [false, false], "still valid with etcd frozen past the lease");
+    wait_for(Duration::from_secs(40), "every queue owned once again", || async {
+        exactly_one(&[&a, &b], &qs)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    if let Ok(mut s) = stop.lock() {
+        *s = true;
+    }
+    let both = fences.join().unwrap_or(None);
+    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
+    assert_eq!(overlap(&log), None);
+    assert_eq!(doubled(&log), None);
+    assert_eq!(both, None);
+}
