@@ -778,9 +778,11 @@ async fn etcd_frozen_past_the_lease_fences_everyone_then_the_queues_return_once(
         qs.clone(),
         Arc::clone(&stop),
     );
-    wait_for(Duration::from_secs(30), "a and b share every queue", || async {
-        exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty()
-    })
+    wait_for(
+        Duration::from_secs(30),
+        "a and b share every queue",
+        || async { exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty() },
+    )
     .await;
     if let Err(e) = tickwheel_fleet::server::send_signal(pid, "STOP") {
         panic!("stop etcd: {e}");
@@ -790,10 +792,16 @@ async fn etcd_frozen_past_the_lease_fences_everyone_then_the_queues_return_once(
     if let Err(e) = tickwheel_fleet::server::send_signal(pid, "CONT") {
         panic!("resume etcd: {e}");
     }
-    assert_eq!(valid, [false, false], "still valid with etcd frozen past the lease");
-    wait_for(Duration::from_secs(40), "every queue owned once again", || async {
-        exactly_one(&[&a, &b], &qs)
-    })
+    assert_eq!(
+        valid,
+        [false, false],
+        "still valid with etcd frozen past the lease"
+    );
+    wait_for(
+        Duration::from_secs(40),
+        "every queue owned once again",
+        || async { exactly_one(&[&a, &b], &qs) },
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     if let Ok(mut s) = stop.lock() {
@@ -804,4 +812,92 @@ async fn etcd_frozen_past_the_lease_fences_everyone_then_the_queues_return_once(
     assert_eq!(overlap(&log), None);
     assert_eq!(doubled(&log), None);
     assert_eq!(both, None);
+}
+
+/// Two fleets on one etcd whose prefixes nest without a `/` (`/x` and `/xq/`): each member
+/// owns exactly its own fleet's queues, never one of the other fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fleets_with_nested_prefixes_own_only_their_own_queues() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let mut o1 = options(&etcd, &redis);
+    o1.prefix = "/x".into();
+    let mut o2 = options(&etcd, &redis);
+    o2.prefix = "/xq/".into();
+    let q1: Vec<String> = vec!["q1".into(), "q2".into()];
+    let q2: Vec<String> = vec!["q3".into(), "q4".into()];
+    register(&o1, &q1).await;
+    register(&o2, &q2).await;
+    let a = join(&o1, "a", 1).await;
+    let b = join(&o2, "b", 1).await;
+    wait_for(
+        Duration::from_secs(20),
+        "each fleet owns its queues",
+        || async {
+            let own = |m: &FleetMember| m.owned().into_iter().map(|(q, _)| q).collect::<Vec<_>>();
+            own(&a) == q1 && own(&b) == q2
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let own = |m: &FleetMember| m.owned().into_iter().map(|(q, _)| q).collect::<Vec<_>>();
+    assert_eq!((own(&a), own(&b)), (q1, q2));
+}
+
+/// A source member frozen (SIGSTOP) in the middle of handing queues to a newcomer, past its
+/// lease: the newcomer adopts everything with every timer once; after SIGCONT the woken
+/// member fences itself and takes its share back by handoff, still every timer once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(40);
+    register(&opts, &qs).await;
+    let mut x = ChildMember::spawn(&etcd.url(), &redis.url(), "x");
+    wait_until(Duration::from_secs(40), "x owns every queue", || {
+        x.count("ACQUIRED") >= qs.len()
+    })
+    .await;
+    let b = join(&opts, "b", 3).await;
+    let mut rb = b.events();
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        match tokio::time::timeout(Duration::from_millis(100), rb.recv()).await {
+            Ok(Ok(FleetEvent::Acquired { .. })) => break,
+            _ if Instant::now() > until => panic!("b acquired nothing"),
+            _ => {}
+        }
+    }
+    let pid = x.child.id();
+    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "STOP") {
+        panic!("stop x: {e}");
+    }
+    let adopted = async {
+        wait_for(
+            Duration::from_secs(40),
+            "b owns every queue, every timer once",
+            || async { exactly_one(&[&b], &qs) && timers_in(&[&b], &qs) == qs.len() * 3 },
+        )
+        .await;
+    };
+    adopted.await;
+    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "CONT") {
+        panic!("resume x: {e}");
+    }
+    // x rejoins and gets about half back; what b keeps is whole.
+    wait_for(Duration::from_secs(40), "x took its share back", || async {
+        let n = b.owned().len();
+        n < qs.len() && n > 0 && {
+            let own: Vec<String> = b.owned().into_iter().map(|(q, _)| q).collect();
+            own.iter()
+                .map(|q| b.scheduler().queue_len(q))
+                .sum::<usize>()
+                == own.len() * 3
+        }
+    })
+    .await;
+    x.kill9();
 }
