@@ -901,3 +901,70 @@ async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer()
     .await;
     x.kill9();
 }
+
+/// An orderly leave asked while etcd is down must end (with an error or after handing what it
+/// can), not wait for etcd forever; the other member keeps nothing it may not dispatch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leave_while_etcd_is_down_returns_instead_of_hanging() {
+    let Some((mut etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(8);
+    register(&opts, &qs).await;
+    let a = join(&opts, "a", 2).await;
+    let b = join(&opts, "b", 2).await;
+    wait_for(Duration::from_secs(30), "a and b share", || async {
+        exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty()
+    })
+    .await;
+    if let Err(e) = etcd.stop() {
+        panic!("stop etcd: {e}");
+    }
+    let r = tokio::time::timeout(Duration::from_secs(30), a.leave()).await;
+    assert!(
+        r.is_ok(),
+        "leave still waiting 30 s after it was asked with etcd down"
+    );
+    drop(b);
+}
+
+/// Redis killed with SIGKILL while queues are being handed to a newcomer, then started again
+/// from its append-only file: every queue ends owned once and every timer is held once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_killed_mid_handoff_and_restarted_loses_and_doubles_no_timer() {
+    let Some((etcd, mut redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(40);
+    register(&opts, &qs).await;
+    let per = 3;
+    let total = qs.len() * per as usize;
+    let a = join(&opts, "a", per).await;
+    wait_for(Duration::from_secs(30), "a owns every queue", || async {
+        exactly_one(&[&a], &qs) && timers_in(&[&a], &qs) == total
+    })
+    .await;
+    let b = join(&opts, "b", per).await;
+    let mut rb = b.events();
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        match tokio::time::timeout(Duration::from_millis(100), rb.recv()).await {
+            Ok(Ok(FleetEvent::Acquired { .. })) => break,
+            _ if Instant::now() > until => panic!("b acquired nothing"),
+            _ => {}
+        }
+    }
+    if let Err(e) = redis.restart() {
+        panic!("kill and restart redis: {e}");
+    }
+    wait_for(
+        Duration::from_secs(60),
+        "every queue owned once, every timer once",
+        || async {
+            exactly_one(&[&a, &b], &qs) && timers_in(&[&a, &b], &qs) == total && b.owned().len() > 1
+        },
+    )
+    .await;
+}
