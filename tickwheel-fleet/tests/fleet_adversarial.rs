@@ -85,13 +85,13 @@ fn overlap(log: &[Record]) -> Option<String> {
         rs.sort_by_key(|r| r.4);
         let mut highest: Option<&Record> = None;
         for r in rs {
-            if let Some(h) = highest {
-                if r.2 < h.2 {
-                    return Some(format!(
-                        "queue {q}: {} handed out id {} under token {} after {} handed out id {} under token {}",
-                        r.0, r.3, r.2, h.0, h.3, h.2
-                    ));
-                }
+            if let Some(h) = highest
+                && r.2 < h.2
+            {
+                return Some(format!(
+                    "queue {q}: {} handed out id {} under token {} after {} handed out id {} under token {}",
+                    r.0, r.3, r.2, h.0, h.3, h.2
+                ));
             }
             if highest.is_none_or(|h| r.2 >= h.2) {
                 highest = Some(r);
