@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tickwheel::sync::Due;
@@ -36,6 +36,9 @@ where
             .finish()
     }
 }
+
+/// The least delay before a timer refused by [`Fence::admit`] is due again: 10 ms.
+pub const RECHECK: Duration = Duration::from_millis(10);
 
 #[derive(Default)]
 struct State {
@@ -91,9 +94,11 @@ impl Fence {
     }
 
     /// Lets `due` out with its queue's token, or puts it back: when its queue is not
-    /// fenced-valid now, the timer is retried at its own deadline (pending again, or
-    /// forwarded if the queue is frozen) and `None` is returned. This is the filter for
-    /// `Scheduler::pop_due`, the thread dispatcher (`spawn_dispatcher`) and `due_stream`.
+    /// fenced-valid now, the timer is retried (pending again, or forwarded if the queue is
+    /// frozen) at its own deadline or [`RECHECK`] from now, whichever is later — so a
+    /// dispatcher does not pop the same refused timer in a busy loop — and `None` is
+    /// returned. This is the filter for `Scheduler::pop_due`, the thread dispatcher
+    /// (`spawn_dispatcher`) and `due_stream`.
     pub fn admit<Q, K, T>(&self, due: Due<Q, K, T>) -> Option<FencedDue<Q, K, T>>
     where
         Q: Hash + Eq + Clone + AsRef<[u8]>,
@@ -102,7 +107,7 @@ impl Fence {
         match self.token(due.queue().as_ref()) {
             Some(token) => Some(FencedDue { token, due }),
             None => {
-                let at = due.deadline();
+                let at = due.deadline().max(Instant::now() + RECHECK);
                 // Err only when the scheduler is gone or the id's shard is full: the value is
                 // then dropped with the Due, as the scheduler itself would.
                 if let Err(e) = due.retry_at(at) {
@@ -140,7 +145,6 @@ impl Fence {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn token_needs_ownership_and_a_valid_lease() {
@@ -181,5 +185,6 @@ mod tests {
         assert_eq!((out[0].token, *out[0].due.id()), (3, 1));
         drop(out);
         assert_eq!(sched.len(), 1, "r is pending again");
+        assert_eq!(sched.pop_due(now, 10).count(), 0, "not due again at once");
     }
 }

@@ -17,6 +17,22 @@
 //!   [`Recovery`] hook and handoffs through `tickwheel-redis` on rebalancing.
 //! - **Server** ([`server`]): a real `etcd` for tests and examples.
 //!
+//! # Which dispatch paths are fenced
+//!
+//! - [`Member::pop_due`]: wraps `Scheduler::pop_due`;
+//! - [`Member::spawn_dispatcher`]: wraps the scheduler's thread dispatcher;
+//! - `due_stream` (tickwheel's `tokio` feature) and any other source of `Due`s: pass each
+//!   through [`Fence::admit`] (`stream.filter_map(|d| fence.admit(d))` in spirit), which
+//!   hands a `Due` out with its token or puts it back.
+//!
+//! Calling `Scheduler::pop_due` directly bypasses the fence: don't, in a fleet.
+//!
+//! # Tests and examples
+//!
+//! [`server::EtcdServer`] runs a real `etcd`; `tickwheel_redis::server::RedisServer` a real
+//! `redis-server`. The crate's tests run members in-process and as child processes (killed
+//! with SIGKILL, paused with SIGSTOP).
+//!
 //! See `docs/fleet.md` for the keys, states and the timing argument.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -87,8 +87,8 @@ where
     /// - [`Error::Options`]: the timing options are inconsistent;
     /// - [`Error::EtcdUnreachable`]: no endpoint answered within `etcd_timeout` (also a
     ///   wrong password or TLS setup: the source says which);
-    /// - [`Error::NameTaken`]: another live process holds `name` (the lease it was granted
-    ///   is revoked again);
+    /// - [`Error::NameTaken`]: another live process holds `name`, still after
+    ///   [`FleetOptions::join_wait`] (the lease this call was granted is revoked again);
     /// - [`Error::Redis`]: Redis unreachable or unsafe (see `tickwheel_redis::Protocol::connect`);
     /// - [`Error::Etcd`]: a later etcd request failed.
     pub async fn join<R: Recovery<Q, K, T>>(
@@ -125,12 +125,21 @@ where
             stop: AtomicBool::new(false),
         });
         let (lease_id, keep_alive) = grant(&mut client, &shared).await?;
-        if let Err(e) =
-            membership::register(&mut client, &shared.keys, name, &shared.boot, lease_id).await
-        {
-            keep_alive.abort();
-            let _ = client.lease_revoke(lease_id).await;
-            return Err(e);
+        let until = Instant::now() + shared.options.join_wait;
+        loop {
+            match membership::register(&mut client, &shared.keys, name, &shared.boot, lease_id)
+                .await
+            {
+                Ok(()) => break,
+                Err(Error::NameTaken { .. }) if Instant::now() < until => {
+                    tokio::time::sleep(shared.options.poll_interval).await;
+                }
+                Err(e) => {
+                    keep_alive.abort();
+                    let _ = client.lease_revoke(lease_id).await;
+                    return Err(e);
+                }
+            }
         }
         shared.emit(FleetEvent::Joined {
             boot: shared.boot.clone(),
@@ -143,6 +152,8 @@ where
             lease_id,
             keep_alive: Some(keep_alive),
             absent_since: HashMap::new(),
+            offered: HashMap::new(),
+            leave_started: None,
             left: Some(tx),
         };
         let task = tokio::spawn(driver.run());
@@ -156,8 +167,11 @@ where
 
     /// Orderly leave: marks this member as leaving (others stop placing queues here), hands
     /// every owned queue to its desired owner among the others (each released only after
-    /// its new owner committed), then revokes the lease. Without other members the queues
-    /// are simply released (the next member to join adopts them through its recovery hook).
+    /// its new owner committed: Gazette's orderly release), then revokes the lease. Returns
+    /// when all are handed over, or after [`FleetOptions::handoff_timeout`] at the latest:
+    /// a queue still offered then stays sealed in Redis and its next owner adopts it as a
+    /// leftover; a queue not yet offered (no other member, say) is released and rebuilt by
+    /// the next owner's recovery hook. Dispatch of a queue stops when its offer starts.
     ///
     /// # Errors
     /// [`Error::Etcd`] (marking or revoking); [`Error::Left`] if the background task ended.

@@ -12,6 +12,15 @@ use tickwheel_redis::{CustodyOptions, Options as RedisOptions, redact_url};
 /// `sent` is the monotonic time read before sending the last keep-alive etcd acknowledged; a
 /// takeover waits `grace` after etcd deleted the old owner key (at lease expiry, by etcd's
 /// clock).
+///
+/// With the defaults (TTL 5 s, keep-alive every 1.67 s, margin 1 s, grace 1 s): a member
+/// whose last acknowledged keep-alive was sent at `s` stops dispatching at `s + 4 s` by its
+/// own clock; etcd expires the lease no earlier than `s + 5 s` by etcd's clock (it counts
+/// from when it processed the request, after `s`), and a successor starts no earlier than
+/// 1 s after it saw the key go. Safe as long as the two clocks' rates differ by less than
+/// margin / TTL = 20 % over a lease, and a keep-alive missed twice in a row (3.3 s) still
+/// leaves 0.7 s of lease: a member survives one lost keep-alive without fencing itself. A
+/// member whose lease lapsed is replaced within TTL + grace + one placement period.
 #[derive(Clone)]
 pub struct FleetOptions {
     /// etcd client endpoints, e.g. `["http://127.0.0.1:2379"]`. No credentials in them.
@@ -44,6 +53,10 @@ pub struct FleetOptions {
     /// Period of the placement loop: membership and ownership are re-read this often, and
     /// on every watch event (default 200 ms).
     pub poll_interval: Duration,
+    /// How long `join` keeps trying while the name is taken (default 0: refuse at once).
+    /// A member restarted right after a crash finds its previous process's key until that
+    /// lease expires (at most `lease_ttl`); a wait a little above `lease_ttl` covers it.
+    pub join_wait: Duration,
     /// How long a handoff source waits for the target to commit before it gives up on that
     /// round (its offer stays in Redis; the target or a later adopter takes it). Default 30 s.
     pub handoff_timeout: Duration,
@@ -68,6 +81,7 @@ impl FleetOptions {
             custody: CustodyOptions::default(),
             poll_interval: Duration::from_millis(200),
             handoff_timeout: Duration::from_secs(30),
+            join_wait: Duration::ZERO,
         }
     }
 
@@ -132,6 +146,7 @@ impl fmt::Debug for FleetOptions {
             .field("redis_url", &redact_url(&self.redis_url))
             .field("poll_interval", &self.poll_interval)
             .field("handoff_timeout", &self.handoff_timeout)
+            .field("join_wait", &self.join_wait)
             .finish_non_exhaustive()
     }
 }

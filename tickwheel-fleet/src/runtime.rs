@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use etcd_client::Client;
 use parking_lot::Mutex;
@@ -48,6 +48,11 @@ pub(crate) struct Driver<Q: QueueName, K, T> {
     pub keep_alive: Option<JoinHandle<()>>,
     /// When each unowned queue was first seen without an owner key.
     pub absent_since: HashMap<Q, Instant>,
+    /// Queues this member offered away (sealed in Redis at the token it held), until the
+    /// outcome is known.
+    pub offered: HashMap<Q, u64>,
+    /// When `leave` was asked for.
+    pub leave_started: Option<Instant>,
     pub left: Option<oneshot::Sender<Result<(), Error>>>,
 }
 
@@ -125,8 +130,15 @@ where
             } else if let Err(e) = self.round().await {
                 tracing::warn!(member = %s.name, error = %e, "placement round failed; retrying");
             }
-            if self.left.is_some() && s.owned.lock().is_empty() && s.leaving.load(Ordering::SeqCst)
-            {
+            if s.leaving.load(Ordering::SeqCst) && self.leave_started.is_none() {
+                self.leave_started = Some(Instant::now());
+            }
+            // Leaving: done once every queue went to its new owner, or after the handoff
+            // timeout (what is still offered stays sealed in Redis for the next adopter).
+            let leave_done = self.leave_started.is_some_and(|t| {
+                s.owned.lock().is_empty() || t.elapsed() > s.options.handoff_timeout
+            });
+            if self.left.is_some() && leave_done {
                 let r = self.finish_leave().await;
                 if let Some(tx) = self.left.take() {
                     let _ = tx.send(r);
@@ -162,6 +174,7 @@ where
     fn drop_all_local(&mut self) {
         let s = &self.shared;
         let queues: Vec<Q> = std::mem::take(&mut *s.owned.lock()).into_keys().collect();
+        self.offered.clear();
         if queues.is_empty() && s.fence.valid_until().is_none() && self.keep_alive.is_none() {
             return;
         }
@@ -228,7 +241,9 @@ where
             let still = owners
                 .get(q.as_ref())
                 .is_some_and(|o| o.token == *token && o.name == s.name && o.boot == s.boot);
-            if !still {
+            if self.offered.contains_key(q) {
+                self.settle(q, *token).await?;
+            } else if !still {
                 self.lose(q);
             }
         }
@@ -243,9 +258,18 @@ where
             let owner = owners.get(&raw);
             let held = s.owned.lock().get(&q).copied();
             match (owner, held) {
-                (Some(_), Some(token)) => {
-                    if let Some(to) = want.filter(|w| *w != s.name) {
-                        self.hand_off(&q, token, to).await?;
+                (Some(o), Some(token)) => {
+                    let here = want == Some(s.name.as_str());
+                    if !self.offered.contains_key(&q) {
+                        if let Some(to) = want.filter(|w| *w != s.name) {
+                            self.hand_off(&q, token, to).await?;
+                        }
+                    } else if here && o.token == token {
+                        // Offered away, and this member is the desired owner again (its
+                        // target left): take the sealed offer back under a new token.
+                        self.offered.remove(&q);
+                        s.owned.lock().remove(&q);
+                        self.move_and_adopt(&q, token).await?;
                     }
                 }
                 (Some(o), None) => {
@@ -272,6 +296,7 @@ where
     }
 
     fn lose(&mut self, q: &Q) {
+        self.offered.remove(q);
         let s = &self.shared;
         s.fence.revoke(q.as_ref());
         s.owned.lock().remove(q);
@@ -339,48 +364,79 @@ where
         Ok(())
     }
 
-    /// Source side of a handoff to `to`: stop dispatching, offer, wait for the commit.
+    /// Source side of a handoff to `to`: stop dispatching, offer (freeze, prepare for `to`,
+    /// append, wait for in-flight timers, seal). The outcome is read by later rounds
+    /// ([`Self::settle`]): the key and the queue stay this member's until `to` committed.
     async fn hand_off(&mut self, q: &Q, token: u64, to: &str) -> Result<(), Error> {
         let s = Arc::clone(&self.shared);
         s.fence.revoke(q.as_ref());
-        // An offer of an earlier round may still be open: wait for it rather than offer twice.
-        let view = s.custody.read(q.as_ref(), Some(token)).await?;
-        let open = view
-            .record
-            .as_ref()
-            .is_some_and(|r| r.state == State::Offered && r.epoch == token);
-        if !open {
-            match s
-                .custody
-                .offer(&s.scheduler, q.clone(), token, Some(to))
-                .await
-            {
-                Ok(_) => {}
-                Err(tickwheel_redis::CustodyError::Fenced { .. }) => {
-                    self.lose(q);
-                    return Ok(());
-                }
-                Err(e) => {
-                    // The offer was aborted: the values are back; dispatch again.
-                    s.fence.grant(q.as_ref(), token);
-                    return Err(Error::Handoff(e.to_string()));
-                }
+        match s
+            .custody
+            .offer(&s.scheduler, q.clone(), token, Some(to))
+            .await
+        {
+            Ok(_) => {
+                self.offered.insert(q.clone(), token);
+                Ok(())
+            }
+            Err(tickwheel_redis::CustodyError::Fenced { .. }) => {
+                self.lose(q);
+                Ok(())
+            }
+            Err(e) => {
+                // The offer was aborted: the values are back; dispatch again.
+                s.fence.grant(q.as_ref(), token);
+                Err(Error::Handoff(e.to_string()))
             }
         }
-        let outcome = s
-            .custody
-            .outcome(q.as_ref(), token, s.options.handoff_timeout)
-            .await?;
-        // Still offered: the next round waits again (the key is still this member's).
-        if let Outcome::Committed { record, .. } = outcome {
-            s.owned.lock().remove(q);
-            s.scheduler.take_forwarded(q);
-            s.emit(FleetEvent::Released {
-                queue: q.clone(),
-                to: record.owner.name,
-            });
+    }
+
+    /// Reads the outcome of this member's offer of `q` at `token` (no waiting): committed by
+    /// the new owner → released; still open → wait; anything else → lost.
+    async fn settle(&mut self, q: &Q, token: u64) -> Result<(), Error> {
+        let s = Arc::clone(&self.shared);
+        match s.custody.outcome(q.as_ref(), token, Duration::ZERO).await? {
+            Outcome::Committed { record, .. } => {
+                self.offered.remove(q);
+                s.owned.lock().remove(q);
+                s.scheduler.take_forwarded(q);
+                s.emit(FleetEvent::Released {
+                    queue: q.clone(),
+                    to: record.owner.name,
+                });
+            }
+            Outcome::Pending(_) => {}
+            _ => {
+                self.offered.remove(q);
+                self.lose(q);
+            }
         }
         Ok(())
+    }
+
+    /// Moves the owner key of `q` from `from` to this member and adopts the queue at the new
+    /// token (a sealed offer in Redis becomes this member's leftover).
+    async fn move_and_adopt(&mut self, q: &Q, from: u64) -> Result<(), Error> {
+        let s = Arc::clone(&self.shared);
+        let Some(new) = assign::move_owner(
+            &mut self.client,
+            &s.keys,
+            q.as_ref(),
+            from,
+            &s.name,
+            &s.boot,
+            self.lease_id,
+        )
+        .await?
+        else {
+            return Ok(());
+        };
+        let result = self.adopt_at(q, new).await;
+        if let Err(e) = &result {
+            tracing::warn!(member = %s.name, error = %e, "adoption failed; releasing the queue");
+            let _ = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), new).await;
+        }
+        result
     }
 
     /// Target side: the queue's owner key is held by `o`; if an offer of its token is open
@@ -396,14 +452,18 @@ where
         let Some(record) = view.record else {
             return Ok(());
         };
-        let offered_here = record.state == State::Offered
-            && record.epoch == o.token
-            && record
-                .target
-                .as_deref()
-                .is_none_or(|t| t == s.name || !members.iter().any(|m| m.name == t));
-        if !offered_here {
+        if record.state != State::Offered || record.epoch != o.token {
             return Ok(());
+        }
+        match record.target.as_deref() {
+            None => {}
+            Some(t) if t == s.name => {}
+            // Meant for a member that is gone: its claim would wait for the offer's TTL;
+            // adopting at a new token takes the sealed offer as a leftover at once.
+            Some(t) if !members.iter().any(|m| m.name == t) => {
+                return self.move_and_adopt(q, o.token).await;
+            }
+            Some(_) => return Ok(()),
         }
         let Some(new) = assign::move_owner(
             &mut self.client,
@@ -425,6 +485,8 @@ where
                 return Err(e.into());
             }
         };
+        // Whatever an earlier stay here left is dropped (forwarded timers of a lost queue).
+        s.scheduler.take_forwarded(q);
         s.scheduler.unfreeze_queue(q);
         let imported = match s.custody.complete(inc, &s.scheduler).await {
             Ok(r) => r.imported.imported,

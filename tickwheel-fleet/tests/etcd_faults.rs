@@ -110,6 +110,13 @@ async fn a_name_held_by_a_live_process_is_refused() {
     // A name that is a prefix or hex-neighbour of it is another key.
     let other = join(&opts, "mx", 1).await;
     assert_ne!(other.boot_id(), first.boot_id());
+    // Once the holder is gone (dropped: its lease revoked), a joiner that waits gets the name.
+    let first_boot = first.boot_id().to_owned();
+    drop(first);
+    let mut waiting = opts.clone();
+    waiting.join_wait = Duration::from_secs(10);
+    let again = join(&waiting, "mx/1", 1).await;
+    assert_ne!(again.boot_id(), first_boot);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use tickwheel::sync::{FrozenEntry, Scheduler};
-use tickwheel_fleet::{Error, FleetEvent, FleetOptions, Member, RecoveryError};
+use tickwheel::sync::{FrozenEntry, ScheduleError, Scheduler};
+use tickwheel_fleet::{FleetEvent, FleetOptions, Member, RecoveryError};
 
 use crate::cli::{MemberArgs, Plant};
 use crate::dlog::{self, mono_ns};
@@ -55,6 +55,23 @@ fn instant_of(at_ns: u64) -> Instant {
     } else {
         now.checked_sub(Duration::from_nanos(now_ns - at_ns))
             .unwrap_or(now)
+    }
+}
+
+/// Schedules message `id` of queue `q` (owned under `token`). Already pending or in flight:
+/// nothing to add. Refused by a frozen queue (a handoff under way): kept in `frozen_out`.
+fn add(
+    scheduler: &Sched,
+    frozen_out: &mut Vec<(u32, u64, u64, u64)>,
+    q: u32,
+    token: u64,
+    id: u64,
+    at_ns: u64,
+) {
+    if let Err(ScheduleError::Frozen(_)) =
+        scheduler.schedule(queue_name(q), id, instant_of(at_ns), at_ns)
+    {
+        frozen_out.push((q, token, id, at_ns));
     }
 }
 
@@ -107,26 +124,11 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     options.prefix = args.prefix.clone();
     // The handoffs' Redis keys under this run's prefix too.
     options.redis.prefix = format!("{}custody", args.redis_prefix);
-    // Same name after a crash: refused until the old lease has expired; retry until then.
-    let give_up =
-        Instant::now() + Duration::from_millis(args.lease_ms * 3) + Duration::from_secs(20);
-    let member = loop {
-        match Member::join(
-            options.clone(),
-            &args.name,
-            scheduler.clone(),
-            recovery.clone(),
-        )
+    // Same name after a crash: refused until the old lease has expired (at most a TTL).
+    options.join_wait = Duration::from_millis(args.lease_ms * 2);
+    let member = Member::join(options, &args.name, scheduler.clone(), recovery)
         .await
-        {
-            Ok(m) => break m,
-            Err(e @ Error::NameTaken { .. }) if Instant::now() < give_up => {
-                say!("{label}: {e}; retrying");
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-            Err(e) => return Err(format!("{label}: join: {e}")),
-        }
-    };
+        .map_err(|e| format!("{label}: join: {e}"))?;
     say!("{label}: joined (boot {})", member.boot_id());
     let mut events = member.events();
     let event_label = label.clone();
@@ -172,6 +174,8 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     let mut last_token: HashMap<u32, u64> = HashMap::new();
     let mut next_report = Instant::now();
     let mut batches: HashMap<u32, (u64, Vec<u64>)> = HashMap::new();
+    // (queue, token, id, deadline) refused by a frozen queue, retried while the token holds.
+    let mut frozen_out: Vec<(u32, u64, u64, u64)> = Vec::new();
     // Deliveries the spool refused for a stale token (the first is shown, then the count).
     let mut refused = 0u64;
     let mut refused_shown = 0u64;
@@ -183,6 +187,12 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
             .filter_map(|(q, t)| queue_index(&q, queues).map(|i| (i, t)))
             .collect();
         synced.retain(|q, (t, _)| owned.get(q) == Some(t));
+        // Messages a frozen queue refused: the queue's next owner re-reads them from the
+        // spool; if the handoff was called off instead (same token, unfrozen), they are ours.
+        frozen_out.retain(|(q, t, _, _)| owned.get(q) == Some(t));
+        for (q, token, id, at_ns) in std::mem::take(&mut frozen_out) {
+            add(&scheduler, &mut frozen_out, q, token, id, at_ns);
+        }
         for (&q, &token) in &owned {
             last_token.insert(q, token);
             if synced.contains_key(&q) {
@@ -191,8 +201,7 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
             match spool.sync_read(q).await {
                 Ok((pos, entries)) => {
                     for (id, at_ns) in entries {
-                        // Pending or in flight already: nothing to add; frozen: moving on.
-                        let _ = scheduler.schedule(queue_name(q), id, instant_of(at_ns), at_ns);
+                        add(&scheduler, &mut frozen_out, q, token, id, at_ns);
                     }
                     synced.insert(q, (token, pos));
                 }
@@ -203,15 +212,10 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
         match spool.read_inbox(cursor, 2_000).await {
             Ok(batch) => {
                 for m in &batch {
-                    if let Some((_, pos)) = synced.get(&m.queue)
+                    if let Some((token, pos)) = synced.get(&m.queue)
                         && m.pos > *pos
                     {
-                        let _ = scheduler.schedule(
-                            queue_name(m.queue),
-                            m.id,
-                            instant_of(m.at_ns),
-                            m.at_ns,
-                        );
+                        add(&scheduler, &mut frozen_out, m.queue, *token, m.id, m.at_ns);
                     }
                 }
                 if let Some(last) = batch.last() {
@@ -220,7 +224,8 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
             }
             Err(e) => say!("{label}: inbox: {e}"),
         }
-        // 3. Dispatch: log first, then deliver.
+        // 3. Dispatch: log first, then deliver. The time is read before the fence check, so
+        // a member that checks its fence never logs a time past its lease end.
         let t_ns = mono_ns();
         let now = Instant::now();
         let mut dues = Vec::new();
