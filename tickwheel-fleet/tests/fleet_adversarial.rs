@@ -1,0 +1,970 @@
+//! Hostile use of the fleet against real etcd and redis-server: members joining at once, a
+//! leave racing a join, etcd stopped in the middle of a handoff, Redis restarted, members
+//! killed with SIGKILL right after joining and during a handoff, odd queue names, extreme
+//! option values. Each test checks the promises of `docs/fleet.md`: at most one member hands
+//! out a queue's timers at any instant, every queue owned while a member lives, no timer lost.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use tickwheel::sync::{FrozenEntry, Scheduler};
+use tickwheel_fleet::{Error, Fence, FleetEvent, FleetOptions, Member, RecoveryError};
+
+/// One hand-out seen by a test dispatcher: (member, queue, token, id, when).
+type Record = (String, String, u64, u64, Instant);
+
+/// Every queue has `n` timers due over the next `spread`, ids `queue_index * 1000 + i`.
+fn spread_entries(queue: &str, n: u64, spread: Duration) -> Vec<FrozenEntry<u64, String>> {
+    let base: u64 = queue.trim_start_matches('q').parse().unwrap_or(0) * 1000;
+    let now = Instant::now();
+    (0..n)
+        .map(|i| FrozenEntry {
+            id: base + i,
+            at: now + spread.mul_f64(i as f64 / n as f64),
+            value: format!("{queue}:{i}"),
+        })
+        .collect()
+}
+
+async fn join_spread(opts: &FleetOptions, name: &str, n: u64, spread: Duration) -> FleetMember {
+    let sched: Arc<Sched> = Arc::new(Scheduler::new());
+    let r = Member::join(opts.clone(), name, sched, move |q: String| async move {
+        Ok::<_, RecoveryError>(spread_entries(&q, n, spread))
+    })
+    .await;
+    match r {
+        Ok(m) => m,
+        Err(e) => panic!("join {name}: {e}"),
+    }
+}
+
+/// A dispatcher of the test's own on `m`'s scheduler behind `m`'s fence (what
+/// `Member::pop_due` does), recording every hand-out until `stop`.
+fn dispatch(m: &FleetMember, log: Arc<Mutex<Vec<Record>>>, stop: Arc<Mutex<bool>>) {
+    let sched = Arc::clone(m.scheduler());
+    let fence = m.fence();
+    let name = m.name().to_owned();
+    std::thread::spawn(move || {
+        while !stop.lock().map(|s| *s).unwrap_or(true) {
+            let out: Vec<_> = sched
+                .pop_due(Instant::now(), 1000)
+                .filter_map(|d| fence.admit(d))
+                .collect();
+            let at = Instant::now();
+            if let Ok(mut l) = log.lock() {
+                for d in out {
+                    l.push((
+                        name.clone(),
+                        d.due.queue().clone(),
+                        d.token,
+                        *d.due.id(),
+                        at,
+                    ));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    });
+}
+
+/// Per queue, a hand-out by one member under token `T` must not come after a hand-out by
+/// another member under a larger token: that would be two dispatchers of one queue. Returns
+/// the first violation.
+fn overlap(log: &[Record]) -> Option<String> {
+    let mut per: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+    for r in log {
+        per.entry(r.1.as_str()).or_default().push(r);
+    }
+    for (q, mut rs) in per {
+        rs.sort_by_key(|r| r.4);
+        let mut highest: Option<&Record> = None;
+        for r in rs {
+            if let Some(h) = highest
+                && r.2 < h.2
+            {
+                return Some(format!(
+                    "queue {q}: {} handed out id {} under token {} after {} handed out id {} under token {}",
+                    r.0, r.3, r.2, h.0, h.3, h.2
+                ));
+            }
+            if highest.is_none_or(|h| r.2 >= h.2) {
+                highest = Some(r);
+            }
+        }
+    }
+    None
+}
+
+/// No (id, token) handed out twice.
+fn doubled(log: &[Record]) -> Option<String> {
+    let mut seen = BTreeSet::new();
+    for r in log {
+        if !seen.insert((r.1.clone(), r.3, r.2)) {
+            return Some(format!(
+                "id {} of {} handed out twice under token {}",
+                r.3, r.1, r.2
+            ));
+        }
+    }
+    None
+}
+
+fn exactly_one(members: &[&FleetMember], qs: &[String]) -> bool {
+    let own = ownership(members);
+    qs.iter().all(|q| own.get(q).is_some_and(|o| o.len() == 1))
+}
+
+fn timers_in(members: &[&FleetMember], qs: &[String]) -> usize {
+    members
+        .iter()
+        .map(|m| qs.iter().map(|q| m.scheduler().queue_len(q)).sum::<usize>())
+        .sum()
+}
+
+/// Samples every fence: two members whose fences both answer a token for one queue at one
+/// instant may both hand it out. Runs until `stop`; returns the first such sample.
+fn watch_fences(
+    fences: Vec<(String, Fence)>,
+    qs: Vec<String>,
+    stop: Arc<Mutex<bool>>,
+) -> std::thread::JoinHandle<Option<String>> {
+    std::thread::spawn(move || {
+        while !stop.lock().map(|s| *s).unwrap_or(true) {
+            let now = Instant::now();
+            for q in &qs {
+                let holders: Vec<(String, u64)> = fences
+                    .iter()
+                    .filter_map(|(n, f)| f.token_at(q.as_bytes(), now).map(|t| (n.clone(), t)))
+                    .collect();
+                if holders.len() > 1 {
+                    return Some(format!("queue {q} valid at once in {holders:?}"));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        None
+    })
+}
+
+async fn register(opts: &FleetOptions, qs: &[String]) {
+    if let Err(e) = tickwheel_fleet::register_queues(opts, qs).await {
+        panic!("register: {e}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_members_joining_at_once_never_hand_out_one_queue_together() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(24);
+    register(&opts, &qs).await;
+    let (a, b) = tokio::join!(
+        join_spread(&opts, "a", 40, Duration::from_secs(8)),
+        join_spread(&opts, "b", 40, Duration::from_secs(8))
+    );
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    let stop: Arc<Mutex<bool>> = Arc::default();
+    dispatch(&a, Arc::clone(&log), Arc::clone(&stop));
+    dispatch(&b, Arc::clone(&log), Arc::clone(&stop));
+    let fences = watch_fences(
+        vec![("a".into(), a.fence()), ("b".into(), b.fence())],
+        qs.clone(),
+        Arc::clone(&stop),
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "a and b share every queue",
+        || async { exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty() },
+    )
+    .await;
+    // Let the spread timers come due.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    if let Ok(mut s) = stop.lock() {
+        *s = true;
+    }
+    let both = fences.join().unwrap_or(None);
+    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
+    assert_eq!(overlap(&log), None);
+    assert_eq!(doubled(&log), None);
+    assert_eq!(both, None);
+    // Every id was handed out at least once.
+    let ids: BTreeSet<u64> = log.iter().map(|r| r.3).collect();
+    assert_eq!(ids.len(), qs.len() * 40, "ids handed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_same_name_joined_twice_at_once_admits_exactly_one() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let j = || {
+        Member::<String, u64, String>::join(
+            opts.clone(),
+            "twin",
+            Arc::new(Sched::new()),
+            |_q: String| async { Ok::<_, RecoveryError>(Vec::new()) },
+        )
+    };
+    let (x, y) = tokio::join!(j(), j());
+    let ok = [x.is_ok(), y.is_ok()];
+    let taken = [&x, &y]
+        .iter()
+        .filter(|r| matches!(r, Err(Error::NameTaken { .. })))
+        .count();
+    assert_eq!(
+        (ok.iter().filter(|o| **o).count(), taken),
+        (1, 1),
+        "{:?} {:?}",
+        x.as_ref().err(),
+        y.as_ref().err()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_leaving_while_another_joins_loses_no_timer() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(16);
+    register(&opts, &qs).await;
+    let per = 4;
+    let total = qs.len() * per as usize;
+    let a = join(&opts, "a", per).await;
+    let b = join(&opts, "b", per).await;
+    wait_for(Duration::from_secs(30), "a and b share", || async {
+        exactly_one(&[&a, &b], &qs) && !b.owned().is_empty() && timers_in(&[&a, &b], &qs) == total
+    })
+    .await;
+    let (left, c) = tokio::join!(b.leave(), join(&opts, "c", per));
+    if let Err(e) = left {
+        panic!("leave while another joins: {e}");
+    }
+    wait_for(
+        Duration::from_secs(30),
+        "a and c share every queue",
+        || async { exactly_one(&[&a, &c], &qs) && timers_in(&[&a, &c], &qs) == total },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_stopped_in_a_handoff_and_started_again_leaves_every_queue_owned_once() {
+    let Some((mut etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(40);
+    register(&opts, &qs).await;
+    let per = 3;
+    let total = qs.len() * per as usize;
+    let a = join(&opts, "a", per).await;
+    wait_for(Duration::from_secs(30), "a owns every queue", || async {
+        exactly_one(&[&a], &qs) && timers_in(&[&a], &qs) == total
+    })
+    .await;
+    let b = join(&opts, "b", per).await;
+    let mut rb = b.events();
+    // Stop etcd as soon as the first queue reaches b: the others are mid-handoff.
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        match tokio::time::timeout(Duration::from_millis(100), rb.recv()).await {
+            Ok(Ok(FleetEvent::Acquired { .. })) => break,
+            _ if Instant::now() > until => panic!("b acquired nothing"),
+            _ => {}
+        }
+    }
+    if let Err(e) = etcd.kill() {
+        panic!("kill etcd: {e}");
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for m in [&a, &b] {
+        let f = m.fence();
+        assert!(
+            qs.iter().all(|q| f.token(q.as_bytes()).is_none()),
+            "{} still dispatches with etcd gone past its lease",
+            m.name()
+        );
+    }
+    if let Err(e) = etcd.start_again() {
+        panic!("start etcd: {e}");
+    }
+    wait_for(
+        Duration::from_secs(40),
+        "every queue owned once, every timer once",
+        || async { exactly_one(&[&a, &b], &qs) && timers_in(&[&a, &b], &qs) == total },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_redis_restart_mid_run_leaves_every_queue_owned_and_rebalances_after() {
+    let Some((etcd, mut redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(12);
+    register(&opts, &qs).await;
+    let per = 3;
+    let total = qs.len() * per as usize;
+    let a = join(&opts, "a", per).await;
+    wait_for(Duration::from_secs(30), "a owns every queue", || async {
+        exactly_one(&[&a], &qs) && timers_in(&[&a], &qs) == total
+    })
+    .await;
+    if let Err(e) = redis.restart() {
+        panic!("restart redis: {e}");
+    }
+    // A join after the restart needs the handoff through the restarted Redis.
+    let b = join(&opts, "b", per).await;
+    wait_for(
+        Duration::from_secs(40),
+        "a and b share, every timer once",
+        || async {
+            exactly_one(&[&a, &b], &qs)
+                && !b.owned().is_empty()
+                && timers_in(&[&a, &b], &qs) == total
+        },
+    )
+    .await;
+}
+
+/// Queue names that only differ by a `/`, the empty name, a long name and non-UTF-8 bytes are
+/// different queues: each is owned exactly once, its timers come from its own recovery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn odd_queue_names_are_separate_queues_each_owned_once() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let names: Vec<Vec<u8>> = vec![
+        b"a/b".to_vec(),
+        b"a".to_vec(),
+        b"b".to_vec(),
+        b"a/".to_vec(),
+        b"/b".to_vec(),
+        b"..".to_vec(),
+        b"../o/61".to_vec(),
+        Vec::new(),
+        vec![0xff, 0xfe, b'/', 0],
+        vec![b'x'; 4096],
+        b"61".to_vec(),
+    ];
+    if let Err(e) = tickwheel_fleet::register_queues(&opts, &names).await {
+        panic!("register: {e}");
+    }
+    type Bytes = Scheduler<Vec<u8>, u64, String>;
+    let ids: Arc<BTreeMap<Vec<u8>, u64>> = Arc::new(
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i as u64))
+            .collect(),
+    );
+    let mk = |name: &'static str| {
+        let opts = opts.clone();
+        let ids = Arc::clone(&ids);
+        async move {
+            let sched: Arc<Bytes> = Arc::new(Scheduler::new());
+            let r = Member::join(opts, name, sched, move |q: Vec<u8>| {
+                let id = ids.get(&q).copied();
+                async move {
+                    let at = Instant::now() + Duration::from_secs(3600);
+                    // One timer a queue, its id the name's place in the list (unknown: 999).
+                    Ok::<_, RecoveryError>(vec![FrozenEntry {
+                        id: id.unwrap_or(999),
+                        at,
+                        value: format!("{q:?}"),
+                    }])
+                }
+            })
+            .await;
+            match r {
+                Ok(m) => m,
+                Err(e) => panic!("join {name}: {e}"),
+            }
+        }
+    };
+    let a = mk("a/b").await;
+    let b = mk("a").await;
+    let check = || {
+        let mut own: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
+        for m in [&a, &b] {
+            for (q, _) in m.owned() {
+                *own.entry(q).or_default() += 1;
+            }
+        }
+        let timers: usize = [&a, &b]
+            .iter()
+            .map(|m| {
+                names
+                    .iter()
+                    .map(|q| m.scheduler().queue_len(q))
+                    .sum::<usize>()
+            })
+            .sum();
+        own.len() == names.len() && own.values().all(|c| *c == 1) && timers == names.len()
+    };
+    let until = Instant::now() + Duration::from_secs(30);
+    while !check() {
+        if Instant::now() > until {
+            let short = |q: &[u8]| q.iter().take(8).copied().collect::<Vec<u8>>();
+            let owned: Vec<Vec<(Vec<u8>, usize)>> = [&a, &b]
+                .iter()
+                .map(|m| {
+                    m.owned()
+                        .iter()
+                        .map(|(q, _)| (short(q), m.scheduler().queue_len(q)))
+                        .collect()
+                })
+                .collect();
+            panic!(
+                "odd names not each owned once with its one timer: (name prefix, timers) {owned:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn member_result(
+    opts: FleetOptions,
+) -> impl std::future::Future<Output = Result<FleetMember, Error>> {
+    Member::<String, u64, String>::join(opts, "x", Arc::new(Sched::new()), |_q: String| async {
+        Ok::<_, RecoveryError>(Vec::new())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_and_huge_timing_options_are_refused_before_joining() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let base = options(&etcd, &redis);
+    let cases: Vec<(&str, FleetOptions)> = vec![
+        ("lease 0", base.clone().with_lease_ttl(Duration::ZERO)),
+        (
+            "lease 999 ms",
+            base.clone().with_lease_ttl(Duration::from_millis(999)),
+        ),
+        (
+            "lease u64::MAX s",
+            base.clone().with_lease_ttl(Duration::from_secs(u64::MAX)),
+        ),
+        (
+            "lease Duration::MAX",
+            base.clone().with_lease_ttl(Duration::MAX),
+        ),
+        ("keep_alive 0", {
+            let mut o = base.clone();
+            o.keep_alive = Duration::ZERO;
+            o
+        }),
+        ("margin = ttl", {
+            let mut o = base.clone();
+            o.margin = o.lease_ttl;
+            o
+        }),
+        ("no endpoint", {
+            let mut o = base.clone();
+            o.etcd_endpoints.clear();
+            o
+        }),
+    ];
+    for (what, o) in cases {
+        match member_result(o).await {
+            Err(Error::Options(_) | Error::Etcd(_)) => {}
+            Err(e) => panic!("{what}: unexpected error {e}"),
+            Ok(m) => {
+                let alive = m.fence().is_valid();
+                panic!("{what}: joined (lease valid: {alive})");
+            }
+        }
+    }
+}
+
+/// A poll interval of zero, a zero etcd timeout, a zero handoff timeout: each is either
+/// refused by `join` or runs without panicking its background task (the member still gets
+/// its queue).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_periods_and_timeouts_are_refused_or_harmless() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let base = options(&etcd, &redis);
+    let qs = queues(2);
+    register(&base, &qs).await;
+    let cases: Vec<(&str, FleetOptions)> = vec![
+        ("poll_interval 0", {
+            let mut o = base.clone();
+            o.poll_interval = Duration::ZERO;
+            o
+        }),
+        ("handoff_timeout 0", {
+            let mut o = base.clone();
+            o.handoff_timeout = Duration::ZERO;
+            o
+        }),
+        ("grace Duration::MAX", {
+            let mut o = base.clone();
+            o.grace = Duration::MAX;
+            o
+        }),
+        ("etcd_timeout 0", {
+            let mut o = base.clone();
+            o.etcd_timeout = Duration::ZERO;
+            o
+        }),
+    ];
+    for (what, o) in cases {
+        let infinite_grace = what.starts_with("grace");
+        match member_result(o).await {
+            Err(Error::Options(_)) => {}
+            Err(e) => panic!("{what}: neither refused as an option nor joined: {e}"),
+            Ok(m) => {
+                if !infinite_grace {
+                    wait_until(Duration::from_secs(20), what, || {
+                        let own: Vec<String> = m.owned().into_iter().map(|(q, _)| q).collect();
+                        qs.iter().all(|q| own.contains(q))
+                    })
+                    .await;
+                }
+                // The background task is alive: registering still answers.
+                if let Err(e) = m.register_queue(&"late".to_owned()).await {
+                    panic!("{what}: member unusable: {e}");
+                }
+                drop(m);
+                // The name must become free again quickly (lease revoked on drop).
+                tokio::time::sleep(Duration::from_secs(3)).await;
+            }
+        }
+    }
+}
+
+// ---- members as child processes: SIGKILL right after join and during handoffs ----
+
+const CHILD: &str = "TICKWHEEL_FLEET_ADVERSARIAL_CHILD";
+
+/// The child member: runs only when the parent set the variable; prints `JOINED` then
+/// `ACQUIRED <queue>` lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adversarial_child() {
+    let Ok(spec) = std::env::var(CHILD) else {
+        return;
+    };
+    let mut parts = spec.split(' ');
+    let (Some(etcd), Some(redis), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        panic!("bad child spec {spec:?}");
+    };
+    let mut opts = FleetOptions::new(etcd, redis).with_lease_ttl(Duration::from_secs(2));
+    opts.poll_interval = Duration::from_millis(100);
+    opts.custody.retry_for = Duration::from_secs(2);
+    let m = join(&opts, name, 3).await;
+    let mut events = m.events();
+    println!("JOINED");
+    loop {
+        if let Ok(FleetEvent::Acquired { queue, .. }) = events.recv().await {
+            println!("ACQUIRED {queue}");
+        }
+    }
+}
+
+struct ChildMember {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl ChildMember {
+    fn spawn(etcd: &str, redis: &str, name: &str) -> ChildMember {
+        let exe = match std::env::current_exe() {
+            Ok(e) => e,
+            Err(e) => panic!("current_exe: {e}"),
+        };
+        let child = Command::new(exe)
+            .args([
+                "--exact",
+                "adversarial_child",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env(CHILD, format!("{etcd} {redis} {name}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) => panic!("spawn child: {e}"),
+        };
+        let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+        if let Some(out) = child.stdout.take() {
+            let l = Arc::clone(&lines);
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let line = line.rsplit(" ... ").next().unwrap_or("").to_owned();
+                    if let Ok(mut l) = l.lock() {
+                        l.push(line);
+                    }
+                }
+            });
+        }
+        ChildMember { child, lines }
+    }
+
+    fn count(&self, prefix: &str) -> usize {
+        self.lines
+            .lock()
+            .map(|l| l.iter().filter(|x| x.starts_with(prefix)).count())
+            .unwrap_or(0)
+    }
+
+    fn kill9(&mut self) {
+        if let Err(e) = tickwheel_fleet::server::send_signal(self.child.id(), "KILL") {
+            panic!("kill child: {e}");
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ChildMember {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_killed_right_after_joining_has_its_queues_adopted_once() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(10);
+    register(&opts, &qs).await;
+    let per = 3;
+    let total = qs.len() * per as usize;
+    let a = join(&opts, "a", per).await;
+    wait_for(Duration::from_secs(30), "a owns every queue", || async {
+        exactly_one(&[&a], &qs)
+    })
+    .await;
+    let mut x = ChildMember::spawn(&etcd.url(), &redis.url(), "x");
+    wait_until(Duration::from_secs(30), "x joined", || {
+        x.count("JOINED") == 1
+    })
+    .await;
+    x.kill9();
+    wait_for(
+        Duration::from_secs(30),
+        "a owns every queue again, every timer once",
+        || async { exactly_one(&[&a], &qs) && timers_in(&[&a], &qs) == total },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(40);
+    register(&opts, &qs).await;
+    let total = qs.len() * 3;
+    let mut x = ChildMember::spawn(&etcd.url(), &redis.url(), "x");
+    wait_until(Duration::from_secs(40), "x owns every queue", || {
+        x.count("ACQUIRED") >= qs.len()
+    })
+    .await;
+    // b joins: about half the queues start moving from x to b; x dies in the middle.
+    let b = join(&opts, "b", 3).await;
+    let mut rb = b.events();
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        match tokio::time::timeout(Duration::from_millis(100), rb.recv()).await {
+            Ok(Ok(FleetEvent::Acquired { .. })) => break,
+            _ if Instant::now() > until => panic!("b acquired nothing"),
+            _ => {}
+        }
+    }
+    x.kill9();
+    wait_for(
+        Duration::from_secs(40),
+        "b owns every queue, every timer once",
+        || async { exactly_one(&[&b], &qs) && timers_in(&[&b], &qs) == total },
+    )
+    .await;
+}
+
+/// Member names that are empty, hold a space, a `/`, `..` or are long: each either joins
+/// and takes its share, or is refused with an error; never a panic, never another member's
+/// key (two members whose names differ only in such bytes both join).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn odd_member_names_join_as_separate_members_or_are_refused() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(6);
+    register(&opts, &qs).await;
+    let long = "n".repeat(4096);
+    let names: Vec<&str> = vec![
+        "",
+        " ",
+        "a b",
+        "a/b",
+        "a",
+        "../m/61",
+        "\u{0}",
+        long.as_str(),
+    ];
+    let mut joined = Vec::new();
+    for n in names {
+        let r = Member::<String, u64, String>::join(
+            opts.clone(),
+            n,
+            Arc::new(Sched::new()),
+            |q: String| async move { Ok::<_, RecoveryError>(store_entries(&q, 2)) },
+        )
+        .await;
+        match r {
+            Ok(m) => joined.push(m),
+            Err(Error::NameTaken { name, holder_boot }) => {
+                panic!("{n:?} taken by {holder_boot} as {name:?}: names collided")
+            }
+            Err(e) => eprintln!("{n:?} refused: {e}"),
+        }
+    }
+    assert!(joined.len() >= 3, "at least the plain names join");
+    let refs: Vec<&FleetMember> = joined.iter().collect();
+    wait_for(
+        Duration::from_secs(30),
+        "every queue owned once",
+        || async { exactly_one(&refs, &qs) && timers_in(&refs, &qs) == qs.len() * 2 },
+    )
+    .await;
+}
+
+/// etcd itself frozen (SIGSTOP) for longer than the lease, then resumed: the members must
+/// fence themselves by their own clocks while it is frozen, never hand out one queue at once,
+/// and afterwards own every queue once with every timer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn etcd_frozen_past_the_lease_fences_everyone_then_the_queues_return_once() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let Some(pid) = etcd.pid() else {
+        panic!("etcd has no pid");
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(16);
+    register(&opts, &qs).await;
+    let a = join_spread(&opts, "a", 30, Duration::from_secs(12)).await;
+    let b = join_spread(&opts, "b", 30, Duration::from_secs(12)).await;
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    let stop: Arc<Mutex<bool>> = Arc::default();
+    dispatch(&a, Arc::clone(&log), Arc::clone(&stop));
+    dispatch(&b, Arc::clone(&log), Arc::clone(&stop));
+    let fences = watch_fences(
+        vec![("a".into(), a.fence()), ("b".into(), b.fence())],
+        qs.clone(),
+        Arc::clone(&stop),
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "a and b share every queue",
+        || async { exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty() },
+    )
+    .await;
+    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "STOP") {
+        panic!("stop etcd: {e}");
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let valid: Vec<bool> = [&a, &b].iter().map(|m| m.fence().is_valid()).collect();
+    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "CONT") {
+        panic!("resume etcd: {e}");
+    }
+    assert_eq!(
+        valid,
+        [false, false],
+        "still valid with etcd frozen past the lease"
+    );
+    wait_for(
+        Duration::from_secs(40),
+        "every queue owned once again",
+        || async { exactly_one(&[&a, &b], &qs) },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    if let Ok(mut s) = stop.lock() {
+        *s = true;
+    }
+    let both = fences.join().unwrap_or(None);
+    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
+    assert_eq!(overlap(&log), None);
+    assert_eq!(doubled(&log), None);
+    assert_eq!(both, None);
+}
+
+/// Two fleets on one etcd whose prefixes nest without a `/` (`/x` and `/xq/`): each member
+/// owns exactly its own fleet's queues, never one of the other fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fleets_with_nested_prefixes_own_only_their_own_queues() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let mut o1 = options(&etcd, &redis);
+    o1.prefix = "/x".into();
+    let mut o2 = options(&etcd, &redis);
+    o2.prefix = "/xq/".into();
+    let q1: Vec<String> = vec!["q1".into(), "q2".into()];
+    let q2: Vec<String> = vec!["q3".into(), "q4".into()];
+    register(&o1, &q1).await;
+    register(&o2, &q2).await;
+    let a = join(&o1, "a", 1).await;
+    let b = join(&o2, "b", 1).await;
+    wait_for(
+        Duration::from_secs(20),
+        "each fleet owns its queues",
+        || async {
+            let own = |m: &FleetMember| m.owned().into_iter().map(|(q, _)| q).collect::<Vec<_>>();
+            own(&a) == q1 && own(&b) == q2
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let own = |m: &FleetMember| m.owned().into_iter().map(|(q, _)| q).collect::<Vec<_>>();
+    assert_eq!((own(&a), own(&b)), (q1, q2));
+}
+
+/// A source member frozen (SIGSTOP) in the middle of handing queues to a newcomer, past its
+/// lease: the newcomer adopts everything with every timer once; after SIGCONT the woken
+/// member fences itself and takes its share back by handoff, still every timer once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(40);
+    register(&opts, &qs).await;
+    let mut x = ChildMember::spawn(&etcd.url(), &redis.url(), "x");
+    wait_until(Duration::from_secs(40), "x owns every queue", || {
+        x.count("ACQUIRED") >= qs.len()
+    })
+    .await;
+    let b = join(&opts, "b", 3).await;
+    let mut rb = b.events();
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        match tokio::time::timeout(Duration::from_millis(100), rb.recv()).await {
+            Ok(Ok(FleetEvent::Acquired { .. })) => break,
+            _ if Instant::now() > until => panic!("b acquired nothing"),
+            _ => {}
+        }
+    }
+    let pid = x.child.id();
+    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "STOP") {
+        panic!("stop x: {e}");
+    }
+    let adopted = async {
+        wait_for(
+            Duration::from_secs(40),
+            "b owns every queue, every timer once",
+            || async { exactly_one(&[&b], &qs) && timers_in(&[&b], &qs) == qs.len() * 3 },
+        )
+        .await;
+    };
+    adopted.await;
+    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "CONT") {
+        panic!("resume x: {e}");
+    }
+    // x rejoins and gets about half back; what b keeps is whole.
+    wait_for(Duration::from_secs(40), "x took its share back", || async {
+        let n = b.owned().len();
+        n < qs.len() && n > 0 && {
+            let own: Vec<String> = b.owned().into_iter().map(|(q, _)| q).collect();
+            own.iter()
+                .map(|q| b.scheduler().queue_len(q))
+                .sum::<usize>()
+                == own.len() * 3
+        }
+    })
+    .await;
+    x.kill9();
+}
+
+/// An orderly leave asked while etcd is down must end (with an error or after handing what it
+/// can), not wait for etcd forever; the other member keeps nothing it may not dispatch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leave_while_etcd_is_down_returns_instead_of_hanging() {
+    let Some((mut etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(8);
+    register(&opts, &qs).await;
+    let a = join(&opts, "a", 2).await;
+    let b = join(&opts, "b", 2).await;
+    wait_for(Duration::from_secs(30), "a and b share", || async {
+        exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty()
+    })
+    .await;
+    if let Err(e) = etcd.stop() {
+        panic!("stop etcd: {e}");
+    }
+    let r = tokio::time::timeout(Duration::from_secs(30), a.leave()).await;
+    assert!(
+        r.is_ok(),
+        "leave still waiting 30 s after it was asked with etcd down"
+    );
+    drop(b);
+}
+
+/// Redis killed with SIGKILL while queues are being handed to a newcomer, then started again
+/// from its append-only file: every queue ends owned once and every timer is held once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_killed_mid_handoff_and_restarted_loses_and_doubles_no_timer() {
+    let Some((etcd, mut redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(40);
+    register(&opts, &qs).await;
+    let per = 3;
+    let total = qs.len() * per as usize;
+    let a = join(&opts, "a", per).await;
+    wait_for(Duration::from_secs(30), "a owns every queue", || async {
+        exactly_one(&[&a], &qs) && timers_in(&[&a], &qs) == total
+    })
+    .await;
+    let b = join(&opts, "b", per).await;
+    let mut rb = b.events();
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        match tokio::time::timeout(Duration::from_millis(100), rb.recv()).await {
+            Ok(Ok(FleetEvent::Acquired { .. })) => break,
+            _ if Instant::now() > until => panic!("b acquired nothing"),
+            _ => {}
+        }
+    }
+    if let Err(e) = redis.restart() {
+        panic!("kill and restart redis: {e}");
+    }
+    wait_for(
+        Duration::from_secs(60),
+        "every queue owned once, every timer once",
+        || async {
+            exactly_one(&[&a, &b], &qs) && timers_in(&[&a, &b], &qs) == total && b.owned().len() > 1
+        },
+    )
+    .await;
+}
