@@ -35,7 +35,6 @@ pub struct Member<Q: QueueName, K, T> {
     shared: Arc<Shared<Q, K, T>>,
     task: Option<JoinHandle<()>>,
     left: Option<oneshot::Receiver<Result<(), Error>>>,
-    client: Client,
 }
 
 impl<Q: QueueName, K, T> std::fmt::Debug for Member<Q, K, T> {
@@ -123,6 +122,7 @@ where
             lease: Arc::new(LeaseState::default()),
             leaving: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            etcd: Mutex::new(client.clone()),
         });
         let (lease_id, keep_alive) = grant(&mut client, &shared).await?;
         let until = Instant::now() + shared.options.join_wait;
@@ -155,13 +155,13 @@ where
             offered: HashMap::new(),
             leave_started: None,
             left: Some(tx),
+            rejoin_failures: 0,
         };
         let task = tokio::spawn(driver.run());
         Ok(Member {
             shared,
             task: Some(task),
             left: Some(rx),
-            client,
         })
     }
 
@@ -180,7 +180,8 @@ where
         s.leaving.store(true, Ordering::SeqCst);
         let lease = self.current_lease().await;
         if let Some(lease) = lease {
-            membership::mark_leaving(&mut self.client, &s.keys, &s.name, &s.boot, lease).await?;
+            let mut client = s.etcd.lock().clone();
+            membership::mark_leaving(&mut client, &s.keys, &s.name, &s.boot, lease).await?;
         }
         let Some(rx) = self.left.take() else {
             return Err(Error::Left);
@@ -192,7 +193,8 @@ where
 
     async fn current_lease(&mut self) -> Option<i64> {
         let key = self.shared.keys.member(&self.shared.name);
-        let r = self.client.get(key, None).await.ok()?;
+        let mut client = self.shared.etcd.lock().clone();
+        let r = client.get(key, None).await.ok()?;
         r.kvs().first().map(|kv| kv.lease())
     }
 }
@@ -262,7 +264,7 @@ where
     /// # Errors
     /// [`Error::Etcd`].
     pub async fn register_queue(&self, queue: &Q) -> Result<(), Error> {
-        let mut c = self.client.clone();
+        let mut c = self.shared.etcd.lock().clone();
         assign::register_queue(&mut c, &self.shared.keys, queue.as_ref()).await
     }
 

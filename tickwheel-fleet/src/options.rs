@@ -41,7 +41,8 @@ pub struct FleetOptions {
     pub etcd_user: Option<(String, String)>,
     /// etcd TLS (CA, client identity, domain), passed through to the client.
     pub etcd_tls: Option<etcd_client::TlsOptions>,
-    /// Timeout of one etcd request and of the connection at join (default 3 s).
+    /// Timeout of one etcd request and of the connection at join (default 3 s; zero is
+    /// refused by `join` with [`Error::Options`](crate::Error::Options)).
     pub etcd_timeout: Duration,
     /// Redis URL for the handoffs (`redis://` or `rediss://`; a password in it is never
     /// printed).
@@ -108,6 +109,9 @@ impl FleetOptions {
         let bad = |s: String| Err(crate::Error::Options(s));
         if self.etcd_endpoints.is_empty() {
             return bad("no etcd endpoint".into());
+        }
+        if self.etcd_timeout.is_zero() {
+            return bad("etcd_timeout 0: every etcd request would time out at once".into());
         }
         if self.lease_ttl < Duration::from_secs(1) {
             return bad(format!("lease_ttl {:?} below 1 s", self.lease_ttl));

@@ -39,6 +39,9 @@ pub(crate) struct Shared<Q: QueueName, K, T> {
     pub lease: Arc<LeaseState>,
     pub leaving: AtomicBool,
     pub stop: AtomicBool,
+    /// The etcd client now in use: replaced on rejoin, because a restarted etcd with
+    /// authentication forgets the old client's token ("invalid auth token").
+    pub etcd: Mutex<Client>,
 }
 
 pub(crate) struct Driver<Q: QueueName, K, T> {
@@ -54,6 +57,8 @@ pub(crate) struct Driver<Q: QueueName, K, T> {
     /// When `leave` was asked for.
     pub leave_started: Option<Instant>,
     pub left: Option<oneshot::Sender<Result<(), Error>>>,
+    /// Rejoin attempts failed in a row (backs the retry off).
+    pub rejoin_failures: u32,
 }
 
 impl<Q: QueueName, K, T> Shared<Q, K, T> {
@@ -86,6 +91,13 @@ impl<Q> std::fmt::Debug for DebugEvent<'_, Q> {
             FleetEvent::Rejoined { lease } => write!(f, "rejoined (lease {lease})"),
         }
     }
+}
+
+/// The wait after `failures` failed rejoins in a row: the placement period doubled per
+/// failure, at most 2 s.
+fn rejoin_backoff(poll: Duration, failures: u32) -> Duration {
+    let factor = 1u32 << failures.min(8);
+    poll.saturating_mul(factor).min(Duration::from_secs(2))
 }
 
 /// Grants a lease and starts its keep-alive. Returns the lease id and the task.
@@ -124,8 +136,15 @@ where
             }
             if s.lease.lost.load(Ordering::SeqCst) {
                 self.drop_all_local();
-                if let Err(e) = self.rejoin().await {
-                    tracing::warn!(member = %s.name, error = %e, "rejoin failed; retrying");
+                match self.rejoin().await {
+                    Ok(()) => self.rejoin_failures = 0,
+                    Err(e) => {
+                        self.rejoin_failures = self.rejoin_failures.saturating_add(1);
+                        let wait = rejoin_backoff(s.options.poll_interval, self.rejoin_failures);
+                        tracing::warn!(member = %s.name, error = %e, retry_in = ?wait,
+                            "rejoin failed; retrying");
+                        tokio::time::sleep(wait).await;
+                    }
                 }
             } else if let Err(e) = self.round().await {
                 tracing::warn!(member = %s.name, error = %e, "placement round failed; retrying");
@@ -195,6 +214,9 @@ where
         let s = Arc::clone(&self.shared);
         // The old lease (and with it this member's keys) goes now if etcd still has it.
         let _ = self.client.lease_revoke(self.lease_id).await;
+        // A new client logs in again (etcd's auth tokens do not survive its restart).
+        self.client = crate::member::connect(&s.options).await?;
+        *s.etcd.lock() = self.client.clone();
         let (id, task) = grant(&mut self.client, &s).await?;
         match membership::register(&mut self.client, &s.keys, &s.name, &s.boot, id).await {
             Ok(()) => {}
