@@ -33,7 +33,7 @@
 //! `redis-server`. The crate's tests run members in-process and as child processes (killed
 //! with SIGKILL, paused with SIGSTOP).
 //!
-//! See `docs/fleet.md` for the keys, states and the timing argument.
+//! See [the fleet's design notes](https://github.com/tickwheel/tickwheel/blob/main/docs/fleet.md) for the keys, states and the timing argument.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

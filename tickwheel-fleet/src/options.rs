@@ -8,7 +8,7 @@ use tickwheel_redis::{CustodyOptions, Options as RedisOptions, redact_url};
 /// How a member reaches etcd and Redis, and its timing. Build with [`FleetOptions::new`] and
 /// change fields; [`FleetOptions::validate`] (called by `join`) checks the timing.
 ///
-/// Timing (see `docs/fleet.md`): a member's own lease end is `sent + ttl − margin`, where
+/// Timing (see [the fleet's design notes](https://github.com/tickwheel/tickwheel/blob/main/docs/fleet.md)): a member's own lease end is `sent + ttl − margin`, where
 /// `sent` is the monotonic time read before sending the last keep-alive etcd acknowledged; a
 /// takeover waits `grace` after etcd deleted the old owner key (at lease expiry, by etcd's
 /// clock).
