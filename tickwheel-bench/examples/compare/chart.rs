@@ -48,7 +48,9 @@ impl Points {
     /// Reads the tables of a `--markdown` run: a line naming the size (`n = 1000 timers, …` as
     /// printed, or `**1 000 timers**` as in PERFORMANCE.md) before each table whose first
     /// column is `workload`. Other tables (scheduler, memory) are skipped. A cell's figure is
-    /// its first number (`~` estimates included: the chart does not mark them).
+    /// its first number (`~` estimates included: the chart does not mark them). A heading
+    /// (`#`) ends a size's scope: a `workload` table under a later heading with no size line
+    /// of its own (a before/after comparison, say) is not a run's table and is skipped.
     pub fn from_markdown(text: &str) -> Result<Points, String> {
         let mut points = Points::default();
         let mut size: Option<usize> = None;
@@ -57,6 +59,9 @@ impl Points {
             let line = line.trim();
             if !line.starts_with('|') {
                 header = None;
+                if line.starts_with('#') {
+                    size = None;
+                }
                 if let Some(n) = size_in(line) {
                     size = Some(n);
                 }
@@ -73,7 +78,7 @@ impl Points {
                     if cells[0].starts_with("---") {
                         continue;
                     }
-                    let n = size.ok_or_else(|| format!("a table row before any size: {line}"))?;
+                    let Some(n) = size else { continue };
                     for (name, cell) in names.iter().zip(&cells).skip(1) {
                         let figure = cell.trim_start_matches('~');
                         let figure = figure.split_whitespace().next().unwrap_or("");
@@ -123,6 +128,7 @@ impl Points {
                 .configure_mesh()
                 .max_light_lines(0) // keeps the file small: the major lines are enough
                 .x_labels(4)
+                .y_labels(6)
                 .x_desc("timers")
                 .x_label_formatter(&|x| format!("{x:.0e}"))
                 .y_label_formatter(&|&y| {
@@ -135,7 +141,7 @@ impl Points {
                 .draw()
                 .map_err(|e| err(&e))?;
             for (i, (peer, pts)) in peers.iter().enumerate() {
-                let color = Palette99::pick(i).to_rgba();
+                let color = COLORS[i % COLORS.len()].to_rgba();
                 let width = if i == 0 { 3 } else { 1 }; // tickwheel, the reference, stands out
                 let mut pts = pts.clone();
                 pts.sort_by_key(|&(n, _)| n);
@@ -149,6 +155,13 @@ impl Points {
                     .legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(width))
                     });
+                // A dot per measured size: sizes are few, and lines cross.
+                chart
+                    .draw_series(
+                        pts.iter()
+                            .map(|&(n, ns)| Circle::new((n as f64, ns), 2 + width, color.filled())),
+                    )
+                    .map_err(|e| err(&e))?;
             }
             chart
                 .configure_series_labels()
@@ -162,6 +175,20 @@ impl Points {
         root.present().map_err(|e| err(&e))
     }
 }
+
+/// Ten colours told apart at a glance (matplotlib's "tab10"), the reference's red first.
+const COLORS: [RGBColor; 10] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
 
 /// The number of timers a size line names: `n = 1000 timers…` or `**1 000 000 timers**`.
 fn size_in(line: &str) -> Option<usize> {
@@ -210,6 +237,26 @@ n = 100000 timers, 3 repetitions
             2,
             "the scheduler table is not a workload table"
         );
+    }
+
+    #[test]
+    fn a_table_under_a_later_heading_without_a_size_is_skipped() {
+        let text = "\
+**1 000 timers** (ns per operation)
+
+| workload | tickwheel |
+|---|---|
+| 1 insert | 7.5 |
+
+## What something costs
+
+| workload | peer | before | after |
+|---|---|---|---|
+| insert | tickwheel | 21.9 | 21.9 |
+";
+        let points = Points::from_markdown(text).expect("the run's table");
+        assert_eq!(points.workloads.len(), 1, "{:?}", points.workloads);
+        assert_eq!(points.workloads[0].0, "1 insert");
     }
 
     #[test]
