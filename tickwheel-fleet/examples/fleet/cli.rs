@@ -120,7 +120,8 @@ impl Scenario {
 /// Planted faults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Plant {
-    /// Dispatch without the fence check (the last known token, lease or not).
+    /// Dispatch without the fence check: the member keeps the timers itself, out of the
+    /// scheduler, and hands them out under the last known token, lease or not.
     NoLeaseCheck,
 }
 

@@ -16,8 +16,9 @@
 //! it leave the fleet in order (its queues handed over); `quit` or the end of its input makes
 //! it exit at once (its lease revoked, the others adopt).
 //!
-//! `--plant no-lease-check` replaces step 3's fence with the last token seen for the queue:
-//! the fault the ownership check must catch.
+//! `--plant no-lease-check` replaces step 3 with a dispatcher that keeps the queues' timers
+//! itself (drained out of the scheduler) and dispatches them under the last token seen for
+//! each queue, with no lease check: the fault the ownership check must catch.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -172,6 +173,8 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     let mut synced: HashMap<u32, (u64, StreamPos)> = HashMap::new();
     // The last token seen per queue (only the planted fault dispatches with it).
     let mut last_token: HashMap<u32, u64> = HashMap::new();
+    // The planted fault's own timers: (deadline ns, queue, id).
+    let mut mirror: std::collections::BTreeSet<(u64, u32, u64)> = Default::default();
     let mut next_report = Instant::now();
     let mut batches: HashMap<u32, (u64, Vec<u64>)> = HashMap::new();
     // (queue, token, id, deadline) refused by a frozen queue, retried while the token holds.
@@ -228,34 +231,43 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
         // a member that checks its fence never logs a time past its lease end.
         let t_ns = mono_ns();
         let now = Instant::now();
-        let mut dues = Vec::new();
+        // (token, queue, id) to deliver; `held` keeps each `Due` until its delivery is done.
+        let mut dues: Vec<(u64, u32, u64)> = Vec::new();
+        let mut held = Vec::new();
         match args.plant {
             None => {
                 for d in member.pop_due(now, 1_000) {
-                    dues.push((d.token, d.due));
+                    if let Some(q) = queue_index(d.due.queue(), queues) {
+                        dues.push((d.token, q, *d.due.id()));
+                    }
+                    held.push(d.due);
                 }
             }
             Some(Plant::NoLeaseCheck) => {
-                for due in scheduler.pop_due(now, 1_000) {
-                    let token =
-                        queue_index(due.queue(), queues).and_then(|q| last_token.get(&q).copied());
-                    match token {
-                        Some(t) => dues.push((t, due)),
-                        None => {
-                            let at = due.deadline();
-                            let _ = due.retry_at(at);
-                        }
+                // The fault: a dispatcher keeping timers of its own, out of the scheduler's
+                // reach (so neither the fence nor the freeze of a lost lease stops it), and
+                // dispatching them under the last token it saw, lease or not.
+                for &q in last_token.keys() {
+                    for (id, at_ns) in scheduler.drain_queue(&queue_name(q)).cancelled {
+                        mirror.insert((at_ns, q, id));
+                    }
+                }
+                while let Some(&(at_ns, q, id)) = mirror.first() {
+                    if at_ns > t_ns || dues.len() >= 1_000 {
+                        break;
+                    }
+                    mirror.pop_first();
+                    if let Some(&t) = last_token.get(&q) {
+                        dues.push((t, q, id));
                     }
                 }
             }
         }
-        for (token, due) in &dues {
-            if let Some(q) = queue_index(due.queue(), queues) {
-                log.push(q, *token, *due.id(), t_ns);
-                let b = batches.entry(q).or_insert((*token, Vec::new()));
-                b.0 = *token;
-                b.1.push(*due.id());
-            }
+        for &(token, q, id) in &dues {
+            log.push(q, token, id, t_ns);
+            let b = batches.entry(q).or_insert((token, Vec::new()));
+            b.0 = token;
+            b.1.push(id);
         }
         log.flush()
             .map_err(|e| format!("{label}: dispatch log: {e}"))?;
@@ -276,7 +288,7 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
             }
         }
         // Done: each Due dropped after its delivery.
-        drop(dues);
+        drop(held);
         // 4. Report.
         if Instant::now() >= next_report {
             next_report = Instant::now() + Duration::from_millis(200);
