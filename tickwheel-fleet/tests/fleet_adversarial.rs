@@ -152,6 +152,20 @@ fn watch_fences(
     })
 }
 
+/// Waits (at most 20 s) until `m` acquires its first queue: the moment the other queues it
+/// will take are mid-handoff.
+async fn first_acquisition(m: &FleetMember) {
+    let mut events = m.events();
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        match tokio::time::timeout(Duration::from_millis(100), events.recv()).await {
+            Ok(Ok(FleetEvent::Acquired { .. })) => return,
+            _ if Instant::now() > until => panic!("{} acquired nothing", m.name()),
+            _ => {}
+        }
+    }
+}
+
 async fn register(opts: &FleetOptions, qs: &[String]) {
     if let Err(e) = tickwheel_fleet::register_queues(opts, qs).await {
         panic!("register: {e}");
@@ -273,16 +287,8 @@ async fn etcd_stopped_in_a_handoff_and_started_again_leaves_every_queue_owned_on
     })
     .await;
     let b = join(&opts, "b", per).await;
-    let mut rb = b.events();
     // Stop etcd as soon as the first queue reaches b: the others are mid-handoff.
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        match tokio::time::timeout(Duration::from_millis(100), rb.recv()).await {
-            Ok(Ok(FleetEvent::Acquired { .. })) => break,
-            _ if Instant::now() > until => panic!("b acquired nothing"),
-            _ => {}
-        }
-    }
+    first_acquisition(&b).await;
     if let Err(e) = etcd.kill() {
         panic!("kill etcd: {e}");
     }
@@ -686,15 +692,7 @@ async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
     .await;
     // b joins: about half the queues start moving from x to b; x dies in the middle.
     let b = join(&opts, "b", 3).await;
-    let mut rb = b.events();
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        match tokio::time::timeout(Duration::from_millis(100), rb.recv()).await {
-            Ok(Ok(FleetEvent::Acquired { .. })) => break,
-            _ if Instant::now() > until => panic!("b acquired nothing"),
-            _ => {}
-        }
-    }
+    first_acquisition(&b).await;
     x.kill9();
     wait_for(
         Duration::from_secs(40),
@@ -862,15 +860,7 @@ async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer()
     })
     .await;
     let b = join(&opts, "b", 3).await;
-    let mut rb = b.events();
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        match tokio::time::timeout(Duration::from_millis(100), rb.recv()).await {
-            Ok(Ok(FleetEvent::Acquired { .. })) => break,
-            _ if Instant::now() > until => panic!("b acquired nothing"),
-            _ => {}
-        }
-    }
+    first_acquisition(&b).await;
     let pid = x.child.id();
     if let Err(e) = tickwheel_fleet::server::send_signal(pid, "STOP") {
         panic!("stop x: {e}");
@@ -947,15 +937,7 @@ async fn redis_killed_mid_handoff_and_restarted_loses_and_doubles_no_timer() {
     })
     .await;
     let b = join(&opts, "b", per).await;
-    let mut rb = b.events();
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        match tokio::time::timeout(Duration::from_millis(100), rb.recv()).await {
-            Ok(Ok(FleetEvent::Acquired { .. })) => break,
-            _ if Instant::now() > until => panic!("b acquired nothing"),
-            _ => {}
-        }
-    }
+    first_acquisition(&b).await;
     if let Err(e) = redis.restart() {
         panic!("kill and restart redis: {e}");
     }
