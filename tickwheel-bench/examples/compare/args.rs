@@ -54,6 +54,10 @@ pub struct Args {
     /// Skip workload 7 (the concurrent scheduler).
     #[arg(long)]
     pub no_scheduler: bool,
+    /// Run workload 7 only (no workloads 1–6, idle poll or memory): for before/after
+    /// comparisons of the scheduler.
+    #[arg(long, conflicts_with_all = ["no_scheduler", "workloads"])]
+    pub scheduler_only: bool,
     /// Print Markdown tables.
     #[arg(long)]
     pub markdown: bool,

@@ -233,7 +233,9 @@ impl Plan {
             workloads: Workload::ALL
                 .into_iter()
                 .filter(|w| {
-                    args.workloads.is_empty() || args.workloads.iter().any(|n| n == w.short())
+                    !args.scheduler_only
+                        && (args.workloads.is_empty()
+                            || args.workloads.iter().any(|n| n == w.short()))
                 })
                 .collect(),
             budget: args
@@ -243,7 +245,7 @@ impl Plan {
             reps: args.reps.unwrap_or(if args.quick { 2 } else { 3 }),
             scheduler_reps: args.scheduler_reps.unwrap_or(5),
             scheduler: !args.no_scheduler,
-            memory: !args.no_memory,
+            memory: !args.no_memory && !args.scheduler_only,
         }
     }
 
@@ -360,7 +362,9 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
             Ok(())
         });
         // The rows received, even when the child failed part-way.
-        table.print();
+        if !plan.workloads.is_empty() {
+            table.print();
+        }
         outcome?;
         if let Some(path) = &args.chart {
             // Rewritten after every size, so a run stopped part-way still leaves a chart.
