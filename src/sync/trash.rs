@@ -10,6 +10,11 @@
 //! entry's, its queue name, and the record's and the map's name of a queue it empties), so
 //! single-timer operations allocate nothing; more (a settle of many done entries, a drain)
 //! spill into a `Vec`.
+//!
+//! Ids and queue names without drop glue (integers, `&'static str`, ...) are not kept at all:
+//! dropping them runs no code, so it can happen under the lock. A settle of a whole batch
+//! then neither grows a `Vec` nor copies each id into it (with `u64` ids and `u32` queues,
+//! the spill's growth was about 2 % of workload 7's instructions under callgrind).
 
 /// Items held inline before spilling into the `Vec`.
 const INLINE: usize = 5;
@@ -47,6 +52,10 @@ impl<Q, K> Trash<Q, K> {
     }
 
     fn push(&mut self, gone: Gone<Q, K>) {
+        if !std::mem::needs_drop::<Gone<Q, K>>() {
+            // Nothing of it runs when dropped: drop it here, under the lock.
+            return;
+        }
         match self.inline.get_mut(self.len) {
             Some(slot) => {
                 *slot = Some(gone);
