@@ -1,7 +1,8 @@
 //! Workload 7: the concurrent scheduler against a mutex around a single-threaded queue.
 //!
-//! Two producer threads schedule `n` timers between them (ids unique, one of [`QUEUES`]
-//! queues each, deadline uniform over the next [`DEADLINE_SPREAD`] of real time); every
+//! Two producer threads ([`PRODUCERS`]; [`run_with`] takes another count) schedule `n`
+//! timers between them (ids unique, one of [`QUEUES`] queues each, deadline uniform over the
+//! next [`DEADLINE_SPREAD`] of real time); every
 //! [`DRAIN_EVERY`] schedules a producer drains a whole queue (the operator's "bounce this
 //! destination"). One dispatcher thread pops what is due, up to [`BATCH`] at a time, and
 //! delivers it (counts it and drops it); when nothing is due it yields its thread
@@ -86,14 +87,26 @@ impl Throughput {
 
 /// Runs workload 7 with `n` timers on a fresh contender.
 pub fn run<C: Contender>(n: u64, make: impl FnOnce() -> C) -> Throughput {
+    run_with(n, PRODUCERS, make)
+}
+
+/// The producer threads of workload 7.
+pub const PRODUCERS: u64 = 2;
+
+/// Workload 7 with `producers` producer threads (at least 1) instead of [`PRODUCERS`], for
+/// the scaling figure: the same `n` timers, split between them (producer `p` schedules ids
+/// `p`, `p + producers`, …, and drains every [`DRAIN_EVERY`] of its own schedules).
+pub fn run_with<C: Contender>(n: u64, producers: u64, make: impl FnOnce() -> C) -> Throughput {
+    let threads = producers.max(1);
     let contender = Arc::new(make());
     let delivered = Arc::new(AtomicU64::new(0));
     let drained = Arc::new(AtomicU64::new(0));
     let drains = Arc::new(AtomicU64::new(0));
     let producing = Arc::new(AtomicBool::new(true));
-    let start = Arc::new(Barrier::new(4)); // two producers, the dispatcher, this thread
+    // The producers, the dispatcher, this thread.
+    let start = Arc::new(Barrier::new(threads as usize + 2));
 
-    let producers: Vec<_> = (0..2u64)
+    let producers: Vec<_> = (0..threads)
         .map(|p| {
             let (c, drained, drains, start) = (
                 contender.clone(),
@@ -117,7 +130,7 @@ pub fn run<C: Contender>(n: u64, make: impl FnOnce() -> C) -> Throughput {
                         drained.fetch_add(c.drain(queue), Ordering::Relaxed);
                         drains.fetch_add(1, Ordering::Relaxed);
                     }
-                    id += 2;
+                    id += threads;
                 }
             })
         })

@@ -33,6 +33,11 @@ pub struct Args {
     /// spread (default 5).
     #[arg(long, allow_hyphen_values = true, value_parser = repetitions)]
     pub scheduler_reps: Option<usize>,
+    /// Also run workload 7 with each of these producer counts, comma-separated, each from 1
+    /// to 64 (for example 1,2,4,8), and print its throughput by producer count: the scaling
+    /// figure. Each count takes --scheduler-reps repetitions of the three contenders.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true, value_parser = producers)]
+    pub producers: Vec<usize>,
     /// Time budget of one run in seconds, from 0.001 to 86400 (default 3, --quick 1); a run
     /// over it reports an estimate (`~`).
     #[arg(long, allow_hyphen_values = true, value_parser = budget)]
@@ -106,6 +111,14 @@ fn whole_in(text: &str, range: RangeInclusive<usize>) -> Result<usize, String> {
     }
 }
 
+/// The producer counts accepted by `--producers`: one at least; 64 at most, as each is a
+/// thread and the machines measured have a few cores.
+const PRODUCERS: RangeInclusive<usize> = 1..=64;
+
+fn producers(text: &str) -> Result<usize, String> {
+    whole_in(text, PRODUCERS)
+}
+
 fn size(text: &str) -> Result<usize, String> {
     whole_in(text, SIZES)
 }
@@ -160,6 +173,9 @@ mod tests {
             (&["--reps", "18446744073709551615"], reps),
             (&["--scheduler-reps", "0"], reps),
             (&["--scheduler-reps", ""], reps),
+            (&["--producers", "0"], "from 1 to 64"),
+            (&["--producers", "65"], "from 1 to 64"),
+            (&["--producers", "1,,2"], "from 1 to 64"),
             (&["--sizes", "0"], sizes),
             (&["--sizes", "1"], sizes),
             (&["--sizes", ""], sizes),
@@ -197,6 +213,8 @@ mod tests {
             "1",
             "--scheduler-reps",
             "7",
+            "--producers",
+            "1,2,4,8",
             "--budget",
             "0.5",
             "--peers",
@@ -207,6 +225,7 @@ mod tests {
         .expect("valid arguments");
         assert_eq!(args.sizes, [2, 1000, 10_000_000]);
         assert_eq!((args.reps, args.scheduler_reps), (Some(1), Some(7)));
+        assert_eq!(args.producers, [1, 2, 4, 8]);
         assert_eq!(args.budget, Some(Duration::from_millis(500)));
         assert_eq!(args.peers, ["BTreeMap", "tokio Sleep"]);
         assert_eq!(args.workloads, ["insert", "idle_poll"]);

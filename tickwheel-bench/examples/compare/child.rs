@@ -44,6 +44,11 @@ impl Line {
     /// The section of workload 7's cells.
     pub const SCHEDULER: &'static str = "scheduler";
 
+    /// The section of workload 7's cells with `producers` producer threads (`--producers`).
+    pub fn scaling(producers: usize) -> String {
+        format!("scaling-{producers}")
+    }
+
     pub fn parse(text: &str) -> Result<Line, String> {
         let fields: Vec<&str> = text.split('\t').collect();
         match fields[..] {
@@ -126,6 +131,8 @@ pub struct Received<'a> {
     /// The cells of the row in progress.
     row: Vec<Cell>,
     pub scheduler: Vec<Cell>,
+    /// Workload 7's cells per producer count of `--producers`, in its order.
+    pub scaling: Vec<Vec<Cell>>,
     pub memory: Vec<Memory>,
     done: bool,
 }
@@ -138,22 +145,34 @@ impl<'a> Received<'a> {
             rows: 0,
             row: Vec::new(),
             scheduler: Vec::new(),
+            scaling: Vec::new(),
             memory: Vec::new(),
             done: false,
         }
     }
 
     /// What the plan says comes next: (section, column name); `done` has no column.
-    fn expected(&self) -> (&'static str, &'static str) {
+    fn expected(&self) -> (String, &'static str) {
         let plan = self.plan;
+        let scaled = self.scaling.iter().map(Vec::len).sum::<usize>();
+        let scaling = plan.producers.len() * CONTENDERS.len();
         if let Some(&w) = plan.workloads.get(self.rows) {
-            (w.short(), plan.peers[self.row.len()].name)
+            (w.short().to_string(), plan.peers[self.row.len()].name)
         } else if plan.scheduler_at(self.n) && self.scheduler.len() < CONTENDERS.len() {
-            (Line::SCHEDULER, CONTENDERS[self.scheduler.len()])
+            (
+                Line::SCHEDULER.to_string(),
+                CONTENDERS[self.scheduler.len()],
+            )
+        } else if plan.scheduler_at(self.n) && scaled < scaling {
+            let producers = plan.producers[scaled / CONTENDERS.len()];
+            (
+                Line::scaling(producers),
+                CONTENDERS[scaled % CONTENDERS.len()],
+            )
         } else if plan.memory && self.memory.len() < plan.peers.len() {
-            ("memory", plan.peers[self.memory.len()].name)
+            ("memory".to_string(), plan.peers[self.memory.len()].name)
         } else {
-            ("done", "")
+            ("done".to_string(), "")
         }
     }
 
@@ -184,6 +203,17 @@ impl<'a> Received<'a> {
                 cell,
             } if s == section && c == name && section == Line::SCHEDULER => {
                 self.scheduler.push(cell);
+                Ok(None)
+            }
+            Line::Cell {
+                section: s,
+                name: c,
+                cell,
+            } if s == section && c == name && section.starts_with("scaling-") => {
+                match self.scaling.last_mut() {
+                    Some(row) if row.len() < CONTENDERS.len() => row.push(cell),
+                    _ => self.scaling.push(vec![cell]),
+                }
                 Ok(None)
             }
             Line::Memory { name: c, memory } if section == "memory" && c == name => {

@@ -56,6 +56,7 @@ mod args;
 mod chart;
 mod child;
 mod measure;
+mod scaling;
 mod table;
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -216,6 +217,8 @@ struct Plan {
     reps: usize,
     scheduler_reps: usize,
     scheduler: bool,
+    /// Producer counts of workload 7's scaling figure (`--producers`).
+    producers: Vec<usize>,
     memory: bool,
 }
 
@@ -245,6 +248,7 @@ impl Plan {
             reps: args.reps.unwrap_or(if args.quick { 2 } else { 3 }),
             scheduler_reps: args.scheduler_reps.unwrap_or(5),
             scheduler: !args.no_scheduler,
+            producers: args.producers.clone(),
             memory: !args.no_memory && !args.scheduler_only,
         }
     }
@@ -371,7 +375,7 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
             points.write_svg(path)?;
         }
         if plan.scheduler_at(n) {
-            scheduler_rows.push((n, received.scheduler));
+            scheduler_rows.push((n, received.scheduler, received.scaling));
         }
         if plan.memory {
             memory_rows.push((n, received.memory));
@@ -414,7 +418,7 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
             plan.scheduler_reps
         );
         let mut table = Table::new(args.markdown, "scheduler", &measure::CONTENDERS);
-        for (n, cells) in &scheduler_rows {
+        for (n, cells, _) in &scheduler_rows {
             let texts: Vec<String> = cells
                 .iter()
                 .enumerate()
@@ -434,6 +438,9 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
             table.row(&format!("7 scheduler, n={n}"), texts);
         }
         table.print();
+        if !plan.producers.is_empty() {
+            scaling::print(args.markdown, plan, &scheduler_rows);
+        }
     }
     println!("total time: {:.0} s", started.elapsed().as_secs_f64());
     let ratio = |r: Option<Slowest>| match r {

@@ -71,9 +71,15 @@ pub fn child(plan: &Plan, n: usize) {
         }
     }
     if plan.scheduler_at(n) {
-        let cells = scheduler(n as u64, plan.scheduler_reps);
+        let cells = scheduler(n as u64, sched::PRODUCERS, plan.scheduler_reps);
         for (name, cell) in CONTENDERS.iter().zip(cells) {
             emit(Line::SCHEDULER, name, cell);
+        }
+        for &producers in &plan.producers {
+            let cells = scheduler(n as u64, producers as u64, plan.scheduler_reps);
+            for (name, cell) in CONTENDERS.iter().zip(cells) {
+                emit(&Line::scaling(producers), name, cell);
+            }
         }
     }
     if plan.memory {
@@ -176,16 +182,17 @@ fn measure(
     cells
 }
 
-/// Workload 7 on the three contenders, interleaved, `reps` times: wall ns per op of each run.
-fn scheduler(n: u64, reps: usize) -> Vec<Cell> {
+/// Workload 7 with `producers` producer threads on the three contenders, interleaved, `reps`
+/// times: wall ns per op of each run.
+fn scheduler(n: u64, producers: u64, reps: usize) -> Vec<Cell> {
     let mut samples: [Vec<sched::Throughput>; 3] = Default::default();
     for rep in 0..reps {
         for k in 0..3 {
             let i = (k + rep) % 3;
             let t = match i {
-                0 => sched::run(n, sched::TickwheelScheduler::new),
-                1 => sched::run(n, sched::MutexDelayQueue::new),
-                _ => sched::run(n, sched::MutexBTreeMap::default),
+                0 => sched::run_with(n, producers, sched::TickwheelScheduler::new),
+                1 => sched::run_with(n, producers, sched::MutexDelayQueue::new),
+                _ => sched::run_with(n, producers, sched::MutexBTreeMap::default),
             };
             samples[i].push(t);
         }
