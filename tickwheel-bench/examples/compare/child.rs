@@ -438,6 +438,50 @@ mod tests {
     }
 
     #[test]
+    fn scaling_cells_follow_workload_7_by_producer_count() {
+        use clap::Parser;
+        let args = crate::Args::parse_from(["compare", "--scheduler-only", "--producers", "1,4"]);
+        let plan = Plan::new(&args);
+        let cell = |section: &str, name: &str| Line::Cell {
+            section: section.to_string(),
+            name: name.to_string(),
+            cell: Cell {
+                ns: vec![1.0],
+                estimate: false,
+                mismatch: false,
+            },
+        };
+        let mut script: Vec<Line> = Vec::new();
+        for section in [
+            Line::SCHEDULER.to_string(),
+            Line::scaling(1),
+            Line::scaling(4),
+        ] {
+            script.extend(CONTENDERS.iter().map(|name| cell(&section, name)));
+        }
+        script.push(Line::Done { n: 100_000 });
+        let mut received = Received::new(&plan, 100_000);
+        for line in &script {
+            assert_eq!(received.take(line.clone()), Ok(None), "{line:?}");
+        }
+        assert_eq!(received.scheduler.len(), CONTENDERS.len());
+        let rows: Vec<usize> = received.scaling.iter().map(Vec::len).collect();
+        assert_eq!(rows, [CONTENDERS.len(), CONTENDERS.len()]);
+
+        // A producer count out of order, or the done line before the last scaling cell.
+        for (at, wrong) in [
+            (3, cell(&Line::scaling(4), CONTENDERS[0])),
+            (8, Line::Done { n: 100_000 }),
+        ] {
+            let mut received = Received::new(&plan, 100_000);
+            for line in &script[..at] {
+                assert!(received.take(line.clone()).is_ok());
+            }
+            assert!(received.take(wrong.clone()).is_err(), "{wrong:?} at {at}");
+        }
+    }
+
+    #[test]
     fn bad_lines_are_errors() {
         for text in [
             "",
