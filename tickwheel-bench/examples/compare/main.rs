@@ -319,7 +319,7 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
     let mut slowest_vs_delay_queue: Option<Slowest> = None;
     let mut slowest_dq_vs_dq: Option<Slowest> = None;
     let mut memory_rows = Vec::new();
-    let mut scheduler_rows = Vec::new();
+    let mut scheduler_rows: Vec<scaling::Row> = Vec::new();
     let mut points = chart::Points::default();
 
     for &n in &sizes {

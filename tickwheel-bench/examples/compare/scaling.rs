@@ -7,10 +7,14 @@ use crate::peers::scheduler as sched;
 use crate::table::Table;
 use crate::{Plan, fmt_ns};
 
+/// Workload 7 at one size, as received from its child: the size, the cells with the
+/// default producer count, and the cells of each `--producers` count, in its order.
+pub type Row = (usize, Vec<Cell>, Vec<Vec<Cell>>);
+
 /// Prints the scaling table: one row per size and producer count, a cell per contender with
 /// its throughput (millions of operations per second of wall time: schedules, drains and
 /// timers ended), the min–max spread over repetitions, and the ratio to tickwheel.
-pub fn print(markdown: bool, plan: &Plan, rows: &[(usize, Vec<Cell>, Vec<Vec<Cell>>)]) {
+pub fn print(markdown: bool, plan: &Plan, rows: &[Row]) {
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     println!();
     println!(
