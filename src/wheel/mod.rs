@@ -209,6 +209,7 @@ impl<T> Wheel<T> {
     /// If `u32::MAX - 1` timers are pending already; [`try_insert`](Wheel::try_insert)
     /// returns an error instead.
     #[track_caller]
+    #[inline(always)]
     pub fn insert(&mut self, deadline: u64, value: T) -> TimerKey {
         match self.try_insert(deadline, value) {
             Ok(key) => key,
@@ -218,6 +219,7 @@ impl<T> Wheel<T> {
 
     /// [`insert`](Wheel::insert) that gives the value back in [`CapacityError`] when the
     /// wheel already holds `u32::MAX - 1` timers.
+    #[inline(always)]
     pub fn try_insert(&mut self, deadline: u64, value: T) -> Result<TimerKey, CapacityError<T>> {
         if deadline <= self.elapsed {
             let key = self.arena.insert(deadline, value).map_err(CapacityError)?;
