@@ -8,7 +8,8 @@
 //!   and handed over whole (the slot gets the previous batch's emptied vector back): a timer
 //!   that fires is not copied between the slot and the queue;
 //! - `run`, the timers of one processed level-2 slot, sorted by deadline with a stable
-//!   counting sort over the slot's 4 096 ticks (equal deadlines keep slot order, which is
+//!   counting sort over the slot's 4 096 ticks, or for a smaller slot a stable radix sort
+//!   over the two base-64 digits (equal deadlines keep slot order, which is
 //!   insertion order). The sort reads the deadline digits each reference
 //!   carries, so it loads no arena entry: a timer that would have cascaded through level 1
 //!   and level 0 (a visit to a random arena entry at each) is next visited when it fires.
@@ -124,10 +125,11 @@ impl DueQueue {
 
     /// Makes the run from the references of the slot at position `pos`, which starts at
     /// `base`, is `width` ticks wide (64 or 4 096) and holds `live` timers (the rest of
-    /// `refs` are stale). A stable counting sort on the deadline digits every reference
-    /// carries: equal deadlines keep the order of `refs`. O(refs + width) by counting, or
-    /// O(refs log refs) by comparison when `refs` is under `width / 8`; no arena entry is
-    /// loaded. Returns `refs`, emptied, for the slot to reuse.
+    /// `refs` are stale). A stable sort on the deadline digits every reference carries:
+    /// equal deadlines keep the order of `refs`. O(refs + width) by counting; when `refs` is
+    /// under `width / 8`, O(refs + 128) by radix, or O(refs log refs) by comparison under
+    /// 24 references; no arena entry is loaded. Returns `refs`, emptied, for the slot to
+    /// reuse.
     pub(crate) fn start_run(
         &mut self,
         base: u64,
