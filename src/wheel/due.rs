@@ -8,7 +8,8 @@
 //!   and handed over whole (the slot gets the previous batch's emptied vector back): a timer
 //!   that fires is not copied between the slot and the queue;
 //! - `run`, the timers of one processed level-2 slot, sorted by deadline with a stable
-//!   counting sort over the slot's 4 096 ticks (equal deadlines keep slot order, which is
+//!   counting sort over the slot's 4 096 ticks, or for a smaller slot a stable radix sort
+//!   over the two base-64 digits (equal deadlines keep slot order, which is
 //!   insertion order). The sort reads the deadline digits each reference
 //!   carries, so it loads no arena entry: a timer that would have cascaded through level 1
 //!   and level 0 (a visit to a random arena entry at each) is next visited when it fires.
@@ -41,8 +42,12 @@ use super::slots::STALE_SLACK;
 const RUN_AHEAD: usize = 32;
 const RUN_AHEAD_STEP: usize = 4;
 
-/// A run of fewer than `width / COUNTING_SORT_SHARE` references is sorted by comparison.
+/// A run of fewer than `width / COUNTING_SORT_SHARE` references is sorted by radix (or by
+/// comparison, under [`COMPARISON_SORT_BELOW`]), the rest by counting over the slot's ticks.
 const COUNTING_SORT_SHARE: usize = 8;
+
+/// A run of fewer references than this is sorted by comparison.
+const COMPARISON_SORT_BELOW: usize = 24;
 
 /// Bits of a reference's index in a packed sort key: enough for `4 096 / COUNTING_SORT_SHARE`
 /// references, leaving 20 bits for the digits of a 4 096-tick slot.
@@ -120,10 +125,11 @@ impl DueQueue {
 
     /// Makes the run from the references of the slot at position `pos`, which starts at
     /// `base`, is `width` ticks wide (64 or 4 096) and holds `live` timers (the rest of
-    /// `refs` are stale). A stable counting sort on the deadline digits every reference
-    /// carries: equal deadlines keep the order of `refs`. O(refs + width) by counting, or
-    /// O(refs log refs) by comparison when `refs` is under `width / 8`; no arena entry is
-    /// loaded. Returns `refs`, emptied, for the slot to reuse.
+    /// `refs` are stale). A stable sort on the deadline digits every reference carries:
+    /// equal deadlines keep the order of `refs`. O(refs + width) by counting; when `refs` is
+    /// under `width / 8`, O(refs + 128) by radix, or O(refs log refs) by comparison under
+    /// 24 references; no arena entry is loaded. Returns `refs`, emptied, for the slot to
+    /// reuse.
     pub(crate) fn start_run(
         &mut self,
         base: u64,
@@ -139,10 +145,8 @@ impl DueQueue {
         }
         let mask = width as u64 - 1;
         self.run.clear();
-        if refs.len() < width / COUNTING_SORT_SHARE {
-            // A few references: a stable comparison sort beats clearing and summing `width`
-            // counters (at 1 000 timers over a minute, ~70 per level-2 slot, the counters
-            // made one-poll expiry 6x slower than cascading).
+        if refs.len() < COMPARISON_SORT_BELOW {
+            // A handful: a stable comparison sort beats clearing and summing counters.
             // Sorted as packed (digits, index) words in the counters' buffer: no allocation,
             // and the index keeps equal deadlines in the order of `refs`.
             let keys = &mut self.counts;
@@ -156,6 +160,11 @@ impl DueQueue {
             let index_mask = (1 << INDEX_BITS) - 1;
             self.run
                 .extend(keys.iter().map(|&k| refs[(k & index_mask) as usize]));
+        } else if refs.len() < width / COUNTING_SORT_SHARE {
+            // Fewer than the slot's ticks: two passes over 64 counters each (at 1 000 timers
+            // over a minute, ~70 per level-2 slot, `sort_unstable` of packed keys cost about
+            // 55 instructions per reference, as much as handing the timer out).
+            self.radix_sort(&mut refs);
         } else {
             self.counting_sort(&refs, width);
         }
@@ -167,6 +176,40 @@ impl DueQueue {
         self.run_pos = pos;
         refs.clear();
         refs
+    }
+
+    /// Sorts `refs` into the run by their deadline digits, stably: a least-significant-digit
+    /// radix sort over the two base-64 digits a reference carries (`width` at most 4 096),
+    /// through `refs` and back. O(refs + 128); `refs` is left holding the run's old buffer
+    /// (its contents are garbage, the caller clears it).
+    fn radix_sort(&mut self, refs: &mut Vec<u64>) {
+        const DIGIT: u32 = super::level::SLOT_BITS;
+        const DIGIT_MASK: u64 = (1 << DIGIT) - 1;
+        let mut low = [0u32; 1 << DIGIT];
+        let mut high = [0u32; 1 << DIGIT];
+        for &r in refs.iter() {
+            low[(r & DIGIT_MASK) as usize] += 1;
+            high[(r >> DIGIT & DIGIT_MASK) as usize] += 1;
+        }
+        let (mut low_at, mut high_at) = (0, 0);
+        for (l, h) in low.iter_mut().zip(high.iter_mut()) {
+            let (nl, nh) = (*l, *h);
+            (*l, *h) = (low_at, high_at);
+            low_at += nl;
+            high_at += nh;
+        }
+        self.run.resize(refs.len(), 0);
+        for &r in refs.iter() {
+            let at = &mut low[(r & DIGIT_MASK) as usize];
+            self.run[*at as usize] = r;
+            *at += 1;
+        }
+        for &r in self.run.iter() {
+            let at = &mut high[(r >> DIGIT & DIGIT_MASK) as usize];
+            refs[*at as usize] = r;
+            *at += 1;
+        }
+        std::mem::swap(&mut self.run, refs);
     }
 
     /// Sorts `refs` into the run by their deadline digits (`width` values), stably.

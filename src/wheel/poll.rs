@@ -119,7 +119,7 @@ impl<T> Wheel<T> {
             if let TakeDue::Taken(key, live) = self.arena.take_if_due(r, self.elapsed) {
                 self.due.skip_run_head();
                 self.due.unlink(true);
-                self.settle_run_head(); // checks the run's bound
+                self.settle_after_take(); // checks the run's bound
                 return Some(Expired {
                     key,
                     deadline: live.deadline,
@@ -165,6 +165,31 @@ impl<T> Wheel<T> {
         if let Some(ahead) = self.due.run_ahead() {
             self.arena.prefetch(ahead);
         }
+    }
+
+    /// [`settle_run_head`](Self::settle_run_head) after the run's head was taken out, inline
+    /// for its usual work: drop the stale references at the head (cancelled timers) until a
+    /// current one that is due or not yet due. A head whose deadline was moved past
+    /// `elapsed` (rare), and the end of the run, go to the full version. In one poll past a
+    /// run, the call and the loop's checks per reference took about a third of the
+    /// instructions per fired timer.
+    #[inline]
+    fn settle_after_take(&mut self) {
+        self.prefetch_run_ahead();
+        while let Some((at, r)) = self.due.run_head() {
+            match self.arena.resolve_deadline(r) {
+                None => self.due.skip_run_head(),
+                Some((_, deadline)) if at > self.elapsed || deadline <= self.elapsed => {
+                    // Nothing was filed, so no epoch sweep can be due: only the run's bound.
+                    if self.due.run_over_bound() {
+                        self.compact_run();
+                    }
+                    return;
+                }
+                Some(_) => break,
+            }
+        }
+        self.settle_run_head();
     }
 
     /// Keeps the run's head current: drops stale references at the head, and files again a
