@@ -11,7 +11,7 @@
 //! `Sleep` costs far more, as in churn at large sizes, its own inserts and cancels are what
 //! it measures, and it bounds nothing.) When the drop-in's excess is at most
 //! [`BOUND_SHARE`] of the bound (or negative), the cell is said to be bound by tokio's timer
-//! instead of giving a ratio of two noises.
+//! instead of giving a ratio of two noises; when only tokio-util's is, the table says that.
 
 use crate::measure::Cell;
 use crate::peers::{Workload, median};
@@ -40,7 +40,8 @@ fn excess(cell: &Cell, bound: &Cell) -> f64 {
 /// `Sleep` is not within [`SHOWN_WITHIN`] of the drop-in's figure, or when a cell has no
 /// figure. `sleep`: the bare `tokio Sleep`; `ours`: the drop-in; `theirs`: tokio-util's
 /// `DelayQueue`. Cells: the bound's median, each queue's median excess, and tokio-util's
-/// excess ÷ the drop-in's, or a note that the drop-in's cell is bound by tokio's timer.
+/// excess ÷ the drop-in's, or a note that the drop-in's cell (or only tokio-util's) is at
+/// the bound.
 pub fn row(w: Workload, sleep: &Cell, ours: &Cell, theirs: &Cell) -> Option<Vec<String>> {
     let per_tick = matches!(
         w,
@@ -56,11 +57,14 @@ pub fn row(w: Workload, sleep: &Cell, ours: &Cell, theirs: &Cell) -> Option<Vec<
         return None;
     }
     let (mine, other) = (excess(ours, sleep), excess(theirs, sleep));
-    let ratio = if mine <= BOUND_SHARE * bound {
+    let at_bound = |excess: f64| excess <= BOUND_SHARE * bound;
+    let ratio = if at_bound(mine) {
         format!(
             "bound by tokio's timer (drop-in ≤ {:.0} % above it)",
             BOUND_SHARE * 100.0
         )
+    } else if at_bound(other) {
+        "DelayQueue at the bound, the drop-in above it".to_string()
     } else {
         format!("{:.2}", other / mine)
     };
@@ -125,5 +129,15 @@ mod tests {
         let r = row(Workload::Churn, &sleep, &ours, &theirs).expect("bound by the Sleep");
         assert_eq!(r[1], "−1.00");
         assert!(r[3].starts_with("bound by tokio's timer"), "{r:?}");
+    }
+
+    #[test]
+    fn only_tokio_utils_at_the_bound_gives_no_ratio() {
+        let sleep = cell(&[100.0, 100.0, 100.0]);
+        let ours = cell(&[120.0, 125.0, 119.0]);
+        let theirs = cell(&[90.0, 103.0, 99.0]);
+        let r = row(Workload::ExpireTicks, &sleep, &ours, &theirs).expect("near the bound");
+        assert_eq!(r[1..3], ["+20.0", "−1.00"]);
+        assert_eq!(r[3], "DelayQueue at the bound, the drop-in above it");
     }
 }
