@@ -166,10 +166,10 @@ impl<T> DelayQueue<T> {
     }
 
     fn expired(&self, e: wheel::Expired<T>) -> Expired<T> {
-        let deadline = ticks::saturating_instant(self.origin, e.deadline);
         Expired {
             data: e.value,
-            deadline,
+            origin: self.origin,
+            tick: e.deadline,
             key: Key(e.key),
         }
     }
