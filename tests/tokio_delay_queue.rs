@@ -603,3 +603,29 @@ async fn every_entry_comes_out_exactly_at_its_deadline_through_many_rearms() {
     }
     assert_eq!(n, 200);
 }
+
+/// An `Expired` makes its deadline `Instant` when asked: `deadline`, `Debug` and `==` all see
+/// the instant asked for (rounded up to 1 ms), whether it came from `remove` or a poll.
+#[tokio::test(start_paused = true)]
+async fn expired_reports_its_deadline_in_debug_and_equality() {
+    let start = Instant::now();
+    let mut q = DelayQueue::new();
+    let at = start + Duration::from_micros(2_500);
+    let key = q.insert_at(7u32, at);
+    let removed = q.remove(&key);
+    let rounded = start + ms(3);
+    assert_eq!(removed.deadline(), rounded);
+    let text = format!("{removed:?}");
+    assert!(
+        text.starts_with("Expired { data: 7, deadline: ") && text.contains("key: Key("),
+        "{text}"
+    );
+    assert!(text.contains(&format!("{rounded:?}")), "{text}");
+    let same = removed.clone();
+    assert_eq!(same, removed);
+    q.insert_at(7u32, at);
+    time::advance(ms(3)).await;
+    let polled = q.next().await.expect("due at 3 ms");
+    assert_eq!(polled.deadline(), rounded);
+    assert_ne!(polled, removed, "same value and deadline, another key");
+}

@@ -81,6 +81,47 @@ async fn a_reset_later_wakes_once_to_re_arm_then_only_at_the_new_deadline() {
     assert_eq!(drain_now(&mut q), ["far"]);
 }
 
+/// Polls that find nothing due and come with the waker registered last leave the sleep and
+/// the registration as they are (no lock, no poll of the sleep); a poll with another waker
+/// moves the wake-up to it. Either way the sleep's end wakes the last poller, once.
+#[tokio::test(start_paused = true)]
+async fn the_last_waker_polled_with_is_woken_once_at_the_deadline() {
+    let (mut q, _, first, first_waker) = waiting_queue();
+    for _ in 0..3 {
+        assert!(poll_with(&mut q, &first_waker).is_pending());
+    }
+    let (second, second_waker) = counting_waker();
+    assert!(poll_with(&mut q, &second_waker).is_pending());
+    assert!(poll_with(&mut q, &second_waker).is_pending());
+    time::advance(secs(10)).await;
+    assert_eq!(wakes(&first), 0, "replaced before the sleep ended");
+    assert_eq!(wakes(&second), 1, "the last poller, once");
+    // Back to the first waker, which no longer matches the one registered last.
+    q.insert("later", secs(5));
+    assert_eq!(drain_now(&mut q), ["far"]);
+    assert!(poll_with(&mut q, &second_waker).is_pending());
+    assert!(poll_with(&mut q, &first_waker).is_pending());
+    time::advance(secs(5)).await;
+    assert_eq!((wakes(&first), wakes(&second)), (1, 1));
+    assert_eq!(drain_now(&mut q), ["later"]);
+}
+
+/// A sleep that ended woke the waker it held; a poll before the entry is taken, with that
+/// same waker, must register it again: the next sleep would otherwise wake nobody.
+#[tokio::test(start_paused = true)]
+async fn after_the_sleep_ends_the_same_waker_is_registered_again() {
+    let (mut q, _, count, waker) = waiting_queue();
+    q.insert("next", secs(20));
+    time::advance(secs(10)).await;
+    assert_eq!(wakes(&count), 1);
+    assert!(matches!(poll_with(&mut q, &waker), Poll::Ready(Some(_))));
+    assert!(poll_with(&mut q, &waker).is_pending());
+    assert!(poll_with(&mut q, &waker).is_pending());
+    time::advance(secs(10)).await;
+    assert_eq!(wakes(&count), 2, "woken by the sleep armed for 20 s");
+    assert_eq!(drain_now(&mut q), ["next"]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn wake_on_remove_of_the_last_entry_only() {
     let (mut q, far, count, waker) = waiting_queue();

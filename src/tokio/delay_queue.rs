@@ -383,7 +383,8 @@ impl<T> DelayQueue<T> {
         self.waiter.deadline_removed(tick, self.wheel.is_empty());
         Some(Expired {
             data,
-            deadline: ticks::saturating_instant(self.origin, tick),
+            origin: self.origin,
+            tick,
             key: *key,
         })
     }

@@ -28,17 +28,23 @@ impl OneSleep {
     /// always polls with its waiter's one waker). Then a sleep already registered at `at`
     /// and not yet ended is not polled again: the driver holds an equivalent waker, and the
     /// answer is `Pending`.
+    #[inline]
     pub(super) fn poll_at(
         &mut self,
         at: Instant,
         cx: &mut Context<'_>,
         same_waker: bool,
     ) -> Poll<()> {
-        let sleep = match self.sleep.take() {
+        let sleep = match &mut self.sleep {
             Some(sleep) => sleep,
-            None => self.make(at),
+            none => {
+                #[cfg(test)]
+                {
+                    self.made += 1;
+                }
+                none.insert(Box::pin(sleep_until(at)))
+            }
         };
-        let sleep = self.sleep.insert(sleep);
         if sleep.deadline() != at {
             sleep.as_mut().reset(at);
             self.registered = false;
@@ -52,28 +58,23 @@ impl OneSleep {
 
     /// Whether the timer driver has ended the sleep (its deadline passed), or no sleep was
     /// ever armed.
+    #[inline]
     pub(super) fn ended(&self) -> bool {
         self.sleep.as_ref().is_none_or(|s| s.is_elapsed())
     }
 
     /// The instant the sleep was armed for, once the timer driver has ended it; `None`
     /// while it runs, and before the first time it is armed.
+    #[inline]
     pub(super) fn fired_at(&self) -> Option<Instant> {
         let sleep = self.sleep.as_ref()?;
         sleep.is_elapsed().then(|| sleep.deadline())
     }
 
     /// The instant the sleep was last armed for; `None` before the first time.
+    #[inline]
     pub(super) fn deadline(&self) -> Option<Instant> {
         self.sleep.as_ref().map(|s| s.deadline())
-    }
-
-    fn make(&mut self, at: Instant) -> Pin<Box<Sleep>> {
-        #[cfg(test)]
-        {
-            self.made += 1;
-        }
-        Box::pin(sleep_until(at))
     }
 }
 

@@ -36,6 +36,7 @@ impl Default for PeekCache {
 }
 
 impl PeekCache {
+    #[inline]
     fn known(&mut self) -> Option<TimerKey> {
         let cached = *self.cached.get_mut();
         (cached != NONE).then(|| TimerKey::from_u64(cached))
@@ -56,6 +57,7 @@ impl PeekCache {
     }
 
     /// `key` left the queue (removed, or yielded by a poll). O(1).
+    #[inline]
     pub(super) fn removed(&mut self, key: TimerKey) {
         if self.known() == Some(key) {
             self.forget();
@@ -63,6 +65,7 @@ impl PeekCache {
     }
 
     /// The cached answer may be wrong: drop it.
+    #[inline]
     pub(super) fn forget(&mut self) {
         *self.cached.get_mut() = NONE;
     }

@@ -20,6 +20,7 @@ const NANOS_PER_MS: u32 = 1_000_000;
 const MS_PER_SEC: u64 = 1_000;
 
 /// Whole milliseconds in `d`, rounded up; saturates at `u64::MAX`.
+#[inline]
 fn ms_up(d: Duration) -> u64 {
     let sub = d.subsec_nanos().div_ceil(NANOS_PER_MS);
     d.as_secs()
@@ -28,6 +29,7 @@ fn ms_up(d: Duration) -> u64 {
 }
 
 /// Whole milliseconds in `d`, rounded down; saturates at `u64::MAX`.
+#[inline]
 fn ms_down(d: Duration) -> u64 {
     d.as_secs()
         .saturating_mul(MS_PER_SEC)
@@ -36,12 +38,14 @@ fn ms_down(d: Duration) -> u64 {
 
 /// The tick of a deadline: milliseconds from `origin` to `when`, rounded up. An instant at or
 /// before the origin is tick 0.
+#[inline]
 pub(super) fn deadline_tick(origin: Instant, when: Instant) -> u64 {
     ms_up(when.saturating_duration_since(origin))
 }
 
 /// The tick of a deadline `timeout` after `now`; `u64::MAX` when `now + timeout` is past the
 /// end of `Instant`'s range (a `Duration::MAX` timeout means "never", not a panic).
+#[inline]
 pub(super) fn timeout_tick(origin: Instant, now: Instant, timeout: Duration) -> u64 {
     now.checked_add(timeout)
         .map_or(u64::MAX, |when| deadline_tick(origin, when))
@@ -52,12 +56,14 @@ pub(super) const MAX_NOW_TICK: u64 = u64::MAX - 1;
 
 /// The tick the clock has reached at `now`: milliseconds from `origin`, rounded down, at
 /// most [`MAX_NOW_TICK`] (so a never-due entry never comes out).
+#[inline]
 pub(super) fn now_tick(origin: Instant, now: Instant) -> u64 {
     ms_down(now.saturating_duration_since(origin)).min(MAX_NOW_TICK)
 }
 
 /// The instant at which `tick` begins, or `None` when it lies past the end of `Instant`'s
 /// range: the clock can never reach that tick, so nothing needs to sleep until it.
+#[inline]
 pub(super) fn tick_instant(origin: Instant, tick: u64) -> Option<Instant> {
     origin.checked_add(Duration::from_millis(tick))
 }

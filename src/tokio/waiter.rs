@@ -27,7 +27,8 @@
 //! whichever task is registered here when the sleep ends, never with the task's waker. That
 //! waker never changes, so a sleep registered with the timer driver need not be polled again
 //! while it runs (see `OneSleep::poll_at`): a poll that finds nothing due only swaps the
-//! task's waker here, under an uncontended lock.
+//! task's waker here, under an uncontended lock, and not even that when the waker is the one
+//! registered last (`Waiter::register_again`).
 
 use std::sync::Arc;
 use std::task::{Wake, Waker};
@@ -48,6 +49,10 @@ pub(super) struct Waiter {
     /// have taken it meanwhile): `false` spares inserts into a queue nobody waits on the
     /// lock.
     waiting: bool,
+    /// A clone of the waker last put in `slot`, kept while `waiting`: a poll whose waker
+    /// `will_wake` it need not take the lock (see [`Waiter::register_again`]). Holding it
+    /// keeps that waker's task alive, so `will_wake` cannot match a new task at its address.
+    last: Option<Waker>,
 }
 
 /// Where the waiting task's waker lives.
@@ -83,6 +88,7 @@ impl Default for Waiter {
             slot,
             wake_at: None,
             waiting: false,
+            last: None,
         }
     }
 }
@@ -91,22 +97,44 @@ impl Waiter {
     /// `poll_expired` answers `Pending` (`wake_at` = the tick its sleep is armed for) or
     /// `Ready(None)` (`wake_at` = `None`): remember whom to wake.
     pub(super) fn register(&mut self, waker: &Waker, wake_at: Option<u64>) {
-        let mut slot = self.slot.0.lock();
-        match &mut *slot {
-            Some(old) if old.will_wake(waker) => {}
-            slot => *slot = Some(waker.clone()),
+        {
+            let mut slot = self.slot.0.lock();
+            match &mut *slot {
+                Some(old) if old.will_wake(waker) => {}
+                slot => *slot = Some(waker.clone()),
+            }
+        }
+        match &self.last {
+            Some(last) if last.will_wake(waker) => {}
+            _ => self.last = Some(waker.clone()),
         }
         self.wake_at = wake_at;
         self.waiting = true;
     }
 
     /// `poll_expired` answers `Pending` again for the same armed tick: [`Waiter::register`]
-    /// keeping `wake_at`.
-    pub(super) fn register_again(&mut self, waker: &Waker) {
+    /// keeping `wake_at`, without the lock when the queue's sleep has not ended
+    /// (`sleep_ended`: `Sleep::is_elapsed`, or no sleep) and `waker` `will_wake` the one
+    /// registered last.
+    ///
+    /// Why no wakeup is lost then: while `waiting`, `slot` holds the waker registered last
+    /// unless the sleep's end took it (and woke it). The sleep marks itself elapsed before
+    /// it takes the waker, and it is reset (no longer elapsed) only by a poll that has
+    /// registered since. So a sleep not elapsed has not taken it; one ending right now wakes
+    /// that waker, which wakes the same task as `waker`, and the poll that follows sees the
+    /// sleep ended.
+    #[inline]
+    pub(super) fn register_again(&mut self, waker: &Waker, sleep_ended: bool) {
+        if self.waiting
+            && !sleep_ended
+            && self.last.as_ref().is_some_and(|last| last.will_wake(waker))
+        {
+            return;
+        }
         self.register(waker, self.wake_at);
     }
 
-    /// The waker to poll the sleep with: it wakes the registered task.
+    #[inline]
     pub(super) fn sleep_waker(&self) -> &Waker {
         &self.sleep_waker
     }
@@ -114,20 +142,24 @@ impl Waiter {
     /// Whether a sleep is armed for the tick recorded by the last `register`, with no
     /// change since that could make an entry due before it: every pending deadline is at or
     /// after that tick (an earlier one would have woken the task and cleared it).
+    #[inline]
     pub(super) fn armed(&self) -> bool {
         self.wake_at.is_some()
     }
 
     /// `poll_expired` answered `Ready(Some(_))`: the caller will poll again, nobody waits.
+    #[inline]
     pub(super) fn forget(&mut self) {
         if std::mem::take(&mut self.waiting) {
             *self.slot.0.lock() = None;
+            self.last = None;
         }
         self.wake_at = None;
     }
 
     /// A deadline at `tick` was inserted or reset: wake the waiting task if its sleep would
     /// wake it only later.
+    #[inline]
     pub(super) fn deadline_added(&mut self, tick: u64) {
         if self.wake_at.is_none_or(|at| tick < at) {
             self.wake();
@@ -138,6 +170,7 @@ impl Waiter {
     /// the waiting task if its sleep was armed for that tick, so that it re-arms for the
     /// new earliest deadline at once instead of waking at the old one, and if the queue is
     /// empty, so that it sees `Ready(None)`.
+    #[inline]
     pub(super) fn deadline_removed(&mut self, tick: u64, empty: bool) {
         if empty || self.wake_at == Some(tick) {
             self.wake();
@@ -145,9 +178,11 @@ impl Waiter {
     }
 
     /// The queue's answer changed for certain (it became empty): wake the waiting task.
+    #[inline]
     pub(super) fn wake(&mut self) {
         self.wake_at = None;
         if std::mem::take(&mut self.waiting) {
+            self.last = None;
             self.slot.wake_task();
         }
     }
@@ -218,7 +253,7 @@ mod tests {
         let mut w = Waiter::default();
         let sleep_waker = w.sleep_waker().clone();
         w.register(&first_waker, Some(10));
-        w.register_again(&second_waker);
+        w.register_again(&second_waker, false);
         sleep_waker.wake_by_ref();
         sleep_waker.wake_by_ref();
         assert_eq!(

@@ -61,12 +61,15 @@ impl<T> DelayQueue<T> {
             // Still draining what was due at the last `Ready(Some)`'s `now`.
             return Poll::Ready(Some(expired));
         }
-        if self.waiter.armed() && (self.quiet_until.is_none() || !self.sleep.ended()) {
-            // Nothing changed that could make an entry due before the armed tick, and the
-            // timer driver has not ended the sleep armed for it: still `Pending`, without
-            // reading the clock.
-            self.waiter.register_again(cx.waker());
-            return self.wait(cx);
+        if self.waiter.armed() {
+            let ended = self.sleep.ended();
+            if self.quiet_until.is_none() || !ended {
+                // Nothing changed that could make an entry due before the armed tick, and
+                // the timer driver has not ended the sleep armed for it: still `Pending`,
+                // without reading the clock.
+                self.waiter.register_again(cx.waker(), ended);
+                return self.wait(cx);
+            }
         }
         // Twice at most: a sleep armed for a tick the timer driver has already passed ends
         // when polled, and the entry it was armed for is then due.
@@ -163,10 +166,10 @@ impl<T> DelayQueue<T> {
     }
 
     fn expired(&self, e: wheel::Expired<T>) -> Expired<T> {
-        let deadline = ticks::saturating_instant(self.origin, e.deadline);
         Expired {
             data: e.value,
-            deadline,
+            origin: self.origin,
+            tick: e.deadline,
             key: Key(e.key),
         }
     }

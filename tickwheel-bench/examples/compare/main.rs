@@ -34,6 +34,12 @@
 //! tickwheel is faster), tickwheel being the core `Wheel<u64>`. The peers, what each figure
 //! includes and the workloads are described in `benches/peers/mod.rs`.
 //!
+//! After a size's table, when the run has the drop-in, tokio-util's `DelayQueue` and the bare
+//! `tokio Sleep`, a second table shows the two queues above tokio's own timer, for the
+//! workloads that poll every tick and whose cells that timer bounds (`bound.rs`): each
+//! queue's cost above the bare `Sleep` of the same repetition, and their ratio, or "bound by
+//! tokio's timer" when the drop-in's cost above it is within 5 % of it.
+//!
 //! The last three lines name the slowest cells against tokio-util's `DelayQueue` over
 //! workloads 1–6 and every size run: tokio-util's `DelayQueue` ÷ tickwheel's drop-in
 //! `DelayQueue` (API for API), then the cell and the ratio against the core wheel. The very
@@ -45,14 +51,15 @@
 //! counting is switched on (only during the memory workload, so timings pay one relaxed load
 //! per allocation). For tickwheel the figure is cross-checked against `Wheel::stats()`.
 //!
-//! Modules: `args` (the command line, each value checked while parsing), `measure` (the
-//! child's side: samples, workloads 7 and 8), `child` (running a child, the lines it prints,
-//! the parent's check of their order).
+//! Modules: `args` (the command line, each value checked while parsing), `bound` (the
+//! table above tokio's timer), `measure` (the child's side: samples, workloads 7 and 8),
+//! `child` (running a child, the lines it prints, the parent's check of their order).
 
 #[path = "../../benches/peers/mod.rs"]
 mod peers;
 
 mod args;
+mod bound;
 mod chart;
 mod child;
 mod measure;
@@ -315,6 +322,7 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
     let position = |name: &str| peers.iter().position(|p| p.name == name);
     let delay_queue = position(TokioDelayQueue::NAME);
     let tickwheel_dq = position("tickwheel DelayQueue");
+    let bare_sleep = position(TokioSleep::NAME);
     // The smallest ratio and its cell: against the core wheel, and against the drop-in.
     let mut slowest_vs_delay_queue: Option<Slowest> = None;
     let mut slowest_dq_vs_dq: Option<Slowest> = None;
@@ -327,6 +335,7 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
         println!("n = {n} timers, {} repetitions", plan.reps);
         let mut table = Table::new(args.markdown, "workload", &names);
         let mut received = child::Received::new(plan, n);
+        let mut bound_rows = Vec::new();
         let outcome = child::run(n, |line| {
             let Some((w, cells)) = received.take(line)? else {
                 return Ok(());
@@ -340,6 +349,11 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
             table.row(w.label(), texts);
             for (peer, cell) in names.iter().zip(&cells) {
                 points.add(w.label(), peer, n, cell.median());
+            }
+            if let (Some(s), Some(ours), Some(dq)) = (bare_sleep, tickwheel_dq, delay_queue) {
+                if let Some(row) = bound::row(w, &cells[s], &cells[ours], &cells[dq]) {
+                    bound_rows.push((w.label(), row));
+                }
             }
             if let (Some(dq), true) = (delay_queue, w != Workload::IdlePoll) {
                 keep_min(
@@ -368,6 +382,17 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
         // The rows received, even when the child failed part-way.
         if !plan.workloads.is_empty() {
             table.print();
+        }
+        if !bound_rows.is_empty() {
+            println!();
+            println!(
+                "the DelayQueues above tokio's timer at n = {n}: ns per op above the bare tokio Sleep, median of per-repetition differences; workloads that poll every tick, where the Sleep is within 2× of the drop-in"
+            );
+            let mut above = Table::new(args.markdown, "above tokio Sleep", &bound::COLUMNS);
+            for (label, row) in bound_rows {
+                above.row(label, row);
+            }
+            above.print();
         }
         outcome?;
         if let Some(path) = &args.chart {
