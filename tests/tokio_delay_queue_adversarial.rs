@@ -53,7 +53,7 @@ async fn next_within<T>(q: &mut DelayQueue<T>, bound: Duration) -> Option<(T, Du
 /// The first poll that has to wait runs after the task spent its budget (a busy loop over a
 /// channel does that). tokio's `Sleep` then answers `Pending` without registering with the
 /// timer driver (it only schedules the task again); the queue must poll it again later.
-#[ignore = "fails: a poll that arms the sleep after tokio's cooperative budget ran out leaves it unregistered (Sleep answered Pending for the budget; OneSleep counts it registered) and the next polls take the shortcut, so the task is never woken at the deadline"]
+#[ignore = "fails: OneSleep::poll_at counts a Sleep that answered Pending for the spent coop budget as registered, so it is never polled again and never enters the timer driver (also before the idle-poll shortcut)"]
 #[tokio::test(start_paused = true)]
 async fn coop_budget_spent_at_the_first_arm_still_wakes_at_the_deadline() {
     let mut q = DelayQueue::new();
@@ -73,7 +73,7 @@ async fn coop_budget_spent_at_the_first_arm_still_wakes_at_the_deadline() {
 
 /// As above, but the sleep already exists and is re-armed (an earlier insert woke the task)
 /// while the budget is spent.
-#[ignore = "fails: a poll that arms the sleep after tokio's cooperative budget ran out leaves it unregistered (Sleep answered Pending for the budget; OneSleep counts it registered) and the next polls take the shortcut, so the task is never woken at the deadline"]
+#[ignore = "fails: the coop Pending wakes the queue's sleep waker, which takes the task's waker out of the waiter; the next poll, same waker, skips registering it again (idle-poll shortcut), so the sleep ends at 10 ms with nobody to wake"]
 #[tokio::test(start_paused = true)]
 async fn coop_budget_spent_at_a_re_arm_still_wakes_at_the_deadline() {
     let mut q = DelayQueue::new();
@@ -207,7 +207,7 @@ fn assert_each_once_on_time(n: u64, finished: bool, out: &[(u64, Duration)]) {
     }
 }
 
-#[ignore = "fails: a poll that arms the sleep after tokio's cooperative budget ran out leaves it unregistered (Sleep answered Pending for the budget; OneSleep counts it registered) and the next polls take the shortcut, so the task is never woken at the deadline"]
+#[ignore = "fails: OneSleep::poll_at counts a Sleep that answered Pending for the spent coop budget as registered, so it is never polled again and never enters the timer driver (also before the idle-poll shortcut)"]
 #[tokio::test(start_paused = true)]
 async fn actor_loop_with_a_burst_of_requests_gets_every_timeout() {
     let (finished, out) = actor_loop!(DelayQueue::new(), 300);
@@ -218,4 +218,382 @@ async fn actor_loop_with_a_burst_of_requests_gets_every_timeout() {
 async fn actor_loop_with_a_burst_of_requests_tokio_util() {
     let (finished, out) = actor_loop!(tokio_util::time::DelayQueue::new(), 300);
     assert_each_once_on_time(300, finished, &out);
+}
+
+// ---------------------------------------------------------------------------------------
+// Wakers swapped between polls, around the idle-poll shortcut
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn the_waker_polled_last_is_the_one_woken_whatever_came_between() {
+    let mut q = DelayQueue::new();
+    q.insert("a", ms(10));
+    let (a, wa) = counting_waker();
+    let (b, wb) = counting_waker();
+    assert!(poll_with(&mut q, &wa).is_pending());
+    assert!(poll_with(&mut q, &wa).is_pending(), "shortcut");
+    assert!(poll_with(&mut q, Waker::noop()).is_pending());
+    assert!(poll_with(&mut q, &wb).is_pending());
+    assert!(poll_with(&mut q, &wa).is_pending());
+    assert!(
+        poll_with(&mut q, &wa.clone()).is_pending(),
+        "a clone: shortcut"
+    );
+    advance(ms(9)).await;
+    assert_eq!((wakes(&a), wakes(&b)), (0, 0), "not before 10 ms");
+    advance(ms(1)).await;
+    assert_eq!((wakes(&a), wakes(&b)), (1, 0), "a polled last, woken once");
+    assert!(matches!(poll_with(&mut q, &wa), Poll::Ready(Some(_))));
+}
+
+/// The noop waker polled last, then the task's: the task's must be registered again.
+#[tokio::test(start_paused = true)]
+async fn noop_then_the_tasks_waker_is_woken() {
+    let mut q = DelayQueue::new();
+    q.insert("a", ms(10));
+    let (a, wa) = counting_waker();
+    assert!(poll_with(&mut q, &wa).is_pending());
+    assert!(poll_now(&mut q).is_pending());
+    advance(ms(3)).await;
+    assert!(poll_with(&mut q, &wa).is_pending());
+    advance(ms(7)).await;
+    assert_eq!(wakes(&a), 1);
+}
+
+/// After the shortcut answered `Pending`, an insert earlier than the armed sleep, a reset
+/// of the armed entry (later, then earlier than it was), and a removal of the armed entry
+/// each leave the task woken at the right time.
+#[tokio::test(start_paused = true)]
+async fn changes_after_a_shortcut_pending_wake_at_the_new_earliest_deadline() {
+    let mut q = DelayQueue::new();
+    let armed = q.insert("armed", ms(100));
+    let (count, w) = counting_waker();
+    assert!(poll_with(&mut q, &w).is_pending());
+    assert!(poll_with(&mut q, &w).is_pending());
+    q.insert("early", ms(40));
+    assert_eq!(wakes(&count), 1, "earlier than the armed sleep");
+    assert!(poll_with(&mut q, &w).is_pending());
+    assert!(poll_with(&mut q, &w).is_pending());
+    advance(ms(39)).await;
+    assert_eq!(wakes(&count), 1);
+    advance(ms(1)).await;
+    assert_eq!(wakes(&count), 2);
+    assert_eq!(drain_now(&mut q), ["early"]);
+    assert!(poll_with(&mut q, &w).is_pending());
+    assert!(poll_with(&mut q, &w).is_pending());
+    q.reset(&armed, ms(500));
+    assert!(poll_with(&mut q, &w).is_pending());
+    assert!(poll_with(&mut q, &w).is_pending());
+    let later = q.insert("later", ms(200));
+    assert!(poll_with(&mut q, &w).is_pending());
+    q.reset(&armed, ms(20));
+    assert!(poll_with(&mut q, &w).is_pending());
+    let before = wakes(&count);
+    advance(ms(20)).await;
+    assert_eq!(wakes(&count), before + 1, "armed, reset earlier, at 60 ms");
+    assert_eq!(drain_now(&mut q), ["armed"]);
+    assert!(poll_with(&mut q, &w).is_pending());
+    assert!(poll_with(&mut q, &w).is_pending());
+    q.remove(&later);
+    assert!(matches!(poll_with(&mut q, &w), Poll::Ready(None)));
+    q.insert_at("past", Instant::now() - secs(5));
+    assert_eq!(drain_now(&mut q), ["past"]);
+}
+
+/// A deadline in the past, inserted right after the shortcut answered `Pending`.
+#[tokio::test(start_paused = true)]
+async fn a_past_deadline_after_a_shortcut_pending_comes_out_next() {
+    let mut q = DelayQueue::new();
+    q.insert("far", secs(10));
+    let (count, w) = counting_waker();
+    assert!(poll_with(&mut q, &w).is_pending());
+    assert!(poll_with(&mut q, &w).is_pending());
+    q.insert_at("past", Instant::now() - ms(1));
+    q.insert("zero", Duration::ZERO);
+    assert_eq!(wakes(&count), 1);
+    assert_eq!(drain_now(&mut q), ["past", "zero"]);
+    assert_eq!(next_within(&mut q, secs(20)).await, Some(("far", secs(10))));
+}
+
+/// A sub-millisecond deadline rounds up: never out early, whatever the polls in between.
+#[tokio::test(start_paused = true)]
+async fn never_early_across_sub_millisecond_advances() {
+    let start = Instant::now();
+    let mut q = DelayQueue::new();
+    let when = start + Duration::from_micros(10_500);
+    q.insert_at("a", when);
+    let (count, w) = counting_waker();
+    // Polls at 0, 0.5, ..., 10.5 ms: 10.5 ms is the deadline, which rounds up to 11 ms.
+    for _ in 0..22 {
+        let at = start.elapsed();
+        assert!(poll_with(&mut q, &w).is_pending(), "at {at:?}");
+        advance(Duration::from_micros(500)).await;
+    }
+    assert_eq!(start.elapsed(), ms(11));
+    assert_eq!(wakes(&count), 1, "the sleep armed for 11 ms ended");
+    let e = match poll_with(&mut q, &w) {
+        Poll::Ready(Some(e)) => e,
+        other => panic!("due at 11 ms, got {:?}", other.map(|o| o.is_some())),
+    };
+    assert!(e.deadline() >= when);
+    assert!(matches!(poll_with(&mut q, &w), Poll::Ready(None)));
+}
+
+// ---------------------------------------------------------------------------------------
+// Tasks, timeouts, clear, compact, capacity, drop
+// ---------------------------------------------------------------------------------------
+
+/// One task polls the queue until `Pending` and hands it to another, which awaits it.
+#[tokio::test(start_paused = true)]
+async fn a_queue_moved_to_another_task_wakes_that_task() {
+    let mut q = DelayQueue::new();
+    q.insert("a", ms(10));
+    q.insert("b", ms(30));
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let first = tokio::spawn(async move {
+        let pending = poll_fn(|cx| Poll::Ready(q.poll_expired(cx).is_pending())).await;
+        let pending_again = poll_fn(|cx| Poll::Ready(q.poll_expired(cx).is_pending())).await;
+        assert!(pending && pending_again);
+        tx.send(q).unwrap_or_else(|_| panic!("receiver alive"));
+        // This task stays alive: a wake-up sent to it instead is lost for the queue.
+        time::sleep(secs(3_600)).await;
+    });
+    let second = tokio::spawn(async move {
+        let mut q = rx.await.unwrap_or_else(|_| panic!("sender sent"));
+        let a = next_within(&mut q, secs(1)).await;
+        let b = next_within(&mut q, secs(1)).await;
+        (a, b)
+    });
+    let (a, b) = second.await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a, Some(("a", ms(10))));
+    assert_eq!(b, Some(("b", ms(20))));
+    first.abort();
+}
+
+/// `timeout` around `next()`: timeouts that end first leave the entry in the queue, and it
+/// comes out at its deadline, once.
+#[tokio::test(start_paused = true)]
+async fn timeouts_around_next_neither_lose_nor_duplicate() {
+    let start = Instant::now();
+    let mut q = DelayQueue::new();
+    q.insert("a", ms(10));
+    q.insert("b", ms(10));
+    let mut out = Vec::new();
+    for _ in 0..100 {
+        match time::timeout(ms(3), q.next()).await {
+            Ok(Some(e)) => out.push((e.into_inner(), start.elapsed())),
+            Ok(None) => break,
+            Err(_) => {}
+        }
+    }
+    assert_eq!(out, [("a", ms(10)), ("b", ms(10))]);
+    assert!(q.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn clear_while_waiting_then_insert_later_wakes_at_the_new_deadline() {
+    let mut q = DelayQueue::new();
+    q.insert("old", ms(10));
+    let (count, w) = counting_waker();
+    assert!(poll_with(&mut q, &w).is_pending());
+    assert!(poll_with(&mut q, &w).is_pending());
+    q.clear();
+    assert_eq!(wakes(&count), 1);
+    q.insert("new", ms(50));
+    assert!(poll_with(&mut q, &w).is_pending());
+    assert!(poll_with(&mut q, &w).is_pending());
+    advance(ms(10)).await;
+    assert_eq!(
+        wakes(&count),
+        1,
+        "the old sleep does not end the wait early"
+    );
+    assert!(poll_with(&mut q, &w).is_pending(), "nothing due at 10 ms");
+    advance(ms(40)).await;
+    assert_eq!(wakes(&count), 2);
+    assert_eq!(drain_now(&mut q), ["new"]);
+    q.clear();
+    assert!(matches!(poll_with(&mut q, &w), Poll::Ready(None)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn capacity_zero_and_compact_between_polls() {
+    let mut q = DelayQueue::with_capacity(0);
+    assert_eq!(q.capacity(), 0);
+    let keys: Vec<_> = (0..50u64).map(|i| q.insert(i, ms(5 + i))).collect();
+    let (_, w) = counting_waker();
+    assert!(poll_with(&mut q, &w).is_pending());
+    for k in &keys[..25] {
+        q.remove(k);
+    }
+    q.compact();
+    assert!(poll_with(&mut q, &w).is_pending());
+    q.shrink_to_fit();
+    let start = Instant::now();
+    let mut out = Vec::new();
+    while let Some((v, _)) = next_within(&mut q, secs(1)).await {
+        out.push((v, start.elapsed()));
+    }
+    let want: Vec<_> = (25..50u64).map(|i| (i, ms(5 + i))).collect();
+    assert_eq!(out, want);
+    assert_eq!(start.elapsed(), ms(54));
+}
+
+/// Dropping a queue whose sleep is registered with the timer driver: no panic, and the task
+/// that waited is not woken later by a sleep nobody owns (a spurious wake-up would be
+/// allowed; a panic in the driver would not).
+#[tokio::test(start_paused = true)]
+async fn dropping_a_queue_while_its_sleep_is_pending() {
+    let mut q = DelayQueue::new();
+    q.insert(String::from("a"), ms(10));
+    let (count, w) = counting_waker();
+    assert!(poll_with(&mut q, &w).is_pending());
+    assert!(poll_with(&mut q, &w).is_pending());
+    drop(q);
+    advance(ms(20)).await;
+    assert!(wakes(&count) <= 1);
+    let mut again = DelayQueue::new();
+    again.insert("b", ms(5));
+    assert_eq!(next_within(&mut again, secs(1)).await, Some(("b", ms(5))));
+}
+
+/// `select!` between the queue and a stream of changes that make deadlines earlier and
+/// later: every entry comes out at its final deadline.
+#[tokio::test(start_paused = true)]
+async fn select_with_changes_from_another_task() {
+    let start = Instant::now();
+    let (tx, mut rx) = mpsc::channel::<(u64, u64)>(4);
+    let feeder = tokio::spawn(async move {
+        for round in 0..40u64 {
+            time::sleep(ms(3)).await;
+            // (value, deadline in ms from start): alternately far and near.
+            let at = if round % 2 == 0 {
+                500 - round
+            } else {
+                5 * round
+            };
+            if tx.send((round, at)).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut q = DelayQueue::new();
+    let mut expected = Vec::new();
+    let mut out = Vec::new();
+    let bound = time::sleep(secs(10));
+    let mut bound = pin!(bound);
+    let mut open = true;
+    loop {
+        tokio::select! {
+            () = &mut bound => break,
+            msg = rx.recv(), if open => match msg {
+                Some((v, at)) => {
+                    let when = start + ms(at);
+                    q.insert_at(v, when);
+                    expected.push((v, when.max(Instant::now())));
+                }
+                None => open = false,
+            },
+            Some(e) = q.next() => out.push((e.into_inner(), Instant::now())),
+            else => break,
+        }
+        if !open && q.is_empty() {
+            break;
+        }
+    }
+    feeder.await.unwrap_or_else(|e| panic!("{e}"));
+    expected.sort_by_key(|&(v, at)| (at, v));
+    out.sort_by_key(|&(v, at)| (at, v));
+    assert_eq!(out.len(), 40);
+    for ((v, at), (ev, eat)) in out.iter().zip(&expected) {
+        assert_eq!(v, ev);
+        assert!(at >= eat, "{v} early");
+        assert!(*at <= *eat + ms(1), "{v} late: {at:?} vs {eat:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Multi-thread runtime, real clock
+// ---------------------------------------------------------------------------------------
+
+/// A consumer task waits in `next()` on a shared queue while a producer on another worker
+/// inserts, resets and removes: every entry not removed comes out exactly once, never
+/// before its deadline, and the whole run ends within a bound far above its deadlines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_thread_real_clock_every_entry_once_never_early() {
+    const N: u64 = 400;
+    let q: Arc<Mutex<DelayQueue<u64>>> = Arc::new(Mutex::new(DelayQueue::new()));
+    let removed = Arc::new(Mutex::new(Vec::new()));
+    let producer = {
+        let (q, removed) = (q.clone(), removed.clone());
+        tokio::spawn(async move {
+            let mut keys = Vec::new();
+            for i in 0..N {
+                {
+                    let mut q = q.lock().unwrap_or_else(|e| e.into_inner());
+                    // Deadlines 0..=19 ms ahead; every 5th moved earlier, every 7th later,
+                    // every 11th removed if still there.
+                    keys.push(q.insert(i, ms(i * 7 % 20)));
+                    if i % 5 == 4 {
+                        q.try_reset(&keys[i as usize - 2], ms(1));
+                    }
+                    if i % 7 == 6 {
+                        q.try_reset(&keys[i as usize - 3], ms(15));
+                    }
+                    if i % 11 == 10 && q.try_remove(&keys[i as usize - 1]).is_some() {
+                        removed
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(i - 1);
+                    }
+                }
+                if i % 16 == 0 {
+                    time::sleep(ms(1)).await;
+                } else {
+                    tokio::task::yield_now().await;
+                }
+            }
+        })
+    };
+    let consumer = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            let mut out = Vec::new();
+            loop {
+                let next = poll_fn(|cx| {
+                    let mut q = q.lock().unwrap_or_else(|e| e.into_inner());
+                    match q.poll_expired(cx) {
+                        Poll::Ready(Some(e)) => Poll::Ready(Some(e)),
+                        // Empty for now: the producer may insert more.
+                        Poll::Ready(None) => Poll::Pending,
+                        Poll::Pending => Poll::Pending,
+                    }
+                });
+                match time::timeout(secs(5), next).await {
+                    Ok(Some(e)) => {
+                        let now = Instant::now();
+                        assert!(now >= e.deadline(), "{} early", e.get_ref());
+                        out.push(e.into_inner());
+                    }
+                    _ => return out,
+                }
+            }
+        })
+    };
+    producer.await.unwrap_or_else(|e| panic!("{e}"));
+    let out = consumer.await.unwrap_or_else(|e| panic!("{e}"));
+    let removed = removed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut seen = vec![0u32; N as usize];
+    for v in &out {
+        seen[*v as usize] += 1;
+    }
+    for i in 0..N {
+        let want = u32::from(!removed.contains(&i));
+        assert_eq!(
+            seen[i as usize], want,
+            "{i}: out {} times",
+            seen[i as usize]
+        );
+    }
+    assert!(q.lock().unwrap_or_else(|e| e.into_inner()).is_empty());
 }
