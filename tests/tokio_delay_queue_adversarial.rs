@@ -597,3 +597,151 @@ async fn multi_thread_real_clock_every_entry_once_never_early() {
     }
     assert!(q.lock().unwrap_or_else(|e| e.into_inner()).is_empty());
 }
+
+// ---------------------------------------------------------------------------------------
+// Differential: a waiting task driven by the same script, against tokio-util
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Insert the next value, due this many ms from now.
+    Insert(u64),
+    /// Reset the pending entry picked by the index (modulo the pending ones) to ms from now.
+    Reset(usize, u64),
+    /// Remove the pending entry picked by the index.
+    Remove(usize),
+    /// Clear the queue.
+    Clear,
+    /// One poll with the noop waker (an entry it returns is recorded).
+    PollNoop,
+    /// Wait this many ms in a `select!` with `next()` (the task's own waker).
+    Wait(u64),
+    /// One poll with the task's waker after the task spent its cooperative budget.
+    CoopPoll,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    op_with_coop(0)
+}
+
+/// `coop`: the weight of [`Op::CoopPoll`] (0: never).
+fn op_with_coop(coop: u32) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        coop => Just(Op::CoopPoll),
+        6 => (0u64..40).prop_map(Op::Insert),
+        3 => (any::<usize>(), 0u64..40).prop_map(|(i, d)| Op::Reset(i, d)),
+        2 => any::<usize>().prop_map(Op::Remove),
+        1 => Just(Op::Clear),
+        2 => Just(Op::PollNoop),
+        6 => (0u64..15).prop_map(Op::Wait),
+    ]
+}
+
+/// Runs `ops` against a fresh queue (each of the two is the same source text) and returns
+/// what came out: (ms since the start, value), sorted, plus removed values in order.
+macro_rules! run_script {
+    ($queue:ty, $ops:expr) => {{
+        let mut q = <$queue>::new();
+        let start = Instant::now();
+        // (value, key) of the entries this queue still holds, in insertion order.
+        let mut pending = Vec::new();
+        let mut out: Vec<(u128, u32)> = Vec::new();
+        let mut removed = Vec::new();
+        let mut next_value = 0u32;
+        let ops: &[Op] = $ops;
+        for op in ops.iter().chain(std::iter::once(&Op::Wait(100))) {
+            match *op {
+                Op::Insert(d) => {
+                    pending.push((next_value, q.insert(next_value, ms(d))));
+                    next_value += 1;
+                }
+                Op::Reset(i, d) if !pending.is_empty() => {
+                    let (_, k) = pending[i % pending.len()];
+                    q.reset(&k, ms(d));
+                }
+                Op::Remove(i) if !pending.is_empty() => {
+                    let (v, k) = pending.remove(i % pending.len());
+                    assert_eq!(*q.remove(&k).get_ref(), v);
+                    removed.push(v);
+                }
+                Op::Clear => {
+                    q.clear();
+                    pending.clear();
+                }
+                Op::PollNoop => {
+                    if let Poll::Ready(Some(e)) =
+                        q.poll_expired(&mut Context::from_waker(Waker::noop()))
+                    {
+                        let v = e.into_inner();
+                        pending.retain(|&(p, _)| p != v);
+                        out.push((start.elapsed().as_millis(), v));
+                    }
+                }
+                Op::CoopPoll => {
+                    let got = poll_fn(|cx| {
+                        spend_budget(cx);
+                        Poll::Ready(q.poll_expired(cx))
+                    })
+                    .await;
+                    if let Poll::Ready(Some(e)) = got {
+                        let v = e.into_inner();
+                        pending.retain(|&(p, _)| p != v);
+                        out.push((start.elapsed().as_millis(), v));
+                    }
+                }
+                Op::Wait(d) => {
+                    let until = time::sleep(ms(d));
+                    let mut until = pin!(until);
+                    loop {
+                        tokio::select! {
+                            biased;
+                            Some(e) = q.next() => {
+                                let v = e.into_inner();
+                                pending.retain(|&(p, _)| p != v);
+                                out.push((start.elapsed().as_millis(), v));
+                            }
+                            () = &mut until => break,
+                        }
+                    }
+                }
+                Op::Reset(..) | Op::Remove(_) => {}
+            }
+        }
+        assert!(pending.is_empty() && q.is_empty(), "all out after 100 ms");
+        out.sort_unstable();
+        (out, removed)
+    }};
+}
+
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// The same script gives the same values at the same times as tokio-util's queue.
+    #[test]
+    fn a_waiting_task_sees_what_tokio_util_shows(ops in proptest::collection::vec(op(), 1..60)) {
+        let ours = paused_runtime().block_on(async { run_script!(DelayQueue<u32>, &ops) });
+        let theirs = paused_runtime()
+            .block_on(async { run_script!(tokio_util::time::DelayQueue<u32>, &ops) });
+        prop_assert_eq!(ours, theirs);
+    }
+
+    /// As above, with polls made after the task spent tokio's cooperative budget.
+    #[test]
+    #[ignore = "fails: see coop_budget_spent_at_the_first_arm_still_wakes_at_the_deadline; shrinks to [CoopPoll, CoopPoll, Insert(1), CoopPoll, CoopPoll]: the entry due at 1 ms never comes out within the final 100 ms wait"]
+    fn with_the_budget_spent_a_waiting_task_sees_what_tokio_util_shows(
+        ops in proptest::collection::vec(op_with_coop(2), 1..60),
+    ) {
+        let ours = paused_runtime().block_on(async { run_script!(DelayQueue<u32>, &ops) });
+        let theirs = paused_runtime()
+            .block_on(async { run_script!(tokio_util::time::DelayQueue<u32>, &ops) });
+        prop_assert_eq!(ours, theirs);
+    }
+}
