@@ -52,7 +52,6 @@ async fn next_within<T>(q: &mut DelayQueue<T>, bound: Duration) -> Option<(T, Du
 /// The first poll that has to wait runs after the task spent its budget (a busy loop over a
 /// channel does that). tokio's `Sleep` then answers `Pending` without registering with the
 /// timer driver (it only schedules the task again); the queue must poll it again later.
-#[ignore = "fails: OneSleep::poll_at counts a Sleep that answered Pending for the spent coop budget as registered, so it is never polled again and never enters the timer driver (also before the idle-poll shortcut)"]
 #[tokio::test(start_paused = true)]
 async fn coop_budget_spent_at_the_first_arm_still_wakes_at_the_deadline() {
     let mut q = DelayQueue::new();
@@ -72,7 +71,6 @@ async fn coop_budget_spent_at_the_first_arm_still_wakes_at_the_deadline() {
 
 /// As above, but the sleep already exists and is re-armed (an earlier insert woke the task)
 /// while the budget is spent.
-#[ignore = "fails: the coop Pending wakes the queue's sleep waker, which takes the task's waker out of the waiter; the next poll, same waker, skips registering it again (idle-poll shortcut), so the sleep ends at 10 ms with nobody to wake"]
 #[tokio::test(start_paused = true)]
 async fn coop_budget_spent_at_a_re_arm_still_wakes_at_the_deadline() {
     let mut q = DelayQueue::new();
@@ -95,7 +93,6 @@ async fn coop_budget_spent_at_a_re_arm_still_wakes_at_the_deadline() {
 /// As above, but the sleep has ended (an entry came out) before it is re-armed for the next
 /// entry while the budget is spent.
 #[tokio::test(start_paused = true)]
-#[ignore = "fails: the re-armed Sleep answered Pending for the budget and is never polled again; the timer driver holds no waker for it"]
 async fn coop_budget_spent_at_a_re_arm_after_the_sleep_ended() {
     let mut q = DelayQueue::new();
     q.insert("first", ms(5));
@@ -224,7 +221,6 @@ fn assert_each_once_on_time(n: u64, finished: bool, out: &[(u64, Duration)]) {
     }
 }
 
-#[ignore = "fails: OneSleep::poll_at counts a Sleep that answered Pending for the spent coop budget as registered, so it is never polled again and never enters the timer driver (also before the idle-poll shortcut)"]
 #[tokio::test(start_paused = true)]
 async fn actor_loop_with_a_burst_of_requests_gets_every_timeout() {
     let (finished, out) = actor_loop!(DelayQueue::new(), 300);
@@ -240,7 +236,6 @@ async fn actor_loop_with_a_burst_of_requests_tokio_util() {
 /// The actor loop on a multi-thread runtime and the real clock: the wake-up is lost there
 /// too (the bound is 5 s for deadlines of 10 to 16 ms).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails: as actor_loop_with_a_burst_of_requests_gets_every_timeout, on the real clock"]
 async fn actor_loop_real_clock_gets_every_timeout() {
     let n: u64 = 300;
     let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
@@ -309,7 +304,6 @@ macro_rules! futures_select_loop {
 }
 
 #[tokio::test(start_paused = true)]
-#[ignore = "fails: as actor_loop_with_a_burst_of_requests_gets_every_timeout, through futures::future::select"]
 async fn futures_select_with_a_burst_of_requests_gets_every_timeout() {
     let (finished, out) = futures_select_loop!(DelayQueue::new(), 300);
     assert_each_once_on_time(300, finished, &out);

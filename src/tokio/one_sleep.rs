@@ -13,8 +13,10 @@ use tokio::time::{Instant, Sleep, sleep_until};
 #[derive(Default)]
 pub(super) struct OneSleep {
     sleep: Option<Pin<Box<Sleep>>>,
-    /// The sleep was polled at its current deadline and answered `Pending`: the timer driver
-    /// holds the waker of that poll and wakes it when the sleep ends. Cleared by a reset.
+    /// The sleep was polled at its current deadline, with coop budget left, and answered
+    /// `Pending`: the timer driver holds the waker of that poll and wakes it when the sleep
+    /// ends. Cleared by a reset. A `Pending` for a spent budget does not count: tokio answers
+    /// it before the sleep reaches the driver (and wakes that poll's waker once, to yield).
     registered: bool,
     /// `Sleep`s made so far: one at most (checked by the tests).
     #[cfg(test)]
@@ -42,7 +44,12 @@ impl OneSleep {
                 {
                     self.made += 1;
                 }
-                none.insert(Box::pin(sleep_until(at)))
+                let sleep = none.insert(Box::pin(sleep_until(at)));
+                // Registered with the driver now, as a reset does: one armed for an instant
+                // the driver has passed then ends at once, without the poll that a spent coop
+                // budget would answer `Pending`.
+                sleep.as_mut().reset(at);
+                sleep
             }
         };
         if sleep.deadline() != at {
@@ -51,9 +58,25 @@ impl OneSleep {
         } else if same_waker && self.registered && !sleep.is_elapsed() {
             return Poll::Pending;
         }
+        if sleep.is_elapsed() {
+            // The driver ended it (a reset to an instant it has passed ends it at once): no
+            // poll needed, so none that a spent coop budget would turn into `Pending`.
+            self.registered = false;
+            return Poll::Ready(());
+        }
+        // Read before the poll: the poll spends a unit of it.
+        let budget = tokio::task::coop::has_budget_remaining();
         let poll = sleep.as_mut().poll(cx);
-        self.registered = poll.is_pending();
+        self.registered = budget && poll.is_pending();
         poll
+    }
+
+    /// Whether the timer driver holds the waker of the last poll (see `registered`): the
+    /// sleep was polled at its current deadline with coop budget left and has not ended
+    /// since.
+    #[inline]
+    pub(super) fn registered(&self) -> bool {
+        self.registered && self.sleep.as_ref().is_some_and(|s| !s.is_elapsed())
     }
 
     /// Whether the timer driver has ended the sleep (its deadline passed), or no sleep was

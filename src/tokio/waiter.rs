@@ -113,20 +113,22 @@ impl Waiter {
     }
 
     /// `poll_expired` answers `Pending` again for the same armed tick: [`Waiter::register`]
-    /// keeping `wake_at`, without the lock when the queue's sleep has not ended
-    /// (`sleep_ended`: `Sleep::is_elapsed`, or no sleep) and `waker` `will_wake` the one
-    /// registered last.
+    /// keeping `wake_at`, without the lock when the queue's sleep is registered with the timer
+    /// driver (`sleep_registered`: `OneSleep::registered`, polled with coop budget left and
+    /// not ended) and `waker` `will_wake` the one registered last.
     ///
     /// Why no wakeup is lost then: while `waiting`, `slot` holds the waker registered last
-    /// unless the sleep's end took it (and woke it). The sleep marks itself elapsed before
-    /// it takes the waker, and it is reset (no longer elapsed) only by a poll that has
-    /// registered since. So a sleep not elapsed has not taken it; one ending right now wakes
-    /// that waker, which wakes the same task as `waker`, and the poll that follows sees the
-    /// sleep ended.
+    /// unless a wake of the sleep's waker took it (and woke it). Two things wake that waker:
+    /// the sleep's end, and tokio's coop when a poll of the sleep found the task's budget
+    /// spent. The sleep marks itself elapsed before it takes the waker, and a poll with the
+    /// budget spent leaves `sleep_registered` false until a later poll registers the sleep
+    /// with budget left, after this lock-taking path has put the waker back. So a registered
+    /// sleep not elapsed has not taken it; one ending right now wakes that waker, which wakes
+    /// the same task as `waker`, and the poll that follows sees the sleep ended.
     #[inline]
-    pub(super) fn register_again(&mut self, waker: &Waker, sleep_ended: bool) {
+    pub(super) fn register_again(&mut self, waker: &Waker, sleep_registered: bool) {
         if self.waiting
-            && !sleep_ended
+            && sleep_registered
             && self.last.as_ref().is_some_and(|last| last.will_wake(waker))
         {
             return;

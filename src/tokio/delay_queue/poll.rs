@@ -67,7 +67,8 @@ impl<T> DelayQueue<T> {
                 // Nothing changed that could make an entry due before the armed tick, and
                 // the timer driver has not ended the sleep armed for it: still `Pending`,
                 // without reading the clock.
-                self.waiter.register_again(cx.waker(), ended);
+                self.waiter
+                    .register_again(cx.waker(), self.sleep.registered());
                 return self.wait(cx);
             }
         }
