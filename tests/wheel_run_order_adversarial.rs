@@ -225,6 +225,14 @@ impl Harness {
     fn check(&self, ctx: &str) {
         assert_eq!(self.wheel.len(), self.timers.len(), "{ctx}: len");
         assert_eq!(self.wheel.elapsed(), self.elapsed, "{ctx}: elapsed");
+        let st = self.wheel.stats();
+        assert_eq!(st.live, self.timers.len(), "{ctx}: stats.live");
+        assert!(
+            st.stale <= 2 * st.live + STALE_BOUND,
+            "{ctx}: {} stale references over the bound for {} timers",
+            st.stale,
+            st.live
+        );
         // All keys while few are pending, else the next few (the run's head and neighbours).
         let few = self.timers.len() <= 64;
         let checked = self.queue.values().take(if few { usize::MAX } else { 8 });
@@ -248,6 +256,10 @@ impl Harness {
         self.check_peek(ctx);
     }
 }
+
+/// Stale references allowed beyond twice the live timers: 8 per slot of the levels and of
+/// the due queue (`WheelStats::stale`).
+const STALE_BOUND: usize = 8 * 706;
 
 /// Offsets inside a 4 096-tick slot that make the radix digits disagree with each other:
 /// high digit only, low digit only, both extremes, and a few repeats.
@@ -499,6 +511,39 @@ fn run_references_survive_a_full_epoch_of_reuse() {
     h.check("after a full epoch of reuse");
     h.drain(block + 4095, 2);
     assert!(h.wheel.is_empty());
+}
+
+/// A run whose live timers come first and whose stale references sit at its end: taking
+/// the live ones one at a time must keep compacting the run (the inline drop of stale
+/// references behind a taken head checks the run's bound too), or the stale references
+/// outnumber the last timer by far more than the bound.
+#[test]
+fn taking_a_run_keeps_its_stale_references_bounded() {
+    for (start, block) in starts() {
+        for limit in [1usize, 2, 5] {
+            let mut h = Harness::new(start);
+            for i in 0..3000u64 {
+                h.insert(block + i);
+            }
+            let doomed: Vec<(u64, TimerKey)> = (0..6000u64)
+                .map(|i| (h.next_id, h.insert(block + 3500 + i % 590)))
+                .collect();
+            h.insert(block + 4095);
+            h.poll_into(block, limit);
+            for (id, key) in doomed {
+                h.cancel_id(id, key);
+            }
+            h.check("after the cancels");
+            h.drain(block + 2999, limit);
+            assert_eq!(
+                h.timers.len(),
+                1,
+                "start {start}: only the last timer is left"
+            );
+            h.drain(block + 4095, limit);
+            assert!(h.wheel.is_empty());
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
