@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use proptest::prelude::*;
-use tickwheel::{Expired, TimerKey, Wheel};
+use tickwheel::{Expired, IndexedWheel, TimerKey, Wheel};
 
 #[derive(Clone, Copy, Debug)]
 struct Timer {
@@ -542,6 +542,151 @@ fn taking_a_run_keeps_its_stale_references_bounded() {
             );
             h.drain(block + 4095, limit);
             assert!(h.wheel.is_empty());
+        }
+    }
+}
+
+/// Heads moved later while they waited in the slot: after a head is taken, the next heads
+/// at the same tick are current but not due, and must be filed again by their new deadline
+/// (inside the slot, at its last tick, past it, at `u64::MAX`), one or many in a row, with
+/// limited polls stopping among them and cancels and resets between the polls.
+#[test]
+fn heads_moved_later_behind_a_taken_head() {
+    for (start, block) in starts() {
+        for n in [10u64, 23, 24, 300, 511, 512] {
+            for limit in [1usize, 2, 31] {
+                let mut h = Harness::new(start);
+                let tick = block + 100;
+                // Per tick: one timer left alone, then a stretch moved later, then another.
+                let mut moved = Vec::new();
+                for t in 0..3u64 {
+                    h.insert(tick + t);
+                    for i in 0..n / 3 {
+                        let id = h.next_id;
+                        let key = h.insert(tick + t);
+                        moved.push((id, key, i));
+                    }
+                    h.insert(tick + t);
+                }
+                for (j, &(id, key, i)) in moved.iter().enumerate() {
+                    let d = match i % 5 {
+                        0 => tick + 1,
+                        1 => block + 4095,
+                        2 => block.saturating_add(4096 + i),
+                        3 => u64::MAX,
+                        _ => tick + 2 + (j as u64 % 3),
+                    };
+                    h.reset_id(id, key, d.max(tick + 1));
+                }
+                h.poll_into(block, limit);
+                let mut round = 0;
+                while h.earliest().is_some_and(|d| d <= block + 4095) {
+                    round += 1;
+                    let n = h.poll_into(block + 4095, limit);
+                    if round % 3 == 0 {
+                        // Cancel and reset the model's next two between the polls.
+                        let next: Vec<(u64, TimerKey)> = h
+                            .queue
+                            .values()
+                            .take(2)
+                            .map(|id| (*id, h.timers[id].key))
+                            .collect();
+                        if let Some(&(id, key)) = next.first() {
+                            h.cancel_id(id, key);
+                        }
+                        if let Some(&(id, key)) = next.get(1) {
+                            let d = h.timers[&id].deadline.saturating_add(1);
+                            h.reset_id(id, key, d);
+                        }
+                    }
+                    if n < limit {
+                        break;
+                    }
+                }
+                h.drain(u64::MAX, limit);
+                assert!(h.wheel.is_empty(), "start {start}, n {n}, limit {limit}");
+            }
+        }
+    }
+}
+
+/// `IndexedWheel` over a run: an id replaced by `insert` while the run is partly taken
+/// counts as freshly inserted (the back of its tick), at the tick being taken, at a later
+/// tick of the run, and behind `elapsed`.
+#[test]
+fn indexed_replacements_inside_a_partly_taken_run() {
+    for (start, block) in starts() {
+        for n in [24u64, 25, 511, 512, 513] {
+            let mut w = IndexedWheel::starting_at(start);
+            // Model: (deadline, seq) -> id, and id -> (deadline, seq).
+            let mut queue = BTreeMap::new();
+            let mut ids = HashMap::new();
+            let mut seq = 0u64;
+            let mut put = |w: &mut IndexedWheel<u64, u64>,
+                           queue: &mut BTreeMap<(u64, u64), u64>,
+                           ids: &mut HashMap<u64, (u64, u64)>,
+                           id: u64,
+                           d: u64| {
+                seq += 1;
+                let old = w.insert(id, d, id);
+                match ids.insert(id, (d, seq)) {
+                    Some(prev) => {
+                        assert_eq!(old, Some(id), "replacing id {id}");
+                        queue.remove(&prev);
+                    }
+                    None => assert_eq!(old, None, "new id {id}"),
+                }
+                queue.insert((d, seq), id);
+            };
+            for id in 0..n {
+                put(
+                    &mut w,
+                    &mut queue,
+                    &mut ids,
+                    id,
+                    block + offset(id) % 8 * 64,
+                );
+            }
+            let mut out = Vec::new();
+            let mut round = 0u64;
+            loop {
+                round += 1;
+                out.clear();
+                let got = w.poll_into(block + 4095, 3, &mut out);
+                for &(id, v) in &out {
+                    assert_eq!(id, v);
+                    let (&(d, s), &want) = queue.iter().next().expect("model has a timer");
+                    assert_eq!(
+                        (id, ids[&id].0),
+                        (want, d),
+                        "start {start}, n {n}, round {round}: fired id {id}, model's next id {want} (seq {s})"
+                    );
+                    queue.remove(&(d, s));
+                    ids.remove(&id);
+                }
+                if got < 3 {
+                    break;
+                }
+                let e = w.elapsed();
+                // Replace the model's next id at its own tick, another at a later tick of
+                // the run, and one behind elapsed.
+                let next: Vec<u64> = queue.values().take(3).copied().collect();
+                if let Some(&id) = next.first() {
+                    let d = ids[&id].0;
+                    put(&mut w, &mut queue, &mut ids, id, d);
+                }
+                if let Some(&id) = next.get(1) {
+                    put(&mut w, &mut queue, &mut ids, id, block + 64 * (round % 8));
+                }
+                if let Some(&id) = next.get(2) {
+                    if round % 4 == 0 {
+                        put(&mut w, &mut queue, &mut ids, id, e.saturating_sub(1));
+                    }
+                }
+                assert_eq!(w.len(), ids.len());
+            }
+            assert!(queue.keys().next().is_none_or(|&(d, _)| d > block + 4095));
+            assert_eq!(w.len(), ids.len());
         }
     }
 }
