@@ -217,6 +217,13 @@ impl Harness {
         while self.poll_into(now, limit) == limit {}
     }
 
+    fn clear(&mut self) {
+        self.wheel.clear();
+        self.queue.clear();
+        self.timers.clear();
+        self.check("clear");
+    }
+
     fn shrink(&mut self) {
         self.wheel.shrink_to_fit();
         self.check("shrink_to_fit");
@@ -699,7 +706,10 @@ enum Op {
     Poll(u8, u16),
     PollInto(u8, u16, u8),
     CancelAndReuse(u16, u8, u16),
+    /// Resets the model's next few timers to one deadline.
+    ResetNext(u8, u8, u16),
     Shrink,
+    Clear,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -710,7 +720,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<u8>(), any::<u16>()).prop_map(|(k, x)| Op::Poll(k, x)),
         5 => (any::<u8>(), any::<u16>(), any::<u8>()).prop_map(|(k, x, l)| Op::PollInto(k, x, l)),
         2 => (any::<u16>(), any::<u8>(), any::<u16>()).prop_map(|(p, k, x)| Op::CancelAndReuse(p, k, x)),
+        2 => (any::<u8>(), any::<u8>(), any::<u16>()).prop_map(|(c, k, x)| Op::ResetNext(c, k, x)),
         1 => Just(Op::Shrink),
+        1 => prop_oneof![7 => Just(Op::Shrink), 1 => Just(Op::Clear)],
     ]
 }
 
@@ -820,7 +832,21 @@ fn run_ops(start: u64, block: u64, n: u64, scramble: u64, ops: &[Op]) {
                     h.check("cancel and reuse");
                 }
             }
+            Op::ResetNext(c, k, x) => {
+                let d = deadline(&h, block, k, x);
+                let next: Vec<(u64, TimerKey)> = h
+                    .queue
+                    .values()
+                    .take(1 + c as usize % 40)
+                    .map(|id| (*id, h.timers[id].key))
+                    .collect();
+                for (id, key) in next {
+                    h.reset_id(id, key, d);
+                }
+                h.check("reset next");
+            }
             Op::Shrink => h.shrink(),
+            Op::Clear => h.clear(),
         }
     }
     h.drain(u64::MAX, 3);
