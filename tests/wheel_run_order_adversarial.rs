@@ -289,9 +289,11 @@ fn offset(i: u64) -> u64 {
 
 /// Wheels that reach a level-2 slot (`block`): start at 0, at long-uptime ticks, and with the
 /// slot at the very top of the range (its last tick `u64::MAX`).
-fn starts() -> [(u64, u64); 5] {
+fn starts() -> [(u64, u64); 6] {
     [
         (0, 4096),
+        // From far below: the top slot is reached through a cascade from every level.
+        (0, u64::MAX - 4095),
         (3, 4096 * 5),
         ((1 << 32) - 3 * 4096, (1 << 32) - 4096),
         ((1 << 63) + 4096, (1 << 63) + 2 * 4096),
@@ -866,7 +868,7 @@ proptest! {
     /// A run of a threshold size, then random edits and limited polls through it.
     #[test]
     fn run_matches_model_under_limited_polls_and_edits(
-        s in 0usize..5,
+        s in 0usize..6,
         n in prop::sample::select(vec![20u64, 23, 24, 25, 40, 510, 511, 512, 513, 600]),
         scramble in any::<u64>(),
         ops in prop::collection::vec(op(), 1..120),
