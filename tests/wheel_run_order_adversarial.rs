@@ -253,6 +253,15 @@ impl Harness {
         }
         if let (Some(d), Some(next)) = (self.earliest(), self.wheel.next_expiration()) {
             assert!(next <= d, "{ctx}: next_expiration {next} after {d}");
+            if d <= self.elapsed {
+                assert!(
+                    next <= self.elapsed,
+                    "{ctx}: {d} is due, next_expiration {next}"
+                );
+            } else if d >> 6 == self.elapsed >> 6 && self.timers.values().all(|t| !t.reset) {
+                // Documented: exact within 64 ticks of `elapsed` (here no timer was reset).
+                assert_eq!(next, d, "{ctx}: next_expiration within 64 ticks");
+            }
         } else {
             assert_eq!(
                 self.earliest().is_some(),
@@ -698,6 +707,39 @@ fn indexed_replacements_inside_a_partly_taken_run() {
             assert_eq!(w.len(), ids.len());
         }
     }
+}
+
+/// `Wheel::next_expiration` documents: "It is that deadline exactly when the earliest timer
+/// is due within 64 ticks of `elapsed` (same level-1 digit)". A timer moved later that stays
+/// where it was filed (a level-0 slot, or the sorted run) still answers its old tick, before
+/// the earliest deadline, although that deadline is within 64 ticks. (Never later, so no
+/// timer is skipped; a driver wakes once for nothing.)
+#[test]
+#[ignore = "next_expiration is earlier than the documented exact deadline after a reset to a later tick (see the doc comment)"]
+fn next_expiration_is_exact_within_64_ticks_after_a_reset_later() {
+    // Level 0: elapsed 0, earliest pending 15.
+    let mut w = Wheel::new();
+    let moved = w.insert(10, 'm');
+    let earliest = w.insert(15, 'e');
+    assert!(w.reset(moved, 20));
+    assert_eq!(w.peek(), Some((earliest, 15)));
+    assert_eq!(
+        w.next_expiration(),
+        Some(15),
+        "level 0: earliest deadline 15"
+    );
+    // The sorted run: elapsed 4096, earliest pending 4110.
+    let mut w = Wheel::new();
+    let moved = w.insert(4100, 'm');
+    let earliest = w.insert(4110, 'e');
+    assert!(w.reset(moved, 4120));
+    assert!(w.poll(4096).is_none());
+    assert_eq!(w.peek(), Some((earliest, 4110)));
+    assert_eq!(
+        w.next_expiration(),
+        Some(4110),
+        "run: earliest deadline 4110"
+    );
 }
 
 #[derive(Clone, Debug)]
