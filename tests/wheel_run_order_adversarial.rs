@@ -1,0 +1,921 @@
+//! The sorted run of a level-2 slot under pressure, against a plain `BTreeMap<(deadline,
+//! seq)>` model kept in this file (independent of `support/model.rs`): runs of exactly the
+//! sizes where the sort changes (comparison below 24 references, radix below 512, counting
+//! from 512, stale references counted), deadlines that differ only in the high or only in the
+//! low base-64 digit of the slot, slots at the top of the `u64` range, `poll_into` stopped
+//! mid-run by limits 1, run length ± 1 and resumed, and cancels, resets, re-inserts into
+//! reused entries, past inserts and `shrink_to_fit` between two limited polls.
+//!
+//! Checked after every step: a fired timer is due (never early), has the model's earliest
+//! deadline, and comes after no never-reset timer of that deadline inserted before it; a
+//! poll that stops short leaves nothing due; `elapsed`, `len`, `peek` and the keys agree with
+//! the model. `PROPTEST_CASES` raises the case count.
+
+use std::collections::{BTreeMap, HashMap};
+
+use proptest::prelude::*;
+use tickwheel::{Expired, IndexedWheel, TimerKey, Wheel};
+
+#[derive(Clone, Copy, Debug)]
+struct Timer {
+    deadline: u64,
+    seq: u64,
+    reset: bool,
+    key: TimerKey,
+}
+
+/// The wheel beside the model; every timer's value is its id.
+struct Harness {
+    wheel: Wheel<u64>,
+    queue: BTreeMap<(u64, u64), u64>,
+    timers: HashMap<u64, Timer>,
+    /// Ids in insertion order, pending or not (for picking keys, stale ones included).
+    ids: Vec<(u64, TimerKey)>,
+    seq: u64,
+    next_id: u64,
+    elapsed: u64,
+    fired: Vec<(u64, u64)>,
+}
+
+impl Harness {
+    fn new(start: u64) -> Self {
+        Harness {
+            wheel: Wheel::starting_at(start),
+            queue: BTreeMap::new(),
+            timers: HashMap::new(),
+            ids: Vec::new(),
+            seq: 0,
+            next_id: 0,
+            elapsed: start,
+            fired: Vec::new(),
+        }
+    }
+
+    fn file(&mut self, id: u64, deadline: u64, reset: bool, key: TimerKey) {
+        self.seq += 1;
+        let seq = self.seq;
+        self.queue.insert((deadline, seq), id);
+        self.timers.insert(
+            id,
+            Timer {
+                deadline,
+                seq,
+                reset,
+                key,
+            },
+        );
+    }
+
+    fn insert(&mut self, deadline: u64) -> TimerKey {
+        let id = self.next_id;
+        self.next_id += 1;
+        let key = self.wheel.insert(deadline, id);
+        self.file(id, deadline, false, key);
+        self.ids.push((id, key));
+        key
+    }
+
+    fn cancel_id(&mut self, id: u64, key: TimerKey) {
+        let got = self.wheel.cancel(key);
+        match self.timers.remove(&id) {
+            Some(t) => {
+                assert_eq!(got, Some(id), "cancel of pending id {id}");
+                self.queue.remove(&(t.deadline, t.seq));
+            }
+            None => assert_eq!(got, None, "cancel of a stale key (id {id}) took a timer"),
+        }
+    }
+
+    fn reset_id(&mut self, id: u64, key: TimerKey, deadline: u64) {
+        let moved = self.wheel.reset(key, deadline);
+        match self.timers.remove(&id) {
+            Some(t) => {
+                assert!(moved, "reset of pending id {id}");
+                self.queue.remove(&(t.deadline, t.seq));
+                self.file(id, deadline, true, key);
+            }
+            None => assert!(!moved, "reset of a stale key (id {id}) moved a timer"),
+        }
+    }
+
+    fn earliest(&self) -> Option<u64> {
+        self.queue.keys().next().map(|&(d, _)| d)
+    }
+
+    /// Checks one fired timer against the model and takes it out there.
+    fn fired(&mut self, e: &Expired<u64>, eff: u64, ctx: &str) {
+        let id = e.value;
+        let t = *self
+            .timers
+            .get(&id)
+            .unwrap_or_else(|| panic!("{ctx}: fired id {id}, not pending"));
+        assert_eq!(e.key, t.key, "{ctx}: key of fired id {id}");
+        assert_eq!(e.deadline, t.deadline, "{ctx}: deadline of fired id {id}");
+        assert!(
+            t.deadline <= eff,
+            "{ctx}: EARLY: id {id} due {} fired at {eff}",
+            t.deadline
+        );
+        let first = self.earliest().unwrap_or(u64::MAX);
+        assert_eq!(
+            t.deadline, first,
+            "{ctx}: deadline order: id {id} due {} fired while {first} pending",
+            t.deadline
+        );
+        if !t.reset {
+            for (&(_, s), &other) in self.queue.range((t.deadline, 0)..(t.deadline, t.seq)) {
+                assert!(
+                    self.timers[&other].reset,
+                    "{ctx}: insertion order at {}: id {id} (seq {}) before never-reset id {other} (seq {s})",
+                    t.deadline, t.seq
+                );
+            }
+        }
+        self.queue.remove(&(t.deadline, t.seq));
+        self.timers.remove(&id);
+        self.elapsed = self.elapsed.max(t.deadline);
+        self.fired.push((t.deadline, id));
+    }
+
+    /// The next poll's timer, if the model pins it down: the earliest never-reset timer when
+    /// no timer at the earliest deadline was reset.
+    fn pinned_next(&self) -> Option<(u64, TimerKey)> {
+        let d = self.earliest()?;
+        let mut at = self.queue.range((d, 0)..=(d, u64::MAX));
+        if at.clone().any(|(_, id)| self.timers[id].reset) {
+            return None;
+        }
+        at.next().map(|(_, id)| (*id, self.timers[id].key))
+    }
+
+    fn check_peek(&self, ctx: &str) {
+        let peek = self.wheel.peek();
+        match self.earliest() {
+            None => assert_eq!(peek, None, "{ctx}: peek of an empty wheel"),
+            Some(d) => {
+                let (key, deadline) =
+                    peek.unwrap_or_else(|| panic!("{ctx}: peek None with {d} pending"));
+                assert_eq!(deadline, d, "{ctx}: peek deadline");
+                if let Some((id, want)) = self.pinned_next() {
+                    assert_eq!(key, want, "{ctx}: peek names id {id}'s key");
+                }
+            }
+        }
+    }
+
+    fn poll(&mut self, now: u64) {
+        let eff = now.max(self.elapsed);
+        let ctx = format!("poll({now}) at elapsed {}", self.elapsed);
+        let pinned = self
+            .pinned_next()
+            .filter(|&(id, _)| self.timers[&id].deadline <= eff);
+        match self.wheel.poll(now) {
+            Some(e) => {
+                if let Some((id, _)) = pinned {
+                    assert_eq!(e.value, id, "{ctx}: the pinned next timer");
+                }
+                self.fired(&e, eff, &ctx);
+            }
+            None => {
+                self.nothing_due(eff, &ctx);
+                self.elapsed = eff;
+            }
+        }
+        self.check(&ctx);
+    }
+
+    fn nothing_due(&self, eff: u64, ctx: &str) {
+        if let Some(d) = self.earliest() {
+            assert!(
+                d > eff,
+                "{ctx}: SKIPPED: a timer due {d} is pending after the poll at {eff} ended"
+            );
+        }
+    }
+
+    fn poll_into(&mut self, now: u64, limit: usize) -> usize {
+        let eff = now.max(self.elapsed);
+        let ctx = format!("poll_into({now}, {limit}) at elapsed {}", self.elapsed);
+        let mut out = Vec::new();
+        let n = self.wheel.poll_into(now, limit, &mut out);
+        assert_eq!(n, out.len(), "{ctx}: count returned");
+        assert!(n <= limit, "{ctx}: {n} over the limit");
+        for e in &out {
+            self.fired(e, eff, &ctx);
+        }
+        if n < limit {
+            self.nothing_due(eff, &ctx);
+            self.elapsed = eff;
+        }
+        self.check(&ctx);
+        n
+    }
+
+    /// Polls with `limit` until a call stops short, checking that every call before it
+    /// stopped at its limit.
+    fn drain(&mut self, now: u64, limit: usize) {
+        while self.poll_into(now, limit) == limit {}
+    }
+
+    fn clear(&mut self) {
+        self.wheel.clear();
+        self.queue.clear();
+        self.timers.clear();
+        self.check("clear");
+    }
+
+    fn shrink(&mut self) {
+        self.wheel.shrink_to_fit();
+        self.check("shrink_to_fit");
+    }
+
+    fn check(&self, ctx: &str) {
+        assert_eq!(self.wheel.len(), self.timers.len(), "{ctx}: len");
+        assert_eq!(self.wheel.elapsed(), self.elapsed, "{ctx}: elapsed");
+        let st = self.wheel.stats();
+        assert_eq!(st.live, self.timers.len(), "{ctx}: stats.live");
+        assert!(
+            st.stale <= 2 * st.live + STALE_BOUND,
+            "{ctx}: {} stale references over the bound for {} timers",
+            st.stale,
+            st.live
+        );
+        // All keys while few are pending, else the next few (the run's head and neighbours).
+        let few = self.timers.len() <= 64;
+        let checked = self.queue.values().take(if few { usize::MAX } else { 8 });
+        for id in checked {
+            let t = &self.timers[id];
+            assert_eq!(
+                self.wheel.deadline(t.key),
+                Some(t.deadline),
+                "{ctx}: deadline of id {id}"
+            );
+        }
+        if let (Some(d), Some(next)) = (self.earliest(), self.wheel.next_expiration()) {
+            assert!(next <= d, "{ctx}: next_expiration {next} after {d}");
+            if d <= self.elapsed {
+                assert!(
+                    next <= self.elapsed,
+                    "{ctx}: {d} is due, next_expiration {next}"
+                );
+            } else if d >> 6 == self.elapsed >> 6 && self.timers.values().all(|t| !t.reset) {
+                // Documented: exact within 64 ticks of `elapsed` (here no timer was reset).
+                assert_eq!(next, d, "{ctx}: next_expiration within 64 ticks");
+            }
+        } else {
+            assert_eq!(
+                self.earliest().is_some(),
+                self.wheel.next_expiration().is_some(),
+                "{ctx}: next_expiration without timers or none with timers"
+            );
+        }
+        self.check_peek(ctx);
+    }
+}
+
+/// Stale references allowed beyond twice the live timers: 8 per slot of the levels and of
+/// the due queue (`WheelStats::stale`).
+const STALE_BOUND: usize = 8 * 706;
+
+/// Offsets inside a 4 096-tick slot that make the radix digits disagree with each other:
+/// high digit only, low digit only, both extremes, and a few repeats.
+const EDGES: [u64; 16] = [
+    4095, 0, 64, 63, 4032, 1, 4031, 65, 2048, 2047, 127, 128, 4094, 4033, 0, 4095,
+];
+
+/// The `i`th deadline offset of a scrambled slot: edges first, then a spread over both digits
+/// with many equal deadlines (only 257 distinct offsets).
+fn offset(i: u64) -> u64 {
+    if (i as usize) < EDGES.len() {
+        return EDGES[i as usize];
+    }
+    let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+    // High digit and low digit drawn apart, with the top of each digit common.
+    let high = [0, 63, 1, 62, 32, x % 64][(x % 6) as usize];
+    let low = [0, 63, 1, 62, (x >> 8) % 64][((x >> 4) % 5) as usize];
+    (high << 6) | low
+}
+
+/// Wheels that reach a level-2 slot (`block`): start at 0, at long-uptime ticks, and with the
+/// slot at the very top of the range (its last tick `u64::MAX`).
+fn starts() -> [(u64, u64); 6] {
+    [
+        (0, 4096),
+        // From far below: the top slot is reached through a cascade from every level.
+        (0, u64::MAX - 4095),
+        (3, 4096 * 5),
+        ((1 << 32) - 3 * 4096, (1 << 32) - 4096),
+        ((1 << 63) + 4096, (1 << 63) + 2 * 4096),
+        (u64::MAX - 8191, u64::MAX - 4095),
+    ]
+}
+
+/// The sizes at which the run's sort changes, and around them.
+const SIZES: [u64; 19] = [
+    1, 2, 22, 23, 24, 25, 26, 63, 64, 65, 200, 510, 511, 512, 513, 514, 700, 4096, 4097,
+];
+
+#[test]
+fn runs_at_every_sort_threshold_come_out_in_model_order() {
+    for (start, block) in starts() {
+        for n in SIZES {
+            for limit in [1usize, 7, n as usize - 1, n as usize, n as usize + 1] {
+                if limit == 0 {
+                    continue;
+                }
+                let mut h = Harness::new(start);
+                for i in 0..n {
+                    h.insert(block + offset(i));
+                }
+                // Up to the slot's first tick, then through it with `limit`.
+                h.drain(block, limit);
+                h.drain(u64::MAX - 1, limit);
+                assert!(
+                    h.timers.is_empty() || h.earliest() == Some(u64::MAX),
+                    "start {start}, n {n}, limit {limit}: everything fired"
+                );
+                h.drain(u64::MAX, limit);
+                assert!(h.wheel.is_empty(), "start {start}, n {n}, limit {limit}");
+            }
+        }
+    }
+}
+
+/// Ticks polled one by one through the slot, with each limit: the run's head taken directly
+/// and the quiet mark after each tick's last timer.
+#[test]
+fn runs_polled_tick_by_tick_with_limits() {
+    for (start, block) in starts() {
+        for n in [23u64, 24, 25, 511, 512, 513] {
+            for limit in [1usize, 2, 3] {
+                let mut h = Harness::new(start);
+                for i in 0..n {
+                    h.insert(block + offset(i));
+                }
+                let mut now = block;
+                loop {
+                    h.drain(now, limit);
+                    if now == block + 4095 {
+                        break;
+                    }
+                    now += 1;
+                }
+                assert!(h.wheel.is_empty(), "start {start}, n {n}, limit {limit}");
+            }
+        }
+    }
+}
+
+/// Stale references count towards the sort thresholds (the sort sees the slot's references,
+/// not its timers): 24 or 512 references with one live timer, or with all but one stale,
+/// and entries reused into the same slot with new generations.
+#[test]
+fn stale_references_at_the_thresholds() {
+    for (start, block) in starts() {
+        for refs in [23u64, 24, 25, 511, 512, 513] {
+            for live_every in [1u64, 2, 5, refs] {
+                let mut h = Harness::new(start);
+                let keys: Vec<(u64, TimerKey)> = (0..refs)
+                    .map(|i| {
+                        let k = h.insert(block + offset(i));
+                        (h.next_id - 1, k)
+                    })
+                    .collect();
+                for (i, &(id, key)) in keys.iter().enumerate() {
+                    if i as u64 % live_every != 0 {
+                        h.cancel_id(id, key);
+                    }
+                }
+                // Reuse the freed entries in the same slot: new generations, same offsets.
+                for i in 0..refs / 3 {
+                    h.insert(block + offset(refs - 1 - i));
+                }
+                h.check("after cancels and reuses");
+                h.drain(block, 1);
+                h.drain(block + 4095, 3);
+                assert!(h.wheel.is_empty(), "start {start}, refs {refs}");
+            }
+        }
+    }
+}
+
+/// Between two limited polls inside the run: cancel the next timer (the run's head) and the
+/// one after, reset others earlier, later, past the slot and into the past, insert at the
+/// run's ticks and at or before `elapsed`, reuse freed entries, shrink; then resume.
+#[test]
+fn edits_between_limited_polls_inside_the_run() {
+    for (start, block) in starts() {
+        for n in [24u64, 25, 100, 512, 513] {
+            for limit in [1usize, 2, n as usize - 1] {
+                let mut h = Harness::new(start);
+                for i in 0..n {
+                    h.insert(block + offset(i));
+                }
+                h.poll_into(block, usize::MAX);
+                let mut round = 0u64;
+                while !h.timers.is_empty() && round < 400 {
+                    round += 1;
+                    let now = h.earliest().unwrap_or(block).min(block + 4095);
+                    h.poll_into(now, limit);
+                    edit(&mut h, block, round);
+                    if round % 7 == 0 {
+                        h.shrink();
+                    }
+                }
+                h.drain(u64::MAX, limit);
+                assert!(h.wheel.is_empty(), "start {start}, n {n}, limit {limit}");
+            }
+        }
+    }
+}
+
+/// One round of edits chosen by `round`, aimed at the model's next timers.
+fn edit(h: &mut Harness, block: u64, round: u64) {
+    let next: Vec<(u64, TimerKey)> = h
+        .queue
+        .values()
+        .take(4)
+        .map(|id| (*id, h.timers[id].key))
+        .collect();
+    let e = h.elapsed;
+    match round % 6 {
+        0 => {
+            if let Some(&(id, key)) = next.first() {
+                h.cancel_id(id, key);
+            }
+        }
+        1 => {
+            if let Some(&(id, key)) = next.get(1) {
+                // Later, inside the slot: stays in the run.
+                let d = h.timers[&id]
+                    .deadline
+                    .saturating_add(64 * (round % 5))
+                    .min(block + 4095);
+                h.reset_id(id, key, d);
+            }
+            h.insert(e);
+        }
+        2 => {
+            if let Some(&(id, key)) = next.get(2) {
+                h.reset_id(id, key, e.saturating_sub(round % 3));
+            }
+            if let Some(&(id, key)) = next.first() {
+                h.cancel_id(id, key);
+                // The freed entry again, at the same deadline as the run's next timers.
+                let d = h.earliest().unwrap_or(e);
+                h.insert(d.max(e));
+            }
+        }
+        3 => {
+            if let Some(&(id, key)) = next.get(3) {
+                // Past the slot's end: filed again when the run reaches it.
+                h.reset_id(id, key, block.saturating_add(4096 + round));
+            }
+            if let Some(&(id, key)) = next.first() {
+                // Earlier than its place, still ahead of elapsed when possible.
+                let d = h.timers[&id].deadline.saturating_sub(1).max(e);
+                h.reset_id(id, key, d);
+            }
+        }
+        4 => {
+            // Stale keys: everything issued, fired and cancelled ones included.
+            let ids = h.ids.clone();
+            for &(id, key) in ids.iter().step_by(1 + (round as usize % 5)) {
+                if !h.timers.contains_key(&id) {
+                    h.cancel_id(id, key);
+                    h.reset_id(id, key, e);
+                }
+            }
+            h.insert(block + offset(round));
+            h.insert(e.saturating_sub(1));
+        }
+        _ => {
+            for &(id, key) in &next {
+                h.cancel_id(id, key);
+            }
+            for i in 0..next.len() as u64 {
+                h.insert(block + offset(round + i));
+            }
+        }
+    }
+    h.check(&format!("edit round {round}"));
+}
+
+/// Timers that sit in a run's slot as stale references while their entry is reused 2^20
+/// times (the epoch's range): the epoch sweep must drop them before they look current again.
+#[test]
+fn run_references_survive_a_full_epoch_of_reuse() {
+    let (start, block) = (0, 4096);
+    let mut h = Harness::new(start);
+    for i in 0..30u64 {
+        h.insert(block + offset(i));
+    }
+    h.poll_into(block + 64, 1);
+    // The next timer in the run, cancelled: its reference stays in the run.
+    let (&id, &key) = h
+        .queue
+        .values()
+        .next()
+        .map(|id| (id, &h.timers[id].key))
+        .expect("timers pending");
+    h.cancel_id(id, key);
+    // Reuse its entry (the free list hands it back first) for a full epoch.
+    for _ in 0..(1u32 << 20) + 5 {
+        let k = h.wheel.insert(u64::MAX, 0);
+        assert_eq!(h.wheel.cancel(k), Some(0));
+    }
+    // Then reuse it once more inside the slot, ahead of the run's remaining timers.
+    h.insert(block + 4095);
+    h.check("after a full epoch of reuse");
+    h.drain(block + 4095, 2);
+    assert!(h.wheel.is_empty());
+}
+
+/// A run whose live timers come first and whose stale references sit at its end: taking
+/// the live ones one at a time must keep compacting the run (the inline drop of stale
+/// references behind a taken head checks the run's bound too), or the stale references
+/// outnumber the last timer by far more than the bound.
+#[test]
+fn taking_a_run_keeps_its_stale_references_bounded() {
+    for (start, block) in starts() {
+        for limit in [1usize, 2, 5] {
+            let mut h = Harness::new(start);
+            for i in 0..3000u64 {
+                h.insert(block + i);
+            }
+            let doomed: Vec<(u64, TimerKey)> = (0..6000u64)
+                .map(|i| (h.next_id, h.insert(block + 3500 + i % 590)))
+                .collect();
+            h.insert(block + 4095);
+            h.poll_into(block, limit);
+            for (id, key) in doomed {
+                h.cancel_id(id, key);
+            }
+            h.check("after the cancels");
+            h.drain(block + 2999, limit);
+            assert_eq!(
+                h.timers.len(),
+                1,
+                "start {start}: only the last timer is left"
+            );
+            h.drain(block + 4095, limit);
+            assert!(h.wheel.is_empty());
+        }
+    }
+}
+
+/// Heads moved later while they waited in the slot: after a head is taken, the next heads
+/// at the same tick are current but not due, and must be filed again by their new deadline
+/// (inside the slot, at its last tick, past it, at `u64::MAX`), one or many in a row, with
+/// limited polls stopping among them and cancels and resets between the polls.
+#[test]
+fn heads_moved_later_behind_a_taken_head() {
+    for (start, block) in starts() {
+        for n in [10u64, 23, 24, 300, 511, 512] {
+            for limit in [1usize, 2, 31] {
+                let mut h = Harness::new(start);
+                let tick = block + 100;
+                // Per tick: one timer left alone, then a stretch moved later, then another.
+                let mut moved = Vec::new();
+                for t in 0..3u64 {
+                    h.insert(tick + t);
+                    for i in 0..n / 3 {
+                        let id = h.next_id;
+                        let key = h.insert(tick + t);
+                        moved.push((id, key, i));
+                    }
+                    h.insert(tick + t);
+                }
+                for (j, &(id, key, i)) in moved.iter().enumerate() {
+                    let d = match i % 5 {
+                        0 => tick + 1,
+                        1 => block + 4095,
+                        2 => block.saturating_add(4096 + i),
+                        3 => u64::MAX,
+                        _ => tick + 2 + (j as u64 % 3),
+                    };
+                    h.reset_id(id, key, d.max(tick + 1));
+                }
+                h.poll_into(block, limit);
+                let mut round = 0;
+                while h.earliest().is_some_and(|d| d <= block + 4095) {
+                    round += 1;
+                    let n = h.poll_into(block + 4095, limit);
+                    if round % 3 == 0 {
+                        // Cancel and reset the model's next two between the polls.
+                        let next: Vec<(u64, TimerKey)> = h
+                            .queue
+                            .values()
+                            .take(2)
+                            .map(|id| (*id, h.timers[id].key))
+                            .collect();
+                        if let Some(&(id, key)) = next.first() {
+                            h.cancel_id(id, key);
+                        }
+                        if let Some(&(id, key)) = next.get(1) {
+                            let d = h.timers[&id].deadline.saturating_add(1);
+                            h.reset_id(id, key, d);
+                        }
+                    }
+                    if n < limit {
+                        break;
+                    }
+                }
+                h.drain(u64::MAX, limit);
+                assert!(h.wheel.is_empty(), "start {start}, n {n}, limit {limit}");
+            }
+        }
+    }
+}
+
+/// `IndexedWheel` over a run: an id replaced by `insert` while the run is partly taken
+/// counts as freshly inserted (the back of its tick), at the tick being taken, at a later
+/// tick of the run, and behind `elapsed`.
+#[test]
+fn indexed_replacements_inside_a_partly_taken_run() {
+    for (start, block) in starts() {
+        for n in [24u64, 25, 511, 512, 513] {
+            let mut w = IndexedWheel::starting_at(start);
+            // Model: (deadline, seq) -> id, and id -> (deadline, seq).
+            let mut queue = BTreeMap::new();
+            let mut ids = HashMap::new();
+            let mut seq = 0u64;
+            let mut put = |w: &mut IndexedWheel<u64, u64>,
+                           queue: &mut BTreeMap<(u64, u64), u64>,
+                           ids: &mut HashMap<u64, (u64, u64)>,
+                           id: u64,
+                           d: u64| {
+                seq += 1;
+                let old = w.insert(id, d, id);
+                match ids.insert(id, (d, seq)) {
+                    Some(prev) => {
+                        assert_eq!(old, Some(id), "replacing id {id}");
+                        queue.remove(&prev);
+                    }
+                    None => assert_eq!(old, None, "new id {id}"),
+                }
+                queue.insert((d, seq), id);
+            };
+            for id in 0..n {
+                put(
+                    &mut w,
+                    &mut queue,
+                    &mut ids,
+                    id,
+                    block + offset(id) % 8 * 64,
+                );
+            }
+            let mut out = Vec::new();
+            let mut round = 0u64;
+            loop {
+                round += 1;
+                out.clear();
+                let got = w.poll_into(block + 4095, 3, &mut out);
+                for &(id, v) in &out {
+                    assert_eq!(id, v);
+                    let (&(d, s), &want) = queue.iter().next().expect("model has a timer");
+                    assert_eq!(
+                        (id, ids[&id].0),
+                        (want, d),
+                        "start {start}, n {n}, round {round}: fired id {id}, model's next id {want} (seq {s})"
+                    );
+                    queue.remove(&(d, s));
+                    ids.remove(&id);
+                }
+                if got < 3 {
+                    break;
+                }
+                let e = w.elapsed();
+                // Replace the model's next id at its own tick, another at a later tick of
+                // the run, and one behind elapsed.
+                let next: Vec<u64> = queue.values().take(3).copied().collect();
+                if let Some(&id) = next.first() {
+                    let d = ids[&id].0;
+                    put(&mut w, &mut queue, &mut ids, id, d);
+                }
+                if let Some(&id) = next.get(1) {
+                    put(&mut w, &mut queue, &mut ids, id, block + 64 * (round % 8));
+                }
+                if let Some(&id) = next.get(2) {
+                    if round % 4 == 0 {
+                        put(&mut w, &mut queue, &mut ids, id, e.saturating_sub(1));
+                    }
+                }
+                assert_eq!(w.len(), ids.len());
+            }
+            assert!(queue.keys().next().is_none_or(|&(d, _)| d > block + 4095));
+            assert_eq!(w.len(), ids.len());
+        }
+    }
+}
+
+/// `Wheel::next_expiration` documents: "It is that deadline exactly when the earliest timer
+/// is due within 64 ticks of `elapsed` (same level-1 digit)". A timer moved later that stays
+/// where it was filed (a level-0 slot, or the sorted run) still answers its old tick, before
+/// the earliest deadline, although that deadline is within 64 ticks. (Never later, so no
+/// timer is skipped; a driver wakes once for nothing.)
+#[test]
+#[ignore = "next_expiration is earlier than the documented exact deadline after a reset to a later tick (see the doc comment)"]
+fn next_expiration_is_exact_within_64_ticks_after_a_reset_later() {
+    // Level 0: elapsed 0, earliest pending 15.
+    let mut w = Wheel::new();
+    let moved = w.insert(10, 'm');
+    let earliest = w.insert(15, 'e');
+    assert!(w.reset(moved, 20));
+    assert_eq!(w.peek(), Some((earliest, 15)));
+    assert_eq!(
+        w.next_expiration(),
+        Some(15),
+        "level 0: earliest deadline 15"
+    );
+    // The sorted run: elapsed 4096, earliest pending 4110.
+    let mut w = Wheel::new();
+    let moved = w.insert(4100, 'm');
+    let earliest = w.insert(4110, 'e');
+    assert!(w.reset(moved, 4120));
+    assert!(w.poll(4096).is_none());
+    assert_eq!(w.peek(), Some((earliest, 4110)));
+    assert_eq!(
+        w.next_expiration(),
+        Some(4110),
+        "run: earliest deadline 4110"
+    );
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u8, u16),
+    Cancel(u16),
+    Reset(u16, u8, u16),
+    Poll(u8, u16),
+    PollInto(u8, u16, u8),
+    CancelAndReuse(u16, u8, u16),
+    /// Resets the model's next few timers to one deadline.
+    ResetNext(u8, u8, u16),
+    Shrink,
+    Clear,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (any::<u8>(), any::<u16>()).prop_map(|(k, x)| Op::Insert(k, x)),
+        3 => any::<u16>().prop_map(Op::Cancel),
+        3 => (any::<u16>(), any::<u8>(), any::<u16>()).prop_map(|(p, k, x)| Op::Reset(p, k, x)),
+        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, x)| Op::Poll(k, x)),
+        5 => (any::<u8>(), any::<u16>(), any::<u8>()).prop_map(|(k, x, l)| Op::PollInto(k, x, l)),
+        2 => (any::<u16>(), any::<u8>(), any::<u16>()).prop_map(|(p, k, x)| Op::CancelAndReuse(p, k, x)),
+        2 => (any::<u8>(), any::<u8>(), any::<u16>()).prop_map(|(c, k, x)| Op::ResetNext(c, k, x)),
+        1 => Just(Op::Shrink),
+        1 => prop_oneof![7 => Just(Op::Shrink), 1 => Just(Op::Clear)],
+    ]
+}
+
+/// A deadline near the run: in the slot (by digit edges), at or behind `elapsed`, equal to
+/// the model's earliest, past the slot, or at the top of the range.
+fn deadline(h: &Harness, block: u64, kind: u8, x: u16) -> u64 {
+    let x = x as u64;
+    let e = h.elapsed;
+    match kind % 9 {
+        0..=2 => block + offset(x),
+        3 => block + (x % 64) * 64,
+        4 => e.saturating_sub(x % 3),
+        5 => h.earliest().unwrap_or(e).saturating_add(x % 2),
+        6 => e.saturating_add(1 + x % 70),
+        7 => block.saturating_add(4096 + x % 9000),
+        _ => u64::MAX - x % 2,
+    }
+}
+
+fn now(h: &Harness, block: u64, kind: u8, x: u16) -> u64 {
+    let x = x as u64;
+    let e = h.elapsed;
+    let next = h.earliest().unwrap_or(e);
+    match kind % 8 {
+        0 => e.saturating_sub(1 + x % 5000),
+        1 => e,
+        2 | 3 => next,
+        4 => next.saturating_sub(1),
+        5 => block + x % 4096,
+        6 => next.saturating_add(x % 4),
+        _ => {
+            if x % 32 == 0 {
+                u64::MAX
+            } else {
+                e.saturating_add(x % 300)
+            }
+        }
+    }
+}
+
+fn limit(h: &Harness, l: u8) -> usize {
+    let run = h.queue.len();
+    match l % 8 {
+        0 => 0,
+        1 | 2 => 1,
+        3 => 2,
+        4 => run.saturating_sub(1).max(1),
+        5 => run,
+        6 => run + 1,
+        _ => 1 + l as usize % 30,
+    }
+}
+
+fn pick(h: &Harness, p: u16) -> Option<(u64, TimerKey)> {
+    if h.ids.is_empty() {
+        return None;
+    }
+    // Mostly the model's next timers (the run's head and its neighbours).
+    if p % 3 != 0 {
+        if let Some(id) = h.queue.values().nth(p as usize % 5) {
+            return Some((*id, h.timers[id].key));
+        }
+    }
+    Some(h.ids[p as usize % h.ids.len()])
+}
+
+fn run_ops(start: u64, block: u64, n: u64, scramble: u64, ops: &[Op]) {
+    let mut h = Harness::new(start);
+    for i in 0..n {
+        h.insert(block + offset(i.wrapping_add(scramble)));
+    }
+    h.check("setup");
+    for op in ops {
+        match *op {
+            Op::Insert(k, x) => {
+                let d = deadline(&h, block, k, x);
+                h.insert(d);
+                h.check("insert");
+            }
+            Op::Cancel(p) => {
+                if let Some((id, key)) = pick(&h, p) {
+                    h.cancel_id(id, key);
+                    h.check("cancel");
+                }
+            }
+            Op::Reset(p, k, x) => {
+                if let Some((id, key)) = pick(&h, p) {
+                    let d = deadline(&h, block, k, x);
+                    h.reset_id(id, key, d);
+                    h.check("reset");
+                }
+            }
+            Op::Poll(k, x) => {
+                let t = now(&h, block, k, x);
+                h.poll(t);
+            }
+            Op::PollInto(k, x, l) => {
+                let t = now(&h, block, k, x);
+                let l = limit(&h, l);
+                h.poll_into(t, l);
+            }
+            Op::CancelAndReuse(p, k, x) => {
+                if let Some((id, key)) = pick(&h, p) {
+                    h.cancel_id(id, key);
+                    let d = deadline(&h, block, k, x);
+                    h.insert(d);
+                    h.check("cancel and reuse");
+                }
+            }
+            Op::ResetNext(c, k, x) => {
+                let d = deadline(&h, block, k, x);
+                let next: Vec<(u64, TimerKey)> = h
+                    .queue
+                    .values()
+                    .take(1 + c as usize % 40)
+                    .map(|id| (*id, h.timers[id].key))
+                    .collect();
+                for (id, key) in next {
+                    h.reset_id(id, key, d);
+                }
+                h.check("reset next");
+            }
+            Op::Shrink => h.shrink(),
+            Op::Clear => h.clear(),
+        }
+    }
+    h.drain(u64::MAX, 3);
+    assert!(h.wheel.is_empty(), "everything fired at u64::MAX");
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    /// A run of a threshold size, then random edits and limited polls through it.
+    #[test]
+    fn run_matches_model_under_limited_polls_and_edits(
+        s in 0usize..6,
+        n in prop::sample::select(vec![20u64, 23, 24, 25, 40, 510, 511, 512, 513, 600]),
+        scramble in any::<u64>(),
+        ops in prop::collection::vec(op(), 1..120),
+    ) {
+        let (start, block) = starts()[s];
+        run_ops(start, block, n, scramble, &ops);
+    }
+}
