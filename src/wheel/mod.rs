@@ -409,10 +409,13 @@ impl<T> Wheel<T> {
     /// slots passed over): at most a few thousand steps, whatever the number of timers.
     ///
     /// Never later than the earliest pending deadline. It is that deadline exactly when the
-    /// earliest timer is due within 64 ticks of `elapsed` (same level-1 digit); otherwise it
-    /// is the tick its slot would cascade, which is earlier (also for a timer waiting in the
-    /// due queue's sorted run, so the answer does not depend on where a timer waits). Due timers not yet polled give a tick at or
-    /// before `elapsed`. Cancelled timers do not hold it early: slots count live timers.
+    /// earliest timer is due within 64 ticks of `elapsed` (same level-1 digit) and no timer
+    /// was reset to a later tick from a place before it; otherwise it is earlier: the tick
+    /// the earliest timer's slot would cascade (also for a timer waiting in the due queue's
+    /// sorted run, so the answer does not depend on where a timer waits), or the old tick of
+    /// a timer moved later, which keeps its place (a level-0 slot, or the run) until a poll
+    /// reaches it and files it anew. Due timers not yet polled give a tick at or before
+    /// `elapsed`. Cancelled timers do not hold it early: slots count live timers.
     pub fn next_expiration(&self) -> Option<u64> {
         self.next_expiration_tick()
     }
