@@ -169,7 +169,6 @@ macro_rules! run_script {
         // late counts from the deadline or, for one due before the task began to wait, from
         // when it began.
         let mut faults: Vec<String> = Vec::new();
-        let mut waiting_since = 0u128;
         let mut removed = Vec::new();
         let mut next_value = 0u32;
         let ops: &[Op] = $ops;
@@ -227,7 +226,7 @@ macro_rules! run_script {
                     }
                 }
                 Op::Wait(d) => {
-                    waiting_since = start.elapsed().as_millis();
+                    let waiting_since = start.elapsed().as_millis();
                     let until = time::sleep(ms(d));
                     let mut until = pin!(until);
                     loop {
