@@ -72,7 +72,6 @@ async fn polls<F: FnMut(usize, &mut Context<'_>) -> Poll<()>>(mut f: F) {
 /// the runtime parks, has a fresh budget: the queue registers its sleep with the driver. At
 /// the park the deferred wake runs and takes the task's waker out of the queue. Poll 3 must
 /// not take the idle shortcut on a waker that is no longer there.
-#[ignore = "fails: a coop-deferred wake of the sleep waker takes the task waker after a budgeted poll set `registered`; the idle shortcut then skips re-registering it, so the sleep end wakes nobody"]
 #[tokio::test(start_paused = true)]
 async fn deferred_coop_wake_after_a_budgeted_re_poll_loses_no_wakeup() {
     let task = tokio::spawn(async {
@@ -103,7 +102,6 @@ async fn deferred_coop_wake_after_a_budgeted_re_poll_loses_no_wakeup() {
 
 /// The same with an earlier deadline inserted between the polls: the insert wakes the task,
 /// the re-arm runs with the budget spent.
-#[ignore = "fails: a coop-deferred wake of the sleep waker takes the task waker after a budgeted poll set `registered`; the idle shortcut then skips re-registering it, so the sleep end wakes nobody"]
 #[tokio::test(start_paused = true)]
 async fn deferred_coop_wake_after_an_earlier_insert_loses_no_wakeup() {
     let task = tokio::spawn(async {
@@ -137,7 +135,6 @@ async fn deferred_coop_wake_after_an_earlier_insert_loses_no_wakeup() {
 
 /// The armed entry is reset later while the budget is spent; a direct wake gets the task
 /// polled again before the deferred coop wake runs.
-#[ignore = "fails: a coop-deferred wake of the sleep waker takes the task waker after a budgeted poll set `registered`; the idle shortcut then skips re-registering it, so the sleep end wakes nobody"]
 #[tokio::test(start_paused = true)]
 async fn reset_of_the_armed_entry_with_the_budget_spent() {
     let task = tokio::spawn(async {
@@ -172,7 +169,6 @@ async fn reset_of_the_armed_entry_with_the_budget_spent() {
 
 /// The armed entry is removed while the budget is spent (the task re-arms for the next one
 /// without budget); a direct wake gets the task polled again before the deferred wake runs.
-#[ignore = "fails: a coop-deferred wake of the sleep waker takes the task waker after a budgeted poll set `registered`; the idle shortcut then skips re-registering it, so the sleep end wakes nobody"]
 #[tokio::test(start_paused = true)]
 async fn remove_of_the_armed_entry_with_the_budget_spent() {
     let task = tokio::spawn(async {
@@ -274,7 +270,6 @@ async fn unconstrained_around_the_queue() {
 
 /// Polled once with the budget spent, then inside `unconstrained` in the same task poll:
 /// the unconstrained poll registers the sleep before the deferred coop wake runs.
-#[ignore = "fails: a coop-deferred wake of the sleep waker takes the task waker after a budgeted poll set `registered`; the idle shortcut then skips re-registering it, so the sleep end wakes nobody"]
 #[tokio::test(start_paused = true)]
 async fn unconstrained_re_poll_in_the_same_task_poll_loses_no_wakeup() {
     let task = tokio::spawn(async {
@@ -346,7 +341,6 @@ async fn a_burst_across_200_queues_in_one_task_poll() {
 /// `deferred_coop_wake_after_a_budgeted_re_poll`, once per such queue. Those queues' entries
 /// are due later (20 ms) than the first 100 (10 ms), so the wake at 10 ms does not hide a
 /// lost one.
-#[ignore = "fails: a coop-deferred wake of the sleep waker takes the task waker after a budgeted poll set `registered`; the idle shortcut then skips re-registering it, so the sleep end wakes nobody"]
 #[tokio::test(start_paused = true)]
 async fn a_burst_across_200_queues_with_a_direct_wake() {
     let task = tokio::spawn(async {
@@ -398,7 +392,6 @@ async fn a_burst_across_200_queues_with_a_direct_wake() {
 }
 
 /// On a `LocalSet`: the same deferred-wake script in a local task.
-#[ignore = "fails: a coop-deferred wake of the sleep waker takes the task waker after a budgeted poll set `registered`; the idle shortcut then skips re-registering it, so the sleep end wakes nobody"]
 #[tokio::test(start_paused = true)]
 async fn local_set_deferred_coop_wake() {
     let local = tokio::task::LocalSet::new();
@@ -431,7 +424,6 @@ async fn local_set_deferred_coop_wake() {
 
 /// Multi-thread runtime, real clock: the deferred-wake script; the entry must come out
 /// within a generous bound (5 s for a 10 ms deadline), woken by its sleep, not early.
-#[ignore = "fails: as deferred_coop_wake_after_a_budgeted_re_poll_loses_no_wakeup, on the multi-thread runtime"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_thread_deferred_coop_wake() {
     let task = tokio::spawn(async {

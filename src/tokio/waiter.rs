@@ -33,7 +33,7 @@
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 
-use crate::loom::Mutex;
+use crate::loom::{AtomicBool, Mutex, Ordering};
 
 /// The task that last got `Pending` or `Ready(None)` from `poll_expired`.
 #[derive(Debug)]
@@ -57,15 +57,43 @@ pub(super) struct Waiter {
 
 /// Where the waiting task's waker lives.
 #[derive(Debug, Default)]
-struct Slot(Mutex<Option<Waker>>);
+struct Slot {
+    waker: Mutex<Option<Waker>>,
+    /// `waker` holds one: set under the lock when one is put there, cleared under it when
+    /// one is taken, read without it by [`Waiter::register_again`].
+    held: AtomicBool,
+}
 
 impl Slot {
+    fn put(&self, waker: &Waker) {
+        let mut slot = self.waker.lock();
+        match &mut *slot {
+            Some(old) if old.will_wake(waker) => {}
+            slot => *slot = Some(waker.clone()),
+        }
+        self.held.store(true, Ordering::Release);
+    }
+
+    fn clear(&self) {
+        let mut slot = self.waker.lock();
+        self.held.store(false, Ordering::Release);
+        *slot = None;
+    }
+
     fn wake_task(&self) {
         // Take it under the lock, wake it outside.
-        let waker = self.0.lock().take();
+        let waker = {
+            let mut slot = self.waker.lock();
+            self.held.store(false, Ordering::Release);
+            slot.take()
+        };
         if let Some(waker) = waker {
             waker.wake();
         }
+    }
+
+    fn held(&self) -> bool {
+        self.held.load(Ordering::Acquire)
     }
 }
 
@@ -97,13 +125,7 @@ impl Waiter {
     /// `poll_expired` answers `Pending` (`wake_at` = the tick its sleep is armed for) or
     /// `Ready(None)` (`wake_at` = `None`): remember whom to wake.
     pub(super) fn register(&mut self, waker: &Waker, wake_at: Option<u64>) {
-        {
-            let mut slot = self.slot.0.lock();
-            match &mut *slot {
-                Some(old) if old.will_wake(waker) => {}
-                slot => *slot = Some(waker.clone()),
-            }
-        }
+        self.slot.put(waker);
         match &self.last {
             Some(last) if last.will_wake(waker) => {}
             _ => self.last = Some(waker.clone()),
@@ -115,20 +137,23 @@ impl Waiter {
     /// `poll_expired` answers `Pending` again for the same armed tick: [`Waiter::register`]
     /// keeping `wake_at`, without the lock when the queue's sleep is registered with the timer
     /// driver (`sleep_registered`: `OneSleep::registered`, polled with coop budget left and
-    /// not ended) and `waker` `will_wake` the one registered last.
+    /// not ended), the slot still holds a waker, and `waker` `will_wake` the one registered
+    /// last.
     ///
-    /// Why no wakeup is lost then: while `waiting`, `slot` holds the waker registered last
-    /// unless a wake of the sleep's waker took it (and woke it). Two things wake that waker:
-    /// the sleep's end, and tokio's coop when a poll of the sleep found the task's budget
-    /// spent. The sleep marks itself elapsed before it takes the waker, and a poll with the
-    /// budget spent leaves `sleep_registered` false until a later poll registers the sleep
-    /// with budget left, after this lock-taking path has put the waker back. So a registered
-    /// sleep not elapsed has not taken it; one ending right now wakes that waker, which wakes
-    /// the same task as `waker`, and the poll that follows sees the sleep ended.
+    /// Why no wakeup is lost then: the slot holds the waker registered last unless a wake of
+    /// the sleep's waker took it, and whatever takes it clears `held` under the lock before
+    /// waking that waker. Two things wake the sleep's waker: the sleep's end, and tokio's
+    /// coop after a poll of the sleep found the task's budget spent, a wake tokio may defer
+    /// past later polls of the task. So a poll that reads `held` set either runs before the
+    /// take, whose wake then reaches the same task as `waker` and makes it poll again, or
+    /// (reading it cleared) puts the waker back under the lock. A sleep polled with the budget
+    /// spent never reached the driver: `sleep_registered` is false until a later poll
+    /// registers it with budget left.
     #[inline]
     pub(super) fn register_again(&mut self, waker: &Waker, sleep_registered: bool) {
         if self.waiting
             && sleep_registered
+            && self.slot.held()
             && self.last.as_ref().is_some_and(|last| last.will_wake(waker))
         {
             return;
@@ -153,7 +178,7 @@ impl Waiter {
     #[inline]
     pub(super) fn forget(&mut self) {
         if std::mem::take(&mut self.waiting) {
-            *self.slot.0.lock() = None;
+            self.slot.clear();
             self.last = None;
         }
         self.wake_at = None;
@@ -191,7 +216,7 @@ impl Waiter {
 
     #[cfg(test)]
     fn waiting(&self) -> bool {
-        self.slot.0.lock().is_some()
+        self.slot.waker.lock().is_some()
     }
 }
 
