@@ -19,29 +19,6 @@ use tickwheel::tokio::DelayQueue;
 use tokio::time::{self, Duration, Instant};
 use tokio_support::*;
 
-/// Spends the task's cooperative budget (tokio's is 128 units): afterwards every tokio
-/// resource polled in this task poll answers `Pending`. Bounded so it cannot spin.
-fn spend_budget(cx: &mut Context<'_>) {
-    for _ in 0..10_000 {
-        if pin!(tokio::task::coop::consume_budget())
-            .poll(cx)
-            .is_pending()
-        {
-            return;
-        }
-    }
-    panic!("the cooperative budget never ran out");
-}
-
-/// `next()` with a bound: the value and how long it took, or `None` when the bound passed.
-async fn next_within<T>(q: &mut DelayQueue<T>, bound: Duration) -> Option<(T, Duration)> {
-    let start = Instant::now();
-    match time::timeout(bound, q.next()).await {
-        Ok(Some(e)) => Some((e.into_inner(), start.elapsed())),
-        Ok(None) | Err(_) => None,
-    }
-}
-
 /// `fut`'s output, or `None` when `bound` passed first. The bound is checked first, so an
 /// output that comes only when the bound's wake polls `fut` counts as `None` (a lost wakeup
 /// that `time::timeout`, which polls `fut` first, would hide).

@@ -11,7 +11,7 @@
 
 mod tokio_support;
 
-use std::future::{Future, poll_fn};
+use std::future::poll_fn;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
@@ -20,30 +20,6 @@ use tickwheel::tokio::DelayQueue;
 use tokio::sync::mpsc;
 use tokio::time::{self, Duration, Instant};
 use tokio_support::*;
-
-/// Spends the task's cooperative budget: afterwards every tokio resource polled in this
-/// task poll (a `Sleep` included) answers `Pending` and asks for the task to be polled again.
-/// Returns how many units it spent (tokio's budget is 128), bounded so it cannot spin.
-fn spend_budget(cx: &mut Context<'_>) -> usize {
-    for spent in 0..10_000 {
-        if pin!(tokio::task::coop::consume_budget())
-            .poll(cx)
-            .is_pending()
-        {
-            return spent;
-        }
-    }
-    panic!("the cooperative budget never ran out");
-}
-
-/// `next()` with a generous bound on the paused clock: `None` when the bound passed first.
-async fn next_within<T>(q: &mut DelayQueue<T>, bound: Duration) -> Option<(T, Duration)> {
-    let start = Instant::now();
-    match time::timeout(bound, q.next()).await {
-        Ok(Some(e)) => Some((e.into_inner(), start.elapsed())),
-        Ok(None) | Err(_) => None,
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // tokio's cooperative budget spent when the queue arms its sleep

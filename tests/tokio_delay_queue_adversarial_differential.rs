@@ -6,7 +6,7 @@
 
 mod tokio_support;
 
-use std::future::{Future, poll_fn};
+use std::future::poll_fn;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -16,21 +16,6 @@ use proptest::prelude::*;
 use tickwheel::tokio::DelayQueue;
 use tokio::time::{self, Instant};
 use tokio_support::*;
-
-/// Spends the task's cooperative budget (tokio's is 128 units): afterwards every tokio
-/// resource polled in this task poll answers `Pending` and asks for the task to be polled
-/// again. Bounded so it cannot spin.
-fn spend_budget(cx: &mut Context<'_>) {
-    for _ in 0..10_000 {
-        if pin!(tokio::task::coop::consume_budget())
-            .poll(cx)
-            .is_pending()
-        {
-            return;
-        }
-    }
-    panic!("the cooperative budget never ran out");
-}
 
 // ---------------------------------------------------------------------------------------
 // Multi-thread runtime, real clock

@@ -1,7 +1,7 @@
 //! Code shared by the `DelayQueue` integration tests (all under tokio's paused clock).
 #![allow(dead_code)] // each test file uses its own subset
 
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -132,5 +132,30 @@ impl Rng {
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+    }
+}
+
+/// Spends the task's cooperative budget: afterwards every tokio resource polled in this
+/// task poll (a `Sleep` included) answers `Pending` and asks for the task to be polled again.
+/// Returns how many units it spent (tokio's budget is 128), bounded so it cannot spin.
+pub fn spend_budget(cx: &mut Context<'_>) -> usize {
+    for spent in 0..10_000 {
+        if std::pin::pin!(tokio::task::coop::consume_budget())
+            .poll(cx)
+            .is_pending()
+        {
+            return spent;
+        }
+    }
+    panic!("the cooperative budget never ran out");
+}
+
+/// `next()` with a bound: the value and how long it took, or `None` when the bound passed
+/// first (or the queue was empty).
+pub async fn next_within<T>(q: &mut DelayQueue<T>, bound: Duration) -> Option<(T, Duration)> {
+    let start = Instant::now();
+    match time::timeout(bound, futures_util::StreamExt::next(q)).await {
+        Ok(Some(e)) => Some((e.into_inner(), start.elapsed())),
+        Ok(None) | Err(_) => None,
     }
 }
