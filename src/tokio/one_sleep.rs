@@ -29,7 +29,7 @@ impl OneSleep {
     /// `same_waker`: `cx`'s waker wakes the same as the previous call's (the `DelayQueue`
     /// always polls with its waiter's one waker). Then a sleep already registered at `at`
     /// and not yet ended is not polled again: the driver holds an equivalent waker, and the
-    /// answer is `Pending`.
+    /// answer is `Pending`. A sleep the driver has ended answers `Ready` without a poll.
     #[inline]
     pub(super) fn poll_at(
         &mut self,
@@ -55,14 +55,15 @@ impl OneSleep {
         if sleep.deadline() != at {
             sleep.as_mut().reset(at);
             self.registered = false;
-        } else if same_waker && self.registered && !sleep.is_elapsed() {
-            return Poll::Pending;
         }
         if sleep.is_elapsed() {
             // The driver ended it (a reset to an instant it has passed ends it at once): no
             // poll needed, so none that a spent coop budget would turn into `Pending`.
             self.registered = false;
             return Poll::Ready(());
+        }
+        if same_waker && self.registered {
+            return Poll::Pending;
         }
         // Read before the poll: the poll spends a unit of it.
         let budget = tokio::task::coop::has_budget_remaining();
@@ -76,7 +77,7 @@ impl OneSleep {
     /// since.
     #[inline]
     pub(super) fn registered(&self) -> bool {
-        self.registered && self.sleep.as_ref().is_some_and(|s| !s.is_elapsed())
+        self.registered && !self.ended()
     }
 
     /// Whether the timer driver has ended the sleep (its deadline passed), or no sleep was
