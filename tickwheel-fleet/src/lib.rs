@@ -17,6 +17,19 @@
 //!   [`Recovery`] hook and handoffs through `tickwheel-redis` on rebalancing.
 //! - **Server** ([`server`]): a real `etcd` for tests and examples.
 //!
+//! # Building
+//!
+//! The etcd client (`etcd-client`) compiles etcd's `.proto` files with the system's `protoc`
+//! at build time, and those files import protobuf's well-known types. Install both the compiler
+//! and its include files:
+//!
+//! - Debian, Ubuntu: `apt-get install protobuf-compiler libprotobuf-dev` (`protobuf-compiler`
+//!   only *recommends* `libprotobuf-dev`, so `--no-install-recommends` leaves it out);
+//! - Fedora: `dnf install protobuf-compiler protobuf-devel`; macOS: `brew install protobuf`.
+//!
+//! Without the include files the build stops in etcd-client's build script with
+//! `google/protobuf/descriptor.proto: File not found`; `PROTOC` can name another `protoc`.
+//!
 //! # Which dispatch paths are fenced
 //!
 //! - [`Member::pop_due`]: wraps `Scheduler::pop_due`;
