@@ -19,7 +19,7 @@
 //! | the same with `std::time::Instant` deadlines | [`TimerWheel<T>`] | [`clock`] |
 //! | cancel or reset by your own id ("message 42") instead of a key | [`IndexedWheel<K, T>`] | [`indexed`] |
 //! | many threads, named queues, dispatch outside the lock, drains, freezes | [`sync::Scheduler`] | [`sync`] |
-//! | requests waiting, with deadlines, for scarce capacity (bytes, slots) | [`sync::admission::AdmissionQueue`], [`sync::admission::WaitQueue`] | [`sync::admission`] |
+//! | requests waiting, with deadlines, for scarce capacity (bytes, slots) | [`admission::AdmissionQueue`], [`admission::WaitQueue`] | [`admission`] |
 //! | a drop-in for `tokio_util::time::DelayQueue` | `tokio::DelayQueue` | `tokio` (feature `tokio`) |
 //! | an async dispatcher stream for the scheduler | `tokio::DueStream` from `Scheduler::due_stream` | `tokio` (feature `tokio`) |
 //!
@@ -44,7 +44,7 @@
 //!   timers are reported, not lost.
 //!
 //! Each module's documentation states its own contract in full ([`wheel`], [`clock`],
-//! [`sync`], [`sync::admission`], and `tokio`).
+//! [`sync`], [`admission`], and `tokio`).
 //!
 //! # One example per layer
 //!
@@ -124,11 +124,11 @@
 //! assert_eq!(sched.len(), 1);
 //! ```
 //!
-//! [`sync::admission`]: a FIFO wait queue of expiring tickets over a local and a global limit.
+//! [`admission`]: a FIFO wait queue of expiring tickets over a local and a global limit.
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use tickwheel::sync::admission::{AdmissionQueue, Limit, Order};
+//! use tickwheel::admission::{AdmissionQueue, Limit, Order};
 //!
 //! let global = Limit::new(1024); // KiB for the whole process
 //! let conn = AdmissionQueue::with_options(256, Some(global.clone()), Order::Strict, Duration::from_millis(1));
@@ -187,6 +187,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod admission;
 pub mod clock;
 pub mod indexed;
 mod loom;

@@ -6,8 +6,8 @@
 //! queue at any moment — including the moment between the two. Here that moment has a name,
 //! **in flight**, and every operation says what it does with it.
 //!
-//! Beside it, [`admission`] (layer 6): a FIFO wait queue of expiring, cancellable tickets for
-//! scarce capacity, with its own ground rules in its module doc.
+//! Beside it, [`admission`](crate::admission) (layer 6) is a layer of its own: a FIFO wait
+//! queue of expiring, cancellable tickets for scarce capacity.
 //!
 //! # Ground rules
 //!
@@ -205,7 +205,6 @@
 //! woken when the earliest deadline may have moved earlier, and the scheduler's tick clock.
 //! `sync` never imports tokio.
 
-pub mod admission;
 mod builder;
 mod dispatcher;
 mod done;
@@ -234,6 +233,10 @@ mod tracing_tests;
 mod trash;
 mod types;
 
+/// The admission layer's former path, kept for code written against 0.1.0; it is
+/// [`crate::admission`].
+#[doc(hidden)]
+pub use crate::admission;
 pub use builder::{MAX_SHARDS, SchedulerBuilder};
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};

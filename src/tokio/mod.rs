@@ -50,7 +50,7 @@
 //! [`sync`](crate::sync), lives here too: a [`DueStream`] of the scheduler's due timers,
 //! woken by its own tokio `Sleep` and early by earlier deadlines scheduled from any thread.
 //!
-//! [`AdmissionQueue::acquire_async`](crate::sync::admission::AdmissionQueue::acquire_async)
+//! [`AdmissionQueue::acquire_async`](crate::admission::AdmissionQueue::acquire_async)
 //! returns [`Acquire`]: waiting for capacity from a task, cancellation-safe.
 
 mod admission;
