@@ -23,9 +23,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::done::{DoneHome, Padded};
+use super::core::{DoneHome, Inner};
 use super::freeze::{Retried, RetryError};
-use super::scheduler::Inner;
+use super::padded::Padded;
 use super::shard::Popped;
 use super::trash::Trash;
 

@@ -206,30 +206,21 @@
 //! `sync` never imports tokio.
 
 mod builder;
+mod core;
 mod dispatcher;
-mod done;
 mod due;
 mod freeze;
-#[cfg(test)]
-mod freeze_tests;
 mod hash;
 mod inspect;
-#[cfg(test)]
-mod model;
 pub mod observe;
-#[cfg(all(test, feature = "metrics"))]
-mod observe_tests;
+mod padded;
 mod scheduler;
 mod shard;
 mod signal;
 #[cfg(feature = "serde")]
 pub mod snapshot;
-#[cfg(all(test, feature = "serde"))]
-mod snapshot_tests;
 #[cfg(test)]
 mod tests;
-#[cfg(all(test, feature = "tracing"))]
-mod tracing_tests;
 mod trash;
 mod types;
 
@@ -237,7 +228,7 @@ mod types;
 /// [`crate::admission`].
 #[doc(hidden)]
 pub use crate::admission;
-pub use builder::{MAX_SHARDS, SchedulerBuilder};
+pub use builder::SchedulerBuilder;
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};
 pub use freeze::{Frozen, FrozenEntry, Imported, Retried, RetryError};
@@ -245,4 +236,6 @@ pub use inspect::{IdInfo, IdState, Member, QueueCounts};
 pub use scheduler::Scheduler;
 #[cfg(feature = "tokio")]
 pub(crate) use signal::PollerId;
-pub use types::{BuildError, Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};
+pub use types::{
+    BuildError, Cancel, Drained, MAX_SHARDS, RescheduleError, ScheduleError, SchedulerStats,
+};

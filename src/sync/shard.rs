@@ -44,7 +44,6 @@ use std::time::Instant;
 
 use hashbrown::{HashMap, HashSet};
 
-use super::done::DoneList;
 use super::trash::Trash;
 use super::types::{Cancel, RescheduleError, ScheduleError};
 use crate::wheel::{TimerKey, Wheel, WheelStats};
@@ -52,14 +51,16 @@ use ids::{IdMap, Slot};
 
 #[cfg(test)]
 mod check;
-mod dispatch;
-mod frozen;
+mod done_list;
+mod freeze;
 mod ids;
 mod inspect;
 mod memory;
+mod pop;
 mod queues;
 
-pub(crate) use frozen::{Ordered, Refusal};
+pub(crate) use done_list::DoneList;
+pub(crate) use freeze::{Ordered, Refusal};
 
 /// "No entry": the end of a queue's list.
 const NIL: u32 = u32::MAX;

@@ -6,13 +6,14 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 use std::time::Instant;
 
-use super::{Inner, Scheduler};
-use crate::sync::freeze::{Frozen, FrozenEntry, Imported, Retried, RetryError};
+use super::{Frozen, FrozenEntry, Imported, Retried, RetryError};
+use crate::sync::core::Inner;
+use crate::sync::scheduler::Scheduler;
 use crate::sync::shard::{Ordered, Refusal, Timer};
 use crate::sync::trash::Trash;
 
 /// Sorts by delivery order and drops the keys.
-pub(super) fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
+pub(crate) fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
     items.sort_unstable_by_key(|&(tick, seq, _)| (tick, seq));
     items.into_iter().map(|(_, _, e)| e).collect()
 }

@@ -15,7 +15,7 @@ use std::hash::Hash;
 use hashbrown::HashSet;
 
 use super::Scheduler;
-use super::freeze::in_order;
+use crate::sync::freeze::in_order;
 use crate::sync::inspect::{IdInfo, Member, QueueCounts};
 use crate::sync::shard::ShardState;
 

@@ -4,7 +4,9 @@
 use std::time::{Duration, Instant};
 
 use super::model::id_on;
-use super::{Cancel, FrozenEntry, RescheduleError, Retried, RetryError, ScheduleError, Scheduler};
+use crate::sync::{
+    Cancel, FrozenEntry, RescheduleError, Retried, RetryError, ScheduleError, Scheduler,
+};
 
 type Sched = Scheduler<u8, u64, u64>;
 

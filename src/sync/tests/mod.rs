@@ -5,8 +5,19 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::model::id_on;
-use super::{Scheduler, SchedulerStats};
+use crate::sync::{Scheduler, SchedulerStats};
+use model::id_on;
+
+mod freeze;
+#[cfg(loom)]
+mod loom;
+mod model;
+#[cfg(feature = "metrics")]
+mod observe;
+#[cfg(feature = "serde")]
+mod snapshot;
+#[cfg(feature = "tracing")]
+mod tracing;
 
 type Sched = Scheduler<u8, u64, u64>;
 

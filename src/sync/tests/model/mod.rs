@@ -22,7 +22,7 @@ mod wake;
 
 use std::time::Duration;
 
-use super::Scheduler;
+use crate::sync::Scheduler;
 
 pub(super) type Sched = Scheduler<u8, u64, u64>;
 
