@@ -171,7 +171,7 @@
 //! reschedule, cancel, `pop_due`, taking, dropping and retrying `Due`s, dropping a
 //! half-taken batch, and each shard's step of a drain, a freeze, a `take_forwarded` and an
 //! unfreeze — replaying each on a real scheduler, checking every step's answer against a
-//! sequential model, and checking exactly-once at the end (no timer both delivered and
+//! sequential reference, and checking exactly-once at the end (no timer both delivered and
 //! handed over, none left out).
 //!
 //! Its unit of interleaving is the critical section, the real unit here: all shared state
@@ -193,8 +193,8 @@
 //! memory model allows (within a preemption bound): an earlier `schedule` racing
 //! `pop_due`'s lock-free due check, a done `Due` racing a settle and a `schedule` of its
 //! id, a poller going to sleep racing a `schedule`, a stream replacing its waker racing a
-//! wake, and the dispatcher's shutdown racing a `schedule`. Each sits beside the code it
-//! checks and is shown to catch a planted fault (a store moved after an unlock, a critical
+//! wake, and the dispatcher's shutdown racing a `schedule`. They live in `sync/tests/loom.rs`,
+//! and each is shown to catch a planted fault (a store moved after an unlock, a critical
 //! section split in two). The crate's threaded stress test adds real concurrency at scale,
 //! counting every timer in and out.
 //!

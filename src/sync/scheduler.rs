@@ -116,8 +116,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// The part of [`schedule`](Self::schedule) under the shard lock; returns the deadline
-    /// tick, which the caller then announces to the signal (a separate step for the model
-    /// checker).
+    /// tick, which the caller then announces to the signal (a separate step for the
+    /// interleaving harness).
     pub(crate) fn schedule_locked(
         &self,
         queue: Q,
@@ -265,7 +265,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         }
     }
 
-    /// One shard's part of a drain (a separate step so the model checker can interleave it).
+    /// One shard's part of a drain (a separate step so the interleaving harness can interleave it).
     pub(crate) fn drain_shard<B: Hash + Eq + ?Sized>(
         &self,
         index: usize,

@@ -15,7 +15,7 @@
 //!   `seq` (for drains); the `Due` carries the queue name and the value;
 //! - `Forwarded` — came back from the dispatcher (`Due::retry_at`, or a dropped `DueBatch`)
 //!   while its queue is frozen here: held with its value, in no store, never due, until
-//!   `take_forwarded` takes it or `unfreeze_queue` makes it pending again (see `frozen.rs`).
+//!   `take_forwarded` takes it or `unfreeze_queue` makes it pending again (see `freeze.rs`).
 //!
 //! `frozen` lists the queues frozen in this shard. A frozen queue has no `Wheel` or `Staged`
 //! member here: the freeze took them under this lock, and nothing files one while the mark
@@ -528,7 +528,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
 impl<Q, K, T> ShardState<Q, K, T> {
     /// A tick before which nothing here is due: no `pop_due` at a `now` below it finds a
     /// timer of this shard (the wheel's quiet bound, or the first staged timer's tick if
-    /// earlier). O(1). Published by the shard after every lock (see `done.rs`).
+    /// earlier). O(1). Published by the shard after every lock (see `core.rs`).
     pub(crate) fn due_from(&self) -> u64 {
         let staged = self
             .staged

@@ -32,7 +32,7 @@
 //!
 //! `notify` sets the watermark to 0 because every armed poller is woken by it (the epoch
 //! moved, the wakers are taken): nobody is left to notify until someone arms again.
-//! The epoch protocol is exhaustively model-checked in `model/wake.rs` (`wake_protocol_*`),
+//! The epoch protocol is exhaustively checked by the interleaving harness in `tests/interleave/wake.rs` (`wake_protocol_*`),
 //! and run on real threads under loom below (`loom_*`: a poller going to sleep, a stream
 //! replacing its waker).
 

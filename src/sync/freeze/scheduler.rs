@@ -1,6 +1,6 @@
 //! Freezing a queue for a handoff: [`Scheduler::freeze_queue`], `queue_in_flight`,
 //! `take_forwarded`, `unfreeze_queue`, `import`, and the scheduler's side of
-//! `Due::retry_at`. The shard's side is in `shard/frozen.rs`.
+//! `Due::retry_at`. The shard's side is in `shard/freeze.rs`.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -74,7 +74,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         }
     }
 
-    /// One shard's part of a freeze (a separate step for the model checker).
+    /// One shard's part of a freeze (a separate step for the interleaving harness).
     pub(crate) fn freeze_shard<B>(
         &self,
         index: usize,

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::model::id_on;
+use super::interleave::id_on;
 use crate::sync::{
     Cancel, FrozenEntry, RescheduleError, Retried, RetryError, ScheduleError, Scheduler,
 };

@@ -138,7 +138,7 @@ mod pop {
 mod signal {
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
-    use std::task::Wake;
+    use std::task::{Wake, Waker};
     use std::time::{Duration, Instant};
 
     use crate::loom::AtomicBool;

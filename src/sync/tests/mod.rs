@@ -6,12 +6,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::sync::{Scheduler, SchedulerStats};
-use model::id_on;
+use interleave::id_on;
 
 mod freeze;
+mod interleave;
 #[cfg(loom)]
 mod loom;
-mod model;
 #[cfg(feature = "metrics")]
 mod observe;
 #[cfg(feature = "serde")]
