@@ -19,12 +19,15 @@
 //! | the same with `std::time::Instant` deadlines | [`TimerWheel<T>`] | [`clock`] |
 //! | cancel or reset by your own id ("message 42") instead of a key | [`IndexedWheel<K, T>`] | [`indexed`] |
 //! | many threads, named queues, dispatch outside the lock, drains, freezes | [`sync::Scheduler`] | [`sync`] |
-//! | requests waiting, with deadlines, for scarce capacity (bytes, slots) | [`admission::AdmissionQueue`], [`admission::WaitQueue`] | [`admission`] |
 //! | a drop-in for `tokio_util::time::DelayQueue` | `tokio::DelayQueue` | `tokio` (feature `tokio`) |
 //! | an async dispatcher stream for the scheduler | `tokio::DueStream` from `Scheduler::due_stream` | `tokio` (feature `tokio`) |
+//! | requests waiting, with deadlines, for scarce capacity (bytes, slots) | [`admission::AdmissionQueue`], [`admission::WaitQueue`] | [`admission`] |
 //!
-//! A lower layer never depends on a higher one: [`Wheel`] has no clock, no lock and no
-//! allocation beyond its arena and slots. Moving a frozen queue to another host through Redis
+//! The rows are the layers, in order, one module (and folder of `src/`) each: 1 [`wheel`],
+//! 2 [`clock`], 3 [`indexed`], 4 [`sync`], 5 `tokio`, 6 [`admission`]. A lower layer never
+//! depends on a higher one: [`Wheel`] has no clock, no lock and no allocation beyond its
+//! arena and slots. Admission uses only layers 1 and 2; its async `acquire_async` is in
+//! [`admission`] too (feature `tokio`). Moving a frozen queue to another host through Redis
 //! is the separate crate [`tickwheel-redis`](https://docs.rs/tickwheel-redis).
 //!
 //! # Guarantees
@@ -176,7 +179,7 @@
 //!
 //! | feature | adds |
 //! |---|---|
-//! | `tokio` | the `tokio` module: `DelayQueue`, `Scheduler::due_stream`, `AdmissionQueue::acquire_async` |
+//! | `tokio` | the `tokio` module (`DelayQueue`, `Scheduler::due_stream`) and `AdmissionQueue::acquire_async` |
 //! | `serde` | `Serialize`/`Deserialize` for the scheduler's handoff snapshot ([`sync::snapshot`]) |
 //! | `metrics` | gauges, counters and a lateness histogram through the `metrics` facade ([`sync::observe`]) |
 //! | `tracing` | a `tracing` event per drain, freeze, unfreeze and import ([`sync::observe`]) |

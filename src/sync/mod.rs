@@ -198,6 +198,26 @@
 //! section split in two). The crate's threaded stress test adds real concurrency at scale,
 //! counting every timer in and out.
 //!
+//! # Where things live
+//!
+//! ```text
+//! core.rs         Inner (the shared state), Shard and DoneHome: types that contain each other
+//! shard.rs        ShardState, one shard's timers and queues under its lock; its files:
+//!   shard/done_list.rs   the done list: in-flight entries whose Due is done, until settled
+//!   shard/pop.rs         the shard's part of pop_due, and the end of the in-flight state
+//!   shard/freeze.rs      the shard's part of freezing: marks, forwarded timers
+//!   shard/{ids,queues,inspect,memory,check}.rs
+//! scheduler.rs    Scheduler: schedule, reschedule, cancel, drain, counts;
+//!   scheduler/{pop,inspect,hooks}.rs
+//! freeze/         freezing a queue: the public types, and the Scheduler's operations
+//! due.rs          Due and DueBatch, what pop_due hands out
+//! dispatcher.rs   the dispatcher thread (spawn_dispatcher)
+//! signal.rs       the wake-up protocol between producers and pollers
+//! builder.rs, types.rs, inspect.rs, observe.rs, snapshot.rs, hash.rs, trash.rs
+//! padded.rs       Padded: a value alone in its cache lines
+//! tests/          test-only: unit tests, the interleaving harness, the loom models
+//! ```
+//!
 //! # For the async layer
 //!
 //! With the `tokio` feature, `Scheduler::due_stream` (in the `tokio` module) drives a
