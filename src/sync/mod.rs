@@ -6,7 +6,7 @@
 //! queue at any moment — including the moment between the two. Here that moment has a name,
 //! **in flight**, and every operation says what it does with it.
 //!
-//! Beside it, [`admission`](crate::admission) (layer 6) is a layer of its own: a FIFO wait
+//! Beside it, [`crate::admission`] (layer 6) is a layer of its own: a FIFO wait
 //! queue of expiring, cancellable tickets for scarce capacity.
 //!
 //! # Ground rules
