@@ -193,30 +193,10 @@
 //! memory model allows (within a preemption bound): an earlier `schedule` racing
 //! `pop_due`'s lock-free due check, a done `Due` racing a settle and a `schedule` of its
 //! id, a poller going to sleep racing a `schedule`, a stream replacing its waker racing a
-//! wake, and the dispatcher's shutdown racing a `schedule`. They live in `sync/tests/loom.rs`,
-//! and each is shown to catch a planted fault (a store moved after an unlock, a critical
+//! wake, and the dispatcher's shutdown racing a `schedule`. They live in the test-only `tests`
+//! module, and each is shown to catch a planted fault (a store moved after an unlock, a critical
 //! section split in two). The crate's threaded stress test adds real concurrency at scale,
 //! counting every timer in and out.
-//!
-//! # Where things live
-//!
-//! ```text
-//! core.rs         Inner (the shared state), Shard and DoneHome: types that contain each other
-//! shard.rs        ShardState, one shard's timers and queues under its lock; its files:
-//!   shard/done_list.rs   the done list: in-flight entries whose Due is done, until settled
-//!   shard/pop.rs         the shard's part of pop_due, and the end of the in-flight state
-//!   shard/freeze.rs      the shard's part of freezing: marks, forwarded timers
-//!   shard/{ids,queues,inspect,memory,check}.rs
-//! scheduler.rs    Scheduler: schedule, reschedule, cancel, drain, counts;
-//!   scheduler/{pop,inspect,hooks}.rs
-//! freeze/         freezing a queue: the public types, and the Scheduler's operations
-//! due.rs          Due and DueBatch, what pop_due hands out
-//! dispatcher.rs   the dispatcher thread (spawn_dispatcher)
-//! signal.rs       the wake-up protocol between producers and pollers
-//! builder.rs, types.rs, inspect.rs, observe.rs, snapshot.rs, hash.rs, trash.rs
-//! padded.rs       Padded: a value alone in its cache lines
-//! tests/          test-only: unit tests, the interleaving harness, the loom models
-//! ```
 //!
 //! # For the async layer
 //!
@@ -224,6 +204,23 @@
 //! scheduler from a task instead of a thread, through crate-internal hooks: a task waker
 //! woken when the earliest deadline may have moved earlier, and the scheduler's tick clock.
 //! `sync` never imports tokio.
+
+// Where things live:
+// core.rs         Inner (the shared state), Shard and DoneHome: types that contain each other
+// shard.rs        ShardState, one shard's timers and queues under its lock; its files:
+//   shard/done_list.rs   the done list: in-flight entries whose Due is done, until settled
+//   shard/pop.rs         the shard's part of pop_due, and the end of the in-flight state
+//   shard/freeze.rs      the shard's part of freezing: marks, forwarded timers
+//   shard/{ids,queues,inspect,memory,check}.rs
+// scheduler.rs    Scheduler: schedule, reschedule, cancel, drain, counts;
+//   scheduler/{pop,inspect,hooks}.rs
+// freeze/         freezing a queue: the public types, and the Scheduler's operations
+// due.rs          Due and DueBatch, what pop_due hands out
+// dispatcher.rs   the dispatcher thread (spawn_dispatcher)
+// signal.rs       the wake-up protocol between producers and pollers
+// builder.rs, types.rs, inspect.rs, observe.rs, snapshot.rs, hash.rs, trash.rs
+// padded.rs       Padded: a value alone in its cache lines
+// tests/          test-only: unit tests, the interleaving harness, the loom models
 
 mod builder;
 mod core;
