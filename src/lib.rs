@@ -19,12 +19,15 @@
 //! | the same with `std::time::Instant` deadlines | [`TimerWheel<T>`] | [`clock`] |
 //! | cancel or reset by your own id ("message 42") instead of a key | [`IndexedWheel<K, T>`] | [`indexed`] |
 //! | many threads, named queues, dispatch outside the lock, drains, freezes | [`sync::Scheduler`] | [`sync`] |
-//! | requests waiting, with deadlines, for scarce capacity (bytes, slots) | [`sync::admission::AdmissionQueue`], [`sync::admission::WaitQueue`] | [`sync::admission`] |
 //! | a drop-in for `tokio_util::time::DelayQueue` | `tokio::DelayQueue` | `tokio` (feature `tokio`) |
 //! | an async dispatcher stream for the scheduler | `tokio::DueStream` from `Scheduler::due_stream` | `tokio` (feature `tokio`) |
+//! | requests waiting, with deadlines, for scarce capacity (bytes, slots) | [`admission::AdmissionQueue`], [`admission::WaitQueue`] | [`admission`] |
 //!
-//! A lower layer never depends on a higher one: [`Wheel`] has no clock, no lock and no
-//! allocation beyond its arena and slots. Moving a frozen queue to another host through Redis
+//! The rows are the layers, in order, one module (and folder of `src/`) each: 1 [`wheel`],
+//! 2 [`clock`], 3 [`indexed`], 4 [`sync`], 5 `tokio`, 6 [`admission`]. A lower layer never
+//! depends on a higher one: [`Wheel`] has no clock, no lock and no allocation beyond its
+//! arena and slots. Admission uses only layers 1 and 2; its async `acquire_async` is in
+//! [`admission`] too (feature `tokio`). Moving a frozen queue to another host through Redis
 //! is the separate crate [`tickwheel-redis`](https://docs.rs/tickwheel-redis).
 //!
 //! # Guarantees
@@ -44,7 +47,7 @@
 //!   timers are reported, not lost.
 //!
 //! Each module's documentation states its own contract in full ([`wheel`], [`clock`],
-//! [`sync`], [`sync::admission`], and `tokio`).
+//! [`sync`], [`admission`], and `tokio`).
 //!
 //! # One example per layer
 //!
@@ -124,11 +127,11 @@
 //! assert_eq!(sched.len(), 1);
 //! ```
 //!
-//! [`sync::admission`]: a FIFO wait queue of expiring tickets over a local and a global limit.
+//! [`admission`]: a FIFO wait queue of expiring tickets over a local and a global limit.
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use tickwheel::sync::admission::{AdmissionQueue, Limit, Order};
+//! use tickwheel::admission::{AdmissionQueue, Limit, Order};
 //!
 //! let global = Limit::new(1024); // KiB for the whole process
 //! let conn = AdmissionQueue::with_options(256, Some(global.clone()), Order::Strict, Duration::from_millis(1));
@@ -176,7 +179,7 @@
 //!
 //! | feature | adds |
 //! |---|---|
-//! | `tokio` | the `tokio` module: `DelayQueue`, `Scheduler::due_stream`, `AdmissionQueue::acquire_async` |
+//! | `tokio` | the `tokio` module (`DelayQueue`, `Scheduler::due_stream`) and `AdmissionQueue::acquire_async` |
 //! | `serde` | `Serialize`/`Deserialize` for the scheduler's handoff snapshot ([`sync::snapshot`]) |
 //! | `metrics` | gauges, counters and a lateness histogram through the `metrics` facade ([`sync::observe`]) |
 //! | `tracing` | a `tracing` event per drain, freeze, unfreeze and import ([`sync::observe`]) |
@@ -187,6 +190,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod admission;
 pub mod clock;
 pub mod indexed;
 mod loom;

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
-use tickwheel::sync::admission::{AcquireError, AdmissionQueue, RegisterError};
+use tickwheel::admission::{AcquireError, AdmissionQueue, RegisterError};
 
 fn far() -> Instant {
     Instant::now() + Duration::from_secs(60)

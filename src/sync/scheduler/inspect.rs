@@ -4,7 +4,7 @@
 //! `shard/inspect.rs`.
 //!
 //! Every method here locks one shard at a time and first finishes the `Due`s done since
-//! that shard was last settled (see `done.rs`), so a `Due` dropped before the call is never
+//! that shard was last settled (see `core.rs`), so a `Due` dropped before the call is never
 //! reported in flight. Of the user's code, only `Clone` of `K` or `Q` (and the closure of
 //! [`Scheduler::with_value`]) runs under the lock. Under concurrent use, an answer over
 //! several shards is a per-shard snapshot (shards are read one after another).
@@ -15,7 +15,7 @@ use std::hash::Hash;
 use hashbrown::HashSet;
 
 use super::Scheduler;
-use super::freeze::in_order;
+use crate::sync::freeze::in_order;
 use crate::sync::inspect::{IdInfo, Member, QueueCounts};
 use crate::sync::shard::ShardState;
 

@@ -5,7 +5,7 @@
 use std::borrow::Borrow;
 use std::hash::Hash;
 
-use super::frozen::Ordered;
+use super::freeze::Ordered;
 use super::{Entry, Place, ShardState};
 use crate::sync::inspect::{IdInfo, IdState, Member, QueueCounts};
 

@@ -11,7 +11,7 @@ use ::tracing::field::{Field, Visit};
 use ::tracing::span::{Attributes, Id, Record};
 use ::tracing::{Event, Level, Metadata, Subscriber};
 
-use super::{FrozenEntry, Retried, Scheduler};
+use crate::sync::{FrozenEntry, Retried, Scheduler};
 
 /// One event as seen: level, target and every field as text (`message` included).
 #[derive(Debug, Clone, PartialEq)]

@@ -3,6 +3,10 @@
 //! [`Scheduler::import`](super::Scheduler::import) accepts and hands back, and what
 //! [`Due::retry_at`](super::Due::retry_at) did.
 
+mod scheduler;
+
+pub(crate) use scheduler::in_order;
+
 use std::fmt;
 use std::time::Instant;
 

@@ -98,6 +98,8 @@
 //!
 //! None of them panics or changes anything.
 
+#[cfg(feature = "tokio")]
+mod acquire_async;
 mod limit;
 mod queue;
 mod shared;
@@ -105,6 +107,8 @@ mod shared;
 mod tests;
 mod types;
 
+#[cfg(feature = "tokio")]
+pub use acquire_async::Acquire;
 pub use limit::Limit;
 pub use queue::WaitQueue;
 pub use shared::{AcquireError, AdmissionQueue, Permit, Waiter};

@@ -1,4 +1,4 @@
-//! `AdmissionQueue::acquire_async`: waiting for capacity from a task.
+//! `AdmissionQueue::acquire_async` (feature `tokio`): waiting for capacity from a task.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use tokio::time::Sleep;
 
-use crate::sync::admission::{AcquireError, AdmissionQueue, Permit, Waiter};
+use super::{AcquireError, AdmissionQueue, Permit, Waiter};
 
 impl AdmissionQueue {
     /// [`acquire`](AdmissionQueue::acquire) for a task: resolves to a [`Permit`] once
@@ -30,7 +30,7 @@ impl AdmissionQueue {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// use std::time::{Duration, Instant};
-    /// use tickwheel::sync::admission::AdmissionQueue;
+    /// use tickwheel::admission::AdmissionQueue;
     ///
     /// let q = AdmissionQueue::new(10, Duration::from_millis(1));
     /// let deadline = Instant::now() + Duration::from_secs(1);

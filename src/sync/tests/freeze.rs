@@ -3,8 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::model::id_on;
-use super::{Cancel, FrozenEntry, RescheduleError, Retried, RetryError, ScheduleError, Scheduler};
+use super::interleave::id_on;
+use crate::sync::{
+    Cancel, FrozenEntry, RescheduleError, Retried, RetryError, ScheduleError, Scheduler,
+};
 
 type Sched = Scheduler<u8, u64, u64>;
 

@@ -33,7 +33,7 @@ const AGAIN: u8 = 2;
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use tickwheel::sync::admission::{AcquireError, AdmissionQueue};
+/// use tickwheel::admission::{AcquireError, AdmissionQueue};
 ///
 /// let q = AdmissionQueue::new(100, Duration::from_millis(1));
 /// let deadline = Instant::now() + Duration::from_millis(20);

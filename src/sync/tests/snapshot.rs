@@ -5,8 +5,10 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-use super::snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError, from_reference, to_reference};
-use super::{FrozenEntry, Scheduler};
+use crate::sync::snapshot::{
+    SNAPSHOT_VERSION, Snapshot, SnapshotError, from_reference, to_reference,
+};
+use crate::sync::{FrozenEntry, Scheduler};
 
 type Sched = Scheduler<String, u64, u64>;
 

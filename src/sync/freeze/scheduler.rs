@@ -1,18 +1,19 @@
 //! Freezing a queue for a handoff: [`Scheduler::freeze_queue`], `queue_in_flight`,
 //! `take_forwarded`, `unfreeze_queue`, `import`, and the scheduler's side of
-//! `Due::retry_at`. The shard's side is in `shard/frozen.rs`.
+//! `Due::retry_at`. The shard's side is in `shard/freeze.rs`.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
 use std::time::Instant;
 
-use super::{Inner, Scheduler};
-use crate::sync::freeze::{Frozen, FrozenEntry, Imported, Retried, RetryError};
+use super::{Frozen, FrozenEntry, Imported, Retried, RetryError};
+use crate::sync::core::Inner;
+use crate::sync::scheduler::Scheduler;
 use crate::sync::shard::{Ordered, Refusal, Timer};
 use crate::sync::trash::Trash;
 
 /// Sorts by delivery order and drops the keys.
-pub(super) fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
+pub(crate) fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
     items.sort_unstable_by_key(|&(tick, seq, _)| (tick, seq));
     items.into_iter().map(|(_, _, e)| e).collect()
 }
@@ -73,7 +74,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         }
     }
 
-    /// One shard's part of a freeze (a separate step for the model checker).
+    /// One shard's part of a freeze (a separate step for the interleaving harness).
     pub(crate) fn freeze_shard<B>(
         &self,
         index: usize,

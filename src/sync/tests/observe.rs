@@ -10,7 +10,7 @@ use ::metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
 
-use super::{Cancel, FrozenEntry, Retried, Scheduler};
+use crate::sync::{Cancel, FrozenEntry, Retried, Scheduler};
 
 /// Counters and gauges as atomics (a gauge holds `f64` bits), histograms as lists, by name;
 /// each with the labels it was registered with.
