@@ -109,7 +109,7 @@ const FAIR_SHARE: usize = 128;
 
 /// The furthest ahead the stream's `Sleep` is ever armed (see the module doc). A timer due
 /// later is waited for in steps of this length: one idle `pop_due` per step.
-const MAX_SLEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(super) const MAX_SLEEP: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// An async dispatcher: a [`Stream`](futures_core::Stream) of this scheduler's due
