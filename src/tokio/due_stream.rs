@@ -219,6 +219,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 ///
 /// `next()` is cancel safe (e.g. in `tokio::select!`): a timer leaves the stream's batch
 /// only when it is returned.
+#[must_use = "a stream delivers nothing unless polled; dropping it stops this dispatcher"]
 pub struct DueStream<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     sched: Arc<Scheduler<Q, K, T>>,
     /// Popped and not yet yielded: in flight, ours to yield. Dropping it (with the stream)

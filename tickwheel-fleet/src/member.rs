@@ -31,6 +31,7 @@ use crate::{
 /// owner through Redis, and after a lost lease fences itself and rejoins. Dropping the
 /// `Member` stops that task and revokes the lease (its queues are then adopted by others
 /// after the grace); [`Member::leave`] hands them over first.
+#[must_use = "dropping the member stops its dispatch and revokes its lease at once"]
 pub struct Member<Q: QueueName, K, T> {
     shared: Arc<Shared<Q, K, T>>,
     task: Option<JoinHandle<()>>,

@@ -381,6 +381,7 @@ impl Cell {
 /// ([`try_take`](Waiter::try_take)), or drop it — which cancels it if it still waits and
 /// gives its amount back if it was granted, so a dropped waiter never leaks capacity.
 #[derive(Debug)]
+#[must_use = "dropping the waiter cancels the request (or gives back what was granted)"]
 pub struct Waiter {
     inner: Arc<Inner>,
     ticket: Ticket,
@@ -508,6 +509,7 @@ impl Drop for Waiter {
 /// Capacity granted: `amount` units of the queue's local limit (and of its global one, if
 /// any), given back when the permit is dropped.
 #[derive(Debug)]
+#[must_use = "dropping the permit gives its capacity back at once"]
 pub struct Permit {
     inner: Arc<Inner>,
     amount: u64,
