@@ -70,6 +70,10 @@ async fn a_never_due_deadline_waits_without_panicking() {
         drop(held);
         let granted = tokio::time::timeout(Duration::from_secs(10), never).await;
         let amount = granted.ok().and_then(|r| r.ok()).map(|p| p.amount());
-        assert_eq!(amount, Some(1), "{resolution:?}: granted once capacity came back");
+        assert_eq!(
+            amount,
+            Some(1),
+            "{resolution:?}: granted once capacity came back"
+        );
     }
 }

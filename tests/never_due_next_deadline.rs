@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use tickwheel::sync::Scheduler;
 use tickwheel::TimerWheel;
+use tickwheel::sync::Scheduler;
 
 const YEAR: u64 = 365 * 24 * 3600;
 
@@ -38,9 +38,16 @@ fn timer_wheel_leaves_a_never_due_timer_out_of_next_deadline() {
         let soon = t0 + Duration::from_secs(5);
         wheel.insert_at(soon, "soon");
         let answer = wheel.next_deadline();
-        assert!(answer.is_some_and(|at| at <= soon), "{resolution:?}: {answer:?}");
+        assert!(
+            answer.is_some_and(|at| at <= soon),
+            "{resolution:?}: {answer:?}"
+        );
         assert!(wheel.poll(soon).is_some());
-        assert_eq!(wheel.next_deadline(), None, "{resolution:?}: only the never-due one");
+        assert_eq!(
+            wheel.next_deadline(),
+            None,
+            "{resolution:?}: only the never-due one"
+        );
         assert_eq!(wheel.len(), 1);
     }
 }
@@ -85,9 +92,16 @@ fn scheduler_leaves_a_never_due_timer_out_of_next_deadline() {
             panic!("schedule: {e}");
         }
         let answer = sched.next_deadline();
-        assert!(answer.is_some_and(|at| at <= soon), "{resolution:?}: {answer:?}");
+        assert!(
+            answer.is_some_and(|at| at <= soon),
+            "{resolution:?}: {answer:?}"
+        );
         assert_eq!(sched.pop_due(soon, 10).count(), 1);
-        assert_eq!(sched.next_deadline(), None, "{resolution:?}: only the never-due one");
+        assert_eq!(
+            sched.next_deadline(),
+            None,
+            "{resolution:?}: only the never-due one"
+        );
         assert_eq!(sched.len(), 1);
     }
 }

@@ -77,9 +77,9 @@ impl Future for Acquire {
             if let Some(result) = waiter.try_take() {
                 return Poll::Ready(result);
             }
-            let sleep = this
-                .sleep
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(capped(waiter.wake_at()))));
+            let sleep = this.sleep.get_or_insert_with(|| {
+                Box::pin(tokio::time::sleep_until(capped(waiter.wake_at())))
+            });
             if sleep.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
@@ -95,7 +95,9 @@ impl Future for Acquire {
             if let Some(result) = waiter.try_take() {
                 return Poll::Ready(result);
             }
-            sleep.as_mut().reset(capped(after(now, waiter.resolution())));
+            sleep
+                .as_mut()
+                .reset(capped(after(now, waiter.resolution())));
         }
     }
 }

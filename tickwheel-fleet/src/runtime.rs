@@ -372,7 +372,7 @@ where
             .recover(q.clone())
             .await
             .map_err(|e| Error::Recovery(e.to_string()))?;
-        let recovered = s.scheduler.import(q, entries).imported;
+        let recovered = s.scheduler.import(q.clone(), entries).imported;
         let leftover = match adopted {
             Adopted::Owned(_) => 0,
             Adopted::Leftover(inc) => match s.custody.complete(inc, &s.scheduler).await {
