@@ -1,6 +1,7 @@
 //! `acquire_async` with feature `tokio`: grants in FIFO order, expiry by the task itself,
 //! and cancellation safety — a future dropped while waiting or after being granted leaves
-//! no capacity behind; a never-due deadline waits without a panic.
+//! no capacity behind; a never-due deadline waits without a panic; a passed deadline is
+//! reported in instants.
 #![cfg(feature = "tokio")]
 
 use std::future::Future;
@@ -75,5 +76,24 @@ async fn a_never_due_deadline_waits_without_panicking() {
             Some(1),
             "{resolution:?}: granted once capacity came back"
         );
+    }
+}
+
+/// A passed deadline is reported in the instants the caller gave, not in internal ticks:
+/// the data holds the deadline as given, and the message says how long ago it passed.
+#[test]
+fn a_passed_deadline_is_reported_in_instants() {
+    let q = AdmissionQueue::new(1, Duration::from_millis(10));
+    let _held = q.acquire(1, far()).unwrap();
+    let deadline = Instant::now();
+    std::thread::sleep(Duration::from_millis(30));
+    match q.acquire(1, deadline) {
+        Err(AcquireError::Refused(RegisterError::DeadlinePassedAt { deadline: d, now })) => {
+            assert_eq!(d, deadline);
+            assert!(now.duration_since(d) >= Duration::from_millis(30));
+            let text = RegisterError::DeadlinePassedAt { deadline: d, now }.to_string();
+            assert!(text.contains("ago") && !text.contains("tick"), "{text}");
+        }
+        other => panic!("expected DeadlinePassedAt, got {other:?}"),
     }
 }
