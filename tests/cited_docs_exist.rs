@@ -36,7 +36,11 @@ fn every_cited_markdown_file_exists() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     text_files(root, &mut files);
-    assert!(files.len() > 100, "found the sources ({} files)", files.len());
+    assert!(
+        files.len() > 100,
+        "found the sources ({} files)",
+        files.len()
+    );
     let mut missing = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap_or_default();
@@ -45,13 +49,21 @@ fn every_cited_markdown_file_exists() {
         for cited in cited_markdown(&text) {
             let mut bases = vec![root.to_path_buf()];
             bases.extend(file.parent().map(Path::to_path_buf));
-            bases.extend(crate_root.clone().filter(|c| c.join("Cargo.toml").is_file()));
+            bases.extend(
+                crate_root
+                    .clone()
+                    .filter(|c| c.join("Cargo.toml").is_file()),
+            );
             if !bases.iter().any(|b| b.join(cited).is_file()) {
                 missing.push(format!("{}: {cited}", rel.display()));
             }
         }
     }
-    assert!(missing.is_empty(), "cited but missing:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "cited but missing:\n{}",
+        missing.join("\n")
+    );
 }
 
 #[test]

@@ -83,10 +83,10 @@ fn public_module_files(src: &Path) -> Vec<PathBuf> {
 
 fn names_a_file(doc: &str) -> bool {
     doc.split(|c: char| !(c.is_alphanumeric() || "_./:-".contains(c)))
-            .any(|word| {
-                let file = word.len() > 3 && (word.ends_with(".rs") || word.ends_with(".md"));
-                file && !word.starts_with("https://") && !word.starts_with("http://")
-            })
+        .any(|word| {
+            let file = word.len() > 3 && (word.ends_with(".rs") || word.ends_with(".md"));
+            file && !word.starts_with("https://") && !word.starts_with("http://")
+        })
 }
 
 #[test]
