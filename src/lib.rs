@@ -36,9 +36,14 @@
 //! - **Never skipped**: once `poll(now)` returns `None`, no pending timer has a deadline at or
 //!   before `now`, whatever the cadence of polls.
 //! - **Order**: deadline order; equal deadlines in insertion order for timers never reset.
-//! - **Stale keys are harmless**: no operation through a stale or foreign key touches another
-//!   timer, and none panics, except where a drop-in API must panic as the original does (each
-//!   such method of `tokio::DelayQueue` has a `try_*` twin).
+//! - **Stale keys are harmless**: no operation through a stale key touches another timer,
+//!   and none panics, except where a drop-in API must panic as the original does (each such
+//!   method of `tokio::DelayQueue` has a `try_*` twin).
+//! - **Foreign keys almost always miss**: a key of another wheel answers like a stale one,
+//!   except for a pair of wheels whose generation offsets happen to lie close (about
+//!   `R / 2^31` of pairs for indexes reused fewer than `R` times; never between wheels driven
+//!   alike or made one after the other below 65 536 reuses). [`TimerKey`] states the exact
+//!   rule; keep keys with their wheel where the answer must be certain.
 //! - **Whole range**: any `u64` deadline; past deadlines fire on the next poll.
 //! - **Bounded memory**: references left behind by cancels are bounded in proportion to the
 //!   live timers ([`Wheel::stats`] gives the exact bound); `shrink_to_fit` gives memory back.

@@ -92,7 +92,7 @@
 //! |---|---|
 //! | amount 0 | `Err(RegisterError::ZeroAmount)` |
 //! | amount above the local or global capacity | `Err(RegisterError::TooLarge)` |
-//! | deadline at or before now | granted if it would be at once, else `Err(RegisterError::DeadlinePassed)` |
+//! | deadline at or before now | granted if it would be at once, else `Err(RegisterError::DeadlinePassed)` (`DeadlinePassedAt`, in instants, from `AdmissionQueue`) |
 //! | stale or foreign ticket | `Cancel::NotFound`, `None`, `false`: nothing changes |
 //! | `release` of more than is detached | `Err(ReleaseError)`: nothing changes |
 //!

@@ -51,6 +51,8 @@ pub(super) struct Shared {
 /// dispatcher thread (from inside the handler) sets the stop flag and returns at once,
 /// without waiting — the thread cannot wait for itself. The thread then stops when the
 /// handler returns, and the rest of its batch goes back as pending.
+#[must_use = "dropping the handle stops the dispatcher thread: keep it for as long as timers \
+              should be delivered, and call `shutdown` to stop"]
 pub struct DispatcherHandle {
     shared: Arc<Shared>,
     signal: Arc<Signal>,

@@ -55,6 +55,7 @@ use super::trash::Trash;
 /// drop(batch); // item 2 was not taken: it goes back, pending and due
 /// assert_eq!((sched.len(), sched.in_flight_len()), (1, 0));
 /// ```
+#[must_use = "dropping the batch puts its timers back, pending and undelivered"]
 pub struct DueBatch<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     inner: Arc<Inner<Q, K, T>>,
     /// `(shard, timer)`, in delivery order; all in flight.

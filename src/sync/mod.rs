@@ -48,8 +48,9 @@
 //! **Lookups by borrowed form.** Every method that looks an id or a queue name up takes
 //! any borrowed form of it, as `HashMap::get` does (`&str` for a `String`): `K: Borrow<B>`
 //! or `Q: Borrow<B>`. The id's shard is picked by hashing the borrowed form, which `Borrow`
-//! requires to hash as the owned one. `freeze_queue` and `import`, which keep a copy of
-//! the queue name, ask for `B: ToOwned<Owned = Q>`.
+//! requires to hash as the owned one. `freeze_queue`, which keeps a copy of the queue
+//! name, asks for `B: ToOwned<Owned = Q>`; `import` takes the name as `schedule` does, or
+//! a reference that clones into one ([`IntoQueue`]).
 //!
 //! Into a frozen queue, `schedule` is `Err(Frozen)` and `import` puts the entry in
 //! `refused`, whatever the id's state (checked first, in the id's shard).
@@ -248,7 +249,7 @@ pub use crate::admission;
 pub use builder::SchedulerBuilder;
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};
-pub use freeze::{Frozen, FrozenEntry, Imported, Retried, RetryError};
+pub use freeze::{Frozen, FrozenEntry, Imported, IntoQueue, Retried, RetryError};
 pub use inspect::{IdInfo, IdState, Member, QueueCounts};
 pub use scheduler::Scheduler;
 #[cfg(feature = "tokio")]

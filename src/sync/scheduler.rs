@@ -286,8 +286,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 
     /// The earliest instant at which [`pop_due`](Self::pop_due) may find a timer due;
     /// `None` when no pending timer will ever be due: nothing is pending, or every pending
-    /// timer is *never due* (its deadline saturated: see [`schedule`](Self::schedule)).
-    /// Locks one shard at a time: O(shards × levels).
+    /// timer is *never due* (its deadline saturated: see [`schedule`](Self::schedule)); a
+    /// never-due timer never sets the answer. Locks one shard at a time: O(shards × levels),
+    /// plus a look at the timers of one slot in a shard whose earliest slot holds a
+    /// never-due timer.
     ///
     /// Never later than the earliest pending deadline (rounded up to its tick). It can be
     /// earlier when the earliest timer is still far away (more than 64 ticks): then it is

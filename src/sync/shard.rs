@@ -375,7 +375,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// `pop_due` there would pass the shard over, and the waiter would wake again at once.)
     pub(crate) fn earliest(&self) -> Option<u64> {
         let staged = self.staged.first_key_value().map(|(&(tick, _), _)| tick);
-        let earliest = match (staged, self.wheel.next_expiration()) {
+        let earliest = match (staged, self.wheel.next_expiration_or_never()) {
             (Some(s), Some(w)) => s.min(w),
             (s, w) => s.or(w)?,
         };

@@ -454,14 +454,16 @@ impl<T> DelayQueue<T> {
         }
     }
 
-    /// [`reset_at`](Self::reset_at) that returns `false` (and changes nothing) for a stale or
-    /// foreign key. Not in tokio-util.
+    /// [`reset_at`](Self::reset_at) that returns `false` (and changes nothing) for a stale key
+    /// (and a foreign one, but for the rare pair of queues [`Key`] describes). Not in
+    /// tokio-util.
     pub fn try_reset_at(&mut self, key: &Key, when: Instant) -> bool {
         self.reset_tick(key, ticks::deadline_tick(self.origin, when))
     }
 
-    /// [`reset`](Self::reset) that returns `false` (and changes nothing) for a stale or
-    /// foreign key. Not in tokio-util.
+    /// [`reset`](Self::reset) that returns `false` (and changes nothing) for a stale key
+    /// (and a foreign one, but for the rare pair of queues [`Key`] describes). Not in
+    /// tokio-util.
     pub fn try_reset(&mut self, key: &Key, timeout: Duration) -> bool {
         let tick = ticks::timeout_tick(self.origin, Instant::now(), timeout);
         self.reset_tick(key, tick)

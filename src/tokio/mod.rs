@@ -54,7 +54,7 @@
 //! that layer: a lower layer never imports a higher one.
 
 pub mod delay_queue;
-mod due_stream;
+pub(crate) mod due_stream;
 mod key;
 mod one_sleep;
 mod peek;

@@ -6,7 +6,7 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 use std::time::Instant;
 
-use super::{Frozen, FrozenEntry, Imported, Retried, RetryError};
+use super::{Frozen, FrozenEntry, Imported, IntoQueue, Retried, RetryError};
 use crate::sync::core::Inner;
 use crate::sync::scheduler::Scheduler;
 use crate::sync::shard::{Ordered, Refusal, Timer};
@@ -270,9 +270,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// as by [`schedule`](Self::schedule). O(entries) expected; locks the id's shard once
     /// per entry. Wakes a poller that sleeps past the earliest deadline imported.
     ///
-    /// `queue` may be any borrowed form of `Q` that can make an owned `Q`
-    /// (`ToOwned<Owned = Q>`: `&str` for a `String` name); each entry gets its own
-    /// `to_owned` copy, made before its shard is locked.
+    /// `queue` is taken as [`schedule`](Self::schedule) takes it (`"q"` for a `&'static str`
+    /// name), or by reference ([`IntoQueue`]: `&name`, or `"q"` for a `String` name). Each
+    /// entry gets its own clone, made before its shard is locked.
     ///
     /// ```
     /// use std::time::Instant;
@@ -286,14 +286,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// assert_eq!((again.imported, again.present), (0, entries));
     /// assert_eq!(sched.len(), 2);
     /// ```
-    pub fn import<B>(
+    pub fn import(
         &self,
-        queue: &B,
+        queue: impl IntoQueue<Q>,
         entries: impl IntoIterator<Item = FrozenEntry<K, T>>,
-    ) -> Imported<K, T>
-    where
-        B: ToOwned<Owned = Q> + ?Sized,
-    {
+    ) -> Imported<K, T> {
+        let queue: Q = queue.into_queue();
         let mut out = Imported {
             imported: 0,
             present: Vec::new(),
@@ -302,7 +300,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         let mut earliest = None::<u64>;
         for FrozenEntry { id, at, value } in entries {
             let tick = self.inner.clock.deadline_tick(at);
-            let name = queue.to_owned();
+            let name = queue.clone();
             let mut trash = Trash::new();
             let (mut shard, done) = self.shard_of(&id).lock_lazy();
             let timer = Timer {

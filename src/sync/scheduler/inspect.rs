@@ -187,8 +187,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// with no member. Cheap: O(shards), reading one counter record per shard, no member
     /// visited; locks one shard at a time. `queue` may be any borrowed form of `Q`.
     ///
-    /// `pending + forwarded` is [`queue_len`](Self::queue_len); `in_flight` is the length
-    /// of [`queue_in_flight`](Self::queue_in_flight).
+    /// `pending` (forwarded members included) is [`queue_len`](Self::queue_len);
+    /// `in_flight` is the length of [`queue_in_flight`](Self::queue_in_flight).
     ///
     /// ```
     /// use std::time::Instant;

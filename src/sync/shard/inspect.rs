@@ -81,7 +81,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             .map_or(QueueCounts::default(), |&rec| {
                 let rec = self.queue_rec(rec);
                 QueueCounts {
-                    pending: rec.pending,
+                    pending: rec.pending + rec.forwarded,
                     in_flight: rec.in_flight,
                     forwarded: rec.forwarded,
                 }

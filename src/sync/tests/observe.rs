@@ -143,7 +143,7 @@ fn counters_and_gauges_follow_every_move() {
         at: t0,
         value: 'w',
     }];
-    assert_eq!(sched.import(&0, back).imported, 1);
+    assert_eq!(sched.import(0, back).imported, 1);
     check_gauges(&store, &sched);
 
     let counts = |name: &str| store.count(name);

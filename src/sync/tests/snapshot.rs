@@ -120,7 +120,7 @@ proptest! {
                 "too late: {} for {} (t4 {})", real, d, t4
             );
         }
-        let out = target.import(&"q".to_string(), entries);
+        let out = target.import("q".to_string(), entries);
         prop_assert_eq!((out.imported, out.present.len(), out.refused.len()), (order.len(), 0, 0));
         let last = target_clock(t4 + 40_000_000_000);
         let delivered: Vec<(u64, u64)> =
