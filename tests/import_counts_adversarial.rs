@@ -13,6 +13,7 @@ fn entries(ids: std::ops::Range<u32>, at: Instant) -> Vec<FrozenEntry<u32, u32>>
 }
 
 #[test]
+#[allow(clippy::needless_borrows_for_generic_args)] // the borrowed form is what is tested
 fn import_takes_static_str_queues_as_schedule_does() {
     let t0 = Instant::now();
     let sched: Scheduler<&'static str, u32, u32> = Scheduler::builder().origin(t0).build();
@@ -26,6 +27,7 @@ fn import_takes_static_str_queues_as_schedule_does() {
 }
 
 #[test]
+#[allow(clippy::needless_borrows_for_generic_args)] // the borrowed form is what is tested
 fn import_takes_string_queues_owned_and_borrowed() {
     let t0 = Instant::now();
     let sched: Scheduler<String, u32, u32> = Scheduler::builder().origin(t0).shards(8).build();
@@ -44,6 +46,7 @@ fn import_takes_string_queues_owned_and_borrowed() {
 }
 
 #[test]
+#[allow(clippy::needless_borrows_for_generic_args)] // the borrowed form is what is tested
 fn import_takes_arc_str_queues_owned_and_borrowed() {
     let t0 = Instant::now();
     let sched: Scheduler<Arc<str>, u32, u32> = Scheduler::builder().origin(t0).build();
