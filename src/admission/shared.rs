@@ -194,8 +194,13 @@ impl AdmissionQueue {
     /// # Errors
     ///
     /// As [`WaitQueue::register`], but a passed deadline is
-    /// [`RegisterError::DeadlinePassedAt`] (instants, not ticks); a `deadline` before the
-    /// next tick counts as passed.
+    /// [`RegisterError::DeadlinePassedAt`] (instants, not ticks). The deadline rounds up to
+    /// a tick boundary (never early), so a deadline still ahead is never refused, even one
+    /// closer than the next tick: its ticket expires at that tick, up to one resolution
+    /// late. Only a deadline whose tick has begun counts as passed. A deadline too far ahead
+    /// for a tick (what a saturating `now + Duration::MAX` gives) is never due: its ticket
+    /// waits until it is granted or cancelled and never expires, and neither `acquire` nor
+    /// `acquire_async` panics on it (README, "One saturation rule").
     pub fn register(&self, amount: u64, deadline: Instant) -> Result<Waiter, RegisterError> {
         let cell = Arc::new(Cell {
             state: Mutex::new(CellState::Waiting(None)),

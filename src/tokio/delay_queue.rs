@@ -276,7 +276,10 @@ impl<T> DelayQueue<T> {
     }
 
     /// The deadline of the entry `key` names: the instant asked for, rounded up to the queue's
-    /// 1 ms resolution. O(1).
+    /// 1 ms resolution. O(1). A deadline past the last tick the queue can reach (never due,
+    /// as the README's saturation rule says) shows the instant that last tick begins at,
+    /// about 585 million years after the queue's origin, which is earlier than an instant
+    /// asked for beyond it.
     ///
     /// # Panics
     ///
