@@ -1,0 +1,80 @@
+//! The embedded engines behind a journal: one trait, one small adapter per engine.
+//!
+//! A journal keeps two tables, each keyed by the postcard encoding of a timer's id:
+//! `timers` (queue, deadline, value: written once per timer) and `meta` (attempt count and
+//! current deadline: written when a timer is handed out, rescheduled or retried). A timer
+//! that ends deletes its keys, so both tables hold live timers only.
+
+use crate::error::Result;
+
+mod fjall;
+#[cfg(feature = "redb")]
+mod redb;
+
+/// Which table a record goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Table {
+    Timers,
+    Meta,
+}
+
+/// One change to a table.
+#[derive(Debug)]
+pub(crate) enum Op {
+    Put(Table, Vec<u8>, Vec<u8>),
+    /// Deletes a key written once since its last delete (LSM engines may drop the tombstone
+    /// early when it meets the put).
+    DeleteOnce(Table, Vec<u8>),
+    Delete(Table, Vec<u8>),
+}
+
+/// The storage engine of a journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Engine {
+    /// [fjall](https://docs.rs/fjall) 3: a log-structured merge tree, pure Rust. The default
+    /// (see the crate docs for the measurements behind the choice).
+    #[default]
+    Fjall,
+    /// [redb](https://docs.rs/redb) 5: copy-on-write B-trees, ACID. Needs the `redb`
+    /// feature.
+    #[cfg(feature = "redb")]
+    Redb,
+}
+
+/// An open engine. Used by one thread at a time (the writer; recovery before it starts).
+pub(crate) trait Store: Send + 'static {
+    /// Applies `ops` in order, as one atomic batch; durable after the next `sync`.
+    fn write(&mut self, ops: &mut Vec<Op>) -> Result<()>;
+    /// Makes every write so far survive a crash of the machine (fsync).
+    fn sync(&mut self) -> Result<()>;
+    /// Approximate number of keys in `table` (for progress reports).
+    fn approximate_len(&self, table: Table) -> usize;
+    /// Calls `f` with every key and value of `table`, in key order.
+    fn scan(&self, table: Table, f: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()>;
+}
+
+/// Opens (or creates) the engine's files in `dir`.
+pub(crate) fn open(engine: Engine, dir: &std::path::Path) -> Result<Box<dyn Store>> {
+    match engine {
+        Engine::Fjall => Ok(Box::new(fjall::FjallStore::open(dir)?)),
+        #[cfg(feature = "redb")]
+        Engine::Redb => Ok(Box::new(redb::RedbStore::open(dir)?)),
+    }
+}
+
+/// Bytes in the files under `dir`, recursively: what a journal uses on disk (0 if `dir`
+/// cannot be read). O(files).
+pub fn disk_usage(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => disk_usage(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
