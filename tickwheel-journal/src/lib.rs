@@ -102,5 +102,5 @@ mod writer;
 pub use due::{Due, DueBatch};
 pub use durable::{Durable, Options, Slot};
 pub use error::{Error, Result};
-pub use store::{Engine, disk_usage};
+pub use store::{DiskUsage, Engine, disk_usage};
 pub use writer::{Durability, WriterStats};

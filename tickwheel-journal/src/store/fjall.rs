@@ -14,18 +14,19 @@ pub(crate) struct FjallStore {
 }
 
 impl FjallStore {
-    pub(crate) fn open(dir: &Path) -> Result<Self> {
-        // The journal syncs itself (group commit); fjall's own background fsync is not needed.
+    pub(crate) fn open(dir: &Path, memtable_bytes: u64) -> Result<Self> {
+        // The journal syncs itself (group commit): no background fsync. The write-ahead log
+        // is capped at fjall's minimum (64 MiB), which bounds both the disk it takes and
+        // what recovery replays; a memtable flushes at `memtable_bytes`, and the flush drops
+        // every timer that ended within it.
         let db = Database::builder(dir)
             .manual_journal_persist(true)
+            .max_journaling_size(64 << 20)
             .open()
             .map_err(Error::engine)?;
-        let timers = db
-            .keyspace("timers", KeyspaceCreateOptions::default)
-            .map_err(Error::engine)?;
-        let meta = db
-            .keyspace("meta", KeyspaceCreateOptions::default)
-            .map_err(Error::engine)?;
+        let options = || KeyspaceCreateOptions::default().max_memtable_size(memtable_bytes);
+        let timers = db.keyspace("timers", options).map_err(Error::engine)?;
+        let meta = db.keyspace("meta", options).map_err(Error::engine)?;
         Ok(FjallStore {
             db,
             timers,

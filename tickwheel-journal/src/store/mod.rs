@@ -55,26 +55,64 @@ pub(crate) trait Store: Send + 'static {
 }
 
 /// Opens (or creates) the engine's files in `dir`.
-pub(crate) fn open(engine: Engine, dir: &std::path::Path) -> Result<Box<dyn Store>> {
+pub(crate) fn open(
+    engine: Engine,
+    dir: &std::path::Path,
+    memtable_bytes: u64,
+) -> Result<Box<dyn Store>> {
+    let _ = memtable_bytes;
     match engine {
-        Engine::Fjall => Ok(Box::new(fjall::FjallStore::open(dir)?)),
+        Engine::Fjall => Ok(Box::new(fjall::FjallStore::open(dir, memtable_bytes)?)),
         #[cfg(feature = "redb")]
         Engine::Redb => Ok(Box::new(redb::RedbStore::open(dir)?)),
     }
 }
 
-/// Bytes in the files under `dir`, recursively: what a journal uses on disk (0 if `dir`
-/// cannot be read). O(files).
-pub fn disk_usage(dir: &std::path::Path) -> u64 {
+/// Bytes of disk allocated to the files under `dir`, recursively (as `du` counts: a
+/// preallocated, partly written file counts what it holds), and how many of them are in
+/// the engine's write-ahead log files (`*.jnl`, fjall's; capped at 64 MiB by the journal).
+/// `(0, 0)` if `dir` cannot be read. O(files).
+pub fn disk_usage(dir: &std::path::Path) -> DiskUsage {
+    let mut usage = DiskUsage::default();
+    add_usage(dir, &mut usage);
+    usage
+}
+
+/// What [`disk_usage`] found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskUsage {
+    /// Bytes allocated to every file.
+    pub total: u64,
+    /// Of those, bytes of write-ahead log files.
+    pub log: u64,
+}
+
+fn add_usage(dir: &std::path::Path, usage: &mut DiskUsage) {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
+        return;
     };
-    entries
-        .flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => disk_usage(&e.path()),
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        })
-        .sum()
+    for e in entries.flatten() {
+        match e.metadata() {
+            Ok(m) if m.is_dir() => add_usage(&e.path(), usage),
+            Ok(m) => {
+                let bytes = allocated(&m);
+                usage.total += bytes;
+                if e.path().extension().is_some_and(|x| x == "jnl") {
+                    usage.log += bytes;
+                }
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+#[cfg(unix)]
+fn allocated(m: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    m.blocks() * 512
+}
+
+#[cfg(not(unix))]
+fn allocated(m: &std::fs::Metadata) -> u64 {
+    m.len()
 }
