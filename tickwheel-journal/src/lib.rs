@@ -54,8 +54,15 @@
 //!
 //! fjall (an LSM tree) and redb (copy-on-write B-trees) were measured side by side with
 //! `cargo run --release -p tickwheel-bench --example journal` (see PERFORMANCE.md in the
-//! repository). fjall is the default: ENGINE_CHOICE. redb is available with the `redb`
-//! feature, through [`Options::engine`].
+//! repository). On a 2-vCPU guest, 1 M timers, two producers, `Batched(1 ms)`: fjall took
+//! 171 000 durable schedules/s against redb's 48 000 (3.6×), recovered at 0.31 M timers/s
+//! against redb's 1.29 M (0.24×: fjall's open replays its write-ahead log), and used
+//! 60 B/timer on disk (23 B in tables, the rest log, capped at 64 MiB) against redb's 41.
+//! fjall is the default because the write path is the hot one (every schedule, hand-out
+//! and end is a write; a recovery happens once per crash); redb, with the `redb` feature
+//! through [`Options::engine`], recovers 4× faster and takes less disk. Neither reaches
+//! 1 M durable schedules/s here: the single writer thread that owns the engine is the
+//! bound (see PERFORMANCE.md).
 //!
 //! # Example
 //!

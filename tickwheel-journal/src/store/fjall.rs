@@ -61,6 +61,13 @@ impl Store for FjallStore {
         self.db.persist(PersistMode::SyncData).map_err(Error::engine)
     }
 
+    fn checkpoint(&mut self) -> Result<()> {
+        for ks in [&self.timers, &self.meta] {
+            ks.rotate_memtable_and_wait().map_err(Error::engine)?;
+        }
+        Ok(())
+    }
+
     fn approximate_len(&self, table: Table) -> usize {
         self.table(table).approximate_len()
     }

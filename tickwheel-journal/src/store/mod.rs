@@ -48,6 +48,11 @@ pub(crate) trait Store: Send + 'static {
     fn write(&mut self, ops: &mut Vec<Op>) -> Result<()>;
     /// Makes every write so far survive a crash of the machine (fsync).
     fn sync(&mut self) -> Result<()>;
+    /// On a clean close: writes in-memory tables out, so the next open reads tables
+    /// instead of replaying the write-ahead log. Default: nothing.
+    fn checkpoint(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Approximate number of keys in `table` (for progress reports).
     fn approximate_len(&self, table: Table) -> usize;
     /// Calls `f` with every key and value of `table`, in key order.

@@ -1,0 +1,150 @@
+//! tickwheel-journal's figures: durable schedules/s with two producers and group commit,
+//! recovery timers/s and disk bytes per timer, for fjall and redb side by side and beside
+//! the in-memory scheduler.
+//!
+//! `cargo run --release -p tickwheel-bench --example journal [-- --timers N]`
+//! (default 1 000 000; the journals go to a temporary directory under `TMPDIR`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tickwheel::sync::Scheduler;
+use tickwheel_journal::{Durability, Durable, Engine, Options, disk_usage};
+
+const PRODUCERS: u64 = 2;
+const CHUNK: u64 = 1_000;
+
+struct Figures {
+    name: &'static str,
+    schedules_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    syncs: u64,
+    recovery_per_s: f64,
+    recovery_s: f64,
+    disk_per_timer: f64,
+    tables_per_timer: f64,
+}
+
+fn deadline(base: Instant, id: u64) -> Instant {
+    base + Duration::from_millis(3_600_000 + (id * 7919) % 3_600_000)
+}
+
+fn journal(engine: Engine, name: &'static str, n: u64) -> Figures {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = Options::new().engine(engine).durability(Durability::default());
+    let j: Arc<Durable<u32, u64, u64>> =
+        Arc::new(Durable::open(dir.path(), options.clone()).expect("open"));
+    let base = Instant::now();
+    let start = Instant::now();
+    let waits: Vec<Vec<f64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..PRODUCERS)
+            .map(|p| {
+                let j = j.clone();
+                s.spawn(move || {
+                    let mut waits = Vec::new();
+                    let mut id = p * n / PRODUCERS;
+                    let end = (p + 1) * n / PRODUCERS;
+                    while id < end {
+                        let hi = (id + CHUNK).min(end);
+                        let t = Instant::now();
+                        let refused = j
+                            .schedule_many((id..hi).map(|i| ((i % 1000) as u32, i, deadline(base, i), i)))
+                            .expect("journal");
+                        assert!(refused.is_empty());
+                        waits.push(t.elapsed().as_secs_f64() * 1e3);
+                        id = hi;
+                    }
+                    waits
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("producer")).collect()
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let syncs = j.writer_stats().syncs;
+    let mut waits: Vec<f64> = waits.into_iter().flatten().collect();
+    waits.sort_by(f64::total_cmp);
+    let pct = |p: f64| waits[((waits.len() as f64 * p) as usize).min(waits.len() - 1)];
+    let (p50_ms, p99_ms) = (pct(0.50), pct(0.99));
+    Arc::into_inner(j).expect("producers done").close().expect("close");
+    let usage = disk_usage(dir.path());
+    let t = Instant::now();
+    let j: Durable<u32, u64, u64> = Durable::open(dir.path(), options).expect("recover");
+    let recovery_s = t.elapsed().as_secs_f64();
+    assert_eq!(j.len() as u64, n);
+    drop(j);
+    Figures {
+        name,
+        schedules_per_s: n as f64 / elapsed,
+        p50_ms,
+        p99_ms,
+        syncs,
+        recovery_per_s: n as f64 / recovery_s,
+        recovery_s,
+        disk_per_timer: usage.total as f64 / n as f64,
+        tables_per_timer: (usage.total - usage.log) as f64 / n as f64,
+    }
+}
+
+/// The same producers on the in-memory scheduler, one `schedule` a timer.
+fn memory(n: u64) -> f64 {
+    let sched: Arc<Scheduler<u32, u64, u64>> = Arc::new(Scheduler::new());
+    let base = Instant::now();
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for p in 0..PRODUCERS {
+            let sched = sched.clone();
+            s.spawn(move || {
+                for i in p * n / PRODUCERS..(p + 1) * n / PRODUCERS {
+                    sched.schedule((i % 1000) as u32, i, deadline(base, i), i).expect("new id");
+                }
+            });
+        }
+    });
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let mut n: u64 = 1_000_000;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--timers" => n = args.next().and_then(|v| v.parse().ok()).expect("--timers N"),
+            other => panic!("unknown argument {other}; usage: journal [--timers N]"),
+        }
+    }
+    println!("{n} timers (u64 id, u32 queue, u64 value), {PRODUCERS} producers, schedule_many of {CHUNK}, Durability::Batched(1 ms)");
+    let mem = memory(n);
+    let fjall = journal(Engine::Fjall, "fjall", n);
+    let redb = journal(Engine::Redb, "redb", n);
+    println!();
+    println!("| engine | schedules/s | p50 / p99 wait (ms) | fsyncs | recovery timers/s | recovery (s) | disk B/timer (tables only) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("| in memory | {mem:.0} | – | – | – | – | – |");
+    for f in [&fjall, &redb] {
+        println!(
+            "| {} | {:.0} | {:.2} / {:.2} | {} | {:.0} | {:.2} | {:.1} ({:.1}) |",
+            f.name, f.schedules_per_s, f.p50_ms, f.p99_ms, f.syncs, f.recovery_per_s, f.recovery_s, f.disk_per_timer, f.tables_per_timer
+        );
+    }
+    println!();
+    let f = &fjall;
+    println!(
+        "durable schedules/s: {:.0} (fjall, {n} timers, {PRODUCERS} producers, p99 wait {:.2} ms; {:.2}x redb, {:.3}x in memory)",
+        f.schedules_per_s,
+        f.p99_ms,
+        f.schedules_per_s / redb.schedules_per_s,
+        f.schedules_per_s / mem
+    );
+    println!(
+        "recovery: {:.0} timers/s (fjall, {n} timers in {:.2} s; {:.2}x redb)",
+        f.recovery_per_s,
+        f.recovery_s,
+        f.recovery_per_s / redb.recovery_per_s
+    );
+    println!(
+        "disk: {:.1} B/timer (fjall, 8 B values, {:.1} B/timer in tables, the rest write-ahead log; redb {:.1} B/timer)",
+        f.disk_per_timer, f.tables_per_timer, redb.disk_per_timer
+    );
+}
