@@ -32,7 +32,9 @@ fn deadline(base: Instant, id: u64) -> Instant {
 
 fn journal(engine: Engine, name: &'static str, n: u64) -> Figures {
     let dir = tempfile::tempdir().expect("temp dir");
-    let options = Options::new().engine(engine).durability(Durability::default());
+    let options = Options::new()
+        .engine(engine)
+        .durability(Durability::default());
     let j: Arc<Durable<u32, u64, u64>> =
         Arc::new(Durable::open(dir.path(), options.clone()).expect("open"));
     let base = Instant::now();
@@ -49,7 +51,9 @@ fn journal(engine: Engine, name: &'static str, n: u64) -> Figures {
                         let hi = (id + CHUNK).min(end);
                         let t = Instant::now();
                         let refused = j
-                            .schedule_many((id..hi).map(|i| ((i % 1000) as u32, i, deadline(base, i), i)))
+                            .schedule_many(
+                                (id..hi).map(|i| ((i % 1000) as u32, i, deadline(base, i), i)),
+                            )
                             .expect("journal");
                         assert!(refused.is_empty());
                         waits.push(t.elapsed().as_secs_f64() * 1e3);
@@ -59,7 +63,10 @@ fn journal(engine: Engine, name: &'static str, n: u64) -> Figures {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("producer")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("producer"))
+            .collect()
     });
     let elapsed = start.elapsed().as_secs_f64();
     let syncs = j.writer_stats().syncs;
@@ -67,7 +74,10 @@ fn journal(engine: Engine, name: &'static str, n: u64) -> Figures {
     waits.sort_by(f64::total_cmp);
     let pct = |p: f64| waits[((waits.len() as f64 * p) as usize).min(waits.len() - 1)];
     let (p50_ms, p99_ms) = (pct(0.50), pct(0.99));
-    Arc::into_inner(j).expect("producers done").close().expect("close");
+    Arc::into_inner(j)
+        .expect("producers done")
+        .close()
+        .expect("close");
     let usage = disk_usage(dir.path());
     let t = Instant::now();
     let j: Durable<u32, u64, u64> = Durable::open(dir.path(), options).expect("recover");
@@ -97,7 +107,9 @@ fn memory(n: u64) -> f64 {
             let sched = sched.clone();
             s.spawn(move || {
                 for i in p * n / PRODUCERS..(p + 1) * n / PRODUCERS {
-                    sched.schedule((i % 1000) as u32, i, deadline(base, i), i).expect("new id");
+                    sched
+                        .schedule((i % 1000) as u32, i, deadline(base, i), i)
+                        .expect("new id");
                 }
             });
         }
@@ -110,22 +122,39 @@ fn main() {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--timers" => n = args.next().and_then(|v| v.parse().ok()).expect("--timers N"),
+            "--timers" => {
+                n = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--timers N")
+            }
             other => panic!("unknown argument {other}; usage: journal [--timers N]"),
         }
     }
-    println!("{n} timers (u64 id, u32 queue, u64 value), {PRODUCERS} producers, schedule_many of {CHUNK}, Durability::Batched(1 ms)");
+    println!(
+        "{n} timers (u64 id, u32 queue, u64 value), {PRODUCERS} producers, schedule_many of {CHUNK}, Durability::Batched(1 ms)"
+    );
     let mem = memory(n);
     let fjall = journal(Engine::Fjall, "fjall", n);
     let redb = journal(Engine::Redb, "redb", n);
     println!();
-    println!("| engine | schedules/s | p50 / p99 wait (ms) | fsyncs | recovery timers/s | recovery (s) | disk B/timer (tables only) |");
+    println!(
+        "| engine | schedules/s | p50 / p99 wait (ms) | fsyncs | recovery timers/s | recovery (s) | disk B/timer (tables only) |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|");
     println!("| in memory | {mem:.0} | – | – | – | – | – |");
     for f in [&fjall, &redb] {
         println!(
             "| {} | {:.0} | {:.2} / {:.2} | {} | {:.0} | {:.2} | {:.1} ({:.1}) |",
-            f.name, f.schedules_per_s, f.p50_ms, f.p99_ms, f.syncs, f.recovery_per_s, f.recovery_s, f.disk_per_timer, f.tables_per_timer
+            f.name,
+            f.schedules_per_s,
+            f.p50_ms,
+            f.p99_ms,
+            f.syncs,
+            f.recovery_per_s,
+            f.recovery_s,
+            f.disk_per_timer,
+            f.tables_per_timer
         );
     }
     println!();

@@ -45,8 +45,10 @@ impl WallClock {
     pub(crate) fn refresh(&self) {
         let now = Instant::now();
         let wall = wall_now_us();
-        self.offset_us
-            .store(wall.saturating_sub(micros_since(self.base, now)), Ordering::Relaxed);
+        self.offset_us.store(
+            wall.saturating_sub(micros_since(self.base, now)),
+            Ordering::Relaxed,
+        );
     }
 
     /// `at` as UNIX µs, rounded up; saturates at the ends of `u64` (a deadline before 1970
@@ -63,19 +65,18 @@ impl WallClock {
     /// ahead of the wall clock now; a deadline already past maps to `now` or earlier (due
     /// at once either way).
     #[cfg(test)]
-    pub(crate) fn from_wall(&self, wall_us: u64) -> Instant {
-        self.from_wall_at(wall_us, Instant::now())
+    pub(crate) fn instant_now_of(&self, wall_us: u64) -> Instant {
+        self.instant_of(wall_us, Instant::now())
     }
 
-    /// As `from_wall`, with `now` given (the wall clock's reading is this clock's mapping of
+    /// As `instant_now_of`, with `now` given (the wall clock's reading is this clock's mapping of
     /// it, so a batch of conversions shares one reading).
-    pub(crate) fn from_wall_at(&self, wall_us: u64, now: Instant) -> Instant {
+    pub(crate) fn instant_of(&self, wall_us: u64, now: Instant) -> Instant {
         let wall_now = self.to_wall(now);
         if wall_us >= wall_now {
             let ahead = Duration::from_micros(wall_us - wall_now);
             // Beyond `Instant`'s range: as far as it goes (it never fires then either).
-            now.checked_add(ahead)
-                .unwrap_or_else(|| far_future(now))
+            now.checked_add(ahead).unwrap_or_else(|| far_future(now))
         } else {
             now.checked_sub(Duration::from_micros(wall_now - wall_us))
                 .unwrap_or(now)
@@ -107,9 +108,12 @@ mod tests {
         let now = Instant::now();
         for ms in [0u64, 1, 999, 60_000, 86_400_000] {
             let at = now + Duration::from_millis(ms) + Duration::from_nanos(1);
-            let back = clock.from_wall(clock.to_wall(at));
+            let back = clock.instant_now_of(clock.to_wall(at));
             // The round trip re-reads the clocks: allow their read jitter only upwards.
-            assert!(back + Duration::from_millis(5) >= at, "{ms}: {back:?} < {at:?}");
+            assert!(
+                back + Duration::from_millis(5) >= at,
+                "{ms}: {back:?} < {at:?}"
+            );
             assert!(back <= at + Duration::from_millis(50), "{ms}: drifted");
         }
     }
@@ -120,7 +124,10 @@ mod tests {
         let at = clock.base + Duration::from_nanos(1_001);
         let base = clock.to_wall(clock.base);
         assert_eq!(clock.to_wall(at), base + 2);
-        assert_eq!(clock.to_wall(clock.base + Duration::from_micros(1)), base + 1);
+        assert_eq!(
+            clock.to_wall(clock.base + Duration::from_micros(1)),
+            base + 1
+        );
     }
 
     #[test]
@@ -128,7 +135,7 @@ mod tests {
         let clock = WallClock::new();
         let far = far_future(Instant::now());
         assert!(clock.to_wall(far) > clock.to_wall(Instant::now()));
-        assert!(clock.from_wall(u64::MAX) > Instant::now() + Duration::from_secs(1 << 40));
-        assert!(clock.from_wall(0) <= Instant::now());
+        assert!(clock.instant_now_of(u64::MAX) > Instant::now() + Duration::from_secs(1 << 40));
+        assert!(clock.instant_now_of(0) <= Instant::now());
     }
 }

@@ -10,7 +10,11 @@ pub(crate) fn key<K: Serialize>(id: &K) -> Result<Vec<u8>> {
     postcard::to_allocvec(id).map_err(Error::decode)
 }
 
-pub(crate) fn timer<Q: Serialize, T: Serialize>(queue: &Q, deadline_us: u64, value: &T) -> Result<Vec<u8>> {
+pub(crate) fn timer<Q: Serialize, T: Serialize>(
+    queue: &Q,
+    deadline_us: u64,
+    value: &T,
+) -> Result<Vec<u8>> {
     postcard::to_allocvec(&(queue, deadline_us, value)).map_err(Error::decode)
 }
 

@@ -100,7 +100,9 @@ where
 {
     fn inner(&self) -> &Inner<Q, K, T> {
         // Taken only by the consuming methods and `Drop`.
-        self.inner.as_ref().unwrap_or_else(|| unreachable!("a Due is used after its end"))
+        self.inner
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a Due is used after its end"))
     }
 
     /// The timer's queue.
@@ -181,7 +183,9 @@ impl<Q: Hash + Eq + Clone + Serialize, K: Hash + Eq + Clone + Serialize, T> Drop
     fn drop(&mut self) {
         if let Some(inner) = self.inner.take() {
             // A failed journal is reported by the next call that waits.
-            let _ = self.core.queue(end_ops(std::mem::take(&mut self.key), true));
+            let _ = self
+                .core
+                .queue(end_ops(std::mem::take(&mut self.key), true));
             drop(inner);
         }
     }

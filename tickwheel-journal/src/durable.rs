@@ -160,6 +160,9 @@ impl Core {
     }
 }
 
+/// The records ending some timers, and the entries handed back.
+type Ended<K, T> = (Vec<Op>, Vec<FrozenEntry<K, T>>);
+
 /// The records that end a timer: its `timers` key, and its `meta` key if it may have one.
 pub(crate) fn end_ops(key: Vec<u8>, meta: bool) -> impl Iterator<Item = Op> {
     let meta = meta.then(|| Op::Delete(Table::Meta, key.clone()));
@@ -284,7 +287,10 @@ where
         let key = codec::key(&id)?;
         let record = codec::timer(&queue, self.core.clock.to_wall(at), &value)?;
         let _guard = self.stripe(&key);
-        if let Err(e) = self.sched.schedule(queue, id, at, Slot::new(value, 0, false)) {
+        if let Err(e) = self
+            .sched
+            .schedule(queue, id, at, Slot::new(value, 0, false))
+        {
             return Ok(Err(map_schedule_error(e)));
         }
         self.core
@@ -335,7 +341,11 @@ where
         if let Err(e) = self.sched.reschedule(id, at) {
             return Ok(Err(e));
         }
-        let op = Op::Put(Table::Meta, key, codec::meta(attempt, self.core.clock.to_wall(at)));
+        let op = Op::Put(
+            Table::Meta,
+            key,
+            codec::meta(attempt, self.core.clock.to_wall(at)),
+        );
         let n = self.core.queue([op])?;
         drop(_guard);
         self.core.settle(n).map(Ok)
@@ -482,10 +492,7 @@ where
         })
     }
 
-    fn end_entries(
-        &self,
-        entries: Vec<FrozenEntry<K, Slot<T>>>,
-    ) -> Result<(Vec<Op>, Vec<FrozenEntry<K, T>>)> {
+    fn end_entries(&self, entries: Vec<FrozenEntry<K, Slot<T>>>) -> Result<Ended<K, T>> {
         let mut ops = Vec::with_capacity(entries.len());
         let mut out = Vec::with_capacity(entries.len());
         for e in entries {
@@ -522,7 +529,11 @@ where
             let attempt = slot.attempt;
             let key = codec::key(due.id())?;
             let wall = self.core.clock.to_wall(due.deadline());
-            ops.push(Op::Put(Table::Meta, key.clone(), codec::meta(attempt, wall)));
+            ops.push(Op::Put(
+                Table::Meta,
+                key.clone(),
+                codec::meta(attempt, wall),
+            ));
             taken.push((due, key));
         }
         if !ops.is_empty() {

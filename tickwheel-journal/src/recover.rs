@@ -49,12 +49,12 @@ where
             }
             None => (0, false),
         };
-        let at = clock.from_wall_at(wall, now);
+        let at = clock.instant_of(wall, now);
         sched
             .schedule(queue, id, at, Slot::new(value, attempt, has_meta))
             .map_err(|e| Error::decode(format!("a stored timer was refused: {e}")))?;
         done += 1;
-        if done % PROGRESS_EVERY == 0 {
+        if done.is_multiple_of(PROGRESS_EVERY) {
             progress(done, total);
         }
         Ok(())

@@ -215,7 +215,9 @@ fn run(
 ) -> Box<dyn Store> {
     let mut batch = Vec::new();
     let mut refreshed = Instant::now();
-    let mut last_sync = Instant::now().checked_sub(window).unwrap_or_else(Instant::now);
+    let mut last_sync = Instant::now()
+        .checked_sub(window)
+        .unwrap_or_else(Instant::now);
     loop {
         // Take what is queued, waiting for work if there is none.
         let (mut upto, closing) = {
@@ -231,10 +233,12 @@ fn run(
         let sync_at = last_sync + window;
         while result.is_ok() && !closing {
             let mut q = shared.queue.lock();
-            if q.ops.is_empty() && !q.closing {
-                if shared.work.wait_until(&mut q, sync_at).timed_out() && q.ops.is_empty() {
-                    break;
-                }
+            if q.ops.is_empty()
+                && !q.closing
+                && shared.work.wait_until(&mut q, sync_at).timed_out()
+                && q.ops.is_empty()
+            {
+                break;
             }
             if Instant::now() >= sync_at && q.ops.is_empty() {
                 break;

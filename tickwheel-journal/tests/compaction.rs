@@ -32,7 +32,8 @@ fn churn(engine: Engine) {
     let mut survivors: Vec<u64> = Vec::new();
     for round in 0..ROUNDS {
         let ids = round * ROUND..(round + 1) * ROUND;
-        j.schedule_many(ids.clone().map(|id| (0, id, at, id))).expect("journal");
+        j.schedule_many(ids.clone().map(|id| (0, id, at, id)))
+            .expect("journal");
         for id in survivors.drain(..) {
             assert_eq!(j.cancel(&id).expect("journal"), Cancel::Cancelled(id));
         }

@@ -58,7 +58,9 @@ fn child_process() {
                 };
                 let id = next;
                 next += 1;
-                j.schedule(rng.gen_range(0..4), id, at, id).expect("journal").expect("a new id");
+                j.schedule(rng.gen_range(0..4), id, at, id)
+                    .expect("journal")
+                    .expect("a new id");
                 println!("S {id}");
                 mine.push(id);
             }
@@ -81,7 +83,9 @@ fn child_process() {
                             println!("D {id}");
                         }
                         2 => {
-                            due.retry_at(now + Duration::from_millis(2)).expect("journal").expect("alive");
+                            due.retry_at(now + Duration::from_millis(2))
+                                .expect("journal")
+                                .expect("alive");
                         }
                         _ => {
                             println!("E {id}");
@@ -124,9 +128,17 @@ impl Ledger {
             }
             "H" => {
                 let attempt: u32 = f[2].parse().expect("an attempt");
-                assert!(self.handed.insert((id(), attempt)), "({}, {attempt}) handed out twice", id());
+                assert!(
+                    self.handed.insert((id(), attempt)),
+                    "({}, {attempt}) handed out twice",
+                    id()
+                );
                 let max = self.attempts.entry(id()).or_default();
-                assert!(attempt > *max, "attempt of {} went from {max} to {attempt}", id());
+                assert!(
+                    attempt > *max,
+                    "attempt of {} went from {max} to {attempt}",
+                    id()
+                );
                 *max = attempt;
             }
             _ => {}
@@ -147,9 +159,19 @@ fn sigkill_loses_no_acknowledged_change() {
     let mut steps = 0usize;
     for round in 0..rounds {
         let mode = if round % 2 == 0 { "batched" } else { "sync" };
-        let spec = format!("{},{},{},{mode}", dir.path().display(), round * 10_000_000, rng.r#gen::<u64>());
+        let spec = format!(
+            "{},{},{},{mode}",
+            dir.path().display(),
+            round * 10_000_000,
+            rng.r#gen::<u64>()
+        );
         let mut child = Command::new(&exe)
-            .args(["--exact", "child_process", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "child_process",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD, spec)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -162,17 +184,18 @@ fn sigkill_loses_no_acknowledged_change() {
             let mut opened = Some(tx);
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if line.ends_with("OPEN") {
-                    if let Some(tx) = opened.take() {
-                        let _ = tx.send(());
-                    }
+                if line.ends_with("OPEN")
+                    && let Some(tx) = opened.take()
+                {
+                    let _ = tx.send(());
                 }
                 lines.push(line);
             }
             lines
         });
         // Kill at a random point after recovery finished.
-        rx.recv_timeout(Duration::from_secs(60)).expect("the child opened the journal");
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the child opened the journal");
         std::thread::sleep(Duration::from_millis(rng.gen_range(1..150)));
         child.kill().expect("SIGKILL");
         let _ = child.wait();
@@ -192,12 +215,18 @@ fn check(dir: &std::path::Path, ledger: &Ledger, round: u64) {
     for &id in &ledger.scheduled {
         let present = j.scheduler().with_value(&id, |s| s.attempt());
         if ledger.ended.contains(&id) {
-            assert_eq!(present, None, "round {round}: {id} came back after its end was acknowledged");
+            assert_eq!(
+                present, None,
+                "round {round}: {id} came back after its end was acknowledged"
+            );
         } else if !ledger.ending.contains(&id) {
             assert!(present.is_some(), "round {round}: acknowledged {id} lost");
         }
         if let (Some(attempt), Some(&max)) = (present, ledger.attempts.get(&id)) {
-            assert!(attempt >= max, "round {round}: {id} attempt {attempt} < handed out {max}");
+            assert!(
+                attempt >= max,
+                "round {round}: {id} attempt {attempt} < handed out {max}"
+            );
         }
     }
     j.close().expect("close");

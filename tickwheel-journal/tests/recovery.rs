@@ -15,8 +15,11 @@ fn engines() -> Vec<Engine> {
 }
 
 fn open(dir: &std::path::Path, engine: Engine) -> J {
-    Durable::open(dir, Options::new().engine(engine).durability(Durability::Sync))
-        .expect("open the journal")
+    Durable::open(
+        dir,
+        Options::new().engine(engine).durability(Durability::Sync),
+    )
+    .expect("open the journal")
 }
 
 /// (queue, id, value, attempt) of every pending timer, sorted by id, by draining a copy of
@@ -33,7 +36,10 @@ fn contents(j: &J) -> Vec<(String, u64, String)> {
                 .map(move |m| (q.clone(), m.id))
         })
         .map(|(q, id)| {
-            let v = j.scheduler().with_value(&id, |s| s.value().clone()).expect("a member has a value");
+            let v = j
+                .scheduler()
+                .with_value(&id, |s| s.value().clone())
+                .expect("a member has a value");
             (q, id, v)
         })
         .collect();
@@ -51,14 +57,20 @@ fn every_operation_round_trips() {
             let j = open(dir.path(), engine);
             for id in 0..10u64 {
                 let q = format!("q{}", id % 3);
-                j.schedule(q, id, later, format!("v{id}")).expect("journal").expect("new id");
+                j.schedule(q, id, later, format!("v{id}"))
+                    .expect("journal")
+                    .expect("new id");
             }
             // Refusals record nothing.
             assert!(matches!(
-                j.schedule("q0".into(), 0, later, "dup".into()).expect("journal"),
+                j.schedule("q0".into(), 0, later, "dup".into())
+                    .expect("journal"),
                 Err(ScheduleError::Pending(_))
             ));
-            assert_eq!(j.cancel(&1).expect("journal"), Cancel::Cancelled("v1".into()));
+            assert_eq!(
+                j.cancel(&1).expect("journal"),
+                Cancel::Cancelled("v1".into())
+            );
             assert_eq!(j.cancel(&1).expect("journal"), Cancel::NotFound);
             j.reschedule(&2, t0).expect("journal").expect("pending");
             // q2 holds 2, 5, 8: drain it.
@@ -72,8 +84,16 @@ fn every_operation_round_trips() {
                 .import(
                     &"q9".to_string(),
                     vec![
-                        FrozenEntry { id: 100, at: later, value: "i100".into() },
-                        FrozenEntry { id: 0, at: later, value: "present".into() },
+                        FrozenEntry {
+                            id: 100,
+                            at: later,
+                            value: "i100".into(),
+                        },
+                        FrozenEntry {
+                            id: 0,
+                            at: later,
+                            value: "present".into(),
+                        },
                     ],
                 )
                 .expect("journal");
@@ -110,14 +130,20 @@ fn reschedule_and_retry_deadlines_survive() {
         let hour = t0 + Duration::from_secs(3600);
         {
             let j = open(dir.path(), engine);
-            j.schedule("q".into(), 1, hour, "a".into()).expect("journal").expect("new");
-            j.schedule("q".into(), 2, t0, "b".into()).expect("journal").expect("new");
+            j.schedule("q".into(), 1, hour, "a".into())
+                .expect("journal")
+                .expect("new");
+            j.schedule("q".into(), 2, t0, "b".into())
+                .expect("journal")
+                .expect("new");
             j.reschedule(&1, t0).expect("journal").expect("pending");
             let mut batch = j.pop_due(Instant::now(), 10).expect("journal");
             assert_eq!(batch.len(), 2);
             for due in batch.by_ref() {
                 if *due.id() == 2 {
-                    due.retry_at(hour).expect("journal").expect("scheduler alive");
+                    due.retry_at(hour)
+                        .expect("journal")
+                        .expect("scheduler alive");
                 } else {
                     due.done().expect("journal");
                 }
@@ -126,13 +152,20 @@ fn reschedule_and_retry_deadlines_survive() {
         }
         let j = open(dir.path(), engine);
         assert_eq!(j.len(), 1);
-        assert_eq!(j.pop_due(Instant::now(), 10).expect("journal").len(), 0, "retried to the hour");
+        assert_eq!(
+            j.pop_due(Instant::now(), 10).expect("journal").len(),
+            0,
+            "retried to the hour"
+        );
         let due = j
             .pop_due(Instant::now() + Duration::from_secs(3601), 10)
             .expect("journal")
             .next()
             .expect("2 is back");
-        assert_eq!((*due.id(), due.attempt(), due.value().as_str()), (2, 2, "b"));
+        assert_eq!(
+            (*due.id(), due.attempt(), due.value().as_str()),
+            (2, 2, "b")
+        );
     }
 }
 
@@ -144,8 +177,12 @@ fn in_flight_comes_back_pending_with_its_attempt() {
         for round in 1..=3u32 {
             let j = open(dir.path(), engine);
             if round == 1 {
-                j.schedule("q".into(), 7, t0, "x".into()).expect("journal").expect("new");
-                j.schedule("q".into(), 8, t0, "y".into()).expect("journal").expect("new");
+                j.schedule("q".into(), 7, t0, "x".into())
+                    .expect("journal")
+                    .expect("new");
+                j.schedule("q".into(), 8, t0, "y".into())
+                    .expect("journal")
+                    .expect("new");
             }
             assert_eq!(j.len(), 2, "round {round}");
             let batch = j.pop_due(Instant::now(), 10).expect("journal");
@@ -176,7 +213,9 @@ fn untaken_items_of_a_dropped_batch_stay() {
     let t0 = Instant::now();
     let j = open(dir.path(), Engine::Fjall);
     for id in 0..3 {
-        j.schedule("q".into(), id, t0, "v".into()).expect("journal").expect("new");
+        j.schedule("q".into(), id, t0, "v".into())
+            .expect("journal")
+            .expect("new");
     }
     let mut batch = j.pop_due(Instant::now(), 10).expect("journal");
     assert_eq!(batch.len(), 3);
@@ -185,7 +224,11 @@ fn untaken_items_of_a_dropped_batch_stay() {
     assert_eq!((j.len(), j.scheduler().in_flight_len()), (2, 0));
     j.close().expect("close");
     let j = open(dir.path(), Engine::Fjall);
-    let attempts: Vec<u32> = j.pop_due(Instant::now(), 10).expect("journal").map(|d| d.attempt()).collect();
+    let attempts: Vec<u32> = j
+        .pop_due(Instant::now(), 10)
+        .expect("journal")
+        .map(|d| d.attempt())
+        .collect();
     assert_eq!(attempts, vec![2, 2]);
 }
 
@@ -195,15 +238,20 @@ fn progress_reports_reach_the_total() {
     let n = 70_000u64;
     let at = Instant::now() + Duration::from_secs(60);
     {
-        let j: J = Durable::open(dir.path(), Options::new().durability(Durability::Async(Duration::from_millis(5))))
-            .expect("open");
+        let j: J = Durable::open(
+            dir.path(),
+            Options::new().durability(Durability::Async(Duration::from_millis(5))),
+        )
+        .expect("open");
         j.schedule_many((0..n).map(|id| ("q".to_string(), id, at, String::new())))
             .expect("journal");
         j.close().expect("close");
     }
     let mut calls = Vec::new();
-    let j: J = Durable::open_with_progress(dir.path(), Options::new(), |done, total| calls.push((done, total)))
-        .expect("open");
+    let j: J = Durable::open_with_progress(dir.path(), Options::new(), |done, total| {
+        calls.push((done, total))
+    })
+    .expect("open");
     assert_eq!(j.len() as u64, n);
     assert!(calls.len() >= 2, "{calls:?}");
     assert!(calls.windows(2).all(|w| w[0].0 < w[1].0), "{calls:?}");

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use super::{Op, Store, Table};
+use super::{Op, Store, Table, Visit};
 use crate::error::{Error, Result};
 
 pub(crate) struct FjallStore {
@@ -27,11 +27,7 @@ impl FjallStore {
         let options = || KeyspaceCreateOptions::default().max_memtable_size(memtable_bytes);
         let timers = db.keyspace("timers", options).map_err(Error::engine)?;
         let meta = db.keyspace("meta", options).map_err(Error::engine)?;
-        Ok(FjallStore {
-            db,
-            timers,
-            meta,
-        })
+        Ok(FjallStore { db, timers, meta })
     }
 
     fn table(&self, table: Table) -> &Keyspace {
@@ -58,7 +54,9 @@ impl Store for FjallStore {
     }
 
     fn sync(&mut self) -> Result<()> {
-        self.db.persist(PersistMode::SyncData).map_err(Error::engine)
+        self.db
+            .persist(PersistMode::SyncData)
+            .map_err(Error::engine)
     }
 
     fn checkpoint(&mut self) -> Result<()> {
@@ -72,7 +70,7 @@ impl Store for FjallStore {
         self.table(table).approximate_len()
     }
 
-    fn scan(&self, table: Table, f: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+    fn scan(&self, table: Table, f: &mut Visit<'_>) -> Result<()> {
         for guard in self.table(table).iter() {
             let (k, v) = guard.into_inner().map_err(Error::engine)?;
             f(&k, &v)?;

@@ -28,6 +28,9 @@ pub(crate) enum Op {
     Delete(Table, Vec<u8>),
 }
 
+/// A visitor of a table's keys and values.
+pub(crate) type Visit<'a> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'a;
+
 /// The storage engine of a journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -56,7 +59,7 @@ pub(crate) trait Store: Send + 'static {
     /// Approximate number of keys in `table` (for progress reports).
     fn approximate_len(&self, table: Table) -> usize;
     /// Calls `f` with every key and value of `table`, in key order.
-    fn scan(&self, table: Table, f: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()>;
+    fn scan(&self, table: Table, f: &mut Visit<'_>) -> Result<()>;
 }
 
 /// Opens (or creates) the engine's files in `dir`.

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use redb::{Database, Durability, ReadableDatabase, TableDefinition};
 
-use super::{Op, Store, Table};
+use super::{Op, Store, Table, Visit};
 use crate::error::{Error, Result};
 
 const TIMERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("timers");
@@ -57,7 +57,11 @@ impl RedbStore {
                     &mut meta
                 };
                 match v {
-                    Some(v) => drop(table.insert(k.as_slice(), v.as_slice()).map_err(Error::engine)?),
+                    Some(v) => drop(
+                        table
+                            .insert(k.as_slice(), v.as_slice())
+                            .map_err(Error::engine)?,
+                    ),
                     None => drop(table.remove(k.as_slice()).map_err(Error::engine)?),
                 }
             }
@@ -87,7 +91,7 @@ impl Store for RedbStore {
         redb::ReadableTableMetadata::len(&t).map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX))
     }
 
-    fn scan(&self, table: Table, f: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+    fn scan(&self, table: Table, f: &mut Visit<'_>) -> Result<()> {
         let txn = self.db.begin_read().map_err(Error::engine)?;
         let t = txn.open_table(def(table)).map_err(Error::engine)?;
         for entry in redb::ReadableTable::iter(&t).map_err(Error::engine)? {
