@@ -77,7 +77,7 @@
 //!     let sched: Durable<String, u64, String> = Durable::open(dir.path(), Options::new())?;
 //!     sched.schedule("example.com".into(), 1, now, "msg 1".into())?.ok();
 //!     sched.schedule("example.com".into(), 2, now + Duration::from_secs(60), "msg 2".into())?.ok();
-//!     let mut batch = sched.pop_due(now, 10)?;
+//!     let mut batch = sched.pop_due(Instant::now(), 10)?;
 //!     let due = batch.next().expect("message 1 is due");
 //!     assert_eq!((due.id(), due.attempt()), (&1, 1));
 //!     // The process dies here, message 1 in flight.
