@@ -2,8 +2,11 @@
 //! recovery timers/s and disk bytes per timer, for fjall and redb side by side and beside
 //! the in-memory scheduler.
 //!
-//! `cargo run --release -p tickwheel-bench --example journal [-- --timers N]`
-//! (default 1 000 000; the journals go to a temporary directory under `TMPDIR`).
+//! `cargo run --release -p tickwheel-bench --example journal [-- --timers N] [--engines fjall,redb]`
+//! (default 1 000 000 timers, both engines, the first one's figures in the last three lines;
+//! the journals go to a temporary directory under `TMPDIR`). Before the bulk load, each
+//! engine also takes 3 s of single `schedule` calls from the two producers, each call
+//! waiting for its record: the wait a caller sees at the default window.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -97,6 +100,48 @@ fn journal(engine: Engine, name: &'static str, n: u64) -> Figures {
     }
 }
 
+/// Single-timer calls: two producers each calling `schedule` and waiting for its record,
+/// for `secs` seconds. Returns (calls/s, p50 ms, p99 ms).
+fn single_calls(engine: Engine, secs: f64) -> (f64, f64, f64) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = Options::new()
+        .engine(engine)
+        .durability(Durability::default());
+    let j: Arc<Durable<u32, u64, u64>> =
+        Arc::new(Durable::open(dir.path(), options).expect("open"));
+    let base = Instant::now();
+    let start = Instant::now();
+    let waits: Vec<Vec<f64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..PRODUCERS)
+            .map(|p| {
+                let j = j.clone();
+                s.spawn(move || {
+                    let mut waits = Vec::new();
+                    let mut id = p << 40;
+                    while start.elapsed().as_secs_f64() < secs {
+                        let t = Instant::now();
+                        j.schedule((id % 1000) as u32, id, deadline(base, id), id)
+                            .expect("journal")
+                            .expect("new id");
+                        waits.push(t.elapsed().as_secs_f64() * 1e3);
+                        id += 1;
+                    }
+                    waits
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("producer"))
+            .collect()
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut waits: Vec<f64> = waits.into_iter().flatten().collect();
+    waits.sort_by(f64::total_cmp);
+    let pct = |p: f64| waits[((waits.len() as f64 * p) as usize).min(waits.len() - 1)];
+    (waits.len() as f64 / elapsed, pct(0.5), pct(0.99))
+}
+
 /// The same producers on the in-memory scheduler, one `schedule` a timer.
 fn memory(n: u64) -> f64 {
     let sched: Arc<Scheduler<u32, u64, u64>> = Arc::new(Scheduler::new());
@@ -119,33 +164,38 @@ fn memory(n: u64) -> f64 {
 
 fn main() {
     let mut n: u64 = 1_000_000;
+    let mut engines = vec![(Engine::Fjall, "fjall"), (Engine::Redb, "redb")];
     let mut args = std::env::args().skip(1);
+    let usage = "usage: journal [--timers N] [--engines fjall,redb]";
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--timers" => {
-                n = args
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .expect("--timers N")
+            "--timers" => n = args.next().and_then(|v| v.parse().ok()).expect(usage),
+            "--engines" => {
+                let list = args.next().expect(usage);
+                engines.retain(|(_, name)| list.split(',').any(|e| e == *name));
+                assert!(!engines.is_empty(), "{usage}");
             }
-            other => panic!("unknown argument {other}; usage: journal [--timers N]"),
+            other => panic!("unknown argument {other}; {usage}"),
         }
     }
     println!(
-        "{n} timers (u64 id, u32 queue, u64 value), {PRODUCERS} producers, schedule_many of {CHUNK}, Durability::Batched(1 ms)"
+        "{n} timers (u64 id, u32 queue, u64 value), {PRODUCERS} producers, Durability::Batched(1 ms)"
     );
     let mem = memory(n);
-    let fjall = journal(Engine::Fjall, "fjall", n);
-    let redb = journal(Engine::Redb, "redb", n);
+    let mut rows = Vec::new();
+    for &(engine, name) in &engines {
+        let singles = single_calls(engine, 3.0);
+        rows.push((journal(engine, name, n), singles));
+    }
     println!();
     println!(
-        "| engine | schedules/s | p50 / p99 wait (ms) | fsyncs | recovery timers/s | recovery (s) | disk B/timer (tables only) |"
+        "| engine | schedules/s, `schedule_many` of {CHUNK} | its p50 / p99 wait (ms) | fsyncs | single `schedule` calls/s | their p50 / p99 wait (ms) | recovery timers/s | recovery (s) | disk B/timer (tables only) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    println!("| in memory | {mem:.0} | – | – | – | – | – |");
-    for f in [&fjall, &redb] {
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| in memory | {mem:.0} | – | – | – | – | – | – | – |");
+    for (f, (calls, c50, c99)) in &rows {
         println!(
-            "| {} | {:.0} | {:.2} / {:.2} | {} | {:.0} | {:.2} | {:.1} ({:.1}) |",
+            "| {} | {:.0} | {:.2} / {:.2} | {} | {calls:.0} | {c50:.2} / {c99:.2} | {:.0} | {:.2} | {:.1} ({:.1}) |",
             f.name,
             f.schedules_per_s,
             f.p50_ms,
@@ -158,22 +208,34 @@ fn main() {
         );
     }
     println!();
-    let f = &fjall;
+    let (f, (_, _, c99)) = &rows[0];
+    let other = rows.get(1).map(|(o, _)| o);
+    let vs = |mine: f64, theirs: Option<f64>| match (other, theirs) {
+        (Some(o), Some(t)) => format!("; {:.2}x {}", mine / t, o.name),
+        _ => String::new(),
+    };
     println!(
-        "durable schedules/s: {:.0} (fjall, {n} timers, {PRODUCERS} producers, p99 wait {:.2} ms; {:.2}x redb, {:.3}x in memory)",
+        "durable schedules/s: {:.0} ({}, {n} timers, {PRODUCERS} producers, schedule_many of {CHUNK}; single calls p99 wait {c99:.2} ms{}; {:.3}x in memory)",
         f.schedules_per_s,
-        f.p99_ms,
-        f.schedules_per_s / redb.schedules_per_s,
+        f.name,
+        vs(f.schedules_per_s, other.map(|o| o.schedules_per_s)),
         f.schedules_per_s / mem
     );
     println!(
-        "recovery: {:.0} timers/s (fjall, {n} timers in {:.2} s; {:.2}x redb)",
+        "recovery: {:.0} timers/s ({}, {n} timers in {:.2} s{})",
         f.recovery_per_s,
+        f.name,
         f.recovery_s,
-        f.recovery_per_s / redb.recovery_per_s
+        vs(f.recovery_per_s, other.map(|o| o.recovery_per_s))
     );
     println!(
-        "disk: {:.1} B/timer (fjall, 8 B values, {:.1} B/timer in tables, the rest write-ahead log; redb {:.1} B/timer)",
-        f.disk_per_timer, f.tables_per_timer, redb.disk_per_timer
+        "disk: {:.1} B/timer ({}, 8 B values, {:.1} B/timer in tables, the rest write-ahead log{})",
+        f.disk_per_timer,
+        f.name,
+        f.tables_per_timer,
+        other.map_or(String::new(), |o| format!(
+            "; {} {:.1} B/timer",
+            o.name, o.disk_per_timer
+        ))
     );
 }
