@@ -45,8 +45,9 @@ pub enum Engine {
     Redb,
 }
 
-/// An open engine. Used by one thread at a time (the writer; recovery before it starts).
-pub(crate) trait Store: Send + 'static {
+/// An open engine. Written by one thread at a time (the writer); recovery scans it from a
+/// helper thread before the writer starts.
+pub(crate) trait Store: Send + Sync + 'static {
     /// Applies `ops` in order, as one atomic batch; durable after the next `sync`.
     fn write(&mut self, ops: &mut Vec<Op>) -> Result<()>;
     /// Makes every write so far survive a crash of the machine (fsync).
