@@ -100,6 +100,74 @@ fn journal(engine: Engine, name: &'static str, n: u64) -> Figures {
     }
 }
 
+/// The child of [`crash_recovery`]: loads `n` timers into the journal in `dir` with the two
+/// producers, prints `LOADED` once every record is durable, then keeps scheduling until
+/// killed.
+fn child_load(dir: &str, engine: Engine, n: u64) {
+    let j: Arc<Durable<u32, u64, u64>> = Arc::new(
+        Durable::open(
+            dir,
+            Options::new()
+                .engine(engine)
+                .durability(Durability::default()),
+        )
+        .expect("open"),
+    );
+    let base = Instant::now();
+    std::thread::scope(|s| {
+        for p in 0..PRODUCERS {
+            let j = j.clone();
+            s.spawn(move || {
+                let (lo, hi) = (p * n / PRODUCERS, (p + 1) * n / PRODUCERS);
+                for start in (lo..hi).step_by(CHUNK as usize) {
+                    let end = (start + CHUNK).min(hi);
+                    let items = (start..end).map(|i| ((i % 1000) as u32, i, deadline(base, i), i));
+                    assert!(j.schedule_many(items).expect("journal").is_empty());
+                }
+            });
+        }
+    });
+    j.flush().expect("flush");
+    println!("LOADED");
+    // Keep the writer busy until the SIGKILL, as a crash would find it.
+    for i in n.. {
+        let _ = j.schedule((i % 1000) as u32, i, deadline(base, i), i);
+    }
+}
+
+/// Loads `n` timers in a child process, SIGKILLs it, and times the `open` that recovers
+/// them: (timers recovered, seconds).
+fn crash_recovery(engine: Engine, name: &str, n: u64) -> (u64, f64) {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = std::process::Command::new(std::env::current_exe().expect("this program"))
+        .args([
+            "--child-load",
+            &dir.path().display().to_string(),
+            name,
+            &n.to_string(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the loader");
+    let stdout = child.stdout.take().expect("piped");
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the loader's line");
+    assert_eq!(line.trim(), "LOADED");
+    std::thread::sleep(Duration::from_millis(200));
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let t = Instant::now();
+    let j: Durable<u32, u64, u64> =
+        Durable::open(dir.path(), Options::new().engine(engine)).expect("recover");
+    let secs = t.elapsed().as_secs_f64();
+    let recovered = j.len() as u64;
+    assert!(recovered >= n, "lost timers: {recovered} < {n}");
+    (recovered, secs)
+}
+
 /// Single-timer calls: two producers each calling `schedule` and waiting for its record,
 /// for `secs` seconds. Returns (calls/s, p50 ms, p99 ms).
 fn single_calls(engine: Engine, secs: f64) -> (f64, f64, f64) {
@@ -169,6 +237,15 @@ fn main() {
     let usage = "usage: journal [--timers N] [--engines fjall,redb]";
     while let Some(a) = args.next() {
         match a.as_str() {
+            "--child-load" => {
+                let dir = args.next().expect(usage);
+                let engine = match args.next().as_deref() {
+                    Some("redb") => Engine::Redb,
+                    _ => Engine::Fjall,
+                };
+                let n = args.next().and_then(|v| v.parse().ok()).expect(usage);
+                return child_load(&dir, engine, n);
+            }
             "--timers" => n = args.next().and_then(|v| v.parse().ok()).expect(usage),
             "--engines" => {
                 let list = args.next().expect(usage);
@@ -185,17 +262,18 @@ fn main() {
     let mut rows = Vec::new();
     for &(engine, name) in &engines {
         let singles = single_calls(engine, 3.0);
-        rows.push((journal(engine, name, n), singles));
+        let crash = crash_recovery(engine, name, n);
+        rows.push((journal(engine, name, n), singles, crash));
     }
     println!();
     println!(
-        "| engine | schedules/s, `schedule_many` of {CHUNK} | its p50 / p99 wait (ms) | fsyncs | single `schedule` calls/s | their p50 / p99 wait (ms) | recovery timers/s | recovery (s) | disk B/timer (tables only) |"
+        "| engine | schedules/s, `schedule_many` of {CHUNK} | its p50 / p99 wait (ms) | fsyncs | single `schedule` calls/s | their p50 / p99 wait (ms) | recovery timers/s after close | (s) | after SIGKILL: timers/s | (s) | disk B/timer (tables only) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    println!("| in memory | {mem:.0} | – | – | – | – | – | – | – |");
-    for (f, (calls, c50, c99)) in &rows {
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| in memory | {mem:.0} | – | – | – | – | – | – | – | – | – |");
+    for (f, (calls, c50, c99), (crashed, crash_s)) in &rows {
         println!(
-            "| {} | {:.0} | {:.2} / {:.2} | {} | {calls:.0} | {c50:.2} / {c99:.2} | {:.0} | {:.2} | {:.1} ({:.1}) |",
+            "| {} | {:.0} | {:.2} / {:.2} | {} | {calls:.0} | {c50:.2} / {c99:.2} | {:.0} | {:.2} | {:.0} | {crash_s:.2} | {:.1} ({:.1}) |",
             f.name,
             f.schedules_per_s,
             f.p50_ms,
@@ -203,13 +281,14 @@ fn main() {
             f.syncs,
             f.recovery_per_s,
             f.recovery_s,
+            *crashed as f64 / crash_s,
             f.disk_per_timer,
             f.tables_per_timer
         );
     }
     println!();
-    let (f, (_, _, c99)) = &rows[0];
-    let other = rows.get(1).map(|(o, _)| o);
+    let (f, (_, _, c99), (crashed, crash_s)) = &rows[0];
+    let other = rows.get(1).map(|(o, _, _)| o);
     let vs = |mine: f64, theirs: Option<f64>| match (other, theirs) {
         (Some(o), Some(t)) => format!("; {:.2}x {}", mine / t, o.name),
         _ => String::new(),
@@ -222,7 +301,7 @@ fn main() {
         f.schedules_per_s / mem
     );
     println!(
-        "recovery: {:.0} timers/s ({}, {n} timers in {:.2} s{})",
+        "recovery: {:.0} timers/s ({}, {n} timers in {:.2} s after a clean close{}; after SIGKILL {crashed} in {crash_s:.2} s)",
         f.recovery_per_s,
         f.name,
         f.recovery_s,
