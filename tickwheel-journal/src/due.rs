@@ -77,6 +77,7 @@ impl<Q: Hash + Eq + Clone + Serialize, K: Hash + Eq + Clone + Serialize, T> Drop
             // (the record is on disk), and the meta record already holds this deadline.
             let at = inner.deadline();
             let _ = inner.retry_at(at);
+            self.core.wake.deadline_added(at);
         }
     }
 }
@@ -168,6 +169,7 @@ where
         );
         let queued = self.core.queue([op]);
         let retried = inner.retry_at(at);
+        self.core.wake.deadline_added(at);
         self.core.settle(queued?)?;
         Ok(retried.map_err(|e| e.into_value().value))
     }

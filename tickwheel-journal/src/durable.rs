@@ -23,6 +23,7 @@ use tickwheel::sync::{
 
 use crate::clock::WallClock;
 use crate::codec;
+use crate::dispatcher::Wake;
 use crate::due::DueBatch;
 use crate::error::{Error, Result};
 use crate::recover;
@@ -134,6 +135,7 @@ pub(crate) struct Core {
     pub(crate) shared: Arc<Shared>,
     pub(crate) clock: Arc<WallClock>,
     pub(crate) durability: Durability,
+    pub(crate) wake: Arc<Wake>,
 }
 
 impl Core {
@@ -239,6 +241,7 @@ where
             shared: writer.shared.clone(),
             clock,
             durability: options.durability,
+            wake: Arc::new(Wake::new()),
         });
         Ok(Durable {
             sched,
@@ -293,9 +296,9 @@ where
         {
             return Ok(Err(map_schedule_error(e)));
         }
-        self.core
-            .queue([Op::Put(Table::Timers, key, record)])
-            .map(Ok)
+        let n = self.core.queue([Op::Put(Table::Timers, key, record)])?;
+        self.core.wake.deadline_added(at);
+        Ok(Ok(n))
     }
 
     /// Schedules every `(queue, id, at, value)` of `items` and waits once for all their
@@ -341,6 +344,7 @@ where
         if let Err(e) = self.sched.reschedule(id, at) {
             return Ok(Err(e));
         }
+        self.core.wake.deadline_added(at);
         let op = Op::Put(
             Table::Meta,
             key,
@@ -445,6 +449,7 @@ where
     /// The journal's (see the type's docs).
     pub fn import(&self, queue: &Q, entries: Vec<FrozenEntry<K, T>>) -> Result<Imported<K, T>> {
         let mut records = Vec::with_capacity(entries.len());
+        let earliest = entries.iter().map(|e| e.at).min();
         for e in &entries {
             records.push((
                 codec::key(&e.id)?,
@@ -484,6 +489,9 @@ where
             .map(|(_, k, r)| Op::Put(Table::Timers, k, r));
         let n = self.core.queue(ops)?;
         drop(guards);
+        if let Some(at) = earliest {
+            self.core.wake.deadline_added(at);
+        }
         self.core.settle(n)?;
         Ok(Imported {
             imported: imported.imported,
@@ -588,6 +596,10 @@ where
     /// Batches written, fsyncs and records so far (for benchmarks and monitoring).
     pub fn writer_stats(&self) -> WriterStats {
         self.core.shared.stats()
+    }
+
+    pub(crate) fn wake(&self) -> &Arc<Wake> {
+        &self.core.wake
     }
 }
 

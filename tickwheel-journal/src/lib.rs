@@ -99,6 +99,7 @@
 
 mod clock;
 mod codec;
+mod dispatcher;
 mod due;
 mod durable;
 mod error;
@@ -106,6 +107,7 @@ mod recover;
 mod store;
 mod writer;
 
+pub use dispatcher::DurableDispatcher;
 pub use due::{Due, DueBatch};
 pub use durable::{Durable, Options, Slot};
 pub use error::{Error, Result};
