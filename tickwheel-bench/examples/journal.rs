@@ -2,7 +2,7 @@
 //! recovery timers/s and disk bytes per timer, for fjall and redb side by side and beside
 //! the in-memory scheduler.
 //!
-//! `cargo run --release -p tickwheel-bench --example journal [-- --timers N] [--engines fjall,redb]`
+//! `cargo run --release -p tickwheel-bench --example journal [-- --timers N] [--engines redb,fjall]`
 //! (default 1 000 000 timers, both engines, the first one's figures in the last three lines;
 //! the journals go to a temporary directory under `TMPDIR`). Before the bulk load, each
 //! engine also takes 3 s of single `schedule` calls from the two producers, each call
@@ -232,16 +232,16 @@ fn memory(n: u64) -> f64 {
 
 fn main() {
     let mut n: u64 = 1_000_000;
-    let mut engines = vec![(Engine::Fjall, "fjall"), (Engine::Redb, "redb")];
+    let mut engines = vec![(Engine::Redb, "redb"), (Engine::Fjall, "fjall")];
     let mut args = std::env::args().skip(1);
-    let usage = "usage: journal [--timers N] [--engines fjall,redb]";
+    let usage = "usage: journal [--timers N] [--engines redb,fjall]";
     while let Some(a) = args.next() {
         match a.as_str() {
             "--child-load" => {
                 let dir = args.next().expect(usage);
                 let engine = match args.next().as_deref() {
-                    Some("redb") => Engine::Redb,
-                    _ => Engine::Fjall,
+                    Some("fjall") => Engine::Fjall,
+                    _ => Engine::Redb,
                 };
                 let n = args.next().and_then(|v| v.parse().ok()).expect(usage);
                 return child_load(&dir, engine, n);

@@ -1,21 +1,21 @@
 //! Record encodings (postcard: varints, no schema, no field names). A `timers` value is
-//! `(queue, deadline µs, value)`; a `meta` value is `(attempt, deadline µs)`.
+//! `(id, queue, deadline µs, value)`; a `meta` value is `(attempt, deadline µs)`. Keys are
+//! in `keycodec`.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
 
-pub(crate) fn key<K: Serialize>(id: &K) -> Result<Vec<u8>> {
-    postcard::to_allocvec(id).map_err(Error::decode)
-}
+pub(crate) use crate::keycodec::key;
 
-pub(crate) fn timer<Q: Serialize, T: Serialize>(
+pub(crate) fn timer<K: Serialize, Q: Serialize, T: Serialize>(
+    id: &K,
     queue: &Q,
     deadline_us: u64,
     value: &T,
 ) -> Result<Vec<u8>> {
-    postcard::to_allocvec(&(queue, deadline_us, value)).map_err(Error::decode)
+    postcard::to_allocvec(&(id, queue, deadline_us, value)).map_err(Error::decode)
 }
 
 pub(crate) fn meta(attempt: u32, deadline_us: u64) -> Vec<u8> {

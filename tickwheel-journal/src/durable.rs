@@ -89,7 +89,7 @@ impl Default for Options {
 }
 
 impl Options {
-    /// The defaults: [`Durability::Batched`] with a 1 ms window, [`Engine::Fjall`], the
+    /// The defaults: [`Durability::Batched`] with a 1 ms window, [`Engine::Redb`], the
     /// scheduler's own shard count and resolution (1 ms).
     pub fn new() -> Self {
         Self::default()
@@ -288,7 +288,7 @@ where
         value: T,
     ) -> Result<Result<u64, ScheduleError<T>>> {
         let key = codec::key(&id)?;
-        let record = codec::timer(&queue, self.core.clock.to_wall(at), &value)?;
+        let record = codec::timer(&id, &queue, self.core.clock.to_wall(at), &value)?;
         let _guard = self.stripe(&key);
         if let Err(e) = self
             .sched
@@ -453,7 +453,7 @@ where
         for e in &entries {
             records.push((
                 codec::key(&e.id)?,
-                codec::timer(queue, self.core.clock.to_wall(e.at), &e.value)?,
+                codec::timer(&e.id, queue, self.core.clock.to_wall(e.at), &e.value)?,
             ));
         }
         let keys: Vec<(K, Vec<u8>, Vec<u8>)> = entries

@@ -129,6 +129,7 @@ mod dispatcher;
 mod due;
 mod durable;
 mod error;
+mod keycodec;
 mod recover;
 mod store;
 mod writer;

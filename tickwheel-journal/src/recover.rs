@@ -127,8 +127,7 @@ where
     K: Hash + Eq + Clone + DeserializeOwned,
     T: DeserializeOwned,
 {
-    let id: K = codec::decode(k)?;
-    let (queue, mut wall, value): (Q, u64, T) = codec::decode(v)?;
+    let (id, queue, mut wall, value): (K, Q, u64, T) = codec::decode(v)?;
     let (attempt, has_meta) = match meta.get(k) {
         Some(&(attempt, at)) => {
             wall = at;

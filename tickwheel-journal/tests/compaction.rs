@@ -7,9 +7,9 @@ use tickwheel_journal::{Durability, Durable, Engine, Options, disk_usage};
 
 #[test]
 fn churn_keeps_the_journal_bounded() {
-    let mut engines = vec![Engine::Fjall];
-    #[cfg(feature = "redb")]
-    engines.push(Engine::Redb);
+    let mut engines = vec![Engine::Redb];
+    #[cfg(feature = "fjall")]
+    engines.push(Engine::Fjall);
     for engine in engines {
         churn(engine);
     }

@@ -8,9 +8,9 @@ use tickwheel_journal::{Durability, Durable, Engine, Options};
 type J = Durable<String, u64, String>;
 
 fn engines() -> Vec<Engine> {
-    let mut all = vec![Engine::Fjall];
-    #[cfg(feature = "redb")]
-    all.push(Engine::Redb);
+    let mut all = vec![Engine::Redb];
+    #[cfg(feature = "fjall")]
+    all.push(Engine::Fjall);
     all
 }
 
@@ -211,7 +211,7 @@ fn in_flight_comes_back_pending_with_its_attempt() {
 fn untaken_items_of_a_dropped_batch_stay() {
     let dir = tempfile::tempdir().expect("temp dir");
     let t0 = Instant::now();
-    let j = open(dir.path(), Engine::Fjall);
+    let j = open(dir.path(), Engine::Redb);
     for id in 0..3 {
         j.schedule("q".into(), id, t0, "v".into())
             .expect("journal")
@@ -223,7 +223,7 @@ fn untaken_items_of_a_dropped_batch_stay() {
     drop(batch);
     assert_eq!((j.len(), j.scheduler().in_flight_len()), (2, 0));
     j.close().expect("close");
-    let j = open(dir.path(), Engine::Fjall);
+    let j = open(dir.path(), Engine::Redb);
     let attempts: Vec<u32> = j
         .pop_due(Instant::now(), 10)
         .expect("journal")
@@ -263,7 +263,7 @@ fn progress_reports_reach_the_total() {
 #[test]
 fn a_closed_journal_refuses_changes_and_a_second_open_fails() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let j = open(dir.path(), Engine::Fjall);
+    let j = open(dir.path(), Engine::Redb);
     // The engine locks its directory: a second journal on it fails instead of corrupting.
     assert!(Durable::<String, u64, String>::open(dir.path(), Options::new()).is_err());
     j.close().expect("close");

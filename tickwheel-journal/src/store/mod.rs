@@ -7,8 +7,8 @@
 
 use crate::error::Result;
 
+#[cfg(feature = "fjall")]
 mod fjall;
-#[cfg(feature = "redb")]
 mod redb;
 
 /// Which table a record goes to.
@@ -35,14 +35,15 @@ pub(crate) type Visit<'a> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'a;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Engine {
-    /// [fjall](https://docs.rs/fjall) 3: a log-structured merge tree, pure Rust. The default
-    /// (see the crate docs for the measurements behind the choice).
+    /// [redb](https://docs.rs/redb) 5: copy-on-write B-trees, ACID, one file, no
+    /// write-ahead log to replay. The default (see the crate docs for the measurements
+    /// behind the choice).
     #[default]
-    Fjall,
-    /// [redb](https://docs.rs/redb) 5: copy-on-write B-trees, ACID. Needs the `redb`
-    /// feature.
-    #[cfg(feature = "redb")]
     Redb,
+    /// [fjall](https://docs.rs/fjall) 3: a log-structured merge tree, pure Rust. Needs the
+    /// `fjall` feature.
+    #[cfg(feature = "fjall")]
+    Fjall,
 }
 
 /// An open engine. Written by one thread at a time (the writer); recovery scans it from a
@@ -71,9 +72,9 @@ pub(crate) fn open(
 ) -> Result<Box<dyn Store>> {
     let _ = memtable_bytes;
     match engine {
-        Engine::Fjall => Ok(Box::new(fjall::FjallStore::open(dir, memtable_bytes)?)),
-        #[cfg(feature = "redb")]
         Engine::Redb => Ok(Box::new(redb::RedbStore::open(dir)?)),
+        #[cfg(feature = "fjall")]
+        Engine::Fjall => Ok(Box::new(fjall::FjallStore::open(dir, memtable_bytes)?)),
     }
 }
 
