@@ -308,10 +308,10 @@ fn main() {
         vs(f.recovery_per_s, other.map(|o| o.recovery_per_s))
     );
     println!(
-        "disk: {:.1} B/timer ({}, 8 B values, {:.1} B/timer in tables, the rest write-ahead log{})",
+        "disk: {:.1} B/timer ({}, 8 B values, {:.1} B/timer of it in write-ahead log{})",
         f.disk_per_timer,
         f.name,
-        f.tables_per_timer,
+        f.disk_per_timer - f.tables_per_timer,
         other.map_or(String::new(), |o| format!(
             "; {} {:.1} B/timer",
             o.name, o.disk_per_timer

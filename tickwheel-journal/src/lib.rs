@@ -2,7 +2,7 @@
 //!
 //! [`Durable<Q, K, T>`](Durable) wraps a scheduler and records every change of custody —
 //! schedule, cancel, reschedule, drain, freeze, take_forwarded, import, and each hand-out,
-//! retry and end of a [`Due`] — in an embedded storage engine, [fjall] by default. A call
+//! retry and end of a [`Due`] — in an embedded storage engine, [redb] by default. A call
 //! documented as durable returns only once its record is on disk. Opening the journal
 //! again rebuilds every queue with its ids, deadlines and values.
 //!
@@ -12,8 +12,9 @@
 //! the timer's record (queue, deadline, value); a hand-out, reschedule or retry puts a
 //! small `meta` record beside it (attempt count, deadline); a timer that ends (done,
 //! cancelled, drained, handed back by a freeze or `take_forwarded`) deletes both. So disk
-//! use follows the live timers, not the history: the engine's own compaction drops what
-//! was deleted (measured below, and tested under a 99 %-cancel churn).
+//! use follows the live timers, not the history: the engine reclaims what was deleted
+//! (redb reuses the freed pages of its B-trees, fjall's compaction drops the records), as
+//! a 99 %-cancel churn test checks.
 //!
 //! **Custody is exactly-once, firing at-least-once.** A timer handed out is recorded with
 //! its attempt count (1 the first time) before the [`Due`] reaches the caller. If the
@@ -48,10 +49,10 @@
 //! handed out, rescheduled or retried and not yet ended), then makes one pass over the
 //! live timer records, scheduling each (the engine's scan on a helper thread, decoding
 //! and scheduling on the caller's): O(live timers) plus the tombstones not yet compacted
-//! away, never the history of the journal. With fjall the engine's part replays its
+//! away, never the history of the journal. redb has no log to replay (a commit rewrites
+//! the B-tree's pages and its header); with fjall the engine's part replays its
 //! write-ahead log, which the journal caps at 64 MiB (fjall starts a new log file past
-//! 64 MB and flushes the oldest tables when the logs pass the cap), so that replay is
-//! bounded by a constant; redb has no log to replay. [`Durable::open_with_progress`]
+//! 64 MB and flushes the oldest tables when the logs pass the cap), a constant. [`Durable::open_with_progress`]
 //! reports progress on the way.
 //!
 //! # Dispatching
@@ -76,19 +77,22 @@
 //!
 //! # Engine
 //!
-//! fjall 3 (an LSM tree) and redb 5 (copy-on-write B-trees) were measured side by side
-//! with `cargo run --release -p tickwheel-bench --example journal` (PERFORMANCE.md in the
-//! repository has the table). On a shared 2-vCPU guest, 1 M timers, two producers,
-//! `Batched(1 ms)`: fjall took 2.7–9.5× as many durable schedules per second as redb
-//! (0.2–0.5 M/s against 0.05–0.08 M/s over several runs), redb recovered 3–4.5× faster
-//! (about 2 M timers/s against 0.4–0.56 M/s, after a clean close and after SIGKILL alike)
-//! and took 41 B/timer on disk against fjall's 59 (22 B in tables, the rest its log),
-//! and both kept their tables bounded under a 99 %-cancel churn. fjall is the default
-//! because the write path is the one every operation takes (each schedule, hand-out and
-//! end is a record), and there redb was the slower by 3–10×; a recovery happens once per
-//! crash. redb, with the `redb`
-//! feature through [`Options::engine`], is the choice when restart time matters more than
-//! write rate.
+//! redb 5 (copy-on-write B-trees, one file, no log) and fjall 3 (an LSM tree) were measured
+//! side by side with `cargo run --release -p tickwheel-bench --example journal`
+//! (PERFORMANCE.md in the repository has the tables). On a shared 2-vCPU guest, 1 M timers,
+//! two producers, `Batched(1 ms)`, in one run: redb took 0.52 M durable schedules/s against
+//! fjall's 0.35 M, recovered 2.5 M timers/s against 0.46 M after a clean close (1.8 M
+//! against 0.39 M after SIGKILL: fjall replays its write-ahead log) and took 48.7 B/timer on
+//! disk against 70.2; under a 99 %-cancel churn both kept their tables bounded. redb is
+//! the default for all four. It leads on writes only because the journal's table keys keep
+//! sequential ids together (integers big-endian, see below): with postcard's scattering
+//! varints as keys redb wrote 2.7× slower than fjall. fjall is available with the `fjall`
+//! feature through [`Options::engine`].
+//!
+//! **Keys.** A timer's table key encodes its id so that ids that follow each other sort
+//! next to each other: integers big-endian and fixed-width, strings and byte strings with
+//! a length prefix, enums by variant index. Keys are never decoded; the record carries the
+//! id's postcard encoding.
 //!
 //! # Example
 //!
@@ -118,7 +122,7 @@
 //! # }
 //! ```
 //!
-//! [fjall]: https://docs.rs/fjall
+//! [redb]: https://docs.rs/redb
 
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

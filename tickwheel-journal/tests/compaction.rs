@@ -7,6 +7,7 @@ use tickwheel_journal::{Durability, Durable, Engine, Options, disk_usage};
 
 #[test]
 fn churn_keeps_the_journal_bounded() {
+    #[cfg_attr(not(feature = "fjall"), allow(unused_mut))]
     let mut engines = vec![Engine::Redb];
     #[cfg(feature = "fjall")]
     engines.push(Engine::Fjall);

@@ -8,6 +8,7 @@ use tickwheel_journal::{Durability, Durable, Engine, Options};
 type J = Durable<String, u64, String>;
 
 fn engines() -> Vec<Engine> {
+    #[cfg_attr(not(feature = "fjall"), allow(unused_mut))]
     let mut all = vec![Engine::Redb];
     #[cfg(feature = "fjall")]
     all.push(Engine::Fjall);
