@@ -34,10 +34,10 @@ pub enum Durability {
     /// acknowledged change.
     Batched(Duration),
     /// Calls do not wait; the writer syncs once per window. A crash loses the changes of
-    /// at most the last window plus the time of one write and fsync before it (a killed
-    /// process loses only those not yet handed to the engine; a power loss, those not
-    /// yet synced). [`Durable::flush`](crate::Durable::flush) waits for everything so
-    /// far.
+    /// at most the last window plus the time of one write and fsync before it (with fjall
+    /// a killed process loses only those not yet handed to the engine, a power loss those
+    /// not yet synced; redb commits at the sync, so both lose what was not synced).
+    /// [`Durable::flush`](crate::Durable::flush) waits for everything so far.
     Async(Duration),
 }
 
