@@ -80,14 +80,15 @@
 //! redb 5 (copy-on-write B-trees, one file, no log) and fjall 3 (an LSM tree) were measured
 //! side by side with `cargo run --release -p tickwheel-bench --example journal`
 //! (PERFORMANCE.md in the repository has the tables). On a shared 2-vCPU guest, 1 M timers,
-//! two producers, `Batched(1 ms)`, in one run: redb took 0.52 M durable schedules/s against
-//! fjall's 0.35 M, recovered 2.5 M timers/s against 0.46 M after a clean close (1.8 M
-//! against 0.39 M after SIGKILL: fjall replays its write-ahead log) and took 48.7 B/timer on
-//! disk against 70.2; under a 99 %-cancel churn both kept their tables bounded. redb is
-//! the default for all four. It leads on writes only because the journal's table keys keep
-//! sequential ids together (integers big-endian, see below): with postcard's scattering
-//! varints as keys redb wrote 2.7× slower than fjall. fjall is available with the `fjall`
-//! feature through [`Options::engine`].
+//! two producers, `Batched(1 ms)`: redb recovered 3.6–5.5× faster than fjall in every run
+//! (1.5–2.5 M timers/s after a clean close; fjall replays its write-ahead log first), took
+//! 48.7 B/timer on disk against 70, and wrote between 1.5× and 0.6× as fast (0.18–0.52 M
+//! durable schedules/s, the spread is the shared machine's); under a 99 %-cancel churn both
+//! kept their tables bounded. redb is the default because a restart is where durable
+//! schedulers are slow today. Its writes keep up only because the journal's table keys
+//! keep sequential ids together (below): with postcard's scattering varints as keys redb
+//! wrote 2.7× slower than fjall. fjall is available with the `fjall` feature through
+//! [`Options::engine`].
 //!
 //! **Keys.** A timer's table key encodes its id so that ids that follow each other sort
 //! next to each other: integers big-endian and fixed-width, strings and byte strings with
