@@ -79,7 +79,8 @@
 //!
 //! redb 5 (copy-on-write B-trees, one file, no log) and fjall 3 (an LSM tree) were measured
 //! side by side with `cargo run --release -p tickwheel-bench --example journal`
-//! (PERFORMANCE.md in the repository has the tables). On a shared 2-vCPU guest, 1 M timers,
+//! ([the performance report](https://github.com/tickwheel/tickwheel/blob/main/PERFORMANCE.md)
+//! has the tables). On a shared 2-vCPU guest, 1 M timers,
 //! two producers, `Batched(1 ms)`: redb recovered 3.6–5.5× faster than fjall in every run
 //! (1.5–2.5 M timers/s after a clean close; fjall replays its write-ahead log first), took
 //! 48.7 B/timer on disk against 70, and wrote between 1.5× and 0.6× as fast (0.18–0.52 M
