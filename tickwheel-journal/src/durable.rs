@@ -1,0 +1,623 @@
+//! [`Durable`]: a `sync::Scheduler` whose every change of custody is recorded.
+//!
+//! **Record order.** Records of one id must reach the engine in the order of the changes
+//! they describe, or a put could land after the delete that ended it (a cancelled timer
+//! back from the dead). Each call queues its record while nothing else can change that id:
+//! single-id calls hold the id's stripe lock across the scheduler call and the queuing;
+//! calls over many ids (drain, freeze, take_forwarded, import) hold every stripe; and a
+//! `Due` queues its records while its timer is still in flight, which no other call can
+//! change.
+
+use std::hash::Hash;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, MutexGuard};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tickwheel::sync::{
+    Cancel, Drained, Frozen, FrozenEntry, Imported, RescheduleError, ScheduleError, Scheduler,
+};
+
+use crate::clock::WallClock;
+use crate::codec;
+use crate::dispatcher::Wake;
+use crate::due::DueBatch;
+use crate::error::{Error, Result};
+use crate::recover;
+use crate::store::{Engine, Op, Table};
+use crate::writer::{Durability, Shared, Writer, WriterStats};
+
+/// The stripes of id locks: enough that two producers rarely meet on one.
+const STRIPES: usize = 256;
+
+/// What the scheduler holds for each timer: the value, and how often it was handed out.
+#[derive(Debug)]
+pub struct Slot<T> {
+    pub(crate) value: T,
+    pub(crate) attempt: u32,
+    /// Whether the timer may have a `meta` record (to be deleted with it).
+    pub(crate) meta: AtomicBool,
+}
+
+impl<T> Slot<T> {
+    pub(crate) fn new(value: T, attempt: u32, meta: bool) -> Self {
+        Slot {
+            value,
+            attempt,
+            meta: AtomicBool::new(meta),
+        }
+    }
+
+    /// The timer's value.
+    pub fn value(&self) -> &T {
+        &self.value
+    }
+
+    /// How often the timer was handed out by `pop_due` (0: never).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    pub(crate) fn has_meta(&self) -> bool {
+        self.meta.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// How to open a journal: durability, engine, and the scheduler's settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub(crate) durability: Durability,
+    pub(crate) engine: Engine,
+    pub(crate) shards: Option<usize>,
+    pub(crate) resolution: Option<Duration>,
+    pub(crate) memtable_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            durability: Durability::default(),
+            engine: Engine::default(),
+            shards: None,
+            resolution: None,
+            memtable_bytes: 16 << 20,
+        }
+    }
+}
+
+impl Options {
+    /// The defaults: [`Durability::Batched`] with a 1 ms window, [`Engine::Redb`], the
+    /// scheduler's own shard count and resolution (1 ms).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// When calls return relative to their records reaching the disk.
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+
+    /// The storage engine.
+    pub fn engine(mut self, e: Engine) -> Self {
+        self.engine = e;
+        self
+    }
+
+    /// The scheduler's shard count (see `SchedulerBuilder::shards`; out-of-range counts are
+    /// clamped there).
+    pub fn shards(mut self, n: usize) -> Self {
+        self.shards = Some(n);
+        self
+    }
+
+    /// fjall only: the size (bytes of memory) at which a table's in-memory part is written
+    /// out, dropping every timer that ended within it. Default 16 MiB. Smaller bounds the
+    /// disk and memory taken by churn more tightly, at more frequent (smaller) flushes.
+    /// Taken when a journal is created; an existing journal keeps its own.
+    pub fn memtable_bytes(mut self, bytes: u64) -> Self {
+        self.memtable_bytes = bytes.max(1 << 20);
+        self
+    }
+
+    /// The scheduler's tick length (see `SchedulerBuilder::resolution`).
+    pub fn resolution(mut self, d: Duration) -> Self {
+        self.resolution = Some(d);
+        self
+    }
+}
+
+/// What a journal's calls and its `Due`s share.
+pub(crate) struct Core {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) clock: Arc<WallClock>,
+    pub(crate) durability: Durability,
+    pub(crate) wake: Arc<Wake>,
+}
+
+impl Core {
+    /// Queues `ops` and, if the durability mode says so, waits until they are on disk.
+    pub(crate) fn commit(&self, ops: impl IntoIterator<Item = Op>) -> Result<()> {
+        let n = self.shared.push(ops)?;
+        if self.durability.waits() {
+            self.shared.wait(n)?;
+        }
+        Ok(())
+    }
+
+    /// Queues `ops` and returns their commit number, without waiting.
+    pub(crate) fn queue(&self, ops: impl IntoIterator<Item = Op>) -> Result<u64> {
+        self.shared.push(ops)
+    }
+
+    /// Waits for commit `n` if the durability mode says so.
+    pub(crate) fn settle(&self, n: u64) -> Result<()> {
+        if self.durability.waits() {
+            self.shared.wait(n)?;
+        }
+        Ok(())
+    }
+}
+
+/// The records ending some timers, and the entries handed back.
+type Ended<K, T> = (Vec<Op>, Vec<FrozenEntry<K, T>>);
+
+/// The records that end a timer: its `timers` key, and its `meta` key if it may have one.
+pub(crate) fn end_ops(key: Vec<u8>, meta: bool) -> impl Iterator<Item = Op> {
+    let meta = meta.then(|| Op::Delete(Table::Meta, key.clone()));
+    std::iter::once(Op::DeleteOnce(Table::Timers, key)).chain(meta)
+}
+
+/// A [`Scheduler`] whose every change of custody is recorded in a journal on disk, and which
+/// recovery rebuilds. See the [crate docs](crate) for the model, the durability modes and
+/// the recovery bound.
+///
+/// `Q`, `K` and `T` are stored with serde (postcard); ids are looked up by their encoding,
+/// so two ids that are equal must encode equally (true of every derived `Serialize`).
+/// Every changing call returns `Err` when the journal failed or is closed: the change is
+/// then not acknowledged, and after such an error the journal refuses every later change
+/// (re-open it; recovery brings back what is on disk).
+pub struct Durable<Q, K, T> {
+    sched: Scheduler<Q, K, Slot<T>>,
+    stripes: Box<[Mutex<()>]>,
+    core: Arc<Core>,
+    writer: Writer,
+}
+
+impl<Q, K, T> Durable<Q, K, T>
+where
+    Q: Hash + Eq + Clone + Serialize + DeserializeOwned + Send + 'static,
+    K: Hash + Eq + Clone + Serialize + DeserializeOwned + Send + 'static,
+    T: Serialize + DeserializeOwned + Send + 'static,
+{
+    /// Opens the journal in `dir` (created if missing) and recovers every timer in it; see
+    /// [`open_with_progress`](Self::open_with_progress).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`] if the engine cannot open or read its files (another process holds
+    /// them, a corrupt file), [`Error::Decode`] if a stored record does not decode as
+    /// `(Q, K, T)`.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Self> {
+        Self::open_with_progress(dir, options, |_, _| {})
+    }
+
+    /// Opens the journal in `dir` and recovers every timer in it, calling `progress(done,
+    /// total)` about every 65 536 timers and once at the end (`total` is the engine's
+    /// estimate of the live timers, so `done` may pass it).
+    ///
+    /// Recovered timers are pending with their queue, id, deadline (mapped from the wall
+    /// clock: a deadline that passed while the process was down is due at once) and
+    /// value; timers that were in flight come back pending, and the next hand-out gives
+    /// them their attempt count plus one. Frozen queues come back unfrozen, their
+    /// forwarded timers pending. Work: the engine's own replay of its write-ahead log, then
+    /// one pass over the live timers (and the tombstones not yet compacted away):
+    /// O(live timers), never the history.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub fn open_with_progress(
+        dir: impl AsRef<Path>,
+        options: Options,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Self> {
+        let store = crate::store::open(options.engine, dir.as_ref(), options.memtable_bytes)?;
+        let clock = Arc::new(WallClock::new());
+        let mut builder = Scheduler::builder();
+        if let Some(n) = options.shards {
+            builder = builder.shards(n);
+        }
+        if let Some(r) = options.resolution {
+            builder = builder.resolution(r);
+        }
+        let sched = builder.try_build().map_err(Error::engine)?;
+        recover::replay(&*store, &sched, &clock, progress)?;
+        let writer = Writer::start(store, options.durability, clock.clone())?;
+        let core = Arc::new(Core {
+            shared: writer.shared.clone(),
+            clock,
+            durability: options.durability,
+            wake: Arc::new(Wake::new()),
+        });
+        Ok(Durable {
+            sched,
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            core,
+            writer,
+        })
+    }
+
+    fn stripe(&self, key: &[u8]) -> MutexGuard<'_, ()> {
+        self.stripes[codec::stripe(key, STRIPES)].lock()
+    }
+
+    fn all_stripes(&self) -> Vec<MutexGuard<'_, ()>> {
+        self.stripes.iter().map(|m| m.lock()).collect()
+    }
+
+    /// Adds a timer, as [`Scheduler::schedule`], and records it. Returns once the record
+    /// is durable (per the [`Durability`] mode). O(1) plus the encoding of the record.
+    ///
+    /// # Errors
+    ///
+    /// The outer `Err` is the journal's (see the type's docs; the timer may then be pending
+    /// in memory but is not acknowledged). `Ok(Err(..))` is the scheduler's refusal, with
+    /// the value back; nothing is recorded then.
+    pub fn schedule(
+        &self,
+        queue: Q,
+        id: K,
+        at: Instant,
+        value: T,
+    ) -> Result<Result<(), ScheduleError<T>>> {
+        match self.schedule_queued(queue, id, at, value)? {
+            Ok(n) => self.core.settle(n).map(Ok),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    fn schedule_queued(
+        &self,
+        queue: Q,
+        id: K,
+        at: Instant,
+        value: T,
+    ) -> Result<Result<u64, ScheduleError<T>>> {
+        let key = codec::key(&id)?;
+        let record = codec::timer(&id, &queue, self.core.clock.to_wall(at), &value)?;
+        let _guard = self.stripe(&key);
+        if let Err(e) = self
+            .sched
+            .schedule(queue, id, at, Slot::new(value, 0, false))
+        {
+            return Ok(Err(map_schedule_error(e)));
+        }
+        let n = self.core.queue([Op::Put(Table::Timers, key, record)])?;
+        self.core.wake.deadline_added(at);
+        Ok(Ok(n))
+    }
+
+    /// Schedules every `(queue, id, at, value)` of `items` and waits once for all their
+    /// records (group commit from one caller). Returns the refused ones with their ids.
+    ///
+    /// # Errors
+    ///
+    /// The journal's (see the type's docs): none of the items is then acknowledged.
+    pub fn schedule_many(
+        &self,
+        items: impl IntoIterator<Item = (Q, K, Instant, T)>,
+    ) -> Result<Vec<(K, ScheduleError<T>)>> {
+        let mut refused = Vec::new();
+        let mut last = None;
+        for (queue, id, at, value) in items {
+            match self.schedule_queued(queue, id.clone(), at, value)? {
+                Ok(n) => last = Some(n),
+                Err(e) => refused.push((id, e)),
+            }
+        }
+        if let Some(n) = last {
+            self.core.settle(n)?;
+        }
+        Ok(refused)
+    }
+
+    /// Moves a pending timer, as [`Scheduler::reschedule`], and records its new deadline.
+    ///
+    /// # Errors
+    ///
+    /// The outer `Err` is the journal's; `Ok(Err(..))` the scheduler's refusal (nothing
+    /// recorded).
+    pub fn reschedule(&self, id: &K, at: Instant) -> Result<Result<(), RescheduleError>> {
+        let key = codec::key(id)?;
+        let _guard = self.stripe(&key);
+        let attempt = self.sched.with_value(id, |slot| {
+            slot.meta.store(true, std::sync::atomic::Ordering::Relaxed);
+            slot.attempt
+        });
+        let Some(attempt) = attempt else {
+            return Ok(Err(RescheduleError::NotFound));
+        };
+        if let Err(e) = self.sched.reschedule(id, at) {
+            return Ok(Err(e));
+        }
+        self.core.wake.deadline_added(at);
+        let op = Op::Put(
+            Table::Meta,
+            key,
+            codec::meta(attempt, self.core.clock.to_wall(at)),
+        );
+        let n = self.core.queue([op])?;
+        drop(_guard);
+        self.core.settle(n).map(Ok)
+    }
+
+    /// Cancels a pending timer, as [`Scheduler::cancel`], and records its end.
+    ///
+    /// # Errors
+    ///
+    /// The journal's (see the type's docs).
+    pub fn cancel(&self, id: &K) -> Result<Cancel<T>> {
+        let key = codec::key(id)?;
+        let guard = self.stripe(&key);
+        let slot = match self.sched.cancel(id) {
+            Cancel::Cancelled(slot) => slot,
+            Cancel::InFlight => return Ok(Cancel::InFlight),
+            Cancel::NotFound => return Ok(Cancel::NotFound),
+        };
+        let n = self.core.queue(end_ops(key, slot.has_meta()))?;
+        drop(guard);
+        self.core.settle(n)?;
+        Ok(Cancel::Cancelled(slot.value))
+    }
+
+    /// Drains a queue, as [`Scheduler::drain_queue`], and records the end of every timer
+    /// taken. Blocks every other change for its duration (it holds every id lock).
+    ///
+    /// # Errors
+    ///
+    /// The journal's (see the type's docs).
+    pub fn drain_queue(&self, queue: &Q) -> Result<Drained<K, T>> {
+        let guards = self.all_stripes();
+        let drained = self.sched.drain_queue(queue);
+        let mut ops = Vec::with_capacity(drained.cancelled.len());
+        let mut cancelled = Vec::with_capacity(drained.cancelled.len());
+        for (id, slot) in drained.cancelled {
+            ops.extend(end_ops(codec::key(&id)?, slot.has_meta()));
+            cancelled.push((id, slot.value));
+        }
+        let n = self.core.queue(ops)?;
+        drop(guards);
+        self.core.settle(n)?;
+        Ok(Drained {
+            cancelled,
+            in_flight: drained.in_flight,
+        })
+    }
+
+    /// Freezes a queue, as [`Scheduler::freeze_queue`], and records the end of every
+    /// pending timer handed back (the caller now has custody of them). The freeze itself is
+    /// not recorded: after a crash the queue comes back unfrozen, its forwarded timers
+    /// pending.
+    ///
+    /// # Errors
+    ///
+    /// The journal's (see the type's docs).
+    pub fn freeze_queue(&self, queue: &Q) -> Result<Frozen<K, T>> {
+        let guards = self.all_stripes();
+        let frozen = self.sched.freeze_queue(queue);
+        let (ops, pending) = self.end_entries(frozen.pending)?;
+        let n = self.core.queue(ops)?;
+        drop(guards);
+        self.core.settle(n)?;
+        Ok(Frozen {
+            pending,
+            in_flight: frozen.in_flight,
+        })
+    }
+
+    /// Takes a frozen queue's forwarded timers, as [`Scheduler::take_forwarded`], and
+    /// records their end.
+    ///
+    /// # Errors
+    ///
+    /// The journal's (see the type's docs).
+    pub fn take_forwarded(&self, queue: &Q) -> Result<Vec<FrozenEntry<K, T>>> {
+        let guards = self.all_stripes();
+        let taken = self.sched.take_forwarded(queue);
+        let (ops, taken) = self.end_entries(taken)?;
+        let n = self.core.queue(ops)?;
+        drop(guards);
+        self.core.settle(n)?;
+        Ok(taken)
+    }
+
+    /// Lifts a freeze, as [`Scheduler::unfreeze_queue`] (nothing to record: forwarded
+    /// timers kept their records). Returns how many forwarded timers became pending.
+    pub fn unfreeze_queue(&self, queue: &Q) -> usize {
+        self.sched.unfreeze_queue(queue)
+    }
+
+    /// Imports entries into `queue`, as [`Scheduler::import`], and records every timer
+    /// imported (with attempt 0: attempt counts do not travel with a handoff).
+    ///
+    /// # Errors
+    ///
+    /// The journal's (see the type's docs).
+    pub fn import(&self, queue: &Q, entries: Vec<FrozenEntry<K, T>>) -> Result<Imported<K, T>> {
+        let mut records = Vec::with_capacity(entries.len());
+        let earliest = entries.iter().map(|e| e.at).min();
+        for e in &entries {
+            records.push((
+                codec::key(&e.id)?,
+                codec::timer(&e.id, queue, self.core.clock.to_wall(e.at), &e.value)?,
+            ));
+        }
+        let keys: Vec<(K, Vec<u8>, Vec<u8>)> = entries
+            .iter()
+            .zip(records)
+            .map(|(e, (k, r))| (e.id.clone(), k, r))
+            .collect();
+        let guards = self.all_stripes();
+        let imported = self.sched.import(
+            queue,
+            entries.into_iter().map(|e| FrozenEntry {
+                id: e.id,
+                at: e.at,
+                value: Slot::new(e.value, 0, false),
+            }),
+        );
+        let back = |v: Vec<FrozenEntry<K, Slot<T>>>| -> Vec<FrozenEntry<K, T>> {
+            v.into_iter()
+                .map(|e| FrozenEntry {
+                    id: e.id,
+                    at: e.at,
+                    value: e.value.value,
+                })
+                .collect()
+        };
+        let present = back(imported.present);
+        let refused = back(imported.refused);
+        let not_taken: std::collections::HashSet<&K> =
+            present.iter().chain(&refused).map(|e| &e.id).collect();
+        let ops = keys
+            .into_iter()
+            .filter(|(id, _, _)| !not_taken.contains(id))
+            .map(|(_, k, r)| Op::Put(Table::Timers, k, r));
+        let n = self.core.queue(ops)?;
+        drop(guards);
+        if let Some(at) = earliest {
+            self.core.wake.deadline_added(at);
+        }
+        self.core.settle(n)?;
+        Ok(Imported {
+            imported: imported.imported,
+            present,
+            refused,
+        })
+    }
+
+    fn end_entries(&self, entries: Vec<FrozenEntry<K, Slot<T>>>) -> Result<Ended<K, T>> {
+        let mut ops = Vec::with_capacity(entries.len());
+        let mut out = Vec::with_capacity(entries.len());
+        for e in entries {
+            ops.extend(end_ops(codec::key(&e.id)?, e.value.has_meta()));
+            out.push(FrozenEntry {
+                id: e.id,
+                at: e.at,
+                value: e.value.value,
+            });
+        }
+        Ok((ops, out))
+    }
+
+    /// Takes up to `limit` due timers, as [`Scheduler::pop_due`], records each hand-out
+    /// (its attempt count, now one higher) and returns once those records are durable (per
+    /// the mode), so a sink never sees one attempt number twice for a timer. O(returned)
+    /// plus one commit.
+    ///
+    /// Each [`Due`](crate::Due) is done when [`done`](crate::Due::done) or dropped, or goes
+    /// back with [`retry_at`](crate::Due::retry_at). Items of the batch left untaken when it
+    /// is dropped go back pending at their deadline, their attempt counted.
+    ///
+    /// # Errors
+    ///
+    /// The journal's (see the type's docs). The timers taken stay in flight in memory then
+    /// (the journal is dead; re-open it).
+    pub fn pop_due(&self, now: Instant, limit: usize) -> Result<DueBatch<Q, K, T>> {
+        let mut taken = Vec::new();
+        let mut ops = Vec::new();
+        for mut due in self.sched.pop_due(now, limit) {
+            let slot = due.value_mut();
+            slot.attempt = slot.attempt.saturating_add(1);
+            slot.meta.store(true, std::sync::atomic::Ordering::Relaxed);
+            let attempt = slot.attempt;
+            let key = codec::key(due.id())?;
+            let wall = self.core.clock.to_wall(due.deadline());
+            ops.push(Op::Put(
+                Table::Meta,
+                key.clone(),
+                codec::meta(attempt, wall),
+            ));
+            taken.push((due, key));
+        }
+        if !ops.is_empty() {
+            self.core.commit(ops)?;
+        }
+        Ok(DueBatch::new(taken, self.core.clone()))
+    }
+
+    /// Waits until every record queued so far (by any caller) is durable. With
+    /// [`Durability::Async`] this is how a caller gets an acknowledgement.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] if the writer failed or the journal is closed.
+    pub fn flush(&self) -> Result<()> {
+        let n = self.core.shared.last_queued();
+        self.core.shared.wait(n)
+    }
+
+    /// Writes and syncs what is queued, stops the writer and closes the engine's files.
+    /// Dropping the journal does the same and ignores the error.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] with the reason if the last write or sync failed.
+    pub fn close(mut self) -> Result<()> {
+        self.writer.close()
+    }
+
+    /// The scheduler inside, for what does not change custody: `len`, `in_flight_len`,
+    /// `queue_len`, `lookup`, `queue_members`, `next_deadline`, `stats` and the like.
+    /// Changing it through this reference bypasses the journal; only read.
+    pub fn scheduler(&self) -> &Scheduler<Q, K, Slot<T>> {
+        &self.sched
+    }
+
+    /// Pending and forwarded timers (as [`Scheduler::len`]).
+    pub fn len(&self) -> usize {
+        self.sched.len()
+    }
+
+    /// Whether no timer is pending or forwarded.
+    pub fn is_empty(&self) -> bool {
+        self.sched.is_empty()
+    }
+
+    /// The earliest pending deadline (as [`Scheduler::next_deadline`]).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.sched.next_deadline()
+    }
+
+    /// Batches written, fsyncs and records so far (for benchmarks and monitoring).
+    pub fn writer_stats(&self) -> WriterStats {
+        self.core.shared.stats()
+    }
+
+    pub(crate) fn wake(&self) -> &Arc<Wake> {
+        &self.core.wake
+    }
+}
+
+fn map_schedule_error<T>(e: ScheduleError<Slot<T>>) -> ScheduleError<T> {
+    match e {
+        ScheduleError::Pending(s) => ScheduleError::Pending(s.value),
+        ScheduleError::InFlight(s) => ScheduleError::InFlight(s.value),
+        ScheduleError::Full(s) => ScheduleError::Full(s.value),
+        ScheduleError::Frozen(s) => ScheduleError::Frozen(s.value),
+        // A variant added later: the value is in it, the reason is not known here.
+        other => ScheduleError::Pending(other.into_value().value),
+    }
+}
+
+impl<Q, K, T> std::fmt::Debug for Durable<Q, K, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durable")
+            .field("durability", &self.core.durability)
+            .finish_non_exhaustive()
+    }
+}
