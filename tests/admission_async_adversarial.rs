@@ -134,7 +134,9 @@ fn a_deadline_still_ahead_is_accepted_and_a_passed_one_refused() {
         .acquire(1, Instant::now() + Duration::from_secs(5))
         .unwrap();
     let soon = Instant::now() + Duration::from_millis(1);
-    let waiter = q.register(1, soon).expect("a deadline still ahead is accepted");
+    let waiter = q
+        .register(1, soon)
+        .expect("a deadline still ahead is accepted");
     assert!(waiter.try_take().is_none(), "capacity is held");
     // At or before the queue's origin: its tick (0) has begun.
     let r = q.register(1, before);

@@ -31,8 +31,14 @@ async fn a_deadline_past_the_tick_range_shows_the_last_tick() {
     let shown = queue.deadline(&key);
     // The last tick begins u64::MAX ms after the origin, which is at or after t0.
     let last_tick = t0 + Duration::from_millis(u64::MAX);
-    assert!(shown >= last_tick, "shown {shown:?} before the last tick {last_tick:?}");
-    assert!(shown <= end, "shown {shown:?} after the instant asked for {end:?}");
+    assert!(
+        shown >= last_tick,
+        "shown {shown:?} before the last tick {last_tick:?}"
+    );
+    assert!(
+        shown <= end,
+        "shown {shown:?} after the instant asked for {end:?}"
+    );
     let near = queue.insert_at("near", t0 + Duration::from_secs(3600));
     assert!(queue.deadline(&near) < shown);
 }
