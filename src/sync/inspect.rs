@@ -63,6 +63,11 @@ pub struct QueueCounts {
     /// [`IdState::Forwarded`]), as
     /// [`SchedulerStats::forwarded`](super::SchedulerStats::forwarded) counts them.
     pub forwarded: usize,
+    /// Of the `pending` members, those **parked**: due while the queue is held
+    /// ([`Scheduler::hold_queue`](super::Scheduler::hold_queue)), waiting for its release.
+    pub parked: usize,
+    /// Whether the queue is held (marked in at least one shard).
+    pub held: bool,
 }
 
 impl QueueCounts {

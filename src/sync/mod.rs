@@ -39,6 +39,19 @@
 //! | `unfreeze_queue` | — | pending | — | — |
 //! | `pop_due` | in flight, if due | — (never due) | — | — |
 //! | `Due::retry_at` | — | — | pending (forwarded if frozen) | — |
+//! | `hold_queue` | unchanged (parked once due) | unchanged | unchanged | — |
+//! | `release_queue` | parked ones due at once | unchanged | unchanged | — |
+//!
+//! **Held queues** (flow control; see [`Scheduler::hold_queue`]). A hold marks the queue in
+//! each shard, as a freeze does, but the queue keeps accepting: its timers stay pending.
+//! `pop_due` hands none of them out; the first merge that meets one due **parks** it (out
+//! of the wheel, onto the queue's parked list in its shard), so it is looked at once, not
+//! on every poll. A parked timer is pending to every other operation (`cancel`,
+//! `drain_queue`, `freeze_queue`, `reschedule`, `len`, `lookup`), and `queue_counts`
+//! shows it in `parked`. `release_queue` stages the parked timers, due at once, in
+//! delivery order. Hold and release cost O(shards) (plus the parked timers moved), never a
+//! walk of the queue. Hold and freeze are independent marks: a freeze takes parked timers
+//! like any pending ones and leaves the hold.
 //!
 //! **Looking without taking.** `lookup` (one id: queue, state, deadline), `with_value`,
 //! `queue_members` (a queue's members, states and deadlines, in delivery order) and
@@ -170,8 +183,9 @@
 //! A test-only **exhaustive-interleaving harness** checks the states and answers:
 //! it enumerates every interleaving of small per-thread step sequences — schedule,
 //! reschedule, cancel, `pop_due`, taking, dropping and retrying `Due`s, dropping a
-//! half-taken batch, and each shard's step of a drain, a freeze, a `take_forwarded` and an
-//! unfreeze — replaying each on a real scheduler, checking every step's answer against a
+//! half-taken batch, and each shard's step of a drain, a freeze, a `take_forwarded`, an
+//! unfreeze, a hold and a release — replaying each on a real scheduler, checking every
+//! step's answer against a
 //! sequential reference, and checking exactly-once at the end (no timer both delivered and
 //! handed over, none left out).
 //!
@@ -212,10 +226,12 @@
 //   shard/done_list.rs   the done list: in-flight entries whose Due is done, until settled
 //   shard/pop.rs         the shard's part of pop_due, and the end of the in-flight state
 //   shard/freeze.rs      the shard's part of freezing: marks, forwarded timers
+//   shard/flow.rs        the shard's part of flow control: hold marks, parked timers
 //   shard/{ids,queues,inspect,memory,check}.rs
 // scheduler.rs    Scheduler: schedule, reschedule, cancel, drain, counts;
 //   scheduler/{pop,inspect,hooks}.rs
 // freeze/         freezing a queue: the public types, and the Scheduler's operations
+// flow/           flow control per queue: hold and release
 // due.rs          Due and DueBatch, what pop_due hands out
 // dispatcher.rs   the dispatcher thread (spawn_dispatcher)
 // signal.rs       the wake-up protocol between producers and pollers
@@ -227,6 +243,7 @@ mod builder;
 mod core;
 mod dispatcher;
 mod due;
+mod flow;
 mod freeze;
 mod hash;
 mod inspect;

@@ -358,6 +358,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
                 stats.pending += shard.pending_len() + shard.forwarded_len();
                 stats.forwarded += shard.forwarded_len();
                 stats.due_waiting += shard.staged_len();
+                stats.parked += shard.parked_len();
                 stats.in_flight += shard.in_flight_len();
                 add_wheel_stats(&mut stats.wheel, shard.wheel_stats());
             });

@@ -52,6 +52,7 @@ use ids::{IdMap, Slot};
 #[cfg(test)]
 mod check;
 mod done_list;
+mod flow;
 mod freeze;
 mod ids;
 mod inspect;
@@ -103,6 +104,8 @@ enum Place {
     Staged,
     InFlight,
     Forwarded,
+    /// Due, of a held queue: at this position of its queue record's `parked` list.
+    Parked(u32),
 }
 
 /// One timer of this shard.
@@ -138,6 +141,11 @@ struct QueueRec<Q> {
     pending: usize,
     in_flight: usize,
     forwarded: usize,
+    /// Whether the queue is held here (its name is in `held`), copied into the record so
+    /// that `pop_due` tells by index, not by hashing the name.
+    held: bool,
+    /// Its due members met by `pop_due` while held, each `Place::Parked(its position)`.
+    parked: Vec<u32>,
 }
 
 /// The state one shard mutex guards.
@@ -156,6 +164,10 @@ pub(crate) struct ShardState<Q, K, T> {
     free_queues: Vec<u32>,
     /// Queues frozen in this shard (see the module doc).
     frozen: HashSet<Q>,
+    /// Queues held in this shard (see `flow.rs`).
+    held: HashSet<Q>,
+    /// Entries `Parked`.
+    parked: usize,
     /// Kept between settles of the done list, so that settling allocates nothing.
     done_buffer: Vec<u32>,
 }
@@ -174,6 +186,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             queue_recs: Vec::new(),
             free_queues: Vec::new(),
             frozen: HashSet::new(),
+            held: HashSet::new(),
+            parked: 0,
             done_buffer: Vec::new(),
         }
     }
@@ -278,7 +292,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             }
             Place::InFlight => return Err(RescheduleError::InFlight),
             Place::Forwarded => return Err(RescheduleError::Frozen),
-            Place::Wheel(_) | Place::Staged | Place::Polled => {}
+            Place::Wheel(_) | Place::Staged | Place::Polled | Place::Parked(_) => {}
         }
         self.unfile(index);
         let entry = self.entry_mut(index);
@@ -484,6 +498,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             }
             // Held in no store.
             Place::Forwarded => {}
+            Place::Parked(position) => self.unpark(index, position),
             Place::Polled | Place::InFlight => {
                 debug_assert!(false, "only a pending timer is unfiled");
             }

@@ -9,7 +9,25 @@ use crate::sync::trash::Trash;
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// The delivery-order key of this shard's next due timer at `now`, polling the wheel
     /// into the cursor if needed; `None` when nothing more is due.
+    /// A due timer of a held queue is parked on the way (see `flow.rs`), never returned.
     pub(crate) fn head(&mut self, now: u64, cursor: &mut Cursor) -> Option<(u64, u64)> {
+        let key = self.next_due(now, cursor);
+        // One branch while nothing is held here.
+        if self.held.is_empty() {
+            return key;
+        }
+        let mut key = key;
+        while let Some(k) = key {
+            if !self.park_if_held(k, cursor) {
+                break;
+            }
+            key = self.next_due(now, cursor);
+        }
+        key
+    }
+
+    /// [`head`](Self::head) without looking at holds.
+    fn next_due(&mut self, now: u64, cursor: &mut Cursor) -> Option<(u64, u64)> {
         if cursor.wheel_head.is_none() && !cursor.wheel_done {
             match self.wheel.poll(now) {
                 // The wheel's clock never goes back: after a poll at a later `now` it also

@@ -18,6 +18,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             pending: 0,
             in_flight: 0,
             forwarded: 0,
+            // Hashes the name only while some queue is held here.
+            held: !self.held.is_empty() && self.held.contains(name),
+            parked: Vec::new(),
         };
         let index = match self.free_queues.pop() {
             Some(free) => {

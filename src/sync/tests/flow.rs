@@ -1,0 +1,149 @@
+//! Flow control: `hold_queue` and `release_queue`, each with the operations a held queue
+//! keeps answering.
+
+use std::time::{Duration, Instant};
+
+use super::interleave::id_on;
+use crate::sync::{Cancel, IdState, Retried, Scheduler};
+
+type Sched = Scheduler<u8, u64, u64>;
+
+fn ms(t0: Instant, n: u64) -> Instant {
+    t0 + Duration::from_millis(n)
+}
+
+fn two_shards() -> (Sched, Instant) {
+    let t0 = Instant::now();
+    (Scheduler::builder().shards(2).origin(t0).build(), t0)
+}
+
+fn values(s: &Sched, now: Instant, limit: usize) -> Vec<u64> {
+    s.pop_due(now, limit).map(|d| d.into_value()).collect()
+}
+
+#[test]
+fn a_held_queue_accepts_parks_its_due_timers_once_and_releases_them_in_order() {
+    let (s, t0) = two_shards();
+    let (a, b, c) = (id_on(0, 0), id_on(1, 0), id_on(0, 1));
+    let (d, e) = (id_on(1, 1), id_on(0, 2));
+    s.schedule(0, a, ms(t0, 5), 10).unwrap();
+    assert!(s.hold_queue(&0));
+    s.schedule(0, b, ms(t0, 3), 11).unwrap(); // accepted while held
+    s.schedule(0, c, ms(t0, 3), 12).unwrap();
+    s.schedule(0, d, ms(t0, 50), 13).unwrap(); // not due yet
+    s.schedule(1, e, ms(t0, 4), 14).unwrap(); // another queue: unaffected
+    assert_eq!(values(&s, ms(t0, 10), 10), [14]);
+    let counts = s.queue_counts(&0);
+    assert_eq!((counts.pending, counts.parked, counts.held), (4, 3, true));
+    // Parked: out of the wheel and the staged set, so the next poll finds nothing to look at.
+    let stats = s.stats();
+    assert_eq!((stats.parked, stats.due_waiting, stats.pending), (3, 0, 4));
+    assert_eq!(s.lookup(&b).map(|i| i.state), Some(IdState::Pending));
+    assert!(values(&s, ms(t0, 20), 10).is_empty());
+    assert_eq!(s.stats().parked, 3, "parked once, not re-filed");
+    s.check_invariants();
+
+    assert_eq!(s.release_queue(&0), 3);
+    assert!(!s.is_held(&0));
+    assert_eq!(s.queue_counts(&0).parked, 0);
+    assert_eq!(values(&s, ms(t0, 20), 10), [11, 12, 10], "delivery order");
+    assert_eq!(values(&s, ms(t0, 60), 10), [13]);
+    assert!(s.is_empty());
+    s.check_invariants();
+}
+
+#[test]
+fn parked_timers_are_pending_for_cancel_drain_reschedule_and_freeze() {
+    let (s, t0) = two_shards();
+    let ids: Vec<u64> = (0..4).map(|n| id_on(n % 2, n / 2)).collect();
+    s.hold_queue(&0);
+    for (n, &id) in ids.iter().enumerate() {
+        s.schedule(0, id, ms(t0, 1), n as u64).unwrap();
+    }
+    assert!(values(&s, ms(t0, 2), 10).is_empty());
+    assert_eq!(s.stats().parked, 4);
+    // Cancel from the middle of a parked list: the last one takes its place.
+    assert_eq!(s.cancel(&ids[0]), Cancel::Cancelled(0));
+    s.check_invariants();
+    // Reschedule a parked timer later: it leaves the list, and is parked again when due.
+    s.reschedule(&ids[1], ms(t0, 5)).unwrap();
+    assert_eq!(s.stats().parked, 2);
+    s.check_invariants();
+    let frozen = s.freeze_queue(&0);
+    let taken: Vec<u64> = frozen.pending.iter().map(|e| e.value).collect();
+    assert_eq!(
+        taken,
+        [2, 3, 1],
+        "a freeze takes parked timers too, in order"
+    );
+    assert_eq!((s.len(), s.stats().parked), (0, 0));
+    s.unfreeze_queue(&0);
+    assert!(s.is_held(&0), "a freeze leaves the hold");
+    s.schedule(0, ids[0], ms(t0, 1), 20).unwrap();
+    assert!(values(&s, ms(t0, 6), 10).is_empty());
+    let drained = s.drain_queue(&0);
+    assert_eq!(drained.cancelled, [(ids[0], 20)]);
+    assert_eq!(s.stats().parked, 0);
+    s.check_invariants();
+}
+
+#[test]
+fn timers_coming_back_from_flight_into_a_held_queue_are_parked_when_due() {
+    let (s, t0) = two_shards();
+    let (a, b) = (id_on(0, 0), id_on(1, 0));
+    s.schedule(0, a, ms(t0, 1), 1).unwrap();
+    s.schedule(0, b, ms(t0, 1), 2).unwrap();
+    let mut batch = s.pop_due(ms(t0, 1), 10);
+    let first = batch.next().unwrap();
+    s.hold_queue(&0);
+    assert_eq!(
+        s.queue_counts(&0).in_flight,
+        2,
+        "a hold recalls nothing in flight"
+    );
+    drop(batch); // b goes back, due
+    assert_eq!(first.retry_at(ms(t0, 2)), Ok(Retried::Pending));
+    assert!(values(&s, ms(t0, 3), 10).is_empty());
+    assert_eq!(s.queue_counts(&0).parked, 2);
+    s.release_queue(&0);
+    assert_eq!(values(&s, ms(t0, 3), 10), [2, 1]);
+}
+
+#[test]
+fn a_hold_outlives_its_queue_and_a_release_of_an_unheld_queue_changes_nothing() {
+    let (s, t0) = two_shards();
+    assert_eq!(s.release_queue(&0), 0);
+    s.hold_queue(&0);
+    s.schedule(0, 1, ms(t0, 1), 1).unwrap();
+    assert!(values(&s, ms(t0, 1), 10).is_empty());
+    assert_eq!(s.cancel(&1), Cancel::Cancelled(1)); // the queue has no member left
+    assert!(s.is_held(&0));
+    s.schedule(0, 2, ms(t0, 1), 2).unwrap(); // a new record, held from the mark
+    assert!(values(&s, ms(t0, 1), 10).is_empty());
+    assert_eq!(s.queue_counts(&0).parked, 1);
+    assert_eq!(s.release_queue(&0), 1);
+    assert_eq!(values(&s, ms(t0, 1), 10), [2]);
+    s.check_invariants();
+}
+
+#[test]
+fn a_pop_that_stops_at_its_limit_parks_only_what_it_looked_at() {
+    let (s, t0) = two_shards();
+    for n in 0..6u64 {
+        s.schedule(
+            (n % 2) as u8,
+            id_on((n % 2) as usize, n as usize / 2),
+            ms(t0, n + 1),
+            n,
+        )
+        .unwrap();
+    }
+    s.hold_queue(&1);
+    assert_eq!(values(&s, ms(t0, 10), 2), [0, 2]);
+    s.check_invariants();
+    assert_eq!(values(&s, ms(t0, 10), 10), [4]);
+    assert_eq!(s.queue_counts(&1).parked, 3);
+    s.release_queue(&1);
+    assert_eq!(values(&s, ms(t0, 10), 10), [1, 3, 5]);
+    s.check_invariants();
+}

@@ -1,0 +1,112 @@
+//! The dispatch-phase harness's flow steps: one shard's part of `hold_queue` and
+//! `release_queue`, interleaved with schedule, reschedule, cancel, drains, freezes,
+//! `pop_due`, taking, retrying and dropping `Due`s and half-taken batches. The model's
+//! `pop_due` skips the members of a queue held in their shard; at the end (`World::settle`)
+//! every hold is released, the rest is delivered, and every timer must have ended exactly
+//! once.
+
+use super::id_on;
+use super::phases::{Step, World, expect, run_phases};
+
+impl World {
+    pub(super) fn hold_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
+        let real = self.sched.hold_shard(shard, &queue);
+        let model = self.holds.insert((queue, shard));
+        expect("hold (new mark)", real, model)
+    }
+
+    /// The release count is checked against what can have been parked: the model's members
+    /// of the queue in the shard that are pending and were due at some `pop_due` (a merge
+    /// that stopped at its limit parks fewer). The shard's invariants (checked after every
+    /// step) tie each parked entry to its hold.
+    pub(super) fn release_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
+        let (real, _) = self.sched.release_shard(shard, &queue);
+        if !self.holds.remove(&(queue, shard)) {
+            return expect("release of an unheld queue", real, 0);
+        }
+        let most = (self.ids.iter())
+            .filter(|(id, r)| r.queue == queue && self.sched.shard_index(id) == shard)
+            .filter(|(_, r)| !r.in_flight && !r.forwarded && r.tick <= self.popped_to)
+            .count();
+        if real > most {
+            return Err(format!("release: {real} parked, at most {most} due"));
+        }
+        Ok(())
+    }
+
+    /// At the end: every hold released, shard by shard.
+    pub(super) fn release_all(&mut self) -> Result<(), String> {
+        for (queue, shard) in std::mem::take(&mut self.holds) {
+            self.holds.insert((queue, shard));
+            self.release_shard(queue, shard)?;
+        }
+        Ok(())
+    }
+}
+
+fn schedule(queue: u8, id: u64, tick: u64) -> Step {
+    Step::Schedule { queue, id, tick }
+}
+
+/// A hold of queue 0 racing the dispatcher: it pops (parking what is held), takes a `Due`
+/// and retries it, drops the half-taken batch and pops again; meanwhile the operator holds
+/// and releases shard by shard, and a producer schedules, reschedules and cancels members.
+#[test]
+fn hold_and_release_against_pop_retry_and_a_half_taken_batch() {
+    let (a, c) = (id_on(0, 0), id_on(0, 1));
+    let (b, d) = (id_on(1, 0), id_on(1, 1));
+    let initial = [
+        schedule(0, a, 1),
+        schedule(0, b, 1),
+        schedule(1, c, 1),
+        schedule(0, d, 2),
+    ];
+    let threads = [
+        vec![
+            Step::Pop { now: 3, limit: 2 },
+            Step::Take,
+            Step::Retry { tick: 2 },
+            Step::DropBatch,
+            Step::Pop { now: 3, limit: 3 },
+        ],
+        vec![
+            Step::HoldShard { queue: 0, shard: 0 },
+            Step::HoldShard { queue: 0, shard: 1 },
+            Step::ReleaseShard { queue: 0, shard: 1 },
+        ],
+        vec![Step::Reschedule { id: d, tick: 0 }, Step::Cancel { id: b }],
+    ];
+    assert_eq!(run_phases(&initial, &threads), 2_520);
+}
+
+/// Parked timers against drains, freezes and schedules of the same ids: a drain or a
+/// freeze takes a parked timer as pending, and an id drained can be scheduled again into
+/// the held queue.
+#[test]
+fn parked_timers_against_drain_freeze_and_schedule() {
+    let (a, b) = (id_on(0, 0), id_on(1, 0));
+    let c = id_on(0, 1);
+    let initial = [
+        Step::HoldShard { queue: 0, shard: 0 },
+        Step::HoldShard { queue: 0, shard: 1 },
+        schedule(0, a, 1),
+        schedule(0, b, 1),
+        schedule(0, c, 2),
+        Step::Pop { now: 1, limit: 3 },
+    ];
+    let threads = [
+        vec![
+            Step::Pop { now: 2, limit: 2 },
+            Step::Take,
+            Step::ReleaseShard { queue: 0, shard: 0 },
+            Step::Pop { now: 2, limit: 2 },
+        ],
+        vec![
+            Step::DrainShard { queue: 0, shard: 0 },
+            Step::FreezeShard { queue: 0, shard: 1 },
+            Step::UnfreezeShard { queue: 0, shard: 1 },
+        ],
+        vec![schedule(0, a, 0), Step::Reschedule { id: c, tick: 0 }],
+    ];
+    assert_eq!(run_phases(&initial, &threads), 1_260);
+}
