@@ -41,6 +41,7 @@
 //! | `Due::retry_at` | — | — | pending (forwarded if frozen) | — |
 //! | `hold_queue` | unchanged (parked once due) | unchanged | unchanged | — |
 //! | `release_queue` | parked ones due at once | unchanged | unchanged | — |
+//! | `set_concurrency` | parked once due at the limit | unchanged | counts against it | — |
 //!
 //! **Held queues** (flow control; see [`Scheduler::hold_queue`]). A hold marks the queue in
 //! each shard, as a freeze does, but the queue keeps accepting: its timers stay pending.
@@ -52,6 +53,15 @@
 //! delivery order. Hold and release cost O(shards) (plus the parked timers moved), never a
 //! walk of the queue. Hold and freeze are independent marks: a freeze takes parked timers
 //! like any pending ones and leaves the hold.
+//!
+//! **Concurrency limits** ([`Scheduler::set_concurrency`]): a queue with a limit has one
+//! flow record shared by the shards (atomics: the limit, its hand-outs in flight, its
+//! parked timers). `pop_due` takes a slot for each timer it hands out, under the timer's
+//! shard lock; a due timer that finds none is parked like a held one. A slot comes back
+//! when the `Due` is done, retried or put back; if a member is parked, the record is listed
+//! *freed* (a leaf lock) and the pollers woken, and the next `pop_due` first makes the
+//! earliest parked timers due, one per free slot. Lock order: the flow table's lock is
+//! taken alone; the freed list's lock and a record's name lock are leaves.
 //!
 //! **Looking without taking.** `lookup` (one id: queue, state, deadline), `with_value`,
 //! `queue_members` (a queue's members, states and deadlines, in delivery order) and
@@ -226,12 +236,13 @@
 //   shard/done_list.rs   the done list: in-flight entries whose Due is done, until settled
 //   shard/pop.rs         the shard's part of pop_due, and the end of the in-flight state
 //   shard/freeze.rs      the shard's part of freezing: marks, forwarded timers
-//   shard/flow.rs        the shard's part of flow control: hold marks, parked timers
+//   shard/flow.rs        the shard's part of flow control: hold marks, limits, parked timers
 //   shard/{ids,queues,inspect,memory,check}.rs
 // scheduler.rs    Scheduler: schedule, reschedule, cancel, drain, counts;
 //   scheduler/{pop,inspect,hooks}.rs
 // freeze/         freezing a queue: the public types, and the Scheduler's operations
-// flow/           flow control per queue: hold and release
+// flow/           flow control per queue: hold and release, the concurrency limit's
+//                 shared record (flow/limit.rs)
 // due.rs          Due and DueBatch, what pop_due hands out
 // dispatcher.rs   the dispatcher thread (spawn_dispatcher)
 // signal.rs       the wake-up protocol between producers and pollers

@@ -72,6 +72,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             clock,
             name,
             observer,
+            flows: crate::sync::flow::FlowTable::new(),
             seq: Padded(AtomicU64::new(0)),
         });
         Scheduler { inner }
@@ -314,6 +315,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 
     /// [`next_deadline`](Self::next_deadline) in ticks.
     pub(crate) fn earliest_tick(&self) -> Option<u64> {
+        // A slot came free for a parked timer: the next `pop_due` makes it due.
+        if self.inner.flows.any_freed() {
+            return Some(0);
+        }
         (0..self.inner.shards.len())
             .filter_map(|i| self.shard_earliest(i))
             .min()

@@ -40,10 +40,12 @@
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::hash::Hash;
+use std::sync::Arc;
 use std::time::Instant;
 
 use hashbrown::{HashMap, HashSet};
 
+use super::flow::QueueFlow;
 use super::trash::Trash;
 use super::types::{Cancel, RescheduleError, ScheduleError};
 use crate::wheel::{TimerKey, Wheel, WheelStats};
@@ -85,6 +87,8 @@ pub(crate) struct Popped<Q, K, T> {
     /// Its entry in the shard, which stays `InFlight` until the `Due` is done.
     pub(crate) entry: u32,
     pub(crate) timer: Timer<Q, T>,
+    /// The queue's flow record if the timer holds one of its slots.
+    pub(crate) flow: Option<Arc<QueueFlow<Q>>>,
 }
 
 /// Where `pop_due`'s merge stands in one shard: the entry of the wheel's next due timer,
@@ -104,8 +108,9 @@ enum Place {
     Staged,
     InFlight,
     Forwarded,
-    /// Due, of a held queue: at this position of its queue record's `parked` list.
-    Parked(u32),
+    /// Due, of a held queue or one at its concurrency limit: on its queue record's
+    /// `parked` set.
+    Parked,
 }
 
 /// One timer of this shard.
@@ -144,8 +149,11 @@ struct QueueRec<Q> {
     /// Whether the queue is held here (its name is in `held`), copied into the record so
     /// that `pop_due` tells by index, not by hashing the name.
     held: bool,
-    /// Its due members met by `pop_due` while held, each `Place::Parked(its position)`.
-    parked: Vec<u32>,
+    /// Its due members met by `pop_due` while held or at its limit (`Place::Parked`), by
+    /// delivery order.
+    parked: BTreeMap<(u64, u64), u32>,
+    /// The queue's shared flow record, while it has one (a concurrency limit was set).
+    flow: Option<Arc<QueueFlow<Q>>>,
 }
 
 /// The state one shard mutex guards.
@@ -166,6 +174,8 @@ pub(crate) struct ShardState<Q, K, T> {
     frozen: HashSet<Q>,
     /// Queues held in this shard (see `flow.rs`).
     held: HashSet<Q>,
+    /// Queues with a flow record, and the record (see `flow.rs`).
+    limited: HashMap<Q, Arc<QueueFlow<Q>>>,
     /// Entries `Parked`.
     parked: usize,
     /// Kept between settles of the done list, so that settling allocates nothing.
@@ -187,6 +197,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             free_queues: Vec::new(),
             frozen: HashSet::new(),
             held: HashSet::new(),
+            limited: HashMap::new(),
             parked: 0,
             done_buffer: Vec::new(),
         }
@@ -292,7 +303,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             }
             Place::InFlight => return Err(RescheduleError::InFlight),
             Place::Forwarded => return Err(RescheduleError::Frozen),
-            Place::Wheel(_) | Place::Staged | Place::Polled | Place::Parked(_) => {}
+            Place::Wheel(_) | Place::Staged | Place::Polled | Place::Parked => {}
         }
         self.unfile(index);
         let entry = self.entry_mut(index);
@@ -498,7 +509,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             }
             // Held in no store.
             Place::Forwarded => {}
-            Place::Parked(position) => self.unpark(index, position),
+            Place::Parked => self.unpark(index),
             Place::Polled | Place::InFlight => {
                 debug_assert!(false, "only a pending timer is unfiled");
             }

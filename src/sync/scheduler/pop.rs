@@ -72,6 +72,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         if limit == 0 {
             return DueBatch::new(Arc::clone(&self.inner), items);
         }
+        // Slots that came free for parked timers (one atomic load while none did).
+        self.unpark_freed();
         // A shard whose published bound says nothing is due is passed over without its lock
         // (the dispatcher's idle polls then take no lock at all).
         let mut trash = Trash::new();

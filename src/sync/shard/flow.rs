@@ -21,7 +21,10 @@
 use std::borrow::Borrow;
 use std::hash::Hash;
 
+use std::sync::Arc;
+
 use super::{Cursor, Place, ShardState};
+use crate::sync::flow::QueueFlow;
 use crate::sync::trash::Trash;
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
@@ -49,8 +52,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// Lifts the hold of `queue` here (its name goes to `trash`) and stages its parked
-    /// members, due at once, deadline and order unchanged. Returns how many, and the
-    /// earliest tick among them; `(0, None)` if it was not held. O(parked × log staged).
+    /// members, due at once, deadline and order unchanged (a member of a queue at its
+    /// concurrency limit is parked again by the next merge that meets it). Returns how
+    /// many, and the earliest tick among them; `(0, None)` if it was not held.
+    /// O(parked × log staged).
     pub(crate) fn release<B: Hash + Eq + ?Sized>(
         &mut self,
         queue: &B,
@@ -69,13 +74,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         let q = self.queue_rec_mut(rec);
         q.held = false;
         let parked = std::mem::take(&mut q.parked);
-        let mut earliest = None::<u64>;
-        for &index in &parked {
-            let tick = self.entry(index).tick;
-            earliest = Some(earliest.map_or(tick, |e| e.min(tick)));
+        if let Some(flow) = &q.flow {
+            flow.unparked(parked.len());
+        }
+        let earliest = parked.first_key_value().map(|(&(tick, _), _)| tick);
+        self.parked -= parked.len();
+        for &index in parked.values() {
             self.stage(index);
         }
-        self.parked -= parked.len();
         (parked.len(), earliest)
     }
 
@@ -84,9 +90,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         self.parked
     }
 
+    /// Whether no queue is held or has a flow record here: then the merge looks at nothing
+    /// else.
+    pub(super) fn flow_free(&self) -> bool {
+        self.held.is_empty() && self.limited.is_empty()
+    }
+
     /// The merge's candidate `key` (the order key `head` found: the cursor's wheel timer or
-    /// the first staged one) if its queue is not held; otherwise parks it and returns
-    /// `None`, for `head` to look again. Called only while something is held here.
+    /// the first staged one): if its queue is held, parks it and returns `true`, for `head`
+    /// to look again. Called only while something is held here.
     pub(super) fn park_if_held(&mut self, key: (u64, u64), cursor: &mut Cursor) -> bool {
         let index = match cursor.wheel_head {
             Some(w) if self.entry(w).order() == key => w,
@@ -104,27 +116,51 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         } else {
             self.staged.remove(&key);
         }
-        let q = self.queue_rec_mut(rec);
-        let position = q.parked.len() as u32;
-        q.parked.push(index);
-        self.entry_mut(index).place = Place::Parked(position);
-        self.parked += 1;
+        if let Some(flow) = &self.queue_rec(rec).flow {
+            flow.parking(1);
+        }
+        self.park(index);
         true
     }
 
-    /// Takes parked entry `index`, at `position` of its queue's list, off that list (it
-    /// stays in the slab and its queue), moving the list's last entry into its place. O(1).
-    pub(super) fn unpark(&mut self, index: u32, position: u32) {
+    /// For `take`: timer `index` (out of its store, about to go in flight) takes a slot of
+    /// its queue's concurrency limit, if the queue has a flow record: `Ok` with the record
+    /// to carry (or `None`). At the limit, the timer is parked and `Err` returned. See
+    /// `flow/limit.rs` for why it counts itself parked before it tries.
+    pub(super) fn try_slot(&mut self, index: u32) -> Result<Option<Arc<QueueFlow<Q>>>, ()> {
         let rec = self.entry(index).queue;
-        let q = self.queue_rec_mut(rec);
-        let Some(&at) = q.parked.get(position as usize) else {
-            debug_assert!(false, "a parked entry is on its queue's list");
-            return;
+        let Some(flow) = self.queue_rec(rec).flow.clone() else {
+            return Ok(None);
         };
-        debug_assert_eq!(at, index, "a parked entry knows its position");
-        q.parked.swap_remove(position as usize);
-        if let Some(&moved) = q.parked.get(position as usize) {
-            self.entry_mut(moved).place = Place::Parked(position);
+        flow.parking(1);
+        if flow.acquire() {
+            flow.unparked(1);
+            return Ok(Some(flow));
+        }
+        self.park(index);
+        Err(())
+    }
+
+    /// Puts timer `index`, out of its store, on its queue's parked set (the flow record,
+    /// if any, already counts it).
+    fn park(&mut self, index: u32) {
+        let (order, rec) = (self.entry(index).order(), self.entry(index).queue);
+        self.queue_rec_mut(rec).parked.insert(order, index);
+        self.entry_mut(index).place = Place::Parked;
+        self.parked += 1;
+    }
+
+    /// Takes parked entry `index` off its queue's parked set (it stays in the slab and its
+    /// queue). O(log parked).
+    pub(super) fn unpark(&mut self, index: u32) {
+        let (order, rec) = (self.entry(index).order(), self.entry(index).queue);
+        let q = self.queue_rec_mut(rec);
+        if q.parked.remove(&order).is_none() {
+            debug_assert!(false, "a parked entry is on its queue's set");
+            return;
+        }
+        if let Some(flow) = &q.flow {
+            flow.unparked(1);
         }
         self.parked -= 1;
     }
@@ -132,5 +168,43 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// The parked members of the queue of record `rec` here.
     pub(super) fn parked_of(&self, rec: u32) -> usize {
         self.queue_rec(rec).parked.len()
+    }
+
+    /// Gives `queue` the flow record `flow` here (once; later calls change nothing: the
+    /// record is shared, and its limit changes there). O(1) expected.
+    pub(crate) fn limit(&mut self, flow: &Arc<QueueFlow<Q>>) {
+        let rec = flow.with_name(|name| {
+            if self.limited.contains_key(name) {
+                return Err(());
+            }
+            self.limited.insert(name.clone(), Arc::clone(flow));
+            Ok(self.queue_ids.get(name).copied())
+        });
+        if let Ok(Some(rec)) = rec {
+            let q = self.queue_rec_mut(rec);
+            flow.parking(q.parked.len());
+            q.flow = Some(Arc::clone(flow));
+        }
+    }
+
+    /// The order key of the first parked member of `flow`'s queue here, unless the queue is
+    /// held here (a hold keeps them parked whatever the limit).
+    pub(crate) fn first_parked(&self, flow: &QueueFlow<Q>) -> Option<(u64, u64)> {
+        let rec = flow.with_name(|name| self.queue_ids.get(name).copied())?;
+        let q = self.queue_rec(rec);
+        if q.held {
+            return None;
+        }
+        q.parked.first_key_value().map(|(&key, _)| key)
+    }
+
+    /// Stages the first parked member of `flow`'s queue here (due at once, for a slot that
+    /// came free); returns its tick.
+    pub(crate) fn unpark_first(&mut self, flow: &QueueFlow<Q>) -> Option<u64> {
+        let rec = flow.with_name(|name| self.queue_ids.get(name).copied())?;
+        let (&(tick, _), &index) = self.queue_rec(rec).parked.first_key_value()?;
+        self.unpark(index);
+        self.stage(index);
+        Some(tick)
     }
 }

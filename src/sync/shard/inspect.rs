@@ -14,7 +14,7 @@ fn state_of(place: Place) -> IdState {
     match place {
         // `Polled` lives only inside a `pop_due` holding this lock: pending to everyone else.
         // `Parked`: due and pending, waiting for its queue's release.
-        Place::Wheel(_) | Place::Staged | Place::Polled | Place::Parked(_) => IdState::Pending,
+        Place::Wheel(_) | Place::Staged | Place::Polled | Place::Parked => IdState::Pending,
         Place::InFlight => IdState::InFlight,
         Place::Forwarded => IdState::Forwarded,
     }

@@ -65,6 +65,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                 index
             }
         };
+        // One branch while no queue here is held or limited.
+        let flow = if self.flow_free() {
+            None
+        } else {
+            match self.try_slot(index) {
+                Ok(flow) => flow,
+                Err(()) => return None,
+            }
+        };
         let entry = self.entry_mut(index);
         let (queue, value) = entry.payload.take()?;
         entry.place = Place::InFlight;
@@ -79,6 +88,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                 seq: entry.seq,
                 value,
             },
+            flow,
         };
         self.in_flight += 1;
         let rec = self.queue_rec_mut(rec);

@@ -1,6 +1,7 @@
 //! A shard's queues: a record per queue with a member here, heading a doubly linked list of
 //! its members' entries (see the `shard` module doc).
 
+use std::collections::BTreeMap;
 use std::hash::Hash;
 
 use super::{Entry, NIL, QueueRec, ShardState};
@@ -20,7 +21,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             forwarded: 0,
             // Hashes the name only while some queue is held here.
             held: !self.held.is_empty() && self.held.contains(name),
-            parked: Vec::new(),
+            parked: BTreeMap::new(),
+            flow: (!self.limited.is_empty())
+                .then(|| self.limited.get(name).cloned())
+                .flatten(),
         };
         let index = match self.free_queues.pop() {
             Some(free) => {

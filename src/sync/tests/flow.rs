@@ -147,3 +147,83 @@ fn a_pop_that_stops_at_its_limit_parks_only_what_it_looked_at() {
     assert_eq!(values(&s, ms(t0, 10), 10), [1, 3, 5]);
     s.check_invariants();
 }
+
+#[test]
+fn a_concurrency_limit_parks_at_the_limit_and_frees_a_slot_per_ended_timer_in_order() {
+    let (s, t0) = two_shards();
+    s.set_concurrency(&0, Some(2));
+    assert_eq!(s.concurrency(&0), Some(2));
+    let ids: Vec<u64> = (0..6).map(|n| id_on(n % 2, n / 2)).collect();
+    for (n, &id) in ids.iter().enumerate() {
+        s.schedule(0, id, ms(t0, n as u64 + 1), n as u64).unwrap();
+    }
+    s.schedule(1, id_on(0, 9), ms(t0, 1), 100).unwrap(); // unlimited queue
+    let mut batch = s.pop_due(ms(t0, 10), 10);
+    let taken: Vec<_> = batch.by_ref().collect();
+    let values: Vec<u64> = taken.iter().map(|d| *d.value()).collect();
+    assert_eq!(values, [0, 100, 1]);
+    let counts = s.queue_counts(&0);
+    assert_eq!((counts.in_flight, counts.parked, counts.pending), (2, 4, 4));
+    assert!(values_of(&s, ms(t0, 10)).is_empty(), "at the limit");
+    s.check_invariants();
+    let mut taken = taken.into_iter();
+    drop(taken.next()); // done: one slot
+    assert_eq!(values_of(&s, ms(t0, 10)), [2], "the earliest parked one");
+    // Delivered at once: its slot is free again. A retry gives its slot back too (and
+    // the timer is pending again, later): two slots.
+    let second = taken.nth(1).unwrap();
+    assert_eq!(second.retry_at(ms(t0, 50)), Ok(Retried::Pending));
+    assert_eq!(values_of(&s, ms(t0, 10)), [3, 4]);
+    drop(batch);
+    // A dropped batch gives the slots of its untaken items back.
+    let batch2 = s.pop_due(ms(t0, 10), 10);
+    assert_eq!(batch2.len(), 1);
+    s.set_concurrency(&0, Some(1)); // lowered: the one in flight fills it
+    s.schedule(0, id_on(1, 7), ms(t0, 1), 6).unwrap();
+    assert!(values_of(&s, ms(t0, 10)).is_empty());
+    drop(batch2);
+    s.check_invariants();
+    assert_eq!(values_of(&s, ms(t0, 10)), [6], "earlier deadline first");
+    assert_eq!(values_of(&s, ms(t0, 10)), [5]);
+    // Lifting the limit: nothing parked stays.
+    s.schedule(0, id_on(1, 8), ms(t0, 1), 7).unwrap();
+    s.schedule(0, id_on(0, 8), ms(t0, 1), 8).unwrap();
+    let held = s.pop_due(ms(t0, 10), 10);
+    assert_eq!(s.queue_counts(&0).parked, 1);
+    s.set_concurrency(&0, None);
+    assert_eq!(s.concurrency(&0), None);
+    assert_eq!(values_of(&s, ms(t0, 10)), [8]);
+    drop(held);
+    assert_eq!(values_of(&s, ms(t0, 60)), [7, 1]);
+    assert!(s.is_empty());
+    s.check_invariants();
+}
+
+/// Takes every due timer and delivers it (the `Due`s are dropped at once, freeing slots).
+fn values_of(s: &Sched, now: Instant) -> Vec<u64> {
+    values(s, now, 100)
+}
+
+#[test]
+fn a_limit_of_zero_hands_nothing_out_and_a_held_limited_queue_stays_parked() {
+    let (s, t0) = two_shards();
+    s.set_concurrency(&0, Some(0));
+    s.schedule(0, 1, ms(t0, 1), 1).unwrap();
+    s.schedule(0, 2, ms(t0, 1), 2).unwrap();
+    assert!(values_of(&s, ms(t0, 1)).is_empty());
+    assert_eq!(s.queue_counts(&0).parked, 2);
+    s.hold_queue(&0);
+    s.set_concurrency(&0, Some(1));
+    assert!(
+        values_of(&s, ms(t0, 1)).is_empty(),
+        "held wins over a free slot"
+    );
+    s.release_queue(&0);
+    let mut batch = s.pop_due(ms(t0, 1), 10);
+    assert_eq!(batch.len(), 1, "released, but one slot");
+    let due = batch.next().unwrap();
+    assert_eq!(s.cancel(&2), Cancel::Cancelled(2), "a parked timer cancels");
+    drop(due);
+    assert!(s.is_empty());
+    s.check_invariants();
+}

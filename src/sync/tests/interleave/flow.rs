@@ -1,9 +1,10 @@
 //! The dispatch-phase harness's flow steps: one shard's part of `hold_queue` and
 //! `release_queue`, interleaved with schedule, reschedule, cancel, drains, freezes,
 //! `pop_due`, taking, retrying and dropping `Due`s and half-taken batches. The model's
-//! `pop_due` skips the members of a queue held in their shard; at the end (`World::settle`)
-//! every hold is released, the rest is delivered, and every timer must have ended exactly
-//! once.
+//! `pop_due` skips the members of a queue held in their shard, and those over their queue's
+//! concurrency limit (`set_concurrency`, set before the first pop); at the end
+//! (`World::settle`) every hold is released and every limit lifted, the rest is delivered,
+//! and every timer must have ended exactly once.
 
 use super::id_on;
 use super::phases::{Step, World, expect, run_phases};
@@ -34,8 +35,47 @@ impl World {
         Ok(())
     }
 
-    /// At the end: every hold released, shard by shard.
+    pub(super) fn limit(&mut self, queue: u8, limit: Option<usize>) {
+        self.sched.set_concurrency(&queue, limit);
+        match limit {
+            Some(limit) => self.limits.insert(queue, limit),
+            None => self.limits.remove(&queue),
+        };
+    }
+
+    /// Keeps, of the due timers `due` (in delivery order), those a `pop_due` may hand out
+    /// under the concurrency limits: per queue, as many as its limit leaves beside the
+    /// members in flight. (Every in-flight member holds a slot: the tests set limits before
+    /// the first pop.)
+    pub(super) fn within_limits(&self, due: &mut Vec<(u64, u64, u64)>) {
+        let mut room: std::collections::BTreeMap<u8, usize> = (self.limits.iter())
+            .map(|(&queue, &limit)| {
+                let flying = (self.ids.values())
+                    .filter(|r| r.queue == queue && r.in_flight)
+                    .count();
+                (queue, limit.saturating_sub(flying))
+            })
+            .collect();
+        due.retain(|&(_, _, id)| {
+            let Some(queue) = self.ids.get(&id).map(|r| r.queue) else {
+                return false;
+            };
+            match room.get_mut(&queue) {
+                None => true,
+                Some(0) => false,
+                Some(n) => {
+                    *n -= 1;
+                    true
+                }
+            }
+        });
+    }
+
+    /// At the end: every hold released, shard by shard, and every limit lifted.
     pub(super) fn release_all(&mut self) -> Result<(), String> {
+        for queue in 0..2u8 {
+            self.limit(queue, None);
+        }
         for (queue, shard) in std::mem::take(&mut self.holds) {
             self.holds.insert((queue, shard));
             self.release_shard(queue, shard)?;
@@ -109,4 +149,45 @@ fn parked_timers_against_drain_freeze_and_schedule() {
         vec![schedule(0, a, 0), Step::Reschedule { id: c, tick: 0 }],
     ];
     assert_eq!(run_phases(&initial, &threads), 1_260);
+}
+
+/// A concurrency limit of 1 on queue 0 and 2 on queue 1, against a dispatcher that takes,
+/// delivers, retries and drops half-taken batches, a producer, and a hold: a slot that
+/// comes free (delivered, retried, put back) lets the earliest parked timer go at the next
+/// `pop_due`, never more than the limit in flight.
+#[test]
+fn concurrency_limits_against_delivery_retry_put_back_and_a_hold() {
+    let (a, c) = (id_on(0, 0), id_on(0, 1));
+    let (b, d) = (id_on(1, 0), id_on(1, 1));
+    let initial = [
+        Step::Limit {
+            queue: 0,
+            limit: Some(1),
+        },
+        Step::Limit {
+            queue: 1,
+            limit: Some(2),
+        },
+        schedule(0, a, 1),
+        schedule(0, b, 1),
+        schedule(1, c, 1),
+        schedule(0, d, 2),
+    ];
+    let threads = [
+        vec![
+            Step::Pop { now: 3, limit: 3 },
+            Step::Take,
+            Step::Retry { tick: 2 },
+            Step::Pop { now: 3, limit: 2 },
+            Step::Take,
+            Step::Finish,
+            Step::Pop { now: 3, limit: 3 },
+        ],
+        vec![
+            Step::HoldShard { queue: 0, shard: 1 },
+            Step::ReleaseShard { queue: 0, shard: 1 },
+        ],
+        vec![schedule(1, id_on(1, 2), 0), Step::Cancel { id: d }],
+    ];
+    assert_eq!(run_phases(&initial, &threads), 1_980);
 }

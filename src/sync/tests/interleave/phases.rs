@@ -58,6 +58,12 @@ pub(super) enum Step {
         queue: u8,
         shard: usize,
     },
+    /// `set_concurrency` (whole: it takes one shard lock at a time, but only marks; the
+    /// limit itself is one shared atomic).
+    Limit {
+        queue: u8,
+        limit: Option<usize>,
+    },
 }
 
 /// The sequential model's view of an id: pending, forwarded or in flight, with its order
@@ -94,6 +100,8 @@ pub(super) struct World {
     pub(super) holds: BTreeSet<(u8, usize)>,
     /// The latest `now` a `pop_due` ran at: no held timer due later can be parked.
     pub(super) popped_to: u64,
+    /// Concurrency limits in the model (set before any pop: see `flow.rs`).
+    pub(super) limits: BTreeMap<u8, usize>,
 }
 
 pub(super) fn expect<A: PartialEq + std::fmt::Debug>(
@@ -130,6 +138,7 @@ impl World {
             handed_over: Vec::new(),
             holds: BTreeSet::new(),
             popped_to: 0,
+            limits: BTreeMap::new(),
         }
     }
 
@@ -180,6 +189,7 @@ impl World {
             Step::Retry { tick } => self.retry(tick)?,
             Step::HoldShard { queue, shard } => self.hold_shard(queue, shard)?,
             Step::ReleaseShard { queue, shard } => self.release_shard(queue, shard)?,
+            Step::Limit { queue, limit } => self.limit(queue, limit),
         }
         self.check_counts()
     }
@@ -262,6 +272,7 @@ impl World {
             .map(|(&id, r)| (r.tick, r.seq, id))
             .collect();
         due.sort_unstable();
+        self.within_limits(&mut due);
         due.truncate(limit);
         for &(_, _, id) in &due {
             if let Some(r) = self.ids.get_mut(&id) {
