@@ -39,6 +39,9 @@ fn op() -> impl Strategy<Value = SchedOp> {
         4 => (any::<u8>(), 0u8..4).prop_map(|(batch, n)| SchedOp::Take { batch, n }),
         2 => any::<u8>().prop_map(SchedOp::DropBatch),
         4 => (any::<u8>(), any::<bool>()).prop_map(|(due, consume)| SchedOp::Finish { due, consume }),
+        1 => any::<u8>().prop_map(SchedOp::Hold),
+        1 => any::<u8>().prop_map(SchedOp::Release),
+        1 => (any::<u8>(), prop_oneof![0u8..4, Just(u8::MAX)]).prop_map(|(queue, limit)| SchedOp::Limit { queue, limit }),
     ]
 }
 

@@ -363,6 +363,26 @@ impl Bytes {
                 self.0.push(due);
                 self.bool(consume);
             }
+            SchedOp::Hold(queue) => {
+                self.range(0, 32);
+                self.0.push(queue);
+            }
+            SchedOp::Release(queue) => {
+                self.range(0, 33);
+                self.0.push(queue);
+            }
+            SchedOp::Limit { queue, limit } => {
+                self.range(0, 34);
+                self.0.push(queue);
+                self.range(
+                    0,
+                    if limit == u8::MAX {
+                        4
+                    } else {
+                        i16::from(limit)
+                    },
+                );
+            }
         }
     }
 }

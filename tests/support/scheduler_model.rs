@@ -15,6 +15,12 @@
 //! `queues()` (ordered by each queue's oldest current member: the lowest `seq` among its
 //! pending and in-flight timers, whatever the shard count), `next_deadline` (`None` iff
 //! nothing pending, never later than the earliest pending deadline's tick), and `stats()`.
+//! Flow control joins in: `hold_queue`, `release_queue` and `set_concurrency` at any step;
+//! the model's `pop_due` skips held queues and hands out no more of a limited queue than its
+//! limit leaves beside its members in flight that hold a slot (those popped once the queue
+//! had a limit record). `next_deadline` is checked only while no queue is held or limited
+//! (a parked timer is pending but not in it).
+//!
 //! A ledger of every accepted value checks **exactly once**: each ends once, delivered (its
 //! `Due` finished) or returned (cancel, drain), never both, never neither — at the end
 //! everything left is dropped or drained and every value must be accounted for.
@@ -22,7 +28,7 @@
 //! Included with `#[path]` by `tests/scheduler_model.rs` and by the fuzz crate
 //! (`scheduler_races`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -83,6 +89,15 @@ pub enum SchedOp {
         due: u8,
         consume: bool,
     },
+    /// `hold_queue`.
+    Hold(u8),
+    /// `release_queue`.
+    Release(u8),
+    /// `set_concurrency(queue, limit)`; a `limit` of 255 is `None`.
+    Limit {
+        queue: u8,
+        limit: u8,
+    },
 }
 
 /// Where an accepted value is; it ends exactly once, in `Delivered` or `Returned`.
@@ -131,6 +146,13 @@ pub struct SchedHarness {
     held: Vec<(TheDue, u8)>,
     /// Largest `now` tick seen, where [`At`] is measured from.
     clock: u64,
+    /// Queues held.
+    holds: BTreeSet<u8>,
+    /// Queues with a limit record (ever limited), and their current limits.
+    records: BTreeSet<u8>,
+    limits: BTreeMap<u8, usize>,
+    /// In-flight ids that hold a slot of their queue's limit.
+    slotted: BTreeSet<u8>,
     next_value: u64,
     step: usize,
     op: Option<SchedOp>,
@@ -190,6 +212,10 @@ impl SchedHarness {
             batches: Vec::new(),
             held: Vec::new(),
             clock: 0,
+            holds: BTreeSet::new(),
+            records: BTreeSet::new(),
+            limits: BTreeMap::new(),
+            slotted: BTreeSet::new(),
             next_value: 0,
             step: 0,
             op: None,
@@ -316,7 +342,69 @@ impl SchedHarness {
                     self.finish_due(i, consume);
                 }
             }
+            SchedOp::Hold(queue) => {
+                let queue = queue % QUEUES;
+                let got = self.sched.hold_queue(&queue);
+                let model = self.holds.insert(queue);
+                ensure!(self, got == model, "hold_queue({queue}) = {got}");
+            }
+            SchedOp::Release(queue) => {
+                let queue = queue % QUEUES;
+                self.sched.release_queue(&queue);
+                self.holds.remove(&queue);
+                ensure!(self, !self.sched.is_held(&queue), "held after release");
+            }
+            SchedOp::Limit { queue, limit } => {
+                let limit = (limit != u8::MAX).then_some(usize::from(limit % 4));
+                self.set_limit(queue % QUEUES, limit);
+            }
         }
+    }
+
+    fn set_limit(&mut self, queue: u8, limit: Option<usize>) {
+        self.sched.set_concurrency(&queue, limit);
+        match limit {
+            Some(limit) => {
+                self.records.insert(queue);
+                self.limits.insert(queue, limit);
+            }
+            None => {
+                self.limits.remove(&queue);
+            }
+        }
+        let got = self.sched.concurrency(&queue);
+        ensure!(self, got == limit, "concurrency({queue}) = {got:?}");
+    }
+
+    /// Keeps, of `due` (in delivery order), what a `pop_due` hands out: nothing of a held
+    /// queue, and of a limited one no more than its limit leaves beside its slotted
+    /// members in flight.
+    fn eligible(&self, due: &mut Vec<((u64, u64), u8)>) {
+        let mut room: BTreeMap<u8, usize> = BTreeMap::new();
+        for (&queue, &limit) in &self.limits {
+            let flying = (self.slotted.iter())
+                .filter(
+                    |id| matches!(self.ids.get(id), Some(State::InFlight(t)) if t.queue == queue),
+                )
+                .count();
+            room.insert(queue, limit.saturating_sub(flying));
+        }
+        due.retain(|&(_, id)| {
+            let Some(State::Pending(t)) = self.ids.get(&id) else {
+                return false;
+            };
+            if self.holds.contains(&t.queue) {
+                return false;
+            }
+            match room.get_mut(&t.queue) {
+                None => true,
+                Some(0) => false,
+                Some(n) => {
+                    *n -= 1;
+                    true
+                }
+            }
+        });
     }
 
     fn schedule(&mut self, queue: u8, id: u8, at: At) {
@@ -454,6 +542,7 @@ impl SchedHarness {
             _ => Vec::new(),
         };
         due.sort_unstable();
+        self.eligible(&mut due);
         due.truncate(limit);
         ensure!(
             self,
@@ -468,6 +557,9 @@ impl SchedHarness {
             };
             self.ids.insert(id, State::InFlight(timer));
             self.fate(timer.value, Fate::Pending, Fate::InFlight);
+            if self.records.contains(&timer.queue) {
+                self.slotted.insert(id);
+            }
         }
         let expected = due.into_iter().map(|(_, id)| id).collect();
         self.batches.push(OpenBatch {
@@ -520,11 +612,13 @@ impl SchedHarness {
             };
             self.ids.insert(id, State::Pending(timer));
             self.fate(timer.value, Fate::InFlight, Fate::Pending);
+            self.slotted.remove(&id);
         }
     }
 
     fn finish_due(&mut self, i: usize, consume: bool) {
         let (due, id) = self.held.remove(i);
+        self.slotted.remove(&id);
         let Some(State::InFlight(timer)) = self.ids.remove(&id) else {
             panic!("{self:?}: finishing id {id}, which the model has not in flight");
         };
@@ -580,12 +674,13 @@ impl SchedHarness {
         );
         let earliest = pending.iter().map(|t| t.tick).min();
         let next = s.next_deadline();
+        let flow = !self.holds.is_empty() || !self.records.is_empty();
         ensure!(
             self,
-            next.is_some() == earliest.is_some(),
+            flow || next.is_some() == earliest.is_some(),
             "next_deadline {next:?}"
         );
-        if let (Some(next), Some(tick)) = (next, earliest) {
+        if let (false, Some(next), Some(tick)) = (flow, next, earliest) {
             let bound = self.at_nanos(u128::from(tick) * self.res_ns());
             ensure!(
                 self,
@@ -602,8 +697,8 @@ impl SchedHarness {
         );
         ensure!(
             self,
-            stats.wheel.live + stats.due_waiting == stats.pending,
-            "stats: wheel timers + due waiting != pending: {stats:?}"
+            stats.wheel.live + stats.due_waiting + stats.parked == stats.pending,
+            "stats: wheel timers + due waiting + parked != pending: {stats:?}"
         );
         let bound = 2 * stats.wheel.live + self.shards * (8 * 704 + 16);
         ensure!(
@@ -623,6 +718,13 @@ impl SchedHarness {
         while !self.held.is_empty() {
             self.finish_due(0, true);
         }
+        self.check();
+        // Every hold released and every limit lifted: nothing parked stays.
+        for queue in 0..QUEUES {
+            self.apply(SchedOp::Release(queue));
+            self.set_limit(queue, None);
+        }
+        self.op = None;
         self.check();
         // Deliver the rest; a deadline that saturated to u64::MAX never fires: drain it.
         let far = self.instant(At::Far { shift: 63 });

@@ -59,7 +59,7 @@ impl<Q> QueueFlow<Q> {
         let limit = self.limit.load(Ordering::SeqCst);
         self.in_flight
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < limit).then_some(n + 1)
+                (n < limit).then(|| n + 1)
             })
             .is_ok()
     }
