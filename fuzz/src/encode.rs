@@ -371,6 +371,14 @@ impl Bytes {
                 self.range(0, 33);
                 self.0.push(queue);
             }
+            SchedOp::Rate {
+                queue,
+                interval,
+                burst,
+            } => {
+                self.range(0, 36);
+                self.0.extend([queue, interval, burst]);
+            }
             SchedOp::Limit { queue, limit } => {
                 self.range(0, 34);
                 self.0.push(queue);

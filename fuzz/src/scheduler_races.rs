@@ -53,7 +53,7 @@ pub fn at(u: &mut Unstructured) -> Result<At> {
 
 /// One scheduler phase.
 pub fn sched_op(u: &mut Unstructured) -> Result<SchedOp> {
-    Ok(match u.int_in_range(0u8..=35)? {
+    Ok(match u.int_in_range(0u8..=37)? {
         0..=7 => SchedOp::Schedule {
             queue: u.arbitrary()?,
             id: u.arbitrary()?,
@@ -85,6 +85,11 @@ pub fn sched_op(u: &mut Unstructured) -> Result<SchedOp> {
                 4 => u8::MAX,
                 n => n,
             },
+        },
+        36 | 37 => SchedOp::Rate {
+            queue: u.arbitrary()?,
+            interval: u.arbitrary()?,
+            burst: u.arbitrary()?,
         },
         _ => SchedOp::Finish {
             due: u.arbitrary()?,

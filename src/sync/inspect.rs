@@ -68,6 +68,10 @@ pub struct QueueCounts {
     pub parked: usize,
     /// Whether the queue is held (marked in at least one shard).
     pub held: bool,
+    /// Whether the queue waits for its rate limit
+    /// ([`Scheduler::set_rate`](super::Scheduler::set_rate)): its next hand-out is not
+    /// permitted yet and its parked timers wait for that instant.
+    pub throttled: bool,
 }
 
 impl QueueCounts {

@@ -42,6 +42,7 @@
 //! | `hold_queue` | unchanged (parked once due) | unchanged | unchanged | — |
 //! | `release_queue` | parked ones due at once | unchanged | unchanged | — |
 //! | `set_concurrency` | parked once due at the limit | unchanged | counts against it | — |
+//! | `set_rate` | parked once due while throttled | unchanged | unchanged | — |
 //!
 //! **Held queues** (flow control; see [`Scheduler::hold_queue`]). A hold marks the queue in
 //! each shard, as a freeze does, but the queue keeps accepting: its timers stay pending.
@@ -60,8 +61,14 @@
 //! shard lock; a due timer that finds none is parked like a held one. A slot comes back
 //! when the `Due` is done, retried or put back; if a member is parked, the record is listed
 //! *freed* (a leaf lock) and the pollers woken, and the next `pop_due` first makes the
-//! earliest parked timers due, one per free slot. Lock order: the flow table's lock is
-//! taken alone; the freed list's lock and a record's name lock are leaves.
+//! earliest parked timers due, one per free slot. A **rate limit** ([`Scheduler::set_rate`])
+//! lives in the same record: GCRA over the `now` given to `pop_due` (one compare-and-swap
+//! per hand-out); a due timer the rate refuses is parked, and the queue gets a *throttle
+//! wake-up* at its next permitted instant, which `next_deadline` and the sleeping
+//! dispatcher count like a deadline; the `pop_due` at or after it makes the parked timers
+//! due, as many as the rate and the slots permit. Lock order: the flow table's lock is
+//! taken alone; the freed list's, the throttle list's and a record's name lock are
+//! leaves.
 //!
 //! **Looking without taking.** `lookup` (one id: queue, state, deadline), `with_value`,
 //! `queue_members` (a queue's members, states and deadlines, in delivery order) and
@@ -277,6 +284,7 @@ pub use crate::admission;
 pub use builder::SchedulerBuilder;
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};
+pub use flow::RateLimit;
 pub use freeze::{Frozen, FrozenEntry, Imported, IntoQueue, Retried, RetryError};
 pub use inspect::{IdInfo, IdState, Member, QueueCounts};
 pub use scheduler::Scheduler;

@@ -319,8 +319,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         if self.inner.flows.any_freed() {
             return Some(0);
         }
+        // A throttled queue's next permitted hand-out is a wake-up like a deadline.
+        let wake = self.inner.flows.next_wake();
+        let wake = (wake != crate::sync::flow::NEVER).then(|| self.ns_tick(wake));
         (0..self.inner.shards.len())
             .filter_map(|i| self.shard_earliest(i))
+            .chain(wake)
             .min()
     }
 

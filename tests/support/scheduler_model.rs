@@ -18,7 +18,8 @@
 //! Flow control joins in: `hold_queue`, `release_queue` and `set_concurrency` at any step;
 //! the model's `pop_due` skips held queues and hands out no more of a limited queue than its
 //! limit leaves beside its members in flight that hold a slot (those popped once the queue
-//! had a limit record). `next_deadline` is checked only while no queue is held or limited
+//! had a limit record), and `set_rate` (the model keeps its own GCRA per queue, over the
+//! exact `now`). `next_deadline` is checked only while no queue is held or limited
 //! (a parked timer is pending but not in it).
 //!
 //! A ledger of every accepted value checks **exactly once**: each ends once, delivered (its
@@ -32,7 +33,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use tickwheel::sync::{Cancel, Drained, Due, DueBatch, RescheduleError, ScheduleError, Scheduler};
+use tickwheel::sync::{
+    Cancel, Drained, Due, DueBatch, RateLimit, RescheduleError, ScheduleError, Scheduler,
+};
 
 type Sched = Scheduler<u8, u8, u64>;
 type TheDue = Due<u8, u8, u64>;
@@ -98,6 +101,35 @@ pub enum SchedOp {
         queue: u8,
         limit: u8,
     },
+    /// `set_rate(queue, one per (interval % 4 + 1) resolutions, burst % 3 + 1)`; an
+    /// `interval` of 255 is `None`.
+    Rate {
+        queue: u8,
+        interval: u8,
+        burst: u8,
+    },
+}
+
+/// The model's GCRA of one queue, in nanoseconds since the origin.
+#[derive(Debug, Clone, Copy, Default)]
+struct Gcra {
+    emission: u64,
+    tolerance: u64,
+    tat: u64,
+}
+
+impl Gcra {
+    fn permit(&mut self, now: u64) -> bool {
+        if self.emission == 0 {
+            return true;
+        }
+        let from = self.tat.max(now);
+        if from - now > self.tolerance {
+            return false;
+        }
+        self.tat = from.saturating_add(self.emission);
+        true
+    }
 }
 
 /// Where an accepted value is; it ends exactly once, in `Delivered` or `Returned`.
@@ -153,6 +185,8 @@ pub struct SchedHarness {
     limits: BTreeMap<u8, usize>,
     /// In-flight ids that hold a slot of their queue's limit.
     slotted: BTreeSet<u8>,
+    /// Rate limits (kept when lifted: the GCRA state stays).
+    rates: BTreeMap<u8, Gcra>,
     next_value: u64,
     step: usize,
     op: Option<SchedOp>,
@@ -216,6 +250,7 @@ impl SchedHarness {
             records: BTreeSet::new(),
             limits: BTreeMap::new(),
             slotted: BTreeSet::new(),
+            rates: BTreeMap::new(),
             next_value: 0,
             step: 0,
             op: None,
@@ -358,6 +393,29 @@ impl SchedHarness {
                 let limit = (limit != u8::MAX).then_some(usize::from(limit % 4));
                 self.set_limit(queue % QUEUES, limit);
             }
+            SchedOp::Rate {
+                queue,
+                interval,
+                burst,
+            } => {
+                let queue = queue % QUEUES;
+                let limit = (interval != u8::MAX).then(|| RateLimit {
+                    count: 1,
+                    per: self.resolution * (u32::from(interval % 4) + 1),
+                    burst: u32::from(burst % 3) + 1,
+                });
+                self.sched.set_rate(&queue, limit);
+                let gcra = self.rates.entry(queue).or_default();
+                match limit {
+                    Some(limit) => {
+                        let emission = u64::try_from(limit.per.as_nanos()).unwrap_or(u64::MAX);
+                        gcra.emission = emission;
+                        gcra.tolerance = emission * (u64::from(limit.burst) - 1);
+                        self.records.insert(queue);
+                    }
+                    None => gcra.emission = 0,
+                }
+            }
         }
     }
 
@@ -379,7 +437,9 @@ impl SchedHarness {
     /// Keeps, of `due` (in delivery order), what a `pop_due` hands out: nothing of a held
     /// queue, and of a limited one no more than its limit leaves beside its slotted
     /// members in flight.
-    fn eligible(&self, due: &mut Vec<((u64, u64), u8)>) {
+    fn eligible(&mut self, due: &mut Vec<((u64, u64), u8)>, now: Instant, limit: usize) {
+        let now_ns = u64::try_from(now.saturating_duration_since(self.origin).as_nanos())
+            .unwrap_or(u64::MAX);
         let mut room: BTreeMap<u8, usize> = BTreeMap::new();
         for (&queue, &limit) in &self.limits {
             let flying = (self.slotted.iter())
@@ -389,21 +449,31 @@ impl SchedHarness {
                 .count();
             room.insert(queue, limit.saturating_sub(flying));
         }
+        let mut taken = 0;
         due.retain(|&(_, id)| {
+            if taken == limit {
+                return false;
+            }
             let Some(State::Pending(t)) = self.ids.get(&id) else {
                 return false;
             };
             if self.holds.contains(&t.queue) {
                 return false;
             }
-            match room.get_mut(&t.queue) {
-                None => true,
-                Some(0) => false,
-                Some(n) => {
-                    *n -= 1;
-                    true
+            // As `pop_due` takes them: a slot first, then a hand-out of the rate.
+            if room.get(&t.queue) == Some(&0) {
+                return false;
+            }
+            if let Some(gcra) = self.rates.get_mut(&t.queue) {
+                if !gcra.permit(now_ns) {
+                    return false;
                 }
             }
+            if let Some(n) = room.get_mut(&t.queue) {
+                *n -= 1;
+            }
+            taken += 1;
+            true
         });
     }
 
@@ -542,8 +612,7 @@ impl SchedHarness {
             _ => Vec::new(),
         };
         due.sort_unstable();
-        self.eligible(&mut due);
-        due.truncate(limit);
+        self.eligible(&mut due, now, limit);
         ensure!(
             self,
             batch.len() == due.len(),
@@ -723,6 +792,11 @@ impl SchedHarness {
         for queue in 0..QUEUES {
             self.apply(SchedOp::Release(queue));
             self.set_limit(queue, None);
+            self.apply(SchedOp::Rate {
+                queue,
+                interval: u8::MAX,
+                burst: 0,
+            });
         }
         self.op = None;
         self.check();

@@ -1,6 +1,16 @@
-//! A queue's concurrency limit, shared by every shard: [`QueueFlow`] (the limit and the
-//! counts, atomics), and [`FlowTable`], the scheduler's records of the queues that ever had
-//! a limit, and the list of those whose capacity grew while they had parked timers.
+//! A queue's concurrency and rate limits, shared by every shard: [`QueueFlow`] (the limits
+//! and the counts, atomics), and [`FlowTable`], the scheduler's records of the queues that
+//! ever had a limit, the list of those whose capacity grew while they had parked timers,
+//! and the throttle wake-ups: for each throttled queue, the tick its next hand-out is
+//! permitted at.
+//!
+//! The rate limit is GCRA (the generic cell rate algorithm of ATM networks, ITU-T I.371;
+//! the algorithm of the `governor` crate): a queue with an emission interval `T` and a
+//! tolerance `τ = T × (burst − 1)` keeps a theoretical arrival time `tat`; a hand-out at
+//! `now` is permitted if `now ≥ tat − τ`, and sets `tat = max(tat, now) + T`. One
+//! compare-and-swap per hand-out, no timer per token. Its times are nanoseconds since the
+//! scheduler's origin, taken from the `now` given to `pop_due` (not rounded to ticks: two
+//! hand-outs `T` apart in ticks could be less than `T` apart in the caller's time).
 //!
 //! Why atomics, and in which order. A `pop_due` takes a slot under its shard's lock
 //! ([`QueueFlow::acquire`]); a slot is given back by a `Due` that is done, which holds no
@@ -20,7 +30,7 @@ use std::sync::atomic::AtomicUsize;
 
 use hashbrown::HashMap;
 
-use crate::loom::{AtomicBool, Mutex, Ordering};
+use crate::loom::{AtomicBool, AtomicU64, Mutex, Ordering};
 
 /// "No limit".
 pub(crate) const UNLIMITED: usize = usize::MAX;
@@ -37,7 +47,17 @@ pub(crate) struct QueueFlow<Q> {
     in_flight: AtomicUsize,
     /// Members parked in some shard, plus merges about to try for a slot.
     parked: AtomicUsize,
+    /// GCRA, in nanoseconds since the origin: per hand-out (0: no rate limit), the
+    /// tolerance, and the theoretical arrival time.
+    emission: AtomicU64,
+    tolerance: AtomicU64,
+    tat: AtomicU64,
+    /// The throttle wake-up registered for this queue, ns ([`NEVER`]: none).
+    wake_at: AtomicU64,
 }
+
+/// "No wake-up registered".
+pub(crate) const NEVER: u64 = u64::MAX;
 
 impl<Q> QueueFlow<Q> {
     pub(crate) fn new(name: Q) -> Self {
@@ -46,7 +66,85 @@ impl<Q> QueueFlow<Q> {
             limit: AtomicUsize::new(UNLIMITED),
             in_flight: AtomicUsize::new(0),
             parked: AtomicUsize::new(0),
+            emission: AtomicU64::new(0),
+            tolerance: AtomicU64::new(0),
+            tat: AtomicU64::new(0),
+            wake_at: AtomicU64::new(NEVER),
         }
+    }
+
+    /// GCRA at `now` (ns): takes one hand-out if permitted, or returns the time (ns) from
+    /// which one is. Lock-free (a compare-and-swap loop on `tat`).
+    pub(crate) fn take_rate(&self, now: u64) -> Result<(), u64> {
+        let emission = self.emission.load(Ordering::SeqCst);
+        if emission == 0 {
+            return Ok(());
+        }
+        let tolerance = self.tolerance.load(Ordering::SeqCst);
+        let mut tat = self.tat.load(Ordering::SeqCst);
+        loop {
+            let from = tat.max(now);
+            if from - now > tolerance {
+                return Err(from - tolerance);
+            }
+            match (self.tat).compare_exchange(
+                tat,
+                from.saturating_add(emission),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(seen) => tat = seen,
+            }
+        }
+    }
+
+    /// Hand-outs the rate limit permits at `now` (ns; `usize::MAX` without a limit), and
+    /// the time (ns) from which the next one after those is permitted.
+    pub(crate) fn permits(&self, now: u64) -> (usize, u64) {
+        let emission = self.emission.load(Ordering::SeqCst);
+        if emission == 0 {
+            return (usize::MAX, now);
+        }
+        let tolerance = self.tolerance.load(Ordering::SeqCst);
+        let from = self.tat.load(Ordering::SeqCst).max(now);
+        let ahead = from - now;
+        if ahead > tolerance {
+            return (0, from - tolerance);
+        }
+        if from == u64::MAX {
+            // Saturated time (584 years on): `take_rate` permits every hand-out there.
+            return (usize::MAX, now);
+        }
+        let n = (tolerance - ahead) / emission + 1;
+        let next = from.saturating_add(n.saturating_mul(emission)) - tolerance;
+        (usize::try_from(n).unwrap_or(usize::MAX), next)
+    }
+
+    /// Sets the rate limit: `emission` ns per hand-out (0: none) and a burst of `burst`
+    /// hand-outs at once (at least 1).
+    pub(crate) fn set_rate(&self, emission: u64, burst: u32) {
+        let tolerance = emission.saturating_mul(u64::from(burst.max(1)) - 1);
+        self.emission.store(emission, Ordering::SeqCst);
+        self.tolerance.store(tolerance, Ordering::SeqCst);
+    }
+
+    /// `(emission, burst)` of the rate limit; `None` without one.
+    pub(crate) fn rate(&self) -> Option<(u64, u64)> {
+        let emission = self.emission.load(Ordering::SeqCst);
+        let tolerance = self.tolerance.load(Ordering::SeqCst);
+        (emission != 0).then(|| (emission, tolerance / emission + 1))
+    }
+
+    /// Whether a throttle wake-up is registered (the queue waits for its rate).
+    pub(crate) fn throttled(&self) -> bool {
+        self.wake_at.load(Ordering::SeqCst) != NEVER
+    }
+
+    /// Gives a slot back without listing the queue freed: for a timer that took a slot and
+    /// was then throttled (its throttle wake-up makes the parked timers due).
+    pub(crate) fn give_back(&self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Runs `f` on the queue's name (under its leaf lock).
@@ -64,11 +162,12 @@ impl<Q> QueueFlow<Q> {
             .is_ok()
     }
 
-    /// Gives a slot back; `true` if a member is parked (the caller lists the queue as
-    /// freed, see [`FlowTable::freed`]).
+    /// Gives a slot back; `true` if a member is parked and the queue has a concurrency
+    /// limit (the caller lists the queue as freed, see [`FlowTable::freed`]; without a
+    /// limit, what holds parked timers back is the rate, whose wake-up makes them due).
     pub(crate) fn end(&self) -> bool {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.parked.load(Ordering::SeqCst) > 0
+        self.parked.load(Ordering::SeqCst) > 0 && self.limit.load(Ordering::SeqCst) != UNLIMITED
     }
 
     /// Counts `n` members parked (before trying for a slot: see the module doc).
@@ -109,6 +208,50 @@ impl<Q> FlowTable<Q> {
     pub(crate) fn any_freed(&self) -> bool {
         self.any_freed.load(Ordering::SeqCst)
     }
+
+    /// Registers a throttle wake-up of `flow` at `tick` (ns), unless one at or before it is
+    /// registered. Returns whether it registered one (the caller then wakes the pollers
+    /// once no shard lock is held, as for a new deadline).
+    pub(crate) fn throttle(&self, flow: &Arc<QueueFlow<Q>>, tick: u64) -> bool {
+        // A time that saturated is still a wake-up (at the last `now` there is).
+        let tick = tick.min(NEVER - 1);
+        let mut list = self.throttled.lock();
+        if flow.wake_at.load(Ordering::SeqCst) <= tick {
+            return false;
+        }
+        flow.wake_at.store(tick, Ordering::SeqCst);
+        list.push((tick, Arc::clone(flow)));
+        self.next_wake.fetch_min(tick, Ordering::SeqCst);
+        true
+    }
+
+    /// The earliest throttle wake-up ([`NEVER`]: none).
+    pub(crate) fn next_wake(&self) -> u64 {
+        self.next_wake.load(Ordering::SeqCst)
+    }
+
+    /// Takes the throttle wake-ups due at `now` (ns; nothing, without a lock, while none
+    /// is) into `out`.
+    pub(crate) fn take_woken(&self, now: u64, out: &mut Vec<Arc<QueueFlow<Q>>>) {
+        if self.next_wake.load(Ordering::SeqCst) > now {
+            return;
+        }
+        let mut list = self.throttled.lock();
+        let mut next = NEVER;
+        list.retain(|(tick, flow)| {
+            if *tick > now {
+                next = next.min(*tick);
+                return true;
+            }
+            // A later registration replaced this one: that one stays listed.
+            if flow.wake_at.load(Ordering::SeqCst) == *tick {
+                flow.wake_at.store(NEVER, Ordering::SeqCst);
+            }
+            out.push(Arc::clone(flow));
+            false
+        });
+        self.next_wake.store(next, Ordering::SeqCst);
+    }
 }
 
 /// The scheduler's flow records, and the queues whose capacity grew while some member was
@@ -123,6 +266,13 @@ pub(crate) struct FlowTable<Q> {
     freed: Mutex<Vec<Arc<QueueFlow<Q>>>>,
     /// Whether `freed` may be non-empty: `pop_due` reads only this while nothing was freed.
     any_freed: AtomicBool,
+    /// Throttle wake-ups: `(time, queue)`, a queue's parked timers may go from `time` (ns
+    /// since the origin, as the GCRA's).
+    /// A leaf lock, like `freed`.
+    throttled: Mutex<Vec<(u64, Arc<QueueFlow<Q>>)>>,
+    /// The earliest time in `throttled` ([`NEVER`]: none): `pop_due` and the pollers' sleep
+    /// read only this.
+    next_wake: AtomicU64,
 }
 
 impl<Q: Hash + Eq + Clone> FlowTable<Q> {
@@ -131,6 +281,8 @@ impl<Q: Hash + Eq + Clone> FlowTable<Q> {
             records: Mutex::new(HashMap::new()),
             freed: Mutex::new(Vec::new()),
             any_freed: AtomicBool::new(false),
+            throttled: Mutex::new(Vec::new()),
+            next_wake: AtomicU64::new(NEVER),
         }
     }
 

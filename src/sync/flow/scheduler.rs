@@ -5,6 +5,7 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::Arc;
 
+use crate::sync::flow::{QueueFlow, RateLimit};
 use crate::sync::scheduler::Scheduler;
 use crate::sync::trash::Trash;
 
@@ -85,7 +86,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// let sched = Scheduler::builder().origin(t0).build();
     /// sched.hold_queue("q");
     /// for (id, ms) in [(1, 3), (2, 1), (3, 2)] {
-    ///     sched.schedule("q", id, t0 + Duration::from_millis(ms), ()).unwrap();
+    ///     sched.schedule(String::from("q"), id, t0 + Duration::from_millis(ms), ()).unwrap();
     /// }
     /// let later = t0 + Duration::from_millis(5);
     /// assert!(sched.pop_due(later, 10).is_empty());
@@ -186,7 +187,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// let sched = Scheduler::builder().origin(now).build();
     /// sched.set_concurrency("q", Some(1));
     /// for id in 0..3 {
-    ///     sched.schedule("q", id, now, ()).unwrap();
+    ///     sched.schedule(String::from("q"), id, now, ()).unwrap();
     /// }
     /// let first: Vec<_> = sched.pop_due(now, 10).collect();
     /// assert_eq!(first.len(), 1, "one in flight at most");
@@ -232,40 +233,166 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner.flows.get(queue).and_then(|flow| flow.limit())
     }
 
-    /// `pop_due`'s first step: for every queue listed freed (a slot came free while a
-    /// member was parked), makes its earliest parked timers due, one per free slot, in
-    /// delivery order across shards. Nothing, without a lock, while nothing was listed.
-    /// Locks every shard, in ascending order, and releases them before the merge.
-    pub(crate) fn unpark_freed(&self) {
-        let mut freed = self.inner.flows.take_freed();
-        if freed.is_empty() {
+    /// `pop_due`'s first step, at `now_ns` (nanoseconds since the origin): for every queue listed freed (a slot came
+    /// free while a member was parked) and every throttled queue whose wake-up is due,
+    /// makes its earliest parked timers due — as many as both its free slots and its rate
+    /// permit — in delivery order across shards; a queue the rate still holds back gets
+    /// its next wake-up. Nothing, without a lock, while nothing is listed or due (two
+    /// atomic loads). Locks every shard, in ascending order, and releases them before the
+    /// merge: O(shards × (1 + made due)).
+    pub(crate) fn unpark_ready(&self, now_ns: u64) {
+        let mut ready = self.inner.flows.take_freed();
+        self.inner.flows.take_woken(now_ns, &mut ready);
+        if ready.is_empty() {
             return;
         }
-        freed.sort_unstable_by_key(|flow| Arc::as_ptr(flow) as usize);
-        freed.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        ready.sort_unstable_by_key(|flow| Arc::as_ptr(flow) as usize);
+        ready.dedup_by(|a, b| Arc::ptr_eq(a, b));
         let mut trash = Trash::new();
         let mut states: Vec<_> = (self.inner.shards.iter())
             .map(|shard| shard.lock_settled(&mut trash))
             .collect();
         let mut earliest = None::<u64>;
-        for flow in &freed {
-            for _ in 0..flow.free() {
+        let mut throttles = Vec::new();
+        for flow in &ready {
+            let (permits, next) = flow.permits(now_ns);
+            let room = flow.free().min(permits);
+            let mut made = 0;
+            loop {
                 let first = (states.iter().enumerate())
                     .filter_map(|(index, state)| state.first_parked(flow).map(|key| (key, index)))
                     .min();
                 let Some((_, index)) = first else {
                     break;
                 };
+                if made == room {
+                    // Parked timers stay: if the rate is what holds them, wake at its next
+                    // permitted tick (a slot coming free lists the queue freed instead).
+                    if permits <= flow.free() {
+                        throttles.push((Arc::clone(flow), next));
+                    }
+                    break;
+                }
                 if let Some(tick) = states[index].unpark_first(flow) {
                     earliest = Some(earliest.map_or(tick, |e| e.min(tick)));
                 }
+                made += 1;
             }
         }
         drop(states);
         drop(trash);
-        drop(freed);
+        drop(ready);
+        if !throttles.is_empty() {
+            self.throttle(throttles);
+        }
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
+    }
+
+    /// Registers throttle wake-ups `(queue, time in ns since the origin)` and wakes the
+    /// pollers for the earliest (a sleeping poller's target takes the wake-ups into
+    /// account, at the first tick at or after them). No lock held.
+    pub(crate) fn throttle(&self, throttles: Vec<(Arc<QueueFlow<Q>>, u64)>) {
+        let mut earliest = None::<u64>;
+        for (flow, ns) in throttles {
+            if self.inner.flows.throttle(&flow, ns) {
+                earliest = Some(earliest.map_or(ns, |e| e.min(ns)));
+            }
+        }
+        if let Some(ns) = earliest {
+            self.inner.signal.deadline_added(self.ns_tick(ns));
+        }
+    }
+
+    /// The first tick at or after `ns` nanoseconds since the origin.
+    pub(crate) fn ns_tick(&self, ns: u64) -> u64 {
+        let origin = self.inner.clock.origin();
+        match origin.checked_add(std::time::Duration::from_nanos(ns)) {
+            Some(at) => self.inner.clock.deadline_tick(at),
+            None => u64::MAX,
+        }
+    }
+
+    /// Sets the rate limit of `queue` (`None`: none): at most `count` hand-outs per `per`,
+    /// bursts of up to `burst` (see [`RateLimit`]), by GCRA over the `now` given to
+    /// [`pop_due`](Self::pop_due) (exact, not rounded to ticks). A due timer of a queue
+    /// whose rate allows no hand-out now is **parked**, and the queue gets a wake-up at the
+    /// instant its next hand-out is permitted: a timer of its own, which the dispatcher
+    /// sleeps until like any deadline (no polling); then the next `pop_due` makes its
+    /// earliest parked timers due, as many as the rate and the concurrency limit permit.
+    /// `queue_counts` shows `throttled` while a wake-up is pending.
+    ///
+    /// Changes take effect at once (the queue's GCRA state is kept across them). Costs as
+    /// [`set_concurrency`](Self::set_concurrency), which shares the queue's flow record:
+    /// a hand-out of a limited queue adds one compare-and-swap. The idea is KumoMTA's
+    /// `max_message_rate` per ready queue; GCRA is ITU-T I.371's, as in the `governor`
+    /// crate. `queue` may be any borrowed form of `Q` that can make an owned `Q`.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tickwheel::sync::{RateLimit, Scheduler};
+    ///
+    /// let t0 = Instant::now();
+    /// let sched = Scheduler::builder().origin(t0).build();
+    /// sched.set_rate("q", Some(RateLimit::per_second(10)));
+    /// for id in 0..3 {
+    ///     sched.schedule(String::from("q"), id, t0, ()).unwrap();
+    /// }
+    /// assert_eq!(sched.pop_due(t0, 10).count(), 1); // taken and delivered
+    /// assert!(sched.queue_counts("q").throttled);
+    /// assert_eq!(sched.next_deadline(), Some(t0 + Duration::from_millis(100)));
+    /// assert_eq!(sched.pop_due(t0 + Duration::from_millis(99), 10).count(), 0);
+    /// assert_eq!(sched.pop_due(t0 + Duration::from_millis(100), 10).count(), 1);
+    /// ```
+    pub fn set_rate<B>(&self, queue: &B, limit: Option<RateLimit>)
+    where
+        B: Hash + Eq + ToOwned<Owned = Q> + ?Sized,
+        Q: Borrow<B>,
+    {
+        let flow = match self.inner.flows.get(queue) {
+            Some(flow) => flow,
+            None if limit.is_none() => return,
+            None => self.inner.flows.record(&queue.to_owned()),
+        };
+        match limit {
+            Some(limit) => flow.set_rate(limit.interval_ns(), limit.burst),
+            None => flow.set_rate(0, 1),
+        }
+        for shard in self.inner.shards.iter() {
+            shard.lock_unsettled().limit(&flow);
+        }
+        self.inner.flows.freed(&flow);
+        self.inner.signal.deadline_added(0);
+    }
+
+    /// The rate limit of `queue`: `(interval between hand-outs, burst)`; `None` without
+    /// one. O(1) expected. `queue` may be any borrowed form of `Q`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickwheel::sync::{RateLimit, Scheduler};
+    ///
+    /// let sched: Scheduler<String, u32, ()> = Scheduler::new();
+    /// sched.set_rate("q", Some(RateLimit::per_second(4).with_burst(2)));
+    /// assert_eq!(sched.rate("q"), Some((Duration::from_millis(250), 2)));
+    /// ```
+    pub fn rate<B: Hash + Eq + ?Sized>(&self, queue: &B) -> Option<(std::time::Duration, u64)>
+    where
+        Q: Borrow<B>,
+    {
+        let (ns, burst) = self.inner.flows.get(queue)?.rate()?;
+        Some((std::time::Duration::from_nanos(ns), burst))
+    }
+
+    /// Whether `queue` waits for its rate limit (a throttle wake-up is pending).
+    pub(crate) fn is_throttled<B: Hash + Eq + ?Sized>(&self, queue: &B) -> bool
+    where
+        Q: Borrow<B>,
+    {
+        self.inner
+            .flows
+            .get(queue)
+            .is_some_and(|flow| flow.throttled())
     }
 }

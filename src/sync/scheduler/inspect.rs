@@ -219,6 +219,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             sum.parked += counts.parked;
             sum.held |= counts.held;
         }
+        sum.throttled = self.is_throttled(queue);
         sum
     }
 }

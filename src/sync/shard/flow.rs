@@ -123,22 +123,36 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         true
     }
 
-    /// For `take`: timer `index` (out of its store, about to go in flight) takes a slot of
-    /// its queue's concurrency limit, if the queue has a flow record: `Ok` with the record
-    /// to carry (or `None`). At the limit, the timer is parked and `Err` returned. See
-    /// `flow/limit.rs` for why it counts itself parked before it tries.
-    pub(super) fn try_slot(&mut self, index: u32) -> Result<Option<Arc<QueueFlow<Q>>>, ()> {
+    /// For `take` at `now` (ns since the origin): timer `index` (out of its store, about to go in flight)
+    /// takes a slot of its queue's concurrency limit and one hand-out of its rate limit, if
+    /// the queue has a flow record: `Ok` with the record to carry (or `None`). Otherwise
+    /// the timer is parked and `Err` returned; if the rate refused, `(record, time in ns the
+    /// next hand-out is permitted at)` is pushed on `throttles`, for the caller to register.
+    /// See `flow/limit.rs` for why it counts itself parked before it tries.
+    pub(super) fn try_slot(
+        &mut self,
+        index: u32,
+        now: u64,
+        throttles: &mut Vec<(Arc<QueueFlow<Q>>, u64)>,
+    ) -> Result<Option<Arc<QueueFlow<Q>>>, ()> {
         let rec = self.entry(index).queue;
         let Some(flow) = self.queue_rec(rec).flow.clone() else {
             return Ok(None);
         };
         flow.parking(1);
-        if flow.acquire() {
-            flow.unparked(1);
-            return Ok(Some(flow));
+        if !flow.acquire() {
+            self.park(index);
+            return Err(());
         }
-        self.park(index);
-        Err(())
+        if let Err(from) = flow.take_rate(now) {
+            // Its throttle wake-up makes the parked timers due, slots permitting.
+            flow.give_back();
+            self.park(index);
+            throttles.push((flow, from));
+            return Err(());
+        }
+        flow.unparked(1);
+        Ok(Some(flow))
     }
 
     /// Puts timer `index`, out of its store, on its queue's parked set (the flow record,

@@ -88,6 +88,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                     forwarded: rec.forwarded,
                     parked: self.parked_of(index),
                     held: false,
+                    throttled: false,
                 }
             });
         counts.held = self.is_held(queue);

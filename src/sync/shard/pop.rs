@@ -2,8 +2,10 @@
 //! the in-flight state (`finish`, `put_back`).
 
 use std::hash::Hash;
+use std::sync::Arc;
 
 use super::{Cursor, Place, Popped, ShardState, Timer};
+use crate::sync::flow::QueueFlow;
 use crate::sync::trash::Trash;
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
@@ -53,7 +55,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
 
     /// Takes the timer whose order key `key` the last [`head`](Self::head) returned, and
     /// marks it in flight.
-    pub(crate) fn take(&mut self, key: (u64, u64), cursor: &mut Cursor) -> Option<Popped<Q, K, T>> {
+    /// A timer of a limited queue that finds no slot, or no hand-out of its rate, is parked
+    /// instead and `None` returned (a throttled one's wake-up goes on `throttles`). `now_ns`:
+    /// the `pop_due`'s `now` in nanoseconds since the origin, for the rate limits.
+    pub(crate) fn take(
+        &mut self,
+        key: (u64, u64),
+        cursor: &mut Cursor,
+        now_ns: u64,
+        throttles: &mut Vec<(Arc<QueueFlow<Q>>, u64)>,
+    ) -> Option<Popped<Q, K, T>> {
         let index = match cursor.wheel_head {
             Some(w) if self.entry(w).order() == key => {
                 cursor.wheel_head = None;
@@ -69,7 +80,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         let flow = if self.flow_free() {
             None
         } else {
-            match self.try_slot(index) {
+            match self.try_slot(index, now_ns, throttles) {
                 Ok(flow) => flow,
                 Err(()) => return None,
             }
