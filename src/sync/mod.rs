@@ -43,6 +43,8 @@
 //! | `release_queue` | parked ones due at once | unchanged | unchanged | — |
 //! | `set_concurrency` | parked once due at the limit | unchanged | counts against it | — |
 //! | `set_rate` | parked once due while throttled | unchanged | unchanged | — |
+//! | `flush_queue` | due now, if later (order kept) | unchanged | unchanged | — |
+//! | `pop_due_queue` | in flight, if due and permitted | — | — | — |
 //!
 //! **Held queues** (flow control; see [`Scheduler::hold_queue`]). A hold marks the queue in
 //! each shard, as a freeze does, but the queue keeps accepting: its timers stay pending.

@@ -2,9 +2,12 @@
 //! `pop_due`'s part: making parked timers due when a slot comes free.
 
 use std::borrow::Borrow;
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::time::Instant;
 
+use crate::sync::due::DueBatch;
 use crate::sync::flow::{QueueFlow, RateLimit};
 use crate::sync::scheduler::Scheduler;
 use crate::sync::trash::Trash;
@@ -394,5 +397,137 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             .flows
             .get(queue)
             .is_some_and(|flow| flow.throttled())
+    }
+
+    /// Flushes `queue` ("deliver this destination now", Postfix's `postqueue -s`): every
+    /// pending member not yet due at `now` becomes due at `now`, in deadline order (deadline,
+    /// then schedule order, after the members already due), with `now` as its deadline.
+    /// Returns how many were moved. Members in flight are left to the dispatcher (one that
+    /// comes back later, retried or put back, is pending at its own deadline). A held
+    /// queue's flushed members are due but stay held: they are parked by the next `pop_due`
+    /// and come out, in this order, when the queue is released; a limited queue's come out
+    /// as its limits permit. Wakes a sleeping dispatcher.
+    ///
+    /// Cost: O(members of the queue × log + shards); locks every shard at once, in
+    /// ascending order (as a `pop_due` that finds every shard due), so the new order is
+    /// one across shards. `queue` may be any borrowed form of `Q`.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use tickwheel::sync::Scheduler;
+    ///
+    /// let t0 = Instant::now();
+    /// let sched = Scheduler::builder().origin(t0).build();
+    /// sched.schedule("q", 1, t0 + Duration::from_secs(30), 'a').unwrap();
+    /// sched.schedule("q", 2, t0 + Duration::from_secs(20), 'b').unwrap();
+    /// sched.schedule("r", 3, t0 + Duration::from_secs(10), 'c').unwrap();
+    /// assert_eq!(sched.flush_queue(&"q", t0), 2);
+    /// let values: Vec<char> = sched.pop_due(t0, 10).map(|d| d.into_value()).collect();
+    /// assert_eq!(values, ['b', 'a'], "deadline order; the other queue waits");
+    /// ```
+    pub fn flush_queue<B: Hash + Eq + ?Sized>(&self, queue: &B, now: Instant) -> usize
+    where
+        Q: Borrow<B>,
+    {
+        let Some(tick) = self.inner.clock.now_tick(now) else {
+            return 0;
+        };
+        let mut trash = Trash::new();
+        let mut states: Vec<_> = (self.inner.shards.iter())
+            .map(|shard| shard.lock_settled(&mut trash))
+            .collect();
+        let mut members = Vec::new();
+        for (shard, state) in states.iter().enumerate() {
+            let mut found = Vec::new();
+            state.pending_of(queue, None, &mut found);
+            members.extend(
+                found
+                    .into_iter()
+                    .filter(|&(t, _, _)| t > tick)
+                    .map(|(t, seq, index)| (t, seq, shard, index)),
+            );
+        }
+        members.sort_unstable();
+        for &(_, _, shard, index) in &members {
+            let seq = self.next_seq();
+            states[shard].make_due(index, tick, now, seq);
+        }
+        drop(states);
+        drop(trash);
+        if !members.is_empty() {
+            self.inner.signal.deadline_added(tick);
+        }
+        members.len()
+    }
+
+    /// [`pop_due`](Self::pop_due) for one queue: up to `limit` of `queue`'s timers due at
+    /// `now`, in delivery order, marked in flight, as a [`DueBatch`]. The queue's hold and
+    /// limits apply: nothing of a held queue, and no more than its concurrency slots and
+    /// its rate permit (a member refused is parked, as by `pop_due`). Other queues are not
+    /// touched. Cost: O(members of the queue × log + shards); locks every shard at once, in
+    /// ascending order. Empty for a `now` before the origin or a `limit` of 0. `queue` may
+    /// be any borrowed form of `Q`.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use tickwheel::sync::Scheduler;
+    ///
+    /// let now = Instant::now();
+    /// let sched = Scheduler::builder().origin(now).build();
+    /// sched.schedule("q", 1, now, 'a').unwrap();
+    /// sched.schedule("r", 2, now, 'b').unwrap();
+    /// let values: Vec<char> = sched.pop_due_queue(&"r", now, 10).map(|d| d.into_value()).collect();
+    /// assert_eq!(values, ['b']);
+    /// assert_eq!(sched.len(), 1);
+    /// ```
+    pub fn pop_due_queue<B: Hash + Eq + ?Sized>(
+        &self,
+        queue: &B,
+        now: Instant,
+        limit: usize,
+    ) -> DueBatch<Q, K, T>
+    where
+        Q: Borrow<B>,
+    {
+        let mut items = VecDeque::new();
+        let Some(tick) = self.inner.clock.now_tick(now).filter(|_| limit > 0) else {
+            return DueBatch::new(Arc::clone(&self.inner), items);
+        };
+        let now_ns = now.saturating_duration_since(self.inner.clock.origin());
+        let now_ns = u64::try_from(now_ns.as_nanos()).unwrap_or(u64::MAX);
+        self.unpark_ready(now_ns);
+        let mut trash = Trash::new();
+        let mut throttles = Vec::new();
+        let mut states: Vec<_> = (self.inner.shards.iter())
+            .map(|shard| shard.lock_settled(&mut trash))
+            .collect();
+        let mut members = Vec::new();
+        for (shard, state) in states.iter().enumerate() {
+            let mut found = Vec::new();
+            state.pending_of(queue, Some(tick), &mut found);
+            members.extend(found.into_iter().map(|(t, seq, i)| (t, seq, shard, i)));
+        }
+        members.sort_unstable();
+        for (_, _, shard, index) in members {
+            if items.len() == limit {
+                break;
+            }
+            match states[shard].take_member(index, now_ns, &mut throttles) {
+                Ok(popped) => items.push_back((shard, popped)),
+                // Held in this shard: its other members here are held too; go on with
+                // the other shards' (a hold is set shard by shard).
+                Err(false) => {}
+                // At its limits: nothing more of the queue now.
+                Err(true) => break,
+            }
+        }
+        drop(states);
+        drop(trash);
+        if !throttles.is_empty() {
+            self.throttle(throttles);
+        }
+        let deadlines = items.iter().map(|(_, popped)| popped.timer.at);
+        self.inner.observer.popped(now, deadlines);
+        DueBatch::new(Arc::clone(&self.inner), items)
     }
 }

@@ -22,8 +22,9 @@ use std::borrow::Borrow;
 use std::hash::Hash;
 
 use std::sync::Arc;
+use std::time::Instant;
 
-use super::{Cursor, Place, ShardState};
+use super::{Cursor, NIL, Place, Popped, ShardState};
 use crate::sync::flow::QueueFlow;
 use crate::sync::trash::Trash;
 
@@ -220,5 +221,57 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         self.unpark(index);
         self.stage(index);
         Some(tick)
+    }
+
+    /// Appends `(tick, seq, entry)` of every pending member of `queue` here (in the wheel,
+    /// staged or parked) for `flush` and `pop_due_queue`; with `due_by`, only those due
+    /// by that tick. `None` if the queue is held here and `skip_held` is set.
+    /// O(members here).
+    pub(crate) fn pending_of<B: Hash + Eq + ?Sized>(
+        &self,
+        queue: &B,
+        due_by: Option<u64>,
+        out: &mut Vec<(u64, u64, u32)>,
+    ) where
+        Q: Borrow<B>,
+    {
+        let Some(&rec) = self.queue_ids.get(queue) else {
+            return;
+        };
+        let mut index = self.queue_rec(rec).head;
+        while index != NIL {
+            let entry = self.entry(index);
+            let pending = matches!(entry.place, Place::Wheel(_) | Place::Staged | Place::Parked);
+            if pending && due_by.is_none_or(|now| entry.tick <= now) {
+                out.push((entry.tick, entry.seq, index));
+            }
+            index = entry.next;
+        }
+    }
+
+    /// For `flush`: pending member `index` becomes due at `tick` (its deadline `at`, its
+    /// order `seq`), staged. A member of a held queue is parked again by the next merge.
+    pub(crate) fn make_due(&mut self, index: u32, tick: u64, at: Instant, seq: u64) {
+        self.unfile(index);
+        let entry = self.entry_mut(index);
+        (entry.tick, entry.at, entry.seq) = (tick, at, seq);
+        self.stage(index);
+    }
+
+    /// For `pop_due_queue`: pending member `index` goes in flight, unless its queue is
+    /// held here (`Err(false)`: left where it is) or has no slot or rate for it
+    /// (`Err(true)`: parked, its throttle wake-up on `throttles`).
+    pub(crate) fn take_member(
+        &mut self,
+        index: u32,
+        now_ns: u64,
+        throttles: &mut Vec<(Arc<QueueFlow<Q>>, u64)>,
+    ) -> Result<Popped<Q, K, T>, bool> {
+        if self.queue_rec(self.entry(index).queue).held {
+            return Err(false);
+        }
+        self.unfile(index);
+        let flow = self.try_slot(index, now_ns, throttles).map_err(|()| true)?;
+        self.fly(index, flow).ok_or(true)
     }
 }

@@ -54,8 +54,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// Takes the timer whose order key `key` the last [`head`](Self::head) returned, and
-    /// marks it in flight.
-    /// A timer of a limited queue that finds no slot, or no hand-out of its rate, is parked
+    /// marks it in flight. A timer of a limited queue that finds no slot, or no hand-out of its rate, is parked
     /// instead and `None` returned (a throttled one's wake-up goes on `throttles`). `now_ns`:
     /// the `pop_due`'s `now` in nanoseconds since the origin, for the rate limits.
     pub(crate) fn take(
@@ -85,6 +84,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                 Err(()) => return None,
             }
         };
+        self.fly(index, flow)
+    }
+
+    /// Marks timer `index`, out of its store, in flight (carrying its queue's flow record
+    /// `flow`, if it took a slot) and returns it.
+    pub(super) fn fly(
+        &mut self,
+        index: u32,
+        flow: Option<Arc<QueueFlow<Q>>>,
+    ) -> Option<Popped<Q, K, T>> {
         let entry = self.entry_mut(index);
         let (queue, value) = entry.payload.take()?;
         entry.place = Place::InFlight;

@@ -290,3 +290,71 @@ fn rate_and_concurrency_together_and_a_sleeping_dispatcher_wakes_for_the_rate() 
     }
     assert!(s.is_empty());
 }
+
+#[test]
+fn flush_makes_a_queue_due_now_in_deadline_order_and_leaves_in_flight_and_held_alone() {
+    let (s, t0) = two_shards();
+    let ids: Vec<u64> = (0..5).map(|n| id_on(n % 2, n / 2)).collect();
+    s.schedule(0, ids[0], ms(t0, 1), 0).unwrap();
+    s.schedule(0, ids[1], ms(t0, 50), 1).unwrap();
+    s.schedule(0, ids[2], ms(t0, 30), 2).unwrap();
+    s.schedule(0, ids[3], ms(t0, 40), 3).unwrap();
+    s.schedule(1, ids[4], ms(t0, 20), 4).unwrap();
+    let mut batch = s.pop_due(ms(t0, 5), 10);
+    let first = batch.next().unwrap(); // in flight: not flushed
+    assert_eq!(s.flush_queue(&0, ms(t0, 5)), 3);
+    assert_eq!(s.lookup(&ids[1]).map(|i| i.deadline), Some(ms(t0, 5)));
+    s.check_invariants();
+    assert_eq!(values_of(&s, ms(t0, 5)), [2, 3, 1], "deadline order, now");
+    assert_eq!(s.flush_queue(&0, ms(t0, 5)), 0);
+    drop((first, batch));
+    // A held queue: flushed, still held; released in the flushed order.
+    s.schedule(0, ids[0], ms(t0, 90), 5).unwrap();
+    s.schedule(0, ids[1], ms(t0, 80), 6).unwrap();
+    s.hold_queue(&0);
+    assert_eq!(s.flush_queue(&0, ms(t0, 6)), 2);
+    assert!(values_of(&s, ms(t0, 6)).is_empty());
+    s.release_queue(&0);
+    assert_eq!(values_of(&s, ms(t0, 6)), [6, 5]);
+    assert_eq!(values_of(&s, ms(t0, 100)), [4]);
+    s.check_invariants();
+}
+
+#[test]
+fn pop_due_for_one_queue_takes_its_due_timers_in_order_under_its_hold_and_limits() {
+    let (s, t0) = two_shards();
+    for n in 0..6u64 {
+        let queue = (n % 3) as u8;
+        s.schedule(
+            queue,
+            id_on((n % 2) as usize, n as usize / 2),
+            ms(t0, 6 - n),
+            n,
+        )
+        .unwrap();
+    }
+    let taken: Vec<u64> = s
+        .pop_due_queue(&0, ms(t0, 10), 10)
+        .map(|d| d.into_value())
+        .collect();
+    assert_eq!(taken, [3, 0], "queue 0 only, deadline order");
+    let batch = s.pop_due_queue(&1, ms(t0, 10), 1);
+    assert_eq!(batch.len(), 1);
+    drop(batch); // untaken: put back
+    s.set_concurrency(&1, Some(1));
+    let mut batch = s.pop_due_queue(&1, ms(t0, 10), 10);
+    assert_eq!(batch.len(), 1, "one slot");
+    let due = batch.next().unwrap();
+    assert_eq!(*due.value(), 4);
+    assert!(
+        s.pop_due_queue(&1, ms(t0, 10), 10).is_empty(),
+        "at its limit"
+    );
+    drop(due);
+    s.hold_queue(&2);
+    assert!(s.pop_due_queue(&2, ms(t0, 10), 10).is_empty(), "held");
+    s.check_invariants();
+    s.release_queue(&2);
+    assert_eq!(values_of(&s, ms(t0, 10)), [5, 2, 1]);
+    assert!(s.is_empty());
+}
