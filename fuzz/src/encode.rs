@@ -371,6 +371,17 @@ impl Bytes {
                 self.range(0, 33);
                 self.0.push(queue);
             }
+            SchedOp::Flush { queue, now } => {
+                self.range(0, 38);
+                self.0.push(queue);
+                self.at(now);
+            }
+            SchedOp::PopQueue { queue, now, limit } => {
+                self.range(0, 39);
+                self.0.push(queue);
+                self.at(now);
+                self.0.push(limit);
+            }
             SchedOp::Rate {
                 queue,
                 interval,

@@ -53,7 +53,7 @@ pub fn at(u: &mut Unstructured) -> Result<At> {
 
 /// One scheduler phase.
 pub fn sched_op(u: &mut Unstructured) -> Result<SchedOp> {
-    Ok(match u.int_in_range(0u8..=37)? {
+    Ok(match u.int_in_range(0u8..=39)? {
         0..=7 => SchedOp::Schedule {
             queue: u.arbitrary()?,
             id: u.arbitrary()?,
@@ -85,6 +85,15 @@ pub fn sched_op(u: &mut Unstructured) -> Result<SchedOp> {
                 4 => u8::MAX,
                 n => n,
             },
+        },
+        38 => SchedOp::Flush {
+            queue: u.arbitrary()?,
+            now: at(u)?,
+        },
+        39 => SchedOp::PopQueue {
+            queue: u.arbitrary()?,
+            now: at(u)?,
+            limit: u.arbitrary()?,
         },
         36 | 37 => SchedOp::Rate {
             queue: u.arbitrary()?,

@@ -499,6 +499,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// Takes a pending timer out of the wheel or the staged set (it stays in the slab).
     fn unfile(&mut self, index: u32) {
         let entry = self.entry(index);
+        // A due timer of a limited queue may have been made due for a free slot: if it
+        // leaves without taking it, the slot goes to a parked one (one branch while no
+        // queue here has a flow record).
+        if !self.limited.is_empty() && matches!(entry.place, Place::Wheel(_) | Place::Staged) {
+            if let Some(flow) = &self.queue_rec(entry.queue).flow {
+                flow.relist();
+            }
+        }
         match entry.place {
             Place::Wheel(key) => {
                 self.wheel.cancel(key);

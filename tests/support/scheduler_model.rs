@@ -19,7 +19,7 @@
 //! the model's `pop_due` skips held queues and hands out no more of a limited queue than its
 //! limit leaves beside its members in flight that hold a slot (those popped once the queue
 //! had a limit record), and `set_rate` (the model keeps its own GCRA per queue, over the
-//! exact `now`). `next_deadline` is checked only while no queue is held or limited
+//! exact `now`); `flush_queue` and `pop_due_queue` too. `next_deadline` is checked only while no queue is held or limited
 //! (a parked timer is pending but not in it).
 //!
 //! A ledger of every accepted value checks **exactly once**: each ends once, delivered (its
@@ -99,6 +99,17 @@ pub enum SchedOp {
     /// `set_concurrency(queue, limit)`; a `limit` of 255 is `None`.
     Limit {
         queue: u8,
+        limit: u8,
+    },
+    /// `flush_queue(queue, now)`.
+    Flush {
+        queue: u8,
+        now: At,
+    },
+    /// `pop_due_queue(queue, now, limit)`, kept open like `PopDue`.
+    PopQueue {
+        queue: u8,
+        now: At,
         limit: u8,
     },
     /// `set_rate(queue, one per (interval % 4 + 1) resolutions, burst % 3 + 1)`; an
@@ -393,6 +404,14 @@ impl SchedHarness {
                 let limit = (limit != u8::MAX).then_some(usize::from(limit % 4));
                 self.set_limit(queue % QUEUES, limit);
             }
+            SchedOp::Flush { queue, now } => {
+                let now = self.instant(now);
+                self.flush(queue % QUEUES, now);
+            }
+            SchedOp::PopQueue { queue, now, limit } => {
+                let now = self.instant(now);
+                self.pop_due_of(Some(queue % QUEUES), now, usize::from(limit % 4));
+            }
             SchedOp::Rate {
                 queue,
                 interval,
@@ -417,6 +436,40 @@ impl SchedHarness {
                 }
             }
         }
+    }
+
+    /// `flush_queue`: the queue's pending members due later than `now` become due at `now`,
+    /// in delivery order, each with a new `seq`.
+    fn flush(&mut self, queue: u8, now: Instant) {
+        let got = self.sched.flush_queue(&queue, now);
+        let Some(now_tick) = self.now_tick(now) else {
+            ensure!(self, got == 0, "flush before the origin moved {got}");
+            return;
+        };
+        let mut later: Vec<((u64, u64), u8)> = (self.ids.iter())
+            .filter_map(|(&id, s)| match *s {
+                State::Pending(t) if t.queue == queue && t.tick > now_tick => {
+                    Some(((t.tick, t.seq), id))
+                }
+                _ => None,
+            })
+            .collect();
+        later.sort_unstable();
+        // The deadline becomes the start of `now`'s tick.
+        let at = self
+            .at_nanos(u128::from(now_tick) * self.res_ns())
+            .unwrap_or(now);
+        for &(_, id) in &later {
+            if let Some(State::Pending(t)) = self.ids.get_mut(&id) {
+                self.seq += 1;
+                (t.tick, t.seq, t.at) = (now_tick, self.seq, at);
+            }
+        }
+        ensure!(
+            self,
+            got == later.len(),
+            "flush_queue({queue}) moved {got}, model {later:?}"
+        );
     }
 
     fn set_limit(&mut self, queue: u8, limit: Option<usize>) {
@@ -594,8 +647,16 @@ impl SchedHarness {
         }
     }
 
+    /// `pop_due`, or with `only` `pop_due_queue` of that queue.
     fn pop_due(&mut self, now: Instant, limit: usize) {
-        let batch = self.sched.pop_due(now, limit);
+        self.pop_due_of(None, now, limit);
+    }
+
+    fn pop_due_of(&mut self, only: Option<u8>, now: Instant, limit: usize) {
+        let batch = match only {
+            Some(queue) => self.sched.pop_due_queue(&queue, now, limit),
+            None => self.sched.pop_due(now, limit),
+        };
         let now_tick = self.now_tick(now);
         if let Some(tick) = now_tick {
             self.clock = self.clock.max(tick);
@@ -605,7 +666,11 @@ impl SchedHarness {
                 .ids
                 .iter()
                 .filter_map(|(&id, s)| match *s {
-                    State::Pending(t) if t.tick <= now_tick => Some(((t.tick, t.seq), id)),
+                    State::Pending(t)
+                        if t.tick <= now_tick && only.is_none_or(|q| q == t.queue) =>
+                    {
+                        Some(((t.tick, t.seq), id))
+                    }
                     _ => None,
                 })
                 .collect(),

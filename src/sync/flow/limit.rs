@@ -25,8 +25,8 @@
 //! freed, for the next `pop_due` to make one of its parked timers due.
 
 use std::hash::Hash;
-use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Weak};
 
 use hashbrown::HashMap;
 
@@ -54,14 +54,33 @@ pub(crate) struct QueueFlow<Q> {
     tat: AtomicU64,
     /// The throttle wake-up registered for this queue, ns ([`NEVER`]: none).
     wake_at: AtomicU64,
+    /// The scheduler's freed list, for [`relist`](Self::relist) (weak: the list holds
+    /// records while they are listed).
+    freed: Weak<Freed<Q>>,
+}
+
+/// The queues whose capacity grew while they had parked timers (see [`FlowTable`]).
+#[derive(Debug)]
+pub(crate) struct Freed<Q> {
+    list: Mutex<Vec<Arc<QueueFlow<Q>>>>,
+    /// Whether `list` may be non-empty: `pop_due` reads only this while nothing was freed.
+    any: AtomicBool,
+}
+
+impl<Q> Freed<Q> {
+    fn push(&self, flow: &Arc<QueueFlow<Q>>) {
+        self.list.lock().push(Arc::clone(flow));
+        self.any.store(true, Ordering::SeqCst);
+    }
 }
 
 /// "No wake-up registered".
 pub(crate) const NEVER: u64 = u64::MAX;
 
 impl<Q> QueueFlow<Q> {
-    pub(crate) fn new(name: Q) -> Self {
+    pub(crate) fn new(name: Q, freed: Weak<Freed<Q>>) -> Self {
         QueueFlow {
+            freed,
             name: Mutex::new(name),
             limit: AtomicUsize::new(UNLIMITED),
             in_flight: AtomicUsize::new(0),
@@ -136,6 +155,18 @@ impl<Q> QueueFlow<Q> {
         (emission != 0).then(|| (emission, tolerance / emission + 1))
     }
 
+    /// Lists this queue freed again if it has a free slot and a parked member: for a
+    /// timer made due for a slot that leaves without taking it (cancelled, drained,
+    /// rescheduled, frozen), so the slot goes to the next parked one at the next
+    /// `pop_due`. A leaf lock; callable under a shard lock.
+    pub(crate) fn relist(self: &Arc<Self>) {
+        if self.parked.load(Ordering::SeqCst) > 0 && self.free() > 0 {
+            if let Some(freed) = self.freed.upgrade() {
+                freed.push(self);
+            }
+        }
+    }
+
     /// Whether a throttle wake-up is registered (the queue waits for its rate).
     pub(crate) fn throttled(&self) -> bool {
         self.wake_at.load(Ordering::SeqCst) != NEVER
@@ -200,13 +231,12 @@ impl<Q> QueueFlow<Q> {
 impl<Q> FlowTable<Q> {
     /// Lists `flow` as freed: a slot came free while a member was parked.
     pub(crate) fn freed(&self, flow: &Arc<QueueFlow<Q>>) {
-        self.freed.lock().push(Arc::clone(flow));
-        self.any_freed.store(true, Ordering::SeqCst);
+        self.freed.push(flow);
     }
 
     /// Whether some queue was listed freed since the last `pop_due` took the list.
     pub(crate) fn any_freed(&self) -> bool {
-        self.any_freed.load(Ordering::SeqCst)
+        self.freed.any.load(Ordering::SeqCst)
     }
 
     /// Registers a throttle wake-up of `flow` at `tick` (ns), unless one at or before it is
@@ -263,9 +293,7 @@ pub(crate) struct FlowTable<Q> {
     /// not its record), so that an `Arc` held by a shard or a `Due` is never the last one
     /// dropped under a lock.
     records: Mutex<HashMap<Q, Arc<QueueFlow<Q>>>>,
-    freed: Mutex<Vec<Arc<QueueFlow<Q>>>>,
-    /// Whether `freed` may be non-empty: `pop_due` reads only this while nothing was freed.
-    any_freed: AtomicBool,
+    freed: Arc<Freed<Q>>,
     /// Throttle wake-ups: `(time, queue)`, a queue's parked timers may go from `time` (ns
     /// since the origin, as the GCRA's).
     /// A leaf lock, like `freed`.
@@ -279,8 +307,10 @@ impl<Q: Hash + Eq + Clone> FlowTable<Q> {
     pub(crate) fn new() -> Self {
         FlowTable {
             records: Mutex::new(HashMap::new()),
-            freed: Mutex::new(Vec::new()),
-            any_freed: AtomicBool::new(false),
+            freed: Arc::new(Freed {
+                list: Mutex::new(Vec::new()),
+                any: AtomicBool::new(false),
+            }),
             throttled: Mutex::new(Vec::new()),
             next_wake: AtomicU64::new(NEVER),
         }
@@ -292,7 +322,7 @@ impl<Q: Hash + Eq + Clone> FlowTable<Q> {
         if let Some(flow) = records.get(queue) {
             return Arc::clone(flow);
         }
-        let flow = Arc::new(QueueFlow::new(queue.clone()));
+        let flow = Arc::new(QueueFlow::new(queue.clone(), Arc::downgrade(&self.freed)));
         records.insert(queue.clone(), Arc::clone(&flow));
         flow
     }
@@ -307,11 +337,11 @@ impl<Q: Hash + Eq + Clone> FlowTable<Q> {
 
     /// Takes the freed list (empty, without a lock, while nothing was freed).
     pub(crate) fn take_freed(&self) -> Vec<Arc<QueueFlow<Q>>> {
-        if !self.any_freed.load(Ordering::SeqCst) {
+        if !self.freed.any.load(Ordering::SeqCst) {
             return Vec::new();
         }
-        let mut freed = self.freed.lock();
-        self.any_freed.store(false, Ordering::SeqCst);
+        let mut freed = self.freed.list.lock();
+        self.freed.any.store(false, Ordering::SeqCst);
         std::mem::take(&mut *freed)
     }
 }

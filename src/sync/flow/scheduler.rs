@@ -401,7 +401,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 
     /// Flushes `queue` ("deliver this destination now", Postfix's `postqueue -s`): every
     /// pending member not yet due at `now` becomes due at `now`, in deadline order (deadline,
-    /// then schedule order, after the members already due), with `now` as its deadline.
+    /// then schedule order, after the members already due), its deadline the start of
+    /// `now`'s tick (so it is due at any `now` in that tick, never early).
     /// Returns how many were moved. Members in flight are left to the dispatcher (one that
     /// comes back later, retried or put back, is pending at its own deadline). A held
     /// queue's flushed members are due but stay held: they are parked by the next `pop_due`
@@ -448,9 +449,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             );
         }
         members.sort_unstable();
+        // The start of `now`'s tick: due at any `now` in that tick, never early.
+        let at = self.inner.clock.instant_saturating(tick);
         for &(_, _, shard, index) in &members {
             let seq = self.next_seq();
-            states[shard].make_due(index, tick, now, seq);
+            states[shard].make_due(index, tick, at, seq);
         }
         drop(states);
         drop(trash);
