@@ -1,7 +1,7 @@
 //! Flow control under real threads (`tickwheel::sync`): producers, two dispatchers that
 //! deliver, retry and drop half-taken batches, a canceller and an operator that holds and
 //! releases queues and changes their concurrency limits, all at once. Checked from the
-//! test's own ledger: every timer ends exactly once, no queue ever has more in flight than
+//! test's own ledger (the operator also flushes queues): every timer ends exactly once, no queue ever has more in flight than
 //! its limit, and nothing of a queue is handed out by a `pop_due` that started after its
 //! hold returned and ended before its release began.
 
@@ -124,6 +124,9 @@ fn operator(w: &World, mut rng: StdRng) {
         // Re-setting a checked limit to its value exercises the path without lowering it.
         let q = rng.gen_range(0..3u8);
         w.sched.set_concurrency(&q, Some(LIMITS[usize::from(q)]));
+        // A flush of any queue: its pending timers due now, racing the dispatchers.
+        w.sched
+            .flush_queue(&rng.gen_range(0..QUEUES), Instant::now());
         std::thread::sleep(Duration::from_micros(rng.gen_range(0..500)));
     }
 }

@@ -203,10 +203,10 @@
 //! it enumerates every interleaving of small per-thread step sequences — schedule,
 //! reschedule, cancel, `pop_due`, taking, dropping and retrying `Due`s, dropping a
 //! half-taken batch, and each shard's step of a drain, a freeze, a `take_forwarded`, an
-//! unfreeze, a hold and a release — replaying each on a real scheduler, checking every
-//! step's answer against a
-//! sequential reference, and checking exactly-once at the end (no timer both delivered and
-//! handed over, none left out).
+//! unfreeze, a hold and a release, and whole `set_concurrency` and `flush_queue` calls —
+//! replaying each on a real scheduler, checking every step's answer against a sequential
+//! reference, and checking exactly-once at the end (no timer both delivered and handed
+//! over, none left out).
 //!
 //! Its unit of interleaving is the critical section, the real unit here: all shared state
 //! is touched only under a shard lock or a done-list lock, and each step above is one

@@ -71,6 +71,24 @@ impl World {
         });
     }
 
+    /// `flush_queue(queue, now)`: the model's pending members due later than `now` become
+    /// due at `now`, in delivery order, each with a new order key.
+    pub(super) fn flush(&mut self, queue: u8, now: u64) -> Result<(), String> {
+        let real = self.sched.flush_queue(&queue, self.at(now));
+        let mut later: Vec<(u64, u64, u64)> = (self.ids.iter())
+            .filter(|(_, r)| r.queue == queue && !r.in_flight && !r.forwarded && r.tick > now)
+            .map(|(&id, r)| (r.tick, r.seq, id))
+            .collect();
+        later.sort_unstable();
+        for &(_, _, id) in &later {
+            self.seq += 1;
+            if let Some(r) = self.ids.get_mut(&id) {
+                (r.tick, r.seq) = (now, self.seq);
+            }
+        }
+        expect("flush count", real, later.len())
+    }
+
     /// At the end: every hold released, shard by shard, and every limit lifted.
     pub(super) fn release_all(&mut self) -> Result<(), String> {
         for queue in 0..2u8 {
@@ -190,4 +208,38 @@ fn concurrency_limits_against_delivery_retry_put_back_and_a_hold() {
         vec![schedule(1, id_on(1, 2), 0), Step::Cancel { id: d }],
     ];
     assert_eq!(run_phases(&initial, &threads), 1_980);
+}
+
+/// A flush of queue 0 racing a dispatcher that pops, takes, retries and drops a half-taken
+/// batch, a hold and release of one shard, and a producer: the flushed timers come out
+/// now, in deadline order, the in-flight ones are left alone, and every timer ends once.
+#[test]
+fn flush_against_pop_retry_a_hold_and_a_producer() {
+    let (a, c) = (id_on(0, 0), id_on(0, 1));
+    let (b, d) = (id_on(1, 0), id_on(1, 1));
+    let initial = [
+        schedule(0, a, 1),
+        schedule(0, b, 5),
+        schedule(1, c, 1),
+        schedule(0, d, 7),
+    ];
+    let threads = [
+        vec![
+            Step::Pop { now: 2, limit: 2 },
+            Step::Take,
+            Step::Retry { tick: 9 },
+            Step::DropBatch,
+            Step::Pop { now: 2, limit: 3 },
+        ],
+        vec![
+            Step::Flush { queue: 0, now: 2 },
+            Step::HoldShard { queue: 0, shard: 1 },
+            Step::ReleaseShard { queue: 0, shard: 1 },
+        ],
+        vec![
+            schedule(0, id_on(1, 2), 8),
+            Step::Reschedule { id: d, tick: 6 },
+        ],
+    ];
+    assert_eq!(run_phases(&initial, &threads), 2_520);
 }

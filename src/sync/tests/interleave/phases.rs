@@ -64,6 +64,11 @@ pub(super) enum Step {
         queue: u8,
         limit: Option<usize>,
     },
+    /// `flush_queue` (whole: it locks every shard at once).
+    Flush {
+        queue: u8,
+        now: u64,
+    },
 }
 
 /// The sequential model's view of an id: pending, forwarded or in flight, with its order
@@ -190,6 +195,7 @@ impl World {
             Step::HoldShard { queue, shard } => self.hold_shard(queue, shard)?,
             Step::ReleaseShard { queue, shard } => self.release_shard(queue, shard)?,
             Step::Limit { queue, limit } => self.limit(queue, limit),
+            Step::Flush { queue, now } => self.flush(queue, now)?,
         }
         self.check_counts()
     }
