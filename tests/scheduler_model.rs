@@ -39,6 +39,12 @@ fn op() -> impl Strategy<Value = SchedOp> {
         4 => (any::<u8>(), 0u8..4).prop_map(|(batch, n)| SchedOp::Take { batch, n }),
         2 => any::<u8>().prop_map(SchedOp::DropBatch),
         4 => (any::<u8>(), any::<bool>()).prop_map(|(due, consume)| SchedOp::Finish { due, consume }),
+        1 => any::<u8>().prop_map(SchedOp::Hold),
+        1 => any::<u8>().prop_map(SchedOp::Release),
+        1 => (any::<u8>(), prop_oneof![0u8..4, Just(u8::MAX)]).prop_map(|(queue, limit)| SchedOp::Limit { queue, limit }),
+        1 => (any::<u8>(), at()).prop_map(|(queue, now)| SchedOp::Flush { queue, now }),
+        2 => (any::<u8>(), at(), 0u8..4).prop_map(|(queue, now, limit)| SchedOp::PopQueue { queue, now, limit }),
+        1 => (any::<u8>(), prop_oneof![0u8..4, Just(u8::MAX)], 0u8..3).prop_map(|(queue, interval, burst)| SchedOp::Rate { queue, interval, burst }),
     ]
 }
 

@@ -363,6 +363,45 @@ impl Bytes {
                 self.0.push(due);
                 self.bool(consume);
             }
+            SchedOp::Hold(queue) => {
+                self.range(0, 32);
+                self.0.push(queue);
+            }
+            SchedOp::Release(queue) => {
+                self.range(0, 33);
+                self.0.push(queue);
+            }
+            SchedOp::Flush { queue, now } => {
+                self.range(0, 38);
+                self.0.push(queue);
+                self.at(now);
+            }
+            SchedOp::PopQueue { queue, now, limit } => {
+                self.range(0, 39);
+                self.0.push(queue);
+                self.at(now);
+                self.0.push(limit);
+            }
+            SchedOp::Rate {
+                queue,
+                interval,
+                burst,
+            } => {
+                self.range(0, 36);
+                self.0.extend([queue, interval, burst]);
+            }
+            SchedOp::Limit { queue, limit } => {
+                self.range(0, 34);
+                self.0.push(queue);
+                self.range(
+                    0,
+                    if limit == u8::MAX {
+                        4
+                    } else {
+                        i16::from(limit)
+                    },
+                );
+            }
         }
     }
 }

@@ -53,7 +53,7 @@ pub fn at(u: &mut Unstructured) -> Result<At> {
 
 /// One scheduler phase.
 pub fn sched_op(u: &mut Unstructured) -> Result<SchedOp> {
-    Ok(match u.int_in_range(0u8..=31)? {
+    Ok(match u.int_in_range(0u8..=39)? {
         0..=7 => SchedOp::Schedule {
             queue: u.arbitrary()?,
             id: u.arbitrary()?,
@@ -77,6 +77,29 @@ pub fn sched_op(u: &mut Unstructured) -> Result<SchedOp> {
             n: u.int_in_range(0..=4)?,
         },
         24 | 25 => SchedOp::DropBatch(u.arbitrary()?),
+        32 => SchedOp::Hold(u.arbitrary()?),
+        33 => SchedOp::Release(u.arbitrary()?),
+        34 | 35 => SchedOp::Limit {
+            queue: u.arbitrary()?,
+            limit: match u.int_in_range(0u8..=4)? {
+                4 => u8::MAX,
+                n => n,
+            },
+        },
+        38 => SchedOp::Flush {
+            queue: u.arbitrary()?,
+            now: at(u)?,
+        },
+        39 => SchedOp::PopQueue {
+            queue: u.arbitrary()?,
+            now: at(u)?,
+            limit: u.arbitrary()?,
+        },
+        36 | 37 => SchedOp::Rate {
+            queue: u.arbitrary()?,
+            interval: u.arbitrary()?,
+            burst: u.arbitrary()?,
+        },
         _ => SchedOp::Finish {
             due: u.arbitrary()?,
             consume: u.arbitrary()?,

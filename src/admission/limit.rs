@@ -34,12 +34,14 @@ pub struct Limit {
 }
 
 struct LimitInner {
-    capacity: u64,
     state: Mutex<LimitState>,
 }
 
 struct LimitState {
-    available: u64,
+    capacity: u64,
+    /// Units held by tickets; may exceed `capacity` after it was lowered (then nothing is
+    /// available until enough comes back).
+    held: u64,
     /// Queues whose head was short of this limit, by queue id: told once capacity returns.
     short: HashMap<u64, Weak<dyn Wake>>,
 }
@@ -47,7 +49,7 @@ struct LimitState {
 impl fmt::Debug for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limit")
-            .field("capacity", &self.inner.capacity)
+            .field("capacity", &self.capacity())
             .field("available", &self.available())
             .finish()
     }
@@ -59,23 +61,58 @@ impl Limit {
     pub fn new(capacity: u64) -> Self {
         Limit {
             inner: Arc::new(LimitInner {
-                capacity,
                 state: Mutex::new(LimitState {
-                    available: capacity,
+                    capacity,
+                    held: 0,
                     short: HashMap::new(),
                 }),
             }),
         }
     }
 
-    /// The capacity it was created with.
+    /// The capacity now: as created, or as last set by
+    /// [`set_capacity`](Self::set_capacity). O(1), takes the limit's lock.
     pub fn capacity(&self) -> u64 {
-        self.inner.capacity
+        self.inner.state.lock().capacity
     }
 
-    /// Units not held by any ticket right now. O(1), takes the limit's lock.
+    /// Units not held by any ticket right now (0 while tickets hold more than a lowered
+    /// capacity). O(1), takes the limit's lock.
     pub fn available(&self) -> u64 {
-        self.inner.state.lock().available
+        let state = self.inner.state.lock();
+        state.capacity.saturating_sub(state.held)
+    }
+
+    /// Changes the capacity at run time (Cassandra's native-transport limits change the
+    /// same way). Raising it grants at once: every thread-safe queue whose head waits on
+    /// this limit is told, as when capacity comes back. Lowering it takes nothing from the
+    /// tickets holding units: nothing more is granted until they have given back enough
+    /// to be under the new capacity; a waiting ticket larger than the new capacity waits
+    /// until it is raised again or the ticket expires (a new ticket larger than it is
+    /// refused as `TooLarge`). O(queues told), takes the limit's lock once; the queues are
+    /// told with no lock held.
+    ///
+    /// ```
+    /// use tickwheel::admission::Limit;
+    ///
+    /// let global = Limit::new(10);
+    /// global.set_capacity(4);
+    /// assert_eq!((global.capacity(), global.available()), (4, 4));
+    /// global.set_capacity(16);
+    /// assert_eq!(global.available(), 16);
+    /// ```
+    pub fn set_capacity(&self, capacity: u64) {
+        let told = {
+            let mut state = self.inner.state.lock();
+            let grew = capacity > state.capacity;
+            state.capacity = capacity;
+            if grew && !state.short.is_empty() {
+                state.short.drain().map(|(_, w)| w).collect()
+            } else {
+                Vec::new()
+            }
+        };
+        tell(told);
     }
 
     /// Whether two handles are the same limit.
@@ -88,8 +125,8 @@ impl Limit {
     /// so a release between the two cannot be missed.
     pub(crate) fn try_take(&self, amount: u64, queue: u64, waker: Option<&Weak<dyn Wake>>) -> bool {
         let mut state = self.inner.state.lock();
-        if state.available >= amount {
-            state.available -= amount;
+        if state.capacity.saturating_sub(state.held) >= amount {
+            state.held += amount;
             return true;
         }
         if let Some(waker) = waker {
@@ -98,21 +135,17 @@ impl Limit {
         false
     }
 
-    /// Gives `amount` back and returns the queues to tell. Never above `capacity`: the
-    /// queues only give back what they took.
+    /// Gives `amount` back and returns the queues to tell. The queues only give back what
+    /// they took.
     pub(crate) fn give_back(&self, amount: u64) -> Vec<Weak<dyn Wake>> {
         let mut state = self.inner.state.lock();
         debug_assert!(
-            state.available + amount <= self.inner.capacity,
-            "a limit gets back no more than was taken: {} + {amount} > {}",
-            state.available,
-            self.inner.capacity
+            amount <= state.held,
+            "a limit gets back no more than was taken: {amount} > {} held",
+            state.held
         );
-        state.available = state
-            .available
-            .saturating_add(amount)
-            .min(self.inner.capacity);
-        if state.short.is_empty() {
+        state.held = state.held.saturating_sub(amount);
+        if state.short.is_empty() || state.held >= state.capacity {
             return Vec::new();
         }
         state.short.drain().map(|(_, w)| w).collect()

@@ -227,3 +227,30 @@ fn a_global_release_wakes_another_queue() {
     assert_eq!(w.try_take().unwrap().unwrap().amount(), 3, "b was told");
     assert_eq!(global.available(), 5);
 }
+
+#[test]
+fn a_raised_global_capacity_grants_a_waiter_and_a_lowered_one_grants_nothing_more() {
+    let global = Limit::new(4);
+    let res = Duration::from_millis(1);
+    let q = AdmissionQueue::with_options(10, Some(global.clone()), Order::Strict, res);
+    let far = Instant::now() + Duration::from_secs(60);
+    let held = q.acquire(4, far).unwrap();
+    let w = q.register(3, far).unwrap();
+    assert!(w.try_take().is_none(), "the global limit is short");
+    global.set_capacity(7);
+    let granted = w.try_take().unwrap().unwrap();
+    assert_eq!(
+        (granted.amount(), global.available()),
+        (3, 0),
+        "granted at once"
+    );
+    // Lowered below what is held: nothing more until enough comes back.
+    global.set_capacity(5);
+    assert_eq!((global.capacity(), global.available()), (5, 0));
+    let w2 = q.register(1, far).unwrap();
+    drop(held); // 3 held now, 2 available
+    let small = w2.try_take().unwrap().unwrap();
+    assert_eq!((small.amount(), global.available()), (1, 1));
+    drop((granted, small));
+    assert_eq!(global.available(), 5);
+}

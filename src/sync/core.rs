@@ -44,6 +44,7 @@ use std::hash::{BuildHasherDefault, Hash};
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Weak};
 
+use super::flow::FlowTable;
 use super::hash::ShardHasher;
 use super::observe::Observer;
 use super::padded::Padded;
@@ -66,6 +67,8 @@ pub(crate) struct Inner<Q, K, T> {
     pub(crate) name: Option<Arc<str>>,
     /// Metrics and events (features `metrics`, `tracing`); a no-op without them.
     pub(crate) observer: Observer,
+    /// The flow records of queues with a concurrency limit (see `flow/limit.rs`).
+    pub(crate) flows: FlowTable<Q>,
     /// Global schedule order, taken under the shard lock (so it rises within a shard).
     /// Padded: the producers write it on every schedule; the fields above are read-only,
     /// and the `Arc`'s counts (written per `pop_due`) sit in the padding before `Inner`.

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::core::{DoneHome, Inner};
+use super::flow::QueueFlow;
 use super::freeze::{Retried, RetryError};
 use super::padded::Padded;
 use super::shard::Popped;
@@ -79,6 +80,8 @@ pub struct Due<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
 /// shard's done list. `retry_at` disarms it (takes `done`) and ends the state itself.
 struct FlightGuard<Q, K, T> {
     done: Option<Arc<Padded<DoneHome<Q, K, T>>>>,
+    /// The queue's flow record, if the timer holds one of its concurrency slots.
+    flow: Option<Arc<QueueFlow<Q>>>,
     /// The timer's entry in its shard.
     entry: u32,
     _values: PhantomData<fn() -> T>,
@@ -104,7 +107,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Iterator for DueBatch<Q, K, 
     fn next(&mut self) -> Option<Due<Q, K, T>> {
         let (shard, popped) = self.items.pop_front()?;
         let Popped {
-            id, entry, timer, ..
+            id,
+            entry,
+            timer,
+            flow,
+            ..
         } = popped;
         Some(Due {
             at: timer.at,
@@ -113,6 +120,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Iterator for DueBatch<Q, K, 
             queue: timer.queue,
             flight: FlightGuard {
                 done: Some(self.inner.shards[shard].done_list()),
+                flow,
                 entry,
                 _values: PhantomData,
             },
@@ -146,7 +154,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueBatch<Q, K, T> {
             };
             let (mut trash, mut lost) = (Trash::new(), Vec::new());
             let mut state = mutex.lock_unsettled();
-            while let Some((_, popped)) = items.next_if(|(s, _)| *s == shard) {
+            while let Some((_, mut popped)) = items.next_if(|(s, _)| *s == shard) {
+                // Its slot is given back: the timer is pending again.
+                if let Some(flow) = popped.flow.take() {
+                    if flow.end() {
+                        self.inner.flows.freed(&flow);
+                    }
+                }
                 lost.extend(state.put_back(popped, &mut trash).err());
             }
             drop(state);
@@ -272,7 +286,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Due<Q, K, T> {
             queue,
             flight,
         } = self;
+        let mut flight = flight;
+        let flow = flight.flow.take();
         let result = inner.retry(home.shard, flight.entry, id, queue, value, at);
+        // The slot is given back after the timer is pending again (or forwarded).
+        if let Some(flow) = flow {
+            if flow.end() {
+                inner.flows.freed(&flow);
+                inner.signal.deadline_added(0);
+            }
+        }
         drop((home, inner));
         result
     }
@@ -299,6 +322,15 @@ impl<Q, K, T> Drop for FlightGuard<Q, K, T> {
         if let Some(done) = self.done.take() {
             done.list.push(self.entry);
             done.observer.delivered(1);
+            // Its concurrency slot comes free; a parked timer of the queue may go.
+            if let Some(flow) = self.flow.take() {
+                if flow.end() {
+                    if let Some(inner) = done.owner.upgrade() {
+                        inner.flows.freed(&flow);
+                        inner.signal.deadline_added(0);
+                    }
+                }
+            }
         }
     }
 }

@@ -63,6 +63,15 @@ pub struct QueueCounts {
     /// [`IdState::Forwarded`]), as
     /// [`SchedulerStats::forwarded`](super::SchedulerStats::forwarded) counts them.
     pub forwarded: usize,
+    /// Of the `pending` members, those **parked**: due while the queue is held
+    /// ([`Scheduler::hold_queue`](super::Scheduler::hold_queue)), waiting for its release.
+    pub parked: usize,
+    /// Whether the queue is held (marked in at least one shard).
+    pub held: bool,
+    /// Whether the queue waits for its rate limit
+    /// ([`Scheduler::set_rate`](super::Scheduler::set_rate)): its next hand-out is not
+    /// permitted yet and its parked timers wait for that instant.
+    pub throttled: bool,
 }
 
 impl QueueCounts {

@@ -39,6 +39,38 @@
 //! | `unfreeze_queue` | — | pending | — | — |
 //! | `pop_due` | in flight, if due | — (never due) | — | — |
 //! | `Due::retry_at` | — | — | pending (forwarded if frozen) | — |
+//! | `hold_queue` | unchanged (parked once due) | unchanged | unchanged | — |
+//! | `release_queue` | parked ones due at once | unchanged | unchanged | — |
+//! | `set_concurrency` | parked once due at the limit | unchanged | counts against it | — |
+//! | `set_rate` | parked once due while throttled | unchanged | unchanged | — |
+//! | `flush_queue` | due now, if later (order kept) | unchanged | unchanged | — |
+//! | `pop_due_queue` | in flight, if due and permitted | — | — | — |
+//!
+//! **Held queues** (flow control; see [`Scheduler::hold_queue`]). A hold marks the queue in
+//! each shard, as a freeze does, but the queue keeps accepting: its timers stay pending.
+//! `pop_due` hands none of them out; the first merge that meets one due **parks** it (out
+//! of the wheel, onto the queue's parked list in its shard), so it is looked at once, not
+//! on every poll. A parked timer is pending to every other operation (`cancel`,
+//! `drain_queue`, `freeze_queue`, `reschedule`, `len`, `lookup`), and `queue_counts`
+//! shows it in `parked`. `release_queue` stages the parked timers, due at once, in
+//! delivery order. Hold and release cost O(shards) (plus the parked timers moved), never a
+//! walk of the queue. Hold and freeze are independent marks: a freeze takes parked timers
+//! like any pending ones and leaves the hold.
+//!
+//! **Concurrency limits** ([`Scheduler::set_concurrency`]): a queue with a limit has one
+//! flow record shared by the shards (atomics: the limit, its hand-outs in flight, its
+//! parked timers). `pop_due` takes a slot for each timer it hands out, under the timer's
+//! shard lock; a due timer that finds none is parked like a held one. A slot comes back
+//! when the `Due` is done, retried or put back; if a member is parked, the record is listed
+//! *freed* (a leaf lock) and the pollers woken, and the next `pop_due` first makes the
+//! earliest parked timers due, one per free slot. A **rate limit** ([`Scheduler::set_rate`])
+//! lives in the same record: GCRA over the `now` given to `pop_due` (one compare-and-swap
+//! per hand-out); a due timer the rate refuses is parked, and the queue gets a *throttle
+//! wake-up* at its next permitted instant, which `next_deadline` and the sleeping
+//! dispatcher count like a deadline; the `pop_due` at or after it makes the parked timers
+//! due, as many as the rate and the slots permit. Lock order: the flow table's lock is
+//! taken alone; the freed list's, the throttle list's and a record's name lock are
+//! leaves.
 //!
 //! **Looking without taking.** `lookup` (one id: queue, state, deadline), `with_value`,
 //! `queue_members` (a queue's members, states and deadlines, in delivery order) and
@@ -170,10 +202,11 @@
 //! A test-only **exhaustive-interleaving harness** checks the states and answers:
 //! it enumerates every interleaving of small per-thread step sequences — schedule,
 //! reschedule, cancel, `pop_due`, taking, dropping and retrying `Due`s, dropping a
-//! half-taken batch, and each shard's step of a drain, a freeze, a `take_forwarded` and an
-//! unfreeze — replaying each on a real scheduler, checking every step's answer against a
-//! sequential reference, and checking exactly-once at the end (no timer both delivered and
-//! handed over, none left out).
+//! half-taken batch, and each shard's step of a drain, a freeze, a `take_forwarded`, an
+//! unfreeze, a hold and a release, and whole `set_concurrency` and `flush_queue` calls —
+//! replaying each on a real scheduler, checking every step's answer against a sequential
+//! reference, and checking exactly-once at the end (no timer both delivered and handed
+//! over, none left out).
 //!
 //! Its unit of interleaving is the critical section, the real unit here: all shared state
 //! is touched only under a shard lock or a done-list lock, and each step above is one
@@ -212,10 +245,13 @@
 //   shard/done_list.rs   the done list: in-flight entries whose Due is done, until settled
 //   shard/pop.rs         the shard's part of pop_due, and the end of the in-flight state
 //   shard/freeze.rs      the shard's part of freezing: marks, forwarded timers
+//   shard/flow.rs        the shard's part of flow control: hold marks, limits, parked timers
 //   shard/{ids,queues,inspect,memory,check}.rs
 // scheduler.rs    Scheduler: schedule, reschedule, cancel, drain, counts;
 //   scheduler/{pop,inspect,hooks}.rs
 // freeze/         freezing a queue: the public types, and the Scheduler's operations
+// flow/           flow control per queue: hold and release, the concurrency limit's
+//                 shared record (flow/limit.rs)
 // due.rs          Due and DueBatch, what pop_due hands out
 // dispatcher.rs   the dispatcher thread (spawn_dispatcher)
 // signal.rs       the wake-up protocol between producers and pollers
@@ -227,6 +263,7 @@ mod builder;
 mod core;
 mod dispatcher;
 mod due;
+mod flow;
 mod freeze;
 mod hash;
 mod inspect;
@@ -249,6 +286,7 @@ pub use crate::admission;
 pub use builder::SchedulerBuilder;
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};
+pub use flow::RateLimit;
 pub use freeze::{Frozen, FrozenEntry, Imported, IntoQueue, Retried, RetryError};
 pub use inspect::{IdInfo, IdState, Member, QueueCounts};
 pub use scheduler::Scheduler;

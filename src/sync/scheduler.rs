@@ -72,6 +72,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             clock,
             name,
             observer,
+            flows: crate::sync::flow::FlowTable::new(),
             seq: Padded(AtomicU64::new(0)),
         });
         Scheduler { inner }
@@ -314,8 +315,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 
     /// [`next_deadline`](Self::next_deadline) in ticks.
     pub(crate) fn earliest_tick(&self) -> Option<u64> {
+        // A slot came free for a parked timer: the next `pop_due` makes it due.
+        if self.inner.flows.any_freed() {
+            return Some(0);
+        }
+        // A throttled queue's next permitted hand-out is a wake-up like a deadline.
+        let wake = self.inner.flows.next_wake();
+        let wake = (wake != crate::sync::flow::NEVER).then(|| self.ns_tick(wake));
         (0..self.inner.shards.len())
             .filter_map(|i| self.shard_earliest(i))
+            .chain(wake)
             .min()
     }
 
@@ -358,6 +367,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
                 stats.pending += shard.pending_len() + shard.forwarded_len();
                 stats.forwarded += shard.forwarded_len();
                 stats.due_waiting += shard.staged_len();
+                stats.parked += shard.parked_len();
                 stats.in_flight += shard.in_flight_len();
                 add_wheel_stats(&mut stats.wheel, shard.wheel_stats());
             });

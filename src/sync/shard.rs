@@ -40,10 +40,12 @@
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::hash::Hash;
+use std::sync::Arc;
 use std::time::Instant;
 
 use hashbrown::{HashMap, HashSet};
 
+use super::flow::QueueFlow;
 use super::trash::Trash;
 use super::types::{Cancel, RescheduleError, ScheduleError};
 use crate::wheel::{TimerKey, Wheel, WheelStats};
@@ -52,6 +54,7 @@ use ids::{IdMap, Slot};
 #[cfg(test)]
 mod check;
 mod done_list;
+mod flow;
 mod freeze;
 mod ids;
 mod inspect;
@@ -84,6 +87,8 @@ pub(crate) struct Popped<Q, K, T> {
     /// Its entry in the shard, which stays `InFlight` until the `Due` is done.
     pub(crate) entry: u32,
     pub(crate) timer: Timer<Q, T>,
+    /// The queue's flow record if the timer holds one of its slots.
+    pub(crate) flow: Option<Arc<QueueFlow<Q>>>,
 }
 
 /// Where `pop_due`'s merge stands in one shard: the entry of the wheel's next due timer,
@@ -103,6 +108,9 @@ enum Place {
     Staged,
     InFlight,
     Forwarded,
+    /// Due, of a held queue or one at its concurrency limit: on its queue record's
+    /// `parked` set.
+    Parked,
 }
 
 /// One timer of this shard.
@@ -138,6 +146,14 @@ struct QueueRec<Q> {
     pending: usize,
     in_flight: usize,
     forwarded: usize,
+    /// Whether the queue is held here (its name is in `held`), copied into the record so
+    /// that `pop_due` tells by index, not by hashing the name.
+    held: bool,
+    /// Its due members met by `pop_due` while held or at its limit (`Place::Parked`), by
+    /// delivery order.
+    parked: BTreeMap<(u64, u64), u32>,
+    /// The queue's shared flow record, while it has one (a concurrency limit was set).
+    flow: Option<Arc<QueueFlow<Q>>>,
 }
 
 /// The state one shard mutex guards.
@@ -156,6 +172,12 @@ pub(crate) struct ShardState<Q, K, T> {
     free_queues: Vec<u32>,
     /// Queues frozen in this shard (see the module doc).
     frozen: HashSet<Q>,
+    /// Queues held in this shard (see `flow.rs`).
+    held: HashSet<Q>,
+    /// Queues with a flow record, and the record (see `flow.rs`).
+    limited: HashMap<Q, Arc<QueueFlow<Q>>>,
+    /// Entries `Parked`.
+    parked: usize,
     /// Kept between settles of the done list, so that settling allocates nothing.
     done_buffer: Vec<u32>,
 }
@@ -174,6 +196,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             queue_recs: Vec::new(),
             free_queues: Vec::new(),
             frozen: HashSet::new(),
+            held: HashSet::new(),
+            limited: HashMap::new(),
+            parked: 0,
             done_buffer: Vec::new(),
         }
     }
@@ -278,7 +303,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             }
             Place::InFlight => return Err(RescheduleError::InFlight),
             Place::Forwarded => return Err(RescheduleError::Frozen),
-            Place::Wheel(_) | Place::Staged | Place::Polled => {}
+            Place::Wheel(_) | Place::Staged | Place::Polled | Place::Parked => {}
         }
         self.unfile(index);
         let entry = self.entry_mut(index);
@@ -474,6 +499,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// Takes a pending timer out of the wheel or the staged set (it stays in the slab).
     fn unfile(&mut self, index: u32) {
         let entry = self.entry(index);
+        // A due timer of a limited queue may have been made due for a free slot: if it
+        // leaves without taking it, the slot goes to a parked one (one branch while no
+        // queue here has a flow record).
+        if !self.limited.is_empty() && matches!(entry.place, Place::Wheel(_) | Place::Staged) {
+            if let Some(flow) = &self.queue_rec(entry.queue).flow {
+                flow.relist();
+            }
+        }
         match entry.place {
             Place::Wheel(key) => {
                 self.wheel.cancel(key);
@@ -484,6 +517,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             }
             // Held in no store.
             Place::Forwarded => {}
+            Place::Parked => self.unpark(index),
             Place::Polled | Place::InFlight => {
                 debug_assert!(false, "only a pending timer is unfiled");
             }

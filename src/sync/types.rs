@@ -216,6 +216,10 @@ pub struct SchedulerStats {
     /// values. It is a storage statistic, exempt from the determinism promise; what the
     /// scheduler *delivers* does not depend on it.
     pub due_waiting: usize,
+    /// Pending timers parked: due while their queue is held
+    /// ([`Scheduler::hold_queue`](super::Scheduler::hold_queue)), waiting for its release
+    /// (counted in `pending` too). Not in `due_waiting`.
+    pub parked: usize,
     /// Timers popped whose `Due` is not done yet (the same as `in_flight_len()`).
     pub in_flight: usize,
     /// Distinct queues with at least one pending or in-flight timer.

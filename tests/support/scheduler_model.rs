@@ -15,6 +15,13 @@
 //! `queues()` (ordered by each queue's oldest current member: the lowest `seq` among its
 //! pending and in-flight timers, whatever the shard count), `next_deadline` (`None` iff
 //! nothing pending, never later than the earliest pending deadline's tick), and `stats()`.
+//! Flow control joins in: `hold_queue`, `release_queue` and `set_concurrency` at any step;
+//! the model's `pop_due` skips held queues and hands out no more of a limited queue than its
+//! limit leaves beside its members in flight that hold a slot (those popped once the queue
+//! had a limit record), and `set_rate` (the model keeps its own GCRA per queue, over the
+//! exact `now`); `flush_queue` and `pop_due_queue` too. `next_deadline` is checked only while no queue is held or limited
+//! (a parked timer is pending but not in it).
+//!
 //! A ledger of every accepted value checks **exactly once**: each ends once, delivered (its
 //! `Due` finished) or returned (cancel, drain), never both, never neither — at the end
 //! everything left is dropped or drained and every value must be accounted for.
@@ -22,11 +29,13 @@
 //! Included with `#[path]` by `tests/scheduler_model.rs` and by the fuzz crate
 //! (`scheduler_races`).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use tickwheel::sync::{Cancel, Drained, Due, DueBatch, RescheduleError, ScheduleError, Scheduler};
+use tickwheel::sync::{
+    Cancel, Drained, Due, DueBatch, RateLimit, RescheduleError, ScheduleError, Scheduler,
+};
 
 type Sched = Scheduler<u8, u8, u64>;
 type TheDue = Due<u8, u8, u64>;
@@ -83,6 +92,55 @@ pub enum SchedOp {
         due: u8,
         consume: bool,
     },
+    /// `hold_queue`.
+    Hold(u8),
+    /// `release_queue`.
+    Release(u8),
+    /// `set_concurrency(queue, limit)`; a `limit` of 255 is `None`.
+    Limit {
+        queue: u8,
+        limit: u8,
+    },
+    /// `flush_queue(queue, now)`.
+    Flush {
+        queue: u8,
+        now: At,
+    },
+    /// `pop_due_queue(queue, now, limit)`, kept open like `PopDue`.
+    PopQueue {
+        queue: u8,
+        now: At,
+        limit: u8,
+    },
+    /// `set_rate(queue, one per (interval % 4 + 1) resolutions, burst % 3 + 1)`; an
+    /// `interval` of 255 is `None`.
+    Rate {
+        queue: u8,
+        interval: u8,
+        burst: u8,
+    },
+}
+
+/// The model's GCRA of one queue, in nanoseconds since the origin.
+#[derive(Debug, Clone, Copy, Default)]
+struct Gcra {
+    emission: u64,
+    tolerance: u64,
+    tat: u64,
+}
+
+impl Gcra {
+    fn permit(&mut self, now: u64) -> bool {
+        if self.emission == 0 {
+            return true;
+        }
+        let from = self.tat.max(now);
+        if from - now > self.tolerance {
+            return false;
+        }
+        self.tat = from.saturating_add(self.emission);
+        true
+    }
 }
 
 /// Where an accepted value is; it ends exactly once, in `Delivered` or `Returned`.
@@ -131,6 +189,15 @@ pub struct SchedHarness {
     held: Vec<(TheDue, u8)>,
     /// Largest `now` tick seen, where [`At`] is measured from.
     clock: u64,
+    /// Queues held.
+    holds: BTreeSet<u8>,
+    /// Queues with a limit record (ever limited), and their current limits.
+    records: BTreeSet<u8>,
+    limits: BTreeMap<u8, usize>,
+    /// In-flight ids that hold a slot of their queue's limit.
+    slotted: BTreeSet<u8>,
+    /// Rate limits (kept when lifted: the GCRA state stays).
+    rates: BTreeMap<u8, Gcra>,
     next_value: u64,
     step: usize,
     op: Option<SchedOp>,
@@ -190,6 +257,11 @@ impl SchedHarness {
             batches: Vec::new(),
             held: Vec::new(),
             clock: 0,
+            holds: BTreeSet::new(),
+            records: BTreeSet::new(),
+            limits: BTreeMap::new(),
+            slotted: BTreeSet::new(),
+            rates: BTreeMap::new(),
             next_value: 0,
             step: 0,
             op: None,
@@ -316,7 +388,146 @@ impl SchedHarness {
                     self.finish_due(i, consume);
                 }
             }
+            SchedOp::Hold(queue) => {
+                let queue = queue % QUEUES;
+                let got = self.sched.hold_queue(&queue);
+                let model = self.holds.insert(queue);
+                ensure!(self, got == model, "hold_queue({queue}) = {got}");
+            }
+            SchedOp::Release(queue) => {
+                let queue = queue % QUEUES;
+                self.sched.release_queue(&queue);
+                self.holds.remove(&queue);
+                ensure!(self, !self.sched.is_held(&queue), "held after release");
+            }
+            SchedOp::Limit { queue, limit } => {
+                let limit = (limit != u8::MAX).then_some(usize::from(limit % 4));
+                self.set_limit(queue % QUEUES, limit);
+            }
+            SchedOp::Flush { queue, now } => {
+                let now = self.instant(now);
+                self.flush(queue % QUEUES, now);
+            }
+            SchedOp::PopQueue { queue, now, limit } => {
+                let now = self.instant(now);
+                self.pop_due_of(Some(queue % QUEUES), now, usize::from(limit % 4));
+            }
+            SchedOp::Rate {
+                queue,
+                interval,
+                burst,
+            } => {
+                let queue = queue % QUEUES;
+                let limit = (interval != u8::MAX).then(|| RateLimit {
+                    count: 1,
+                    per: self.resolution * (u32::from(interval % 4) + 1),
+                    burst: u32::from(burst % 3) + 1,
+                });
+                self.sched.set_rate(&queue, limit);
+                let gcra = self.rates.entry(queue).or_default();
+                match limit {
+                    Some(limit) => {
+                        let emission = u64::try_from(limit.per.as_nanos()).unwrap_or(u64::MAX);
+                        gcra.emission = emission;
+                        gcra.tolerance = emission * (u64::from(limit.burst) - 1);
+                        self.records.insert(queue);
+                    }
+                    None => gcra.emission = 0,
+                }
+            }
         }
+    }
+
+    /// `flush_queue`: the queue's pending members due later than `now` become due at `now`,
+    /// in delivery order, each with a new `seq`.
+    fn flush(&mut self, queue: u8, now: Instant) {
+        let got = self.sched.flush_queue(&queue, now);
+        let Some(now_tick) = self.now_tick(now) else {
+            ensure!(self, got == 0, "flush before the origin moved {got}");
+            return;
+        };
+        let mut later: Vec<((u64, u64), u8)> = (self.ids.iter())
+            .filter_map(|(&id, s)| match *s {
+                State::Pending(t) if t.queue == queue && t.tick > now_tick => {
+                    Some(((t.tick, t.seq), id))
+                }
+                _ => None,
+            })
+            .collect();
+        later.sort_unstable();
+        // The deadline becomes the start of `now`'s tick.
+        let at = self
+            .at_nanos(u128::from(now_tick) * self.res_ns())
+            .unwrap_or(now);
+        for &(_, id) in &later {
+            if let Some(State::Pending(t)) = self.ids.get_mut(&id) {
+                self.seq += 1;
+                (t.tick, t.seq, t.at) = (now_tick, self.seq, at);
+            }
+        }
+        ensure!(
+            self,
+            got == later.len(),
+            "flush_queue({queue}) moved {got}, model {later:?}"
+        );
+    }
+
+    fn set_limit(&mut self, queue: u8, limit: Option<usize>) {
+        self.sched.set_concurrency(&queue, limit);
+        match limit {
+            Some(limit) => {
+                self.records.insert(queue);
+                self.limits.insert(queue, limit);
+            }
+            None => {
+                self.limits.remove(&queue);
+            }
+        }
+        let got = self.sched.concurrency(&queue);
+        ensure!(self, got == limit, "concurrency({queue}) = {got:?}");
+    }
+
+    /// Keeps, of `due` (in delivery order), what a `pop_due` hands out: nothing of a held
+    /// queue, and of a limited one no more than its limit leaves beside its slotted
+    /// members in flight.
+    fn eligible(&mut self, due: &mut Vec<((u64, u64), u8)>, now: Instant, limit: usize) {
+        let now_ns = u64::try_from(now.saturating_duration_since(self.origin).as_nanos())
+            .unwrap_or(u64::MAX);
+        let mut room: BTreeMap<u8, usize> = BTreeMap::new();
+        for (&queue, &limit) in &self.limits {
+            let flying = (self.slotted.iter())
+                .filter(
+                    |id| matches!(self.ids.get(id), Some(State::InFlight(t)) if t.queue == queue),
+                )
+                .count();
+            room.insert(queue, limit.saturating_sub(flying));
+        }
+        let mut taken = 0;
+        due.retain(|&(_, id)| {
+            if taken == limit {
+                return false;
+            }
+            let Some(State::Pending(t)) = self.ids.get(&id) else {
+                return false;
+            };
+            if self.holds.contains(&t.queue) {
+                return false;
+            }
+            // As `pop_due` takes them: a slot first, then a hand-out of the rate.
+            if room.get(&t.queue) == Some(&0) {
+                return false;
+            }
+            if let Some(gcra) = self.rates.get_mut(&t.queue) {
+                if !gcra.permit(now_ns) {
+                    return false;
+                }
+            }
+            if let Some(n) = room.get_mut(&t.queue) {
+                *n -= 1;
+            }
+            taken += 1;
+            true
+        });
     }
 
     fn schedule(&mut self, queue: u8, id: u8, at: At) {
@@ -436,8 +647,16 @@ impl SchedHarness {
         }
     }
 
+    /// `pop_due`, or with `only` `pop_due_queue` of that queue.
     fn pop_due(&mut self, now: Instant, limit: usize) {
-        let batch = self.sched.pop_due(now, limit);
+        self.pop_due_of(None, now, limit);
+    }
+
+    fn pop_due_of(&mut self, only: Option<u8>, now: Instant, limit: usize) {
+        let batch = match only {
+            Some(queue) => self.sched.pop_due_queue(&queue, now, limit),
+            None => self.sched.pop_due(now, limit),
+        };
         let now_tick = self.now_tick(now);
         if let Some(tick) = now_tick {
             self.clock = self.clock.max(tick);
@@ -447,14 +666,18 @@ impl SchedHarness {
                 .ids
                 .iter()
                 .filter_map(|(&id, s)| match *s {
-                    State::Pending(t) if t.tick <= now_tick => Some(((t.tick, t.seq), id)),
+                    State::Pending(t)
+                        if t.tick <= now_tick && only.is_none_or(|q| q == t.queue) =>
+                    {
+                        Some(((t.tick, t.seq), id))
+                    }
                     _ => None,
                 })
                 .collect(),
             _ => Vec::new(),
         };
         due.sort_unstable();
-        due.truncate(limit);
+        self.eligible(&mut due, now, limit);
         ensure!(
             self,
             batch.len() == due.len(),
@@ -468,6 +691,9 @@ impl SchedHarness {
             };
             self.ids.insert(id, State::InFlight(timer));
             self.fate(timer.value, Fate::Pending, Fate::InFlight);
+            if self.records.contains(&timer.queue) {
+                self.slotted.insert(id);
+            }
         }
         let expected = due.into_iter().map(|(_, id)| id).collect();
         self.batches.push(OpenBatch {
@@ -520,11 +746,13 @@ impl SchedHarness {
             };
             self.ids.insert(id, State::Pending(timer));
             self.fate(timer.value, Fate::InFlight, Fate::Pending);
+            self.slotted.remove(&id);
         }
     }
 
     fn finish_due(&mut self, i: usize, consume: bool) {
         let (due, id) = self.held.remove(i);
+        self.slotted.remove(&id);
         let Some(State::InFlight(timer)) = self.ids.remove(&id) else {
             panic!("{self:?}: finishing id {id}, which the model has not in flight");
         };
@@ -580,12 +808,13 @@ impl SchedHarness {
         );
         let earliest = pending.iter().map(|t| t.tick).min();
         let next = s.next_deadline();
+        let flow = !self.holds.is_empty() || !self.records.is_empty();
         ensure!(
             self,
-            next.is_some() == earliest.is_some(),
+            flow || next.is_some() == earliest.is_some(),
             "next_deadline {next:?}"
         );
-        if let (Some(next), Some(tick)) = (next, earliest) {
+        if let (false, Some(next), Some(tick)) = (flow, next, earliest) {
             let bound = self.at_nanos(u128::from(tick) * self.res_ns());
             ensure!(
                 self,
@@ -602,8 +831,8 @@ impl SchedHarness {
         );
         ensure!(
             self,
-            stats.wheel.live + stats.due_waiting == stats.pending,
-            "stats: wheel timers + due waiting != pending: {stats:?}"
+            stats.wheel.live + stats.due_waiting + stats.parked == stats.pending,
+            "stats: wheel timers + due waiting + parked != pending: {stats:?}"
         );
         let bound = 2 * stats.wheel.live + self.shards * (8 * 704 + 16);
         ensure!(
@@ -623,6 +852,18 @@ impl SchedHarness {
         while !self.held.is_empty() {
             self.finish_due(0, true);
         }
+        self.check();
+        // Every hold released and every limit lifted: nothing parked stays.
+        for queue in 0..QUEUES {
+            self.apply(SchedOp::Release(queue));
+            self.set_limit(queue, None);
+            self.apply(SchedOp::Rate {
+                queue,
+                interval: u8::MAX,
+                burst: 0,
+            });
+        }
+        self.op = None;
         self.check();
         // Deliver the rest; a deadline that saturated to u64::MAX never fires: drain it.
         let far = self.instant(At::Far { shift: 63 });

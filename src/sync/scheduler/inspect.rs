@@ -216,7 +216,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             sum.pending += counts.pending;
             sum.in_flight += counts.in_flight;
             sum.forwarded += counts.forwarded;
+            sum.parked += counts.parked;
+            sum.held |= counts.held;
         }
+        sum.throttled = self.is_throttled(queue);
         sum
     }
 }

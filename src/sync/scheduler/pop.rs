@@ -72,6 +72,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         if limit == 0 {
             return DueBatch::new(Arc::clone(&self.inner), items);
         }
+        // Slots that came free for parked timers, and throttled queues whose next hand-out
+        // is permitted now (two atomic loads while neither happened).
+        // The rate limits' clock: nanoseconds since the origin, exact (`now` is a tick).
+        let now_ns = instant.saturating_duration_since(self.inner.clock.origin());
+        let now_ns = u64::try_from(now_ns.as_nanos()).unwrap_or(u64::MAX);
+        self.unpark_ready(now_ns);
         // A shard whose published bound says nothing is due is passed over without its lock
         // (the dispatcher's idle polls then take no lock at all).
         let mut trash = Trash::new();
@@ -79,6 +85,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         if lanes.is_empty() {
             return DueBatch::new(Arc::clone(&self.inner), items);
         }
+        let mut throttles = Vec::new();
         let mut heads = BinaryHeap::with_capacity(lanes.len());
         for (lane, (index, shard, cursor)) in lanes.iter_mut().enumerate() {
             if let Some(key) = shard.head(now, cursor) {
@@ -90,7 +97,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
                 break;
             };
             let (_, shard, cursor) = &mut lanes[lane];
-            if let Some(popped) = shard.take(key, cursor) {
+            if let Some(popped) = shard.take(key, cursor, now_ns, &mut throttles) {
                 if items.capacity() == 0 {
                     // Room for the whole batch at once (up to `BATCH_RESERVE`): growing it
                     // by doubling would copy every item several times with the shards locked.
@@ -107,6 +114,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         }
         drop(lanes);
         drop(trash);
+        if !throttles.is_empty() {
+            self.throttle(throttles);
+        }
         let deadlines = items.iter().map(|(_, popped)| popped.timer.at);
         self.inner.observer.popped(instant, deadlines);
         DueBatch::new(Arc::clone(&self.inner), items)

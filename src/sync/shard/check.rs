@@ -35,6 +35,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                 Place::Staged => assert_eq!(self.staged.get(&entry.order()), Some(&index)),
                 Place::Polled => panic!("no entry stays polled outside a pop_due"),
                 Place::InFlight => assert!(entry.payload.is_none(), "in flight: the Due has it"),
+                Place::Parked => {
+                    let q = self.queue_rec(entry.queue);
+                    assert!(
+                        q.held || q.flow.is_some(),
+                        "parked only while held or limited"
+                    );
+                    assert_eq!(q.parked.get(&entry.order()), Some(&index));
+                }
                 Place::Forwarded => {
                     assert!(entry.payload.is_some(), "forwarded: held with its value");
                     let name = &self.queue_rec(entry.queue).name;
@@ -48,7 +56,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         let forwarded = self.entries.iter().flatten();
         let forwarded = forwarded.filter(|e| e.place == Place::Forwarded).count();
         assert_eq!(forwarded, self.forwarded, "forwarded count");
-        assert_eq!(self.wheel.len() + self.staged.len(), self.pending_len());
+        let parked = self.entries.iter().flatten();
+        let parked = parked.filter(|e| e.place == Place::Parked).count();
+        assert_eq!(parked, self.parked, "parked count");
+        assert_eq!(
+            self.wheel.len() + self.staged.len() + self.parked,
+            self.pending_len()
+        );
         let mut members = 0;
         for (name, &rec) in &self.queue_ids {
             let q = self.queue_rec(rec);
@@ -57,6 +71,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             let flying = list.iter().filter(|e| e.place == Place::InFlight).count();
             let parked = list.iter().filter(|e| e.place == Place::Forwarded).count();
             assert!(!list.is_empty(), "a listed queue has members");
+            assert_eq!(
+                q.held,
+                self.held.contains(name),
+                "the record copies the mark"
+            );
             assert_eq!(
                 (q.pending, q.in_flight, q.forwarded),
                 (list.len() - flying - parked, flying, parked)

@@ -80,7 +80,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             match entry.place {
                 Place::InFlight => in_flight.push((entry.tick, entry.seq, entry.id.clone())),
                 Place::Forwarded => {}
-                Place::Wheel(_) | Place::Staged | Place::Polled => {
+                Place::Wheel(_) | Place::Staged | Place::Polled | Place::Parked => {
                     pending.push(self.take_out(index, trash));
                 }
             }

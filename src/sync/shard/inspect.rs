@@ -13,7 +13,8 @@ use crate::sync::inspect::{IdInfo, IdState, Member, QueueCounts};
 fn state_of(place: Place) -> IdState {
     match place {
         // `Polled` lives only inside a `pop_due` holding this lock: pending to everyone else.
-        Place::Wheel(_) | Place::Staged | Place::Polled => IdState::Pending,
+        // `Parked`: due and pending, waiting for its queue's release.
+        Place::Wheel(_) | Place::Staged | Place::Polled | Place::Parked => IdState::Pending,
         Place::InFlight => IdState::InFlight,
         Place::Forwarded => IdState::Forwarded,
     }
@@ -76,15 +77,21 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     where
         Q: Borrow<B>,
     {
-        self.queue_ids
+        let mut counts = self
+            .queue_ids
             .get(queue)
-            .map_or(QueueCounts::default(), |&rec| {
-                let rec = self.queue_rec(rec);
+            .map_or(QueueCounts::default(), |&index| {
+                let rec = self.queue_rec(index);
                 QueueCounts {
                     pending: rec.pending + rec.forwarded,
                     in_flight: rec.in_flight,
                     forwarded: rec.forwarded,
+                    parked: self.parked_of(index),
+                    held: false,
+                    throttled: false,
                 }
-            })
+            });
+        counts.held = self.is_held(queue);
+        counts
     }
 }

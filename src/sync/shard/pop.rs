@@ -2,14 +2,34 @@
 //! the in-flight state (`finish`, `put_back`).
 
 use std::hash::Hash;
+use std::sync::Arc;
 
 use super::{Cursor, Place, Popped, ShardState, Timer};
+use crate::sync::flow::QueueFlow;
 use crate::sync::trash::Trash;
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// The delivery-order key of this shard's next due timer at `now`, polling the wheel
     /// into the cursor if needed; `None` when nothing more is due.
+    /// A due timer of a held queue is parked on the way (see `flow.rs`), never returned.
     pub(crate) fn head(&mut self, now: u64, cursor: &mut Cursor) -> Option<(u64, u64)> {
+        let key = self.next_due(now, cursor);
+        // One branch while nothing is held here.
+        if self.held.is_empty() {
+            return key;
+        }
+        let mut key = key;
+        while let Some(k) = key {
+            if !self.park_if_held(k, cursor) {
+                break;
+            }
+            key = self.next_due(now, cursor);
+        }
+        key
+    }
+
+    /// [`head`](Self::head) without looking at holds.
+    fn next_due(&mut self, now: u64, cursor: &mut Cursor) -> Option<(u64, u64)> {
         if cursor.wheel_head.is_none() && !cursor.wheel_done {
             match self.wheel.poll(now) {
                 // The wheel's clock never goes back: after a poll at a later `now` it also
@@ -34,8 +54,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// Takes the timer whose order key `key` the last [`head`](Self::head) returned, and
-    /// marks it in flight.
-    pub(crate) fn take(&mut self, key: (u64, u64), cursor: &mut Cursor) -> Option<Popped<Q, K, T>> {
+    /// marks it in flight. A timer of a limited queue that finds no slot, or no hand-out of its rate, is parked
+    /// instead and `None` returned (a throttled one's wake-up goes on `throttles`). `now_ns`:
+    /// the `pop_due`'s `now` in nanoseconds since the origin, for the rate limits.
+    pub(crate) fn take(
+        &mut self,
+        key: (u64, u64),
+        cursor: &mut Cursor,
+        now_ns: u64,
+        throttles: &mut Vec<(Arc<QueueFlow<Q>>, u64)>,
+    ) -> Option<Popped<Q, K, T>> {
         let index = match cursor.wheel_head {
             Some(w) if self.entry(w).order() == key => {
                 cursor.wheel_head = None;
@@ -47,6 +75,25 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                 index
             }
         };
+        // One branch while no queue here is held or limited.
+        let flow = if self.flow_free() {
+            None
+        } else {
+            match self.try_slot(index, now_ns, throttles) {
+                Ok(flow) => flow,
+                Err(()) => return None,
+            }
+        };
+        self.fly(index, flow)
+    }
+
+    /// Marks timer `index`, out of its store, in flight (carrying its queue's flow record
+    /// `flow`, if it took a slot) and returns it.
+    pub(super) fn fly(
+        &mut self,
+        index: u32,
+        flow: Option<Arc<QueueFlow<Q>>>,
+    ) -> Option<Popped<Q, K, T>> {
         let entry = self.entry_mut(index);
         let (queue, value) = entry.payload.take()?;
         entry.place = Place::InFlight;
@@ -61,6 +108,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                 seq: entry.seq,
                 value,
             },
+            flow,
         };
         self.in_flight += 1;
         let rec = self.queue_rec_mut(rec);

@@ -1,6 +1,7 @@
 //! A shard's queues: a record per queue with a member here, heading a doubly linked list of
 //! its members' entries (see the `shard` module doc).
 
+use std::collections::BTreeMap;
 use std::hash::Hash;
 
 use super::{Entry, NIL, QueueRec, ShardState};
@@ -18,6 +19,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             pending: 0,
             in_flight: 0,
             forwarded: 0,
+            // Hashes the name only while some queue is held here.
+            held: !self.held.is_empty() && self.held.contains(name),
+            parked: BTreeMap::new(),
+            flow: (!self.limited.is_empty())
+                .then(|| self.limited.get(name).cloned())
+                .flatten(),
         };
         let index = match self.free_queues.pop() {
             Some(free) => {

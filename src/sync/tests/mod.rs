@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::sync::{Scheduler, SchedulerStats};
 use interleave::id_on;
 
+mod flow;
 mod freeze;
 mod interleave;
 #[cfg(loom)]

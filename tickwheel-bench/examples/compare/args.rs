@@ -63,6 +63,11 @@ pub struct Args {
     /// comparisons of the scheduler.
     #[arg(long, conflicts_with_all = ["no_scheduler", "workloads"])]
     pub scheduler_only: bool,
+    /// Run the flow-control workload only (`flow.rs`): `pop_due` per timer handed out with
+    /// 9 000 of 10 000 queues held or at their limit, against the same with them empty;
+    /// --reps repetitions (default 7).
+    #[arg(long, conflicts_with_all = ["scheduler_only", "workloads"])]
+    pub flow: bool,
     /// Print Markdown tables.
     #[arg(long)]
     pub markdown: bool,

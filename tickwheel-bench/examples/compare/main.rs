@@ -64,6 +64,7 @@ mod args;
 mod bound;
 mod chart;
 mod child;
+mod flow;
 mod measure;
 mod scaling;
 mod summary;
@@ -271,6 +272,10 @@ impl Plan {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.flow {
+        flow::report(args.reps.unwrap_or(7));
+        return ExitCode::SUCCESS;
+    }
     let plan = Plan::new(&args);
     if let Some(n) = args.child_size {
         measure::child(&plan, n);

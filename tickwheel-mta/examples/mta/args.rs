@@ -92,9 +92,20 @@ pub struct Args {
     #[arg(long, default_value_t = 0.5, value_name = "PER_MINUTE")]
     pub suspend_rate: f64,
 
-    /// How long a suspension holds a queue's deliveries back.
+    /// How long a suspension holds a queue's deliveries back (a hold of the queue in the
+    /// scheduler, released at the end of it).
     #[arg(long, default_value = "15m", value_parser = parse_duration, value_name = "DURATION")]
     pub suspend_for: Duration,
+
+    /// Most messages of one queue in flight at once (the scheduler's concurrency limit per
+    /// queue; none by default).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub concurrency: Option<u32>,
+
+    /// Most hand-outs per second of MTA time per queue (the scheduler's rate limit per
+    /// queue, no burst; none by default).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "R")]
+    pub rate: Option<u32>,
 
     /// Most timers the simulated dispatcher takes per `pop_due` call.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]

@@ -23,6 +23,7 @@
 //! (table, JSON, lateness, memory).
 
 mod args;
+mod flow;
 mod ledger;
 mod real;
 mod report;

@@ -38,6 +38,8 @@ impl Dispatcher {
                 let dispatcher = Arc::clone(sim);
                 Dispatcher::Thread(sim.sched.spawn_dispatcher(move |due| {
                     let now = dispatcher.clock.now();
+                    // The pop is not seen here: the hold is not checked, the limits are.
+                    dispatcher.flow.handed_out(*due.queue(), now, None);
                     dispatcher.dispatch(due, now);
                 }))
             }
@@ -76,7 +78,11 @@ mod stream {
                 tokio::select! {
                     biased;
                     () = &mut end => break,
-                    Some(timer) = due.next() => sim.dispatch(timer, sim.clock.now()),
+                    Some(timer) = due.next() => {
+                        let now = sim.clock.now();
+                        sim.flow.handed_out(*timer.queue(), now, None);
+                        sim.dispatch(timer, now);
+                    }
                 }
             }
         });

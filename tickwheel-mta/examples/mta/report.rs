@@ -124,7 +124,7 @@ pub struct Summary<'a> {
 impl Summary<'_> {
     /// Whether the run proved exactly-once (and never-early), and the sweep agreed.
     pub fn ok(&self) -> bool {
-        self.tally.ok() && self.sweep_agrees()
+        self.tally.ok() && self.sweep_agrees() && self.sim.flow.ok()
     }
 
     fn sweep_agrees(&self) -> bool {
@@ -261,6 +261,7 @@ impl Summary<'_> {
         for note in &t.notes {
             line(format!("  note: {note}"));
         }
+        line(self.sim.flow.line());
         line(self.exactly_once_line());
         out
     }
@@ -370,6 +371,7 @@ impl Summary<'_> {
                     "found": self.sweep.found,
                 },
                 "notes": t.notes, "line": self.exactly_once_line(),
+                "flow": self.sim.flow.line(),
             },
         })
     }

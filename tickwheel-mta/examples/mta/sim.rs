@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use tickwheel::sync::{Cancel, Due, Scheduler};
 
 use crate::args::{Args, ClockMode, DispatcherKind};
+use crate::flow::Flow;
 use crate::ledger::{Ledger, State};
 use crate::real;
 use crate::report::Histogram;
@@ -206,8 +207,8 @@ pub struct Sim {
     pub clock: Clock,
     /// Lateness of each dispatch, in scheduler-clock nanoseconds (`Instant` time).
     pub lateness: Histogram,
-    /// MTA time until which each queue is suspended (0: never).
-    suspended_until: Vec<AtomicU64>,
+    /// Suspensions (holds), the limits, and their account.
+    pub flow: Flow,
     /// Per producer: the arrival time of the next message it has not queued (`u64::MAX`
     /// once it is done).
     producer_next: Vec<AtomicU64>,
@@ -235,13 +236,15 @@ impl Sim {
             builder = builder.shards(usize::from(n));
         }
         let sched = builder.try_build().map_err(|e| e.to_string())?;
+        let flow = Flow::new(args.queues, args.concurrency, args.rate);
+        flow.limit(&sched, args.queues, clock.span(1_000_000_000));
         Ok(Sim {
             sched: Arc::new(sched),
             ledger: Ledger::new(args.messages),
             counts: Counts::default(),
             clock,
             lateness: Histogram::default(),
-            suspended_until: (0..args.queues).map(|_| AtomicU64::new(0)).collect(),
+            flow,
             producer_next: (0..args.threads).map(|_| AtomicU64::new(0)).collect(),
             operator_next: AtomicU64::new(0),
             end: nanos(args.duration),
@@ -281,6 +284,8 @@ impl Sim {
                 let dispatcher = real::Dispatcher::start(self, kind);
                 while self.clock.now() < self.end {
                     progress(self);
+                    // Suspensions end here, within this loop's 100 ms.
+                    self.flow.release_due(&self.sched, self.clock.now());
                     let left = self
                         .clock
                         .instant(self.end)
@@ -342,6 +347,8 @@ impl Sim {
         loop {
             let horizon = self.horizon();
             let next = self.next_deadline().unwrap_or(u64::MAX);
+            // The end of a suspension is an event too: the release.
+            let next = next.min(self.flow.next_release());
             now = self.advance(now, next.min(horizon));
             if self.pop_and_deliver(now) > 0 {
                 backoff = Backoff::default();
@@ -378,10 +385,20 @@ impl Sim {
     }
 
     /// Pops what is due at `now` and delivers it; returns how many timers came out.
+    /// Suspensions that ended by `now` are released first. Every message of the batch is
+    /// in flight until dispatched, so all are counted handed out before the first goes.
     fn pop_and_deliver(&self, now: u64) -> usize {
-        let batch = self.sched.pop_due(self.clock.instant(now), self.batch);
+        self.flow.release_due(&self.sched, now);
+        let before = self.flow.before_pop();
+        let batch: Vec<_> = self
+            .sched
+            .pop_due(self.clock.instant(now), self.batch)
+            .collect();
         Counts::add(&self.counts.pops, 1);
         let popped = batch.len();
+        for due in &batch {
+            self.flow.handed_out(*due.queue(), now, Some(before));
+        }
         for due in batch {
             self.dispatch(due, now);
         }
@@ -399,11 +416,13 @@ impl Sim {
     }
 
     /// Delivers one due message at MTA time `now`: on success it ends as delivered; on a
-    /// failure it is re-scheduled after its back-off; on a suspended queue it is put back
-    /// until the suspension ends (not counted as an attempt).
+    /// failure it is re-scheduled after its back-off. (A suspended queue is held: nothing of
+    /// it comes out, so nothing is deferred here.)
     pub fn dispatch(&self, due: Due<u32, u32, Msg>, now: u64) {
         Counts::add(&self.counts.dispatched, 1);
         let (queue, id) = (*due.queue(), *due.id());
+        // Counted out before the `Due` ends (below), which gives the scheduler's slot back.
+        self.flow.finished(queue);
         if !self
             .ledger
             .take(id, State::Pending, State::Dispatching, "dispatched")
@@ -412,18 +431,6 @@ impl Sim {
         }
         let msg = due.into_value();
         self.record_lateness(id, msg.due, now);
-        let until = self.suspended_until[queue as usize].load(Relaxed);
-        if until > now {
-            Counts::add(&self.counts.deferred, 1);
-            self.ledger.set(id, State::Pending);
-            self.schedule(
-                queue,
-                id,
-                until + self.work.spread(id, msg.failures),
-                msg.failures,
-            );
-            return;
-        }
         let attempt = msg.failures;
         Counts::add(&self.counts.attempts, 1);
         if self.work.fails(id, attempt) {
@@ -531,29 +538,13 @@ impl Sim {
         }
     }
 
-    /// Suspends `queue` until `until`: marks it (so the dispatcher defers what it pops from
-    /// it, including members in flight now), then drains its pending members and re-queues
-    /// them, spread over one retry interval after `until`.
+    /// Suspends `queue` until `until`: holds it in the scheduler (it keeps accepting; none
+    /// of its messages is handed out, none popped and re-deferred) until the release at
+    /// `until`. Messages in flight now finish as usual.
     fn suspend(&self, queue: u32, until: u64) {
-        self.suspended_until[queue as usize].fetch_max(until, Relaxed);
-        let drained = self.sched.drain_queue(&queue);
-        self.note_in_flight(drained.in_flight.len());
         Counts::add(&self.counts.suspends, 1);
-        Counts::add(&self.counts.suspended, drained.cancelled.len() as u64);
-        for (id, msg) in drained.cancelled {
-            if self
-                .ledger
-                .take(id, State::Pending, State::Held, "drained for a suspension")
-            {
-                self.ledger.set(id, State::Pending);
-                self.schedule(
-                    queue,
-                    id,
-                    until + self.work.spread(id, msg.failures),
-                    msg.failures,
-                );
-            }
-        }
+        Counts::add(&self.counts.suspended, self.sched.queue_len(&queue) as u64);
+        self.flow.suspend(&self.sched, queue, until);
     }
 
     /// After the run: drains every queue; each message returned is still pending. Returns

@@ -16,6 +16,7 @@
 //!   slept past any pending deadline. Two deliberately broken pollers (no arm, late arm)
 //!   must be caught, which shows the harness can fail.
 
+mod flow;
 mod freeze;
 mod phases;
 mod wake;

@@ -49,6 +49,26 @@ pub(super) enum Step {
     Retry {
         tick: u64,
     },
+    /// One shard's part of `hold_queue`, `release_queue`.
+    HoldShard {
+        queue: u8,
+        shard: usize,
+    },
+    ReleaseShard {
+        queue: u8,
+        shard: usize,
+    },
+    /// `set_concurrency` (whole: it takes one shard lock at a time, but only marks; the
+    /// limit itself is one shared atomic).
+    Limit {
+        queue: u8,
+        limit: Option<usize>,
+    },
+    /// `flush_queue` (whole: it locks every shard at once).
+    Flush {
+        queue: u8,
+        now: u64,
+    },
 }
 
 /// The sequential model's view of an id: pending, forwarded or in flight, with its order
@@ -81,6 +101,12 @@ pub(super) struct World {
     pub(super) frozen: BTreeSet<(u8, usize)>,
     /// Tokens handed out by freezes and `take_forwarded`.
     pub(super) handed_over: Vec<u64>,
+    /// (queue, shard) held in the model.
+    pub(super) holds: BTreeSet<(u8, usize)>,
+    /// The latest `now` a `pop_due` ran at: no held timer due later can be parked.
+    pub(super) popped_to: u64,
+    /// Concurrency limits in the model (set before any pop: see `flow.rs`).
+    pub(super) limits: BTreeMap<u8, usize>,
 }
 
 pub(super) fn expect<A: PartialEq + std::fmt::Debug>(
@@ -115,6 +141,9 @@ impl World {
             returned: Vec::new(),
             frozen: BTreeSet::new(),
             handed_over: Vec::new(),
+            holds: BTreeSet::new(),
+            popped_to: 0,
+            limits: BTreeMap::new(),
         }
     }
 
@@ -163,6 +192,10 @@ impl World {
             Step::TakeForwardedShard { queue, shard } => self.take_forwarded_shard(queue, shard)?,
             Step::UnfreezeShard { queue, shard } => self.unfreeze_shard(queue, shard)?,
             Step::Retry { tick } => self.retry(tick)?,
+            Step::HoldShard { queue, shard } => self.hold_shard(queue, shard)?,
+            Step::ReleaseShard { queue, shard } => self.release_shard(queue, shard)?,
+            Step::Limit { queue, limit } => self.limit(queue, limit),
+            Step::Flush { queue, now } => self.flush(queue, now)?,
         }
         self.check_counts()
     }
@@ -236,13 +269,16 @@ impl World {
     pub(super) fn pop(&mut self, now: u64, limit: usize) -> Result<(), String> {
         self.drop_batch();
         let batch = self.sched.pop_due(self.at(now), limit);
+        self.popped_to = self.popped_to.max(now);
         let mut due: Vec<(u64, u64, u64)> = self
             .ids
             .iter()
             .filter(|(_, r)| !r.in_flight && !r.forwarded && r.tick <= now)
+            .filter(|(id, r)| !self.holds.contains(&(r.queue, self.sched.shard_index(id))))
             .map(|(&id, r)| (r.tick, r.seq, id))
             .collect();
         due.sort_unstable();
+        self.within_limits(&mut due);
         due.truncate(limit);
         for &(_, _, id) in &due {
             if let Some(r) = self.ids.get_mut(&id) {
@@ -323,6 +359,7 @@ impl World {
         self.finish();
         self.drop_batch();
         self.hand_over_and_unfreeze()?;
+        self.release_all()?;
         // The public counts settle the done lists: they must agree with the model too.
         let pending = self.ids.values().filter(|r| !r.in_flight).count();
         expect("len (settled)", self.sched.len(), pending)?;

@@ -1,0 +1,347 @@
+//! A queue's concurrency and rate limits, shared by every shard: [`QueueFlow`] (the limits
+//! and the counts, atomics), and [`FlowTable`], the scheduler's records of the queues that
+//! ever had a limit, the list of those whose capacity grew while they had parked timers,
+//! and the throttle wake-ups: for each throttled queue, the tick its next hand-out is
+//! permitted at.
+//!
+//! The rate limit is GCRA (the generic cell rate algorithm of ATM networks, ITU-T I.371;
+//! the algorithm of the `governor` crate): a queue with an emission interval `T` and a
+//! tolerance `τ = T × (burst − 1)` keeps a theoretical arrival time `tat`; a hand-out at
+//! `now` is permitted if `now ≥ tat − τ`, and sets `tat = max(tat, now) + T`. One
+//! compare-and-swap per hand-out, no timer per token. Its times are nanoseconds since the
+//! scheduler's origin, taken from the `now` given to `pop_due` (not rounded to ticks: two
+//! hand-outs `T` apart in ticks could be less than `T` apart in the caller's time).
+//!
+//! Why atomics, and in which order. A `pop_due` takes a slot under its shard's lock
+//! ([`QueueFlow::acquire`]); a slot is given back by a `Due` that is done, which holds no
+//! lock ([`QueueFlow::end`]), or by a retry or a put-back. A timer that finds no slot is
+//! parked in its shard. The lost wake-up to avoid: the merge fails to take a slot, the last
+//! in-flight `Due` ends and sees nothing parked, and then the merge parks its timer — which
+//! nobody would make due again. So the merge counts itself parked **before** it tries for a
+//! slot (and uncounts itself on success), and an end gives its slot back **before** it
+//! looks at the parked count, all four `SeqCst`: of two threads each writing one location
+//! and then reading the other's, one reads the other's write (Dekker). Either the merge
+//! takes the slot just given back, or the end sees the parked timer and lists the queue as
+//! freed, for the next `pop_due` to make one of its parked timers due.
+
+use std::hash::Hash;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Weak};
+
+use hashbrown::HashMap;
+
+use crate::loom::{AtomicBool, AtomicU64, Mutex, Ordering};
+
+/// "No limit".
+pub(crate) const UNLIMITED: usize = usize::MAX;
+
+/// The shared flow record of one queue (see the module doc).
+#[derive(Debug)]
+pub(crate) struct QueueFlow<Q> {
+    /// The queue's name, to find its record in each shard. In a (leaf) mutex so that the
+    /// record is `Sync` when `Q` is only `Send`, as the scheduler promises.
+    name: Mutex<Q>,
+    /// The most in flight at once; [`UNLIMITED`] for none.
+    limit: AtomicUsize,
+    /// Hand-outs holding a slot (popped while the queue had this record).
+    in_flight: AtomicUsize,
+    /// Members parked in some shard, plus merges about to try for a slot.
+    parked: AtomicUsize,
+    /// GCRA, in nanoseconds since the origin: per hand-out (0: no rate limit), the
+    /// tolerance, and the theoretical arrival time.
+    emission: AtomicU64,
+    tolerance: AtomicU64,
+    tat: AtomicU64,
+    /// The throttle wake-up registered for this queue, ns ([`NEVER`]: none).
+    wake_at: AtomicU64,
+    /// The scheduler's freed list, for [`relist`](Self::relist) (weak: the list holds
+    /// records while they are listed).
+    freed: Weak<Freed<Q>>,
+}
+
+/// The queues whose capacity grew while they had parked timers (see [`FlowTable`]).
+#[derive(Debug)]
+pub(crate) struct Freed<Q> {
+    list: Mutex<Vec<Arc<QueueFlow<Q>>>>,
+    /// Whether `list` may be non-empty: `pop_due` reads only this while nothing was freed.
+    any: AtomicBool,
+}
+
+impl<Q> Freed<Q> {
+    fn push(&self, flow: &Arc<QueueFlow<Q>>) {
+        self.list.lock().push(Arc::clone(flow));
+        self.any.store(true, Ordering::SeqCst);
+    }
+}
+
+/// "No wake-up registered".
+pub(crate) const NEVER: u64 = u64::MAX;
+
+impl<Q> QueueFlow<Q> {
+    pub(crate) fn new(name: Q, freed: Weak<Freed<Q>>) -> Self {
+        QueueFlow {
+            freed,
+            name: Mutex::new(name),
+            limit: AtomicUsize::new(UNLIMITED),
+            in_flight: AtomicUsize::new(0),
+            parked: AtomicUsize::new(0),
+            emission: AtomicU64::new(0),
+            tolerance: AtomicU64::new(0),
+            tat: AtomicU64::new(0),
+            wake_at: AtomicU64::new(NEVER),
+        }
+    }
+
+    /// GCRA at `now` (ns): takes one hand-out if permitted, or returns the time (ns) from
+    /// which one is. Lock-free (a compare-and-swap loop on `tat`).
+    pub(crate) fn take_rate(&self, now: u64) -> Result<(), u64> {
+        let emission = self.emission.load(Ordering::SeqCst);
+        if emission == 0 {
+            return Ok(());
+        }
+        let tolerance = self.tolerance.load(Ordering::SeqCst);
+        let mut tat = self.tat.load(Ordering::SeqCst);
+        loop {
+            let from = tat.max(now);
+            if from - now > tolerance {
+                return Err(from - tolerance);
+            }
+            match (self.tat).compare_exchange(
+                tat,
+                from.saturating_add(emission),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(seen) => tat = seen,
+            }
+        }
+    }
+
+    /// Hand-outs the rate limit permits at `now` (ns; `usize::MAX` without a limit), and
+    /// the time (ns) from which the next one after those is permitted.
+    pub(crate) fn permits(&self, now: u64) -> (usize, u64) {
+        let emission = self.emission.load(Ordering::SeqCst);
+        if emission == 0 {
+            return (usize::MAX, now);
+        }
+        let tolerance = self.tolerance.load(Ordering::SeqCst);
+        let from = self.tat.load(Ordering::SeqCst).max(now);
+        let ahead = from - now;
+        if ahead > tolerance {
+            return (0, from - tolerance);
+        }
+        if from == u64::MAX {
+            // Saturated time (584 years on): `take_rate` permits every hand-out there.
+            return (usize::MAX, now);
+        }
+        let n = (tolerance - ahead) / emission + 1;
+        let next = from.saturating_add(n.saturating_mul(emission)) - tolerance;
+        (usize::try_from(n).unwrap_or(usize::MAX), next)
+    }
+
+    /// Sets the rate limit: `emission` ns per hand-out (0: none) and a burst of `burst`
+    /// hand-outs at once (at least 1).
+    pub(crate) fn set_rate(&self, emission: u64, burst: u32) {
+        let tolerance = emission.saturating_mul(u64::from(burst.max(1)) - 1);
+        self.emission.store(emission, Ordering::SeqCst);
+        self.tolerance.store(tolerance, Ordering::SeqCst);
+    }
+
+    /// `(emission, burst)` of the rate limit; `None` without one.
+    pub(crate) fn rate(&self) -> Option<(u64, u64)> {
+        let emission = self.emission.load(Ordering::SeqCst);
+        let tolerance = self.tolerance.load(Ordering::SeqCst);
+        (emission != 0).then(|| (emission, tolerance / emission + 1))
+    }
+
+    /// Lists this queue freed again if it has a free slot and a parked member: for a
+    /// timer made due for a slot that leaves without taking it (cancelled, drained,
+    /// rescheduled, frozen), so the slot goes to the next parked one at the next
+    /// `pop_due`. A leaf lock; callable under a shard lock.
+    pub(crate) fn relist(self: &Arc<Self>) {
+        if self.parked.load(Ordering::SeqCst) > 0 && self.free() > 0 {
+            if let Some(freed) = self.freed.upgrade() {
+                freed.push(self);
+            }
+        }
+    }
+
+    /// Whether a throttle wake-up is registered (the queue waits for its rate).
+    pub(crate) fn throttled(&self) -> bool {
+        self.wake_at.load(Ordering::SeqCst) != NEVER
+    }
+
+    /// Gives a slot back without listing the queue freed: for a timer that took a slot and
+    /// was then throttled (its throttle wake-up makes the parked timers due).
+    pub(crate) fn give_back(&self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Runs `f` on the queue's name (under its leaf lock).
+    pub(crate) fn with_name<R>(&self, f: impl FnOnce(&Q) -> R) -> R {
+        f(&self.name.lock())
+    }
+
+    /// Takes a slot if one is free. Called under a shard lock, after [`parking`](Self::parking).
+    pub(crate) fn acquire(&self) -> bool {
+        let limit = self.limit.load(Ordering::SeqCst);
+        self.in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < limit).then(|| n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives a slot back; `true` if a member is parked and the queue has a concurrency
+    /// limit (the caller lists the queue as freed, see [`FlowTable::freed`]; without a
+    /// limit, what holds parked timers back is the rate, whose wake-up makes them due).
+    pub(crate) fn end(&self) -> bool {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.parked.load(Ordering::SeqCst) > 0 && self.limit.load(Ordering::SeqCst) != UNLIMITED
+    }
+
+    /// Counts `n` members parked (before trying for a slot: see the module doc).
+    pub(crate) fn parking(&self, n: usize) {
+        self.parked.fetch_add(n, Ordering::SeqCst);
+    }
+
+    /// Counts `n` members no longer parked.
+    pub(crate) fn unparked(&self, n: usize) {
+        self.parked.fetch_sub(n, Ordering::SeqCst);
+    }
+
+    /// Slots free now (0 at or over the limit).
+    pub(crate) fn free(&self) -> usize {
+        let limit = self.limit.load(Ordering::SeqCst);
+        limit.saturating_sub(self.in_flight.load(Ordering::SeqCst))
+    }
+
+    pub(crate) fn limit(&self) -> Option<usize> {
+        let limit = self.limit.load(Ordering::SeqCst);
+        (limit != UNLIMITED).then_some(limit)
+    }
+
+    pub(crate) fn set_limit(&self, limit: Option<usize>) {
+        self.limit
+            .store(limit.unwrap_or(UNLIMITED), Ordering::SeqCst);
+    }
+}
+
+impl<Q> FlowTable<Q> {
+    /// Lists `flow` as freed: a slot came free while a member was parked.
+    pub(crate) fn freed(&self, flow: &Arc<QueueFlow<Q>>) {
+        self.freed.push(flow);
+    }
+
+    /// Whether some queue was listed freed since the last `pop_due` took the list.
+    pub(crate) fn any_freed(&self) -> bool {
+        self.freed.any.load(Ordering::SeqCst)
+    }
+
+    /// Registers a throttle wake-up of `flow` at `tick` (ns), unless one at or before it is
+    /// registered. Returns whether it registered one (the caller then wakes the pollers
+    /// once no shard lock is held, as for a new deadline).
+    pub(crate) fn throttle(&self, flow: &Arc<QueueFlow<Q>>, tick: u64) -> bool {
+        // A time that saturated is still a wake-up (at the last `now` there is).
+        let tick = tick.min(NEVER - 1);
+        let mut list = self.throttled.lock();
+        if flow.wake_at.load(Ordering::SeqCst) <= tick {
+            return false;
+        }
+        flow.wake_at.store(tick, Ordering::SeqCst);
+        list.push((tick, Arc::clone(flow)));
+        self.next_wake.fetch_min(tick, Ordering::SeqCst);
+        true
+    }
+
+    /// The earliest throttle wake-up ([`NEVER`]: none).
+    pub(crate) fn next_wake(&self) -> u64 {
+        self.next_wake.load(Ordering::SeqCst)
+    }
+
+    /// Takes the throttle wake-ups due at `now` (ns; nothing, without a lock, while none
+    /// is) into `out`.
+    pub(crate) fn take_woken(&self, now: u64, out: &mut Vec<Arc<QueueFlow<Q>>>) {
+        if self.next_wake.load(Ordering::SeqCst) > now {
+            return;
+        }
+        let mut list = self.throttled.lock();
+        let mut next = NEVER;
+        list.retain(|(tick, flow)| {
+            if *tick > now {
+                next = next.min(*tick);
+                return true;
+            }
+            // A later registration replaced this one: that one stays listed.
+            if flow.wake_at.load(Ordering::SeqCst) == *tick {
+                flow.wake_at.store(NEVER, Ordering::SeqCst);
+            }
+            out.push(Arc::clone(flow));
+            false
+        });
+        self.next_wake.store(next, Ordering::SeqCst);
+    }
+}
+
+/// The scheduler's flow records, and the queues whose capacity grew while some member was
+/// parked. Lock order: `records` is taken alone; `freed` is a leaf (taken alone, or under a
+/// shard lock by a retry or put-back), never with the signal lock.
+#[derive(Debug)]
+pub(crate) struct FlowTable<Q> {
+    /// Every queue that ever had a limit. Records are kept (a queue's limit can be lifted,
+    /// not its record), so that an `Arc` held by a shard or a `Due` is never the last one
+    /// dropped under a lock.
+    records: Mutex<HashMap<Q, Arc<QueueFlow<Q>>>>,
+    freed: Arc<Freed<Q>>,
+    /// Throttle wake-ups: `(time, queue)`, a queue's parked timers may go from `time` (ns
+    /// since the origin, as the GCRA's).
+    /// A leaf lock, like `freed`.
+    throttled: Mutex<Vec<(u64, Arc<QueueFlow<Q>>)>>,
+    /// The earliest time in `throttled` ([`NEVER`]: none): `pop_due` and the pollers' sleep
+    /// read only this.
+    next_wake: AtomicU64,
+}
+
+impl<Q: Hash + Eq + Clone> FlowTable<Q> {
+    pub(crate) fn new() -> Self {
+        FlowTable {
+            records: Mutex::new(HashMap::new()),
+            freed: Arc::new(Freed {
+                list: Mutex::new(Vec::new()),
+                any: AtomicBool::new(false),
+            }),
+            throttled: Mutex::new(Vec::new()),
+            next_wake: AtomicU64::new(NEVER),
+        }
+    }
+
+    /// The record of `queue`, made if it has none.
+    pub(crate) fn record(&self, queue: &Q) -> Arc<QueueFlow<Q>> {
+        let mut records = self.records.lock();
+        if let Some(flow) = records.get(queue) {
+            return Arc::clone(flow);
+        }
+        let flow = Arc::new(QueueFlow::new(queue.clone(), Arc::downgrade(&self.freed)));
+        records.insert(queue.clone(), Arc::clone(&flow));
+        flow
+    }
+
+    /// The record of `queue`, if it ever had a limit.
+    pub(crate) fn get<B: Hash + Eq + ?Sized>(&self, queue: &B) -> Option<Arc<QueueFlow<Q>>>
+    where
+        Q: std::borrow::Borrow<B>,
+    {
+        self.records.lock().get(queue).map(Arc::clone)
+    }
+
+    /// Takes the freed list (empty, without a lock, while nothing was freed).
+    pub(crate) fn take_freed(&self) -> Vec<Arc<QueueFlow<Q>>> {
+        if !self.freed.any.load(Ordering::SeqCst) {
+            return Vec::new();
+        }
+        let mut freed = self.freed.list.lock();
+        self.freed.any.store(false, Ordering::SeqCst);
+        std::mem::take(&mut *freed)
+    }
+}
