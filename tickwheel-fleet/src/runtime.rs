@@ -294,6 +294,15 @@ where
                         self.move_and_adopt(&q, token).await?;
                     }
                 }
+                (Some(o), None) if o.name == s.name && o.boot == s.boot => {
+                    // Its own key, yet not a queue it dispatches: a create or move that ran
+                    // in etcd while its answer was lost, or a release that did not get
+                    // through. Nobody else may take the queue while this lease lives, so it
+                    // would stay without a dispatcher: give the key back (at its token); the
+                    // desired owner adopts after `grace`, taking any sealed offer along.
+                    tracing::info!(member = %s.name, token = o.token, "releasing an owner key it does not dispatch");
+                    assign::release_owner(&mut self.client, &s.keys, q.as_ref(), o.token).await?;
+                }
                 (Some(o), None) => {
                     self.absent_since.remove(&q);
                     if want == Some(s.name.as_str()) && !leaving {

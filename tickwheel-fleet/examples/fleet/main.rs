@@ -22,6 +22,7 @@ macro_rules! say {
 mod check;
 mod cli;
 mod dlog;
+mod firewall;
 mod member;
 mod orchestrate;
 mod procs;

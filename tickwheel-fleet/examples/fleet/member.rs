@@ -78,6 +78,13 @@ fn add(
 
 /// The member process's main; an `Err` is printed by the caller (exit 1).
 pub fn run(args: MemberArgs) -> Result<(), String> {
+    // The library's warnings (a failed placement round, a failed rejoin) on standard error.
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_target(false)
+        .with_writer(std::io::stderr)
+        .try_init();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

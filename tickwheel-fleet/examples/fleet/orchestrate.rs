@@ -11,8 +11,9 @@ use tickwheel_fleet::server::EtcdServer;
 use tickwheel_redis::server::RedisServer;
 
 use crate::check::{self, Inputs};
-use crate::cli::Args;
+use crate::cli::{Args, Scenario};
 use crate::dlog::{self, mono_ns};
+use crate::firewall::Firewall;
 use crate::procs::Spawner;
 use crate::scenario::{Fleet, Servers};
 use crate::spool::Spool;
@@ -30,6 +31,15 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
 
 async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
     let started = Instant::now();
+    if args.scenario.steps().contains(&Scenario::Partition)
+        && let Some(why) = crate::firewall::unavailable()
+    {
+        if std::env::var_os("CI").is_some() {
+            return Err(format!("--scenario partition cannot run: {why}"));
+        }
+        say!("fleet: partition scenario skipped: {why}");
+        return Ok(true);
+    }
     // Servers first: ours unless URLs are given.
     let redis = match &args.redis_url {
         Some(_) => None,
@@ -96,15 +106,31 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
     if args.plant.is_some() {
         common.extend(["--plant".to_string(), "no-lease-check".to_string()]);
     }
+    // Partitions: members under user ids of their own (61001, …), rules in a table of the
+    // run's own; the dispatch logs' directory must be theirs to write.
+    let partition = args.scenario.steps().contains(&Scenario::Partition);
+    let firewall = if partition {
+        use std::os::unix::fs::PermissionsExt as _;
+        for (d, mode) in [(dir, 0o755), (logs.as_path(), 0o1777)] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| format!("{}: {e}", d.display()))?;
+        }
+        Some(Firewall::new().map_err(|e| format!("nftables: {e}"))?)
+    } else {
+        None
+    };
     let mut fleet = Fleet::new(
-        Spawner { common },
+        Spawner {
+            common,
+            uid_base: partition.then_some(61_000),
+        },
         spool.clone(),
         args,
-        Servers {
-            etcd,
-            _redis: redis,
-        },
+        Servers { etcd, redis },
     );
+    if let Some(fw) = firewall {
+        fleet.set_firewall(fw);
+    }
 
     // Producers and progress run beside the scenario.
     let produced = Arc::new(AtomicU64::new(0));
