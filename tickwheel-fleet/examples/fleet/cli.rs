@@ -53,6 +53,11 @@ pub struct Args {
     #[arg(long, value_name = "URL")]
     pub etcd_url: Option<String>,
 
+    /// Start etcd and redis-server serving TLS only, with client-certificate authentication,
+    /// a CA and certificates made for the run; every connection of the run goes over TLS.
+    #[arg(long)]
+    pub tls: bool,
+
     /// Use this Redis (`redis://…`) instead of starting a redis-server. It must run with
     /// `appendonly yes` and `appendfsync always`.
     #[arg(long, value_name = "URL")]
@@ -162,6 +167,9 @@ pub struct MemberArgs {
     pub lease_ms: u64,
     #[arg(long, value_enum)]
     pub plant: Option<Plant>,
+    /// The run's CA and client identity (`--tls`).
+    #[arg(long)]
+    pub tls_dir: Option<PathBuf>,
 }
 
 /// Parses the command line; a bad option prints a usage message and exits 2.
@@ -187,6 +195,11 @@ pub fn check(args: &Args) -> Result<(), String> {
             "--scenario {} restarts etcd: it needs the program's own (drop --etcd-url)",
             args.scenario.name()
         ));
+    }
+    if args.tls && (args.etcd_url.is_some() || args.redis_url.is_some()) {
+        return Err(
+            "--tls starts the program's own servers (drop --etcd-url and --redis-url)".into(),
+        );
     }
     if steps.contains(&Scenario::Partition) {
         if args.etcd_url.is_some() || args.redis_url.is_some() {

@@ -28,6 +28,7 @@ mod orchestrate;
 mod procs;
 mod scenario;
 mod spool;
+mod tls;
 
 use std::process::{Command, ExitCode};
 

@@ -96,7 +96,7 @@ pub fn run(args: MemberArgs) -> Result<(), String> {
 async fn run_async(args: MemberArgs) -> Result<(), String> {
     let pid = std::process::id();
     let label = format!("{}#{pid}", args.name);
-    let mut spool = Spool::connect(&args.redis_url, &args.redis_prefix)
+    let mut spool = Spool::connect(&args.redis_url, &args.redis_prefix, args.tls_dir.as_deref())
         .await
         .map_err(|e| format!("{label}: redis: {e}"))?;
     // Everything older than this position is in the spool, which each acquisition reads.
@@ -132,6 +132,10 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     options.prefix = args.prefix.clone();
     // The handoffs' Redis keys under this run's prefix too.
     options.redis.prefix = format!("{}custody", args.redis_prefix);
+    if let Some(dir) = &args.tls_dir {
+        options.etcd_tls = Some(crate::tls::etcd(dir).map_err(|e| format!("{label}: {e}"))?);
+        options.redis.tls = Some(crate::tls::redis(dir).map_err(|e| format!("{label}: {e}"))?);
+    }
     // Same name after a crash: refused until the old lease has expired (at most a TTL).
     options.join_wait = Duration::from_millis(args.lease_ms * 2);
     let member = Member::join(options, &args.name, scheduler.clone(), recovery)

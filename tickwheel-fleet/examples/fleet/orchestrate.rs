@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::{Rng as _, SeedableRng as _};
-use tickwheel_fleet::server::EtcdServer;
-use tickwheel_redis::server::RedisServer;
+use tickwheel_fleet::server::{EtcdServer, EtcdTls};
+use tickwheel_redis::server::{RedisServer, ServerTls};
 
 use crate::check::{self, Inputs};
 use crate::cli::{Args, Scenario};
@@ -40,17 +40,43 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
         say!("fleet: partition scenario skipped: {why}");
         return Ok(true);
     }
+    // `--tls`: the run's CA and certificates, and servers that serve TLS only.
+    let tls_dir = args.tls.then(|| dir.join("tls"));
+    if let Some(d) = &tls_dir {
+        crate::tls::make(d).map_err(|e| format!("certificates: {e}"))?;
+    }
     // Servers first: ours unless URLs are given.
-    let redis = match &args.redis_url {
-        Some(_) => None,
-        None => Some(
+    let redis = match (&args.redis_url, &tls_dir) {
+        (Some(_), _) => None,
+        (None, None) => Some(
             RedisServer::start(Some(&dir.join("redis")))
                 .map_err(|e| format!("redis-server: {e}"))?,
         ),
+        (None, Some(d)) => Some(
+            RedisServer::start_tls(
+                Some(&dir.join("redis")),
+                ServerTls {
+                    cert: d.join("server.crt"),
+                    key: d.join("server.key"),
+                    ca: d.join("ca.crt"),
+                    auth_clients: true,
+                },
+                &[],
+            )
+            .map_err(|e| format!("redis-server: {e}"))?,
+        ),
     };
-    let etcd = match &args.etcd_url {
-        Some(_) => None,
-        None => Some(EtcdServer::start().map_err(|e| format!("etcd: {e}"))?),
+    let etcd = match (&args.etcd_url, &tls_dir) {
+        (Some(_), _) => None,
+        (None, None) => Some(EtcdServer::start().map_err(|e| format!("etcd: {e}"))?),
+        (None, Some(d)) => Some(
+            EtcdServer::start_tls(EtcdTls {
+                cert: d.join("server.crt"),
+                key: d.join("server.key"),
+                ca: d.join("ca.crt"),
+            })
+            .map_err(|e| format!("etcd: {e}"))?,
+        ),
     };
     let redis_url = args
         .redis_url
@@ -77,11 +103,14 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
         tickwheel_redis::redact_url(&redis_url),
         dir.display()
     );
-    let spool = Spool::connect(&redis_url, &redis_prefix)
+    let spool = Spool::connect(&redis_url, &redis_prefix, tls_dir.as_deref())
         .await
         .map_err(|e| format!("redis: {}", tickwheel_redis::redact_url(&e.to_string())))?;
     let mut options = tickwheel_fleet::FleetOptions::new(etcd_url.clone(), redis_url.clone());
     options.prefix = etcd_prefix.clone();
+    if let Some(d) = &tls_dir {
+        options.etcd_tls = Some(crate::tls::etcd(d).map_err(|e| format!("certificates: {e}"))?);
+    }
     tickwheel_fleet::register_queues(&options, (0..args.queues).map(crate::member::queue_name))
         .await
         .map_err(|e| format!("registering the queues: {e}"))?;
@@ -103,6 +132,9 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
         "--redis-prefix".into(),
         redis_prefix,
     ];
+    if let Some(d) = &tls_dir {
+        common.extend(["--tls-dir".to_string(), d.display().to_string()]);
+    }
     if args.plant.is_some() {
         common.extend(["--plant".to_string(), "no-lease-check".to_string()]);
     }
