@@ -350,11 +350,16 @@ impl Fleet {
                 .iter()
                 .map(|p| (p.name.as_str(), p.pid()))
                 .collect();
-            let reports = self
-                .spool
-                .reports(names)
-                .await
-                .map_err(|e| format!("reading the members' reports: {e}"))?;
+            // A slow answer (a loaded machine, a TLS reconnect) is retried until the deadline.
+            let reports = match self.spool.reports(names).await {
+                Ok(r) => r,
+                Err(e) if Instant::now() <= deadline => {
+                    say!("fleet: reading the members' reports: {e}; retrying");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                Err(e) => return Err(format!("reading the members' reports: {e}")),
+            };
             let mut count = vec![0u32; self.queues as usize];
             let mut missing = Vec::new();
             for n in names {
