@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use crate::assign::{self, OwnerKey};
 use crate::keys::Keys;
 use crate::lease::{self, LeaseState, Timing};
-use crate::membership::{self, LiveMember};
+use crate::membership;
 use crate::{Acquisition, Error, Fence, FleetEvent, FleetOptions, QueueName, Recovery};
 
 /// What the driver and the `Member` handle share.
@@ -301,10 +301,19 @@ where
                         self.move_and_adopt(&q, token).await?;
                     }
                 }
+                (Some(o), None) if o.name == s.name && o.boot == s.boot => {
+                    // Its own key, yet not a queue it dispatches: a create or move that ran
+                    // in etcd while its answer was lost, or a release that did not get
+                    // through. Nobody else may take the queue while this lease lives, so it
+                    // would stay without a dispatcher: give the key back (at its token); the
+                    // desired owner adopts after `grace`, taking any sealed offer along.
+                    tracing::info!(member = %s.name, token = o.token, "releasing an owner key it does not dispatch");
+                    assign::release_owner(&mut self.client, &s.keys, q.as_ref(), o.token).await?;
+                }
                 (Some(o), None) => {
                     self.absent_since.remove(&q);
                     if want == Some(s.name.as_str()) && !leaving {
-                        self.take_offer(&q, o, &members).await?;
+                        self.take_offer(&q, o).await?;
                     }
                 }
                 (None, _) => {
@@ -470,12 +479,7 @@ where
 
     /// Target side: the queue's owner key is held by `o`; if an offer of its token is open
     /// in Redis, move the key here and claim at the new token.
-    async fn take_offer(
-        &mut self,
-        q: &Q,
-        o: &OwnerKey,
-        members: &[LiveMember],
-    ) -> Result<(), Error> {
+    async fn take_offer(&mut self, q: &Q, o: &OwnerKey) -> Result<(), Error> {
         let s = Arc::clone(&self.shared);
         let view = s.custody.read(q.as_ref(), None).await?;
         let Some(record) = view.record else {
@@ -487,12 +491,13 @@ where
         match record.target.as_deref() {
             None => {}
             Some(t) if t == s.name => {}
-            // Meant for a member that is gone: its claim would wait for the offer's TTL;
-            // adopting at a new token takes the sealed offer as a leftover at once.
-            Some(t) if !members.iter().any(|m| m.name == t) => {
-                return self.move_and_adopt(q, o.token).await;
-            }
-            Some(_) => return Ok(()),
+            // Meant for another member, and this one is the desired owner: the named target
+            // is gone (its claim would wait for the offer's TTL) or no longer desired (the
+            // placement changed while the offer was made, e.g. a member rejoined after a
+            // lossy link) and so never claims it. Adopting at a new token takes the sealed
+            // offer as a leftover at once; the key's transaction and the tokens in Redis fence
+            // off a late claim by the named target.
+            Some(_) => return self.move_and_adopt(q, o.token).await,
         }
         let Some(new) = assign::move_owner(
             &mut self.client,

@@ -68,7 +68,20 @@ pub struct EtcdServer {
     client_port: u16,
     peer_port: u16,
     binary: String,
+    tls: Option<EtcdTls>,
     child: Option<Child>,
+}
+
+/// TLS for a started etcd ([`EtcdServer::start_tls`]): PEM files. Clients must present a
+/// certificate signed by `ca` (`--client-cert-auth`).
+#[derive(Debug, Clone)]
+pub struct EtcdTls {
+    /// The server's certificate (its names must include what clients connect to).
+    pub cert: PathBuf,
+    /// The server certificate's private key.
+    pub key: PathBuf,
+    /// The CA that signs client certificates.
+    pub ca: PathBuf,
 }
 
 impl EtcdServer {
@@ -80,6 +93,20 @@ impl EtcdServer {
     /// exits or stays unhealthy (after five tries with other ports); [`ServerError::Io`] for
     /// file-system failures.
     pub fn start() -> Result<Self, ServerError> {
+        Self::start_inner(None)
+    }
+
+    /// Like [`EtcdServer::start`], serving clients over TLS only, with client-certificate
+    /// authentication. Ready once its log says it serves clients (a plain `/health` request
+    /// cannot reach it). [`EtcdServer::url`] is then `https://127.0.0.1:PORT`.
+    ///
+    /// # Errors
+    /// As [`EtcdServer::start`].
+    pub fn start_tls(tls: EtcdTls) -> Result<Self, ServerError> {
+        Self::start_inner(Some(tls))
+    }
+
+    fn start_inner(tls: Option<EtcdTls>) -> Result<Self, ServerError> {
         let temp = tempfile::Builder::new()
             .prefix("tickwheel-etcd-")
             .tempdir()?;
@@ -90,6 +117,7 @@ impl EtcdServer {
             client_port: 0,
             peer_port: 0,
             binary,
+            tls,
             child: None,
         };
         // A port found free can be taken before etcd binds it: retry with others.
@@ -113,7 +141,12 @@ impl EtcdServer {
     }
 
     fn spawn(&mut self) -> Result<(), ServerError> {
-        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{}", self.client_port);
+        // A restart appends to the same log: count only what this process writes.
+        let log_start = std::fs::metadata(self.dir.join("etcd.log"))
+            .map(|m| m.len())
+            .unwrap_or(0);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -133,8 +166,17 @@ impl EtcdServer {
             .arg(&peer)
             .arg("--initial-cluster")
             .arg(format!("tickwheel={peer}"))
-            .args(["--initial-cluster-state", "new"])
-            .stdin(Stdio::null())
+            .args(["--initial-cluster-state", "new"]);
+        if let Some(tls) = &self.tls {
+            cmd.arg("--client-cert-auth")
+                .arg("--trusted-ca-file")
+                .arg(&tls.ca)
+                .arg("--cert-file")
+                .arg(&tls.cert)
+                .arg("--key-file")
+                .arg(&tls.key);
+        }
+        cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
         let child = cmd.spawn().map_err(|e| {
@@ -155,7 +197,11 @@ impl EtcdServer {
                 self.child = None;
                 return Err(self.startup_error(format!("exited with {status}")));
             }
-            if healthy(self.client_port) {
+            let ready = match self.tls {
+                None => healthy(self.client_port),
+                Some(_) => logged_ready(&self.dir.join("etcd.log"), log_start),
+            };
+            if ready {
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -173,9 +219,11 @@ impl EtcdServer {
         ServerError::Startup { reason, log: tail }
     }
 
-    /// The client URL, `http://127.0.0.1:PORT` (kept across [`EtcdServer::restart`]).
+    /// The client URL, `http://127.0.0.1:PORT` (`https://` for [`EtcdServer::start_tls`]; kept
+    /// across [`EtcdServer::restart`]).
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     /// The client port.
@@ -319,6 +367,14 @@ fn free_port() -> std::io::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// Whether the log, from byte `from` on, says etcd serves client requests.
+fn logged_ready(log: &Path, from: u64) -> bool {
+    std::fs::read(log).is_ok_and(|text| {
+        let tail = text.get(from as usize..).unwrap_or_default();
+        String::from_utf8_lossy(tail).contains("ready to serve client requests")
+    })
+}
+
 /// `GET /health` answers `{"health":"true"...}` once the node serves requests.
 fn healthy(port: u16) -> bool {
     let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
@@ -351,6 +407,7 @@ mod tests {
             client_port: 1,
             peer_port: 2,
             binary: "/nonexistent/etcd-x".into(),
+            tls: None,
             child: None,
         };
         let e = s.spawn().err();

@@ -112,6 +112,35 @@ fn the_same_pause_without_the_fault_passes() {
     assert!(out.status.success(), "{last}");
 }
 
+/// `--tls`: etcd and redis-server serve TLS only and ask for client certificates; every
+/// connection of the run (members, spool, handoffs) goes over TLS with the run's CA.
+#[test]
+fn over_tls_the_kill_passes_and_the_planted_fault_fails() {
+    if !have_servers() {
+        return;
+    }
+    let out = run(&["--tls", "--scenario", "kill"]);
+    let last = last_line(&out);
+    assert!(
+        last.starts_with("ownership: OK ("),
+        "last line: {last}\nstderr:\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("etcd https://"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&["--tls", "--scenario", "pause", "--plant", "no-lease-check"]);
+    let last = last_line(&out);
+    assert!(
+        last.starts_with("ownership: FAILED overlap on queue"),
+        "last line: {last}\nstderr:\n{}",
+        text(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{last}");
+}
+
 #[test]
 fn bad_options_exit_2_without_a_panic() {
     for bad in [
@@ -127,6 +156,7 @@ fn bad_options_exit_2_without_a_panic() {
             "etcd-restart",
         ],
         &["--plant", "everything"],
+        &["--tls", "--redis-url", "redis://127.0.0.1:1/"],
         &["--redis-url", "redis://127.0.0.1:1/", "--scenario", "kill"],
         &["--redis-url", "redis://[::1", "--scenario", "kill"],
         &["--etcd-url", "http://127.0.0.1:1", "--scenario", "kill"],

@@ -105,6 +105,16 @@ pub enum Error {
         /// What is unsafe.
         problems: String,
     },
+    /// The TLS handshake failed: a certificate refused by either side (unknown issuer,
+    /// expired, none presented where one is required). A retry will not fix it; see
+    /// [`Options::tls`](crate::Options::tls).
+    #[error("TLS refused at {url}: {message}")]
+    Tls {
+        /// The server URL, password redacted.
+        url: String,
+        /// rustls's reason (password redacted).
+        message: String,
+    },
     /// The URL does not parse. It is shown as typed, its password redacted
     /// ([`redact_url`](crate::redact_url)).
     #[error("invalid redis URL {url}: {message}")]

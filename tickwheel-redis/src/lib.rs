@@ -74,7 +74,8 @@
 //! The [`redis`] crate is the maintained, official Rust client. Its [`redis::Script`] sends
 //! `EVALSHA` and falls back to loading the script on `NOSCRIPT` (after a server restart the
 //! script cache is empty), its `ConnectionManager` reconnects on its own, and it speaks TLS
-//! through rustls (`rediss://` URLs) and ACL users.
+//! through rustls (`rediss://` URLs; a private CA and a client certificate through
+//! [`Options::tls`]) and ACL users.
 //!
 //! # Security
 //!
@@ -115,6 +116,7 @@ pub mod keys;
 mod protocol;
 mod record;
 pub mod server;
+mod tls;
 
 pub use connect::redact_url;
 pub use custody::{
@@ -124,3 +126,4 @@ pub use error::{Error, Rejection};
 pub use external::Adopted;
 pub use protocol::{Applied, Effect, Options, Protocol, STEPS, View};
 pub use record::{Member, Record, State, Token};
+pub use tls::{ClientIdentity, TlsOptions};

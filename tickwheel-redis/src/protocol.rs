@@ -4,6 +4,7 @@ use crate::connect::{durability_problems, redact_url, scrub, typed_password, uns
 use crate::error::{Error, Rejection};
 use crate::keys::{DEFAULT_PREFIX, QueueKeys, validate_prefix};
 use crate::record::{Member, Record, Token};
+use crate::tls::TlsOptions;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, Value};
 use std::fmt;
@@ -63,6 +64,9 @@ pub struct Options {
     /// replica, or one whose config cannot be read: logs a loud warning instead of refusing.
     /// The guarantee does not hold then (see the crate docs). Default `false`.
     pub allow_unsafe_durability: bool,
+    /// The CA to trust and the client certificate to present on a `rediss://` URL (default
+    /// `None`: the public web roots, no client certificate). Ignored for `redis://`.
+    pub tls: Option<TlsOptions>,
 }
 
 impl Default for Options {
@@ -74,6 +78,7 @@ impl Default for Options {
             response_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
             allow_unsafe_durability: false,
+            tls: None,
         }
     }
 }
@@ -175,7 +180,13 @@ impl Protocol {
         // on the first TLS connect. An error here means one is installed already: fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let redacted = redact_url(url);
-        let client = redis::Client::open(url).map_err(|e| Error::Url {
+        let opened = match &options.tls {
+            Some(tls) if url.starts_with("rediss://") => {
+                redis::Client::build_with_tls(url, tls.certificates())
+            }
+            _ => redis::Client::open(url),
+        };
+        let client = opened.map_err(|e| Error::Url {
             url: redacted.clone(),
             // The client may quote the URL, or a piece of it: neither the URL nor the password
             // as typed is repeated.
@@ -192,10 +203,7 @@ impl Protocol {
             .set_number_of_retries(2);
         let mut conn = ConnectionManager::new_with_config(client, config)
             .await
-            .map_err(|e| Error::Unavailable {
-                url: redacted.clone(),
-                message: scrub(&scrub_url(&e.to_string(), url), password.as_deref()),
-            })?;
+            .map_err(|e| connect_error(&e, &redacted, url, password.as_deref()))?;
         let problems = durability_problems(&mut conn)
             .await
             .map_err(|e| map_redis(e, &redacted, password.as_deref()))?;
@@ -640,4 +648,38 @@ pub(crate) fn applied(r: Reply, index: u64) -> Result<Applied, Error> {
         other => return Err(Error::UnexpectedReply(format!("status {other:?}"))),
     };
     Err(Error::Rejected(Box::new(rejection)))
+}
+
+/// A failed first connection: a refused certificate or a refused password will not pass on a
+/// retry ([`Error::Tls`], [`Error::Redis`]); anything else may ([`Error::Unavailable`]). The
+/// message never repeats the URL or the password.
+fn connect_error(
+    e: &redis::RedisError,
+    redacted: &str,
+    url: &str,
+    password: Option<&str>,
+) -> Error {
+    let message = scrub(&scrub_url(&e.to_string(), url), password);
+    let lower = message.to_ascii_lowercase();
+    if e.kind() == redis::ErrorKind::AuthenticationFailed
+        || lower.contains("wrongpass")
+        || lower.contains("noauth")
+    {
+        return Error::Redis {
+            url: redacted.to_owned(),
+            message: format!("authentication refused: {message}"),
+        };
+    }
+    // rustls's verdicts on a certificate, either side's (an alert from the server).
+    let tls = ["certificate", "unknownissuer", "handshake", "alert", "tls"];
+    if tls.iter().any(|w| lower.contains(w)) {
+        return Error::Tls {
+            url: redacted.to_owned(),
+            message,
+        };
+    }
+    Error::Unavailable {
+        url: redacted.to_owned(),
+        message,
+    }
 }

@@ -68,7 +68,22 @@ pub struct RedisServer {
     port: u16,
     binary: String,
     extra: Vec<(String, String)>,
+    tls: Option<ServerTls>,
     child: Option<Child>,
+}
+
+/// TLS for a started server ([`RedisServer::start_tls`]): PEM files, and whether a client
+/// must present a certificate signed by `ca` (`tls-auth-clients yes`, else `no`).
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// The server's certificate (its names must include what clients connect to).
+    pub cert: PathBuf,
+    /// The server certificate's private key.
+    pub key: PathBuf,
+    /// The CA that signs client certificates.
+    pub ca: PathBuf,
+    /// Require a client certificate.
+    pub auth_clients: bool,
 }
 
 impl RedisServer {
@@ -88,6 +103,29 @@ impl RedisServer {
     /// # Errors
     /// As [`RedisServer::start`].
     pub fn start_with(dir: Option<&Path>, extra: &[(&str, &str)]) -> Result<Self, ServerError> {
+        Self::start_inner(dir, extra, None)
+    }
+
+    /// Like [`RedisServer::start_with`], serving TLS only: `--port 0` (no plain port) and
+    /// `--tls-port` on the chosen port. Ready once its log says it accepts connections (a
+    /// plain `PING` cannot reach it). [`RedisServer::url`] is then `rediss://127.0.0.1:PORT/`.
+    ///
+    /// # Errors
+    /// As [`RedisServer::start`]; [`ServerError::Startup`] if redis-server was built without
+    /// TLS or refuses the files.
+    pub fn start_tls(
+        dir: Option<&Path>,
+        tls: ServerTls,
+        extra: &[(&str, &str)],
+    ) -> Result<Self, ServerError> {
+        Self::start_inner(dir, extra, Some(tls))
+    }
+
+    fn start_inner(
+        dir: Option<&Path>,
+        extra: &[(&str, &str)],
+        tls: Option<ServerTls>,
+    ) -> Result<Self, ServerError> {
         let (dir, temp) = match dir {
             Some(d) => {
                 std::fs::create_dir_all(d)?;
@@ -110,6 +148,7 @@ impl RedisServer {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            tls,
             child: None,
         };
         // A port found free can be taken by someone else before the server binds it: retry
@@ -132,9 +171,23 @@ impl RedisServer {
     fn spawn(&mut self) -> Result<(), ServerError> {
         let log = self.dir.join("redis.log");
         let mut cmd = Command::new(&self.binary);
-        cmd.arg("--port")
-            .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--daemonize", "no"])
+        match &self.tls {
+            None => cmd.arg("--port").arg(self.port.to_string()),
+            Some(tls) => cmd
+                .args(["--port", "0", "--tls-port"])
+                .arg(self.port.to_string())
+                .arg("--tls-cert-file")
+                .arg(&tls.cert)
+                .arg("--tls-key-file")
+                .arg(&tls.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&tls.ca)
+                .arg("--tls-auth-clients")
+                .arg(if tls.auth_clients { "yes" } else { "no" }),
+        };
+        // A restart appends to the same log: count only what this process writes.
+        let log_start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+        cmd.args(["--bind", "127.0.0.1", "--daemonize", "no"])
             .arg("--dir")
             .arg(&self.dir)
             .arg("--logfile")
@@ -171,7 +224,11 @@ impl RedisServer {
                 self.child = None;
                 return Err(self.startup_error(format!("exited with {status}")));
             }
-            if ping(self.port) {
+            let ready = match self.tls {
+                None => ping(self.port),
+                Some(_) => logged_ready(&log, log_start),
+            };
+            if ready {
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -189,9 +246,15 @@ impl RedisServer {
         ServerError::Startup { reason, log: tail }
     }
 
-    /// `redis://127.0.0.1:PORT/`.
+    /// `redis://127.0.0.1:PORT/`, or `rediss://…` for a server started with
+    /// [`RedisServer::start_tls`].
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
     }
 
     /// The loopback port the server listens on (kept across [`RedisServer::restart`]).
@@ -294,6 +357,14 @@ fn free_port() -> std::io::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// Whether the log, from byte `from` on, says the server accepts connections.
+fn logged_ready(log: &Path, from: u64) -> bool {
+    std::fs::read(log).is_ok_and(|text| {
+        let tail = text.get(from as usize..).unwrap_or_default();
+        String::from_utf8_lossy(tail).contains("Ready to accept connections")
+    })
+}
+
 fn ping(port: u16) -> bool {
     let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
     let Ok(mut stream) = TcpStream::connect_timeout(&addr.into(), Duration::from_millis(200))
@@ -322,6 +393,7 @@ mod tests {
             port: 1,
             binary: "/nonexistent/redis-server-x".into(),
             extra: vec![],
+            tls: None,
             child: None,
         };
         let e = s.spawn().err();

@@ -218,6 +218,29 @@ fn a_planted_loss_fails_the_ledger() {
     );
 }
 
+/// `--tls`: a redis-server serving TLS only with client certificates (a CA made for the run),
+/// killed at `seal` and restarted: custody holds; the planted loss still fails the ledger.
+#[test]
+fn over_tls_custody_holds_and_the_planted_loss_fails() {
+    if !have_redis() {
+        return;
+    }
+    custody_ok_with(&strings(&["--tls", "--kill", "redis:seal"]));
+    let out = Command::new(handoff())
+        .args(SMALL)
+        .arg("--tls")
+        .env("HANDOFF_FAULT", "skip-one")
+        .output()
+        .expect("run the handoff example");
+    let stdout = text(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    assert_eq!(out.status.code(), Some(1), "{last}");
+    assert!(
+        last.starts_with("custody: FAILED") && last.contains("lost (in no place)"),
+        "{last}"
+    );
+}
+
 fn redeliveries(last: &str) -> u64 {
     let n = last
         .split("at-least-once redeliveries ")

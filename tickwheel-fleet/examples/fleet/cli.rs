@@ -53,6 +53,11 @@ pub struct Args {
     #[arg(long, value_name = "URL")]
     pub etcd_url: Option<String>,
 
+    /// Start etcd and redis-server serving TLS only, with client-certificate authentication,
+    /// a CA and certificates made for the run; every connection of the run goes over TLS.
+    #[arg(long)]
+    pub tls: bool,
+
     /// Use this Redis (`redis://…`) instead of starting a redis-server. It must run with
     /// `appendonly yes` and `appendfsync always`.
     #[arg(long, value_name = "URL")]
@@ -86,7 +91,11 @@ pub enum Scenario {
     Pause,
     /// Restart etcd (down for more than a lease): members fence, then rejoin.
     EtcdRestart,
-    /// All of the above in turn.
+    /// Network partitions by nftables rules (needs root and `nft`): a member cut from etcd,
+    /// one cut from Redis, one cut from both, a flapping link, the majority cut from etcd, and
+    /// lossy links; each healed. Members run under user ids of their own. Not part of `all`.
+    Partition,
+    /// All of the above in turn, except `partition`.
     All,
 }
 
@@ -112,6 +121,7 @@ impl Scenario {
             Scenario::Kill => "kill",
             Scenario::Pause => "pause",
             Scenario::EtcdRestart => "etcd-restart",
+            Scenario::Partition => "partition",
             Scenario::All => "all",
         }
     }
@@ -157,6 +167,9 @@ pub struct MemberArgs {
     pub lease_ms: u64,
     #[arg(long, value_enum)]
     pub plant: Option<Plant>,
+    /// The run's CA and client identity (`--tls`).
+    #[arg(long)]
+    pub tls_dir: Option<PathBuf>,
 }
 
 /// Parses the command line; a bad option prints a usage message and exits 2.
@@ -182,6 +195,25 @@ pub fn check(args: &Args) -> Result<(), String> {
             "--scenario {} restarts etcd: it needs the program's own (drop --etcd-url)",
             args.scenario.name()
         ));
+    }
+    if args.tls && (args.etcd_url.is_some() || args.redis_url.is_some()) {
+        return Err(
+            "--tls starts the program's own servers (drop --etcd-url and --redis-url)".into(),
+        );
+    }
+    if steps.contains(&Scenario::Partition) {
+        if args.etcd_url.is_some() || args.redis_url.is_some() {
+            return Err(
+                "--scenario partition cuts links to the program's own servers \
+                        (drop --etcd-url and --redis-url)"
+                    .into(),
+            );
+        }
+        if args.members < 3 {
+            return Err(
+                "--scenario partition needs at least 3 members (it cuts a majority)".into(),
+            );
+        }
     }
     if args.members < 2 && steps.iter().any(|s| *s != Scenario::Join) {
         return Err(format!(

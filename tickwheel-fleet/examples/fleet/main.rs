@@ -22,11 +22,13 @@ macro_rules! say {
 mod check;
 mod cli;
 mod dlog;
+mod firewall;
 mod member;
 mod orchestrate;
 mod procs;
 mod scenario;
 mod spool;
+mod tls;
 
 use std::process::{Command, ExitCode};
 

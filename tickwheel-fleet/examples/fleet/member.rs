@@ -78,6 +78,13 @@ fn add(
 
 /// The member process's main; an `Err` is printed by the caller (exit 1).
 pub fn run(args: MemberArgs) -> Result<(), String> {
+    // The library's warnings (a failed placement round, a failed rejoin) on standard error.
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_target(false)
+        .with_writer(std::io::stderr)
+        .try_init();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -89,7 +96,7 @@ pub fn run(args: MemberArgs) -> Result<(), String> {
 async fn run_async(args: MemberArgs) -> Result<(), String> {
     let pid = std::process::id();
     let label = format!("{}#{pid}", args.name);
-    let mut spool = Spool::connect(&args.redis_url, &args.redis_prefix)
+    let mut spool = Spool::connect(&args.redis_url, &args.redis_prefix, args.tls_dir.as_deref())
         .await
         .map_err(|e| format!("{label}: redis: {e}"))?;
     // Everything older than this position is in the spool, which each acquisition reads.
@@ -125,6 +132,10 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     options.prefix = args.prefix.clone();
     // The handoffs' Redis keys under this run's prefix too.
     options.redis.prefix = format!("{}custody", args.redis_prefix);
+    if let Some(dir) = &args.tls_dir {
+        options.etcd_tls = Some(crate::tls::etcd(dir).map_err(|e| format!("{label}: {e}"))?);
+        options.redis.tls = Some(crate::tls::redis(dir).map_err(|e| format!("{label}: {e}"))?);
+    }
     // Same name after a crash: refused until the old lease has expired (at most a TTL).
     options.join_wait = Duration::from_millis(args.lease_ms * 2);
     let member = Member::join(options, &args.name, scheduler.clone(), recovery)

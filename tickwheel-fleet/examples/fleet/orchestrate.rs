@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::{Rng as _, SeedableRng as _};
-use tickwheel_fleet::server::EtcdServer;
-use tickwheel_redis::server::RedisServer;
+use tickwheel_fleet::server::{EtcdServer, EtcdTls};
+use tickwheel_redis::server::{RedisServer, ServerTls};
 
 use crate::check::{self, Inputs};
-use crate::cli::Args;
+use crate::cli::{Args, Scenario};
 use crate::dlog::{self, mono_ns};
+use crate::firewall::Firewall;
 use crate::procs::Spawner;
 use crate::scenario::{Fleet, Servers};
 use crate::spool::Spool;
@@ -30,17 +31,52 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
 
 async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
     let started = Instant::now();
+    if args.scenario.steps().contains(&Scenario::Partition)
+        && let Some(why) = crate::firewall::unavailable()
+    {
+        if std::env::var_os("CI").is_some() {
+            return Err(format!("--scenario partition cannot run: {why}"));
+        }
+        say!("fleet: partition scenario skipped: {why}");
+        return Ok(true);
+    }
+    // `--tls`: the run's CA and certificates, and servers that serve TLS only.
+    let tls_dir = args.tls.then(|| dir.join("tls"));
+    if let Some(d) = &tls_dir {
+        crate::tls::make(d).map_err(|e| format!("certificates: {e}"))?;
+    }
     // Servers first: ours unless URLs are given.
-    let redis = match &args.redis_url {
-        Some(_) => None,
-        None => Some(
+    let redis = match (&args.redis_url, &tls_dir) {
+        (Some(_), _) => None,
+        (None, None) => Some(
             RedisServer::start(Some(&dir.join("redis")))
                 .map_err(|e| format!("redis-server: {e}"))?,
         ),
+        (None, Some(d)) => Some(
+            RedisServer::start_tls(
+                Some(&dir.join("redis")),
+                ServerTls {
+                    cert: d.join("server.crt"),
+                    key: d.join("server.key"),
+                    ca: d.join("ca.crt"),
+                    auth_clients: true,
+                },
+                &[],
+            )
+            .map_err(|e| format!("redis-server: {e}"))?,
+        ),
     };
-    let etcd = match &args.etcd_url {
-        Some(_) => None,
-        None => Some(EtcdServer::start().map_err(|e| format!("etcd: {e}"))?),
+    let etcd = match (&args.etcd_url, &tls_dir) {
+        (Some(_), _) => None,
+        (None, None) => Some(EtcdServer::start().map_err(|e| format!("etcd: {e}"))?),
+        (None, Some(d)) => Some(
+            EtcdServer::start_tls(EtcdTls {
+                cert: d.join("server.crt"),
+                key: d.join("server.key"),
+                ca: d.join("ca.crt"),
+            })
+            .map_err(|e| format!("etcd: {e}"))?,
+        ),
     };
     let redis_url = args
         .redis_url
@@ -67,11 +103,14 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
         tickwheel_redis::redact_url(&redis_url),
         dir.display()
     );
-    let spool = Spool::connect(&redis_url, &redis_prefix)
+    let spool = Spool::connect(&redis_url, &redis_prefix, tls_dir.as_deref())
         .await
         .map_err(|e| format!("redis: {}", tickwheel_redis::redact_url(&e.to_string())))?;
     let mut options = tickwheel_fleet::FleetOptions::new(etcd_url.clone(), redis_url.clone());
     options.prefix = etcd_prefix.clone();
+    if let Some(d) = &tls_dir {
+        options.etcd_tls = Some(crate::tls::etcd(d).map_err(|e| format!("certificates: {e}"))?);
+    }
     tickwheel_fleet::register_queues(&options, (0..args.queues).map(crate::member::queue_name))
         .await
         .map_err(|e| format!("registering the queues: {e}"))?;
@@ -93,18 +132,37 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
         "--redis-prefix".into(),
         redis_prefix,
     ];
+    if let Some(d) = &tls_dir {
+        common.extend(["--tls-dir".to_string(), d.display().to_string()]);
+    }
     if args.plant.is_some() {
         common.extend(["--plant".to_string(), "no-lease-check".to_string()]);
     }
+    // Partitions: members under user ids of their own (61001, …), rules in a table of the
+    // run's own; the dispatch logs' directory must be theirs to write.
+    let partition = args.scenario.steps().contains(&Scenario::Partition);
+    let firewall = if partition {
+        use std::os::unix::fs::PermissionsExt as _;
+        for (d, mode) in [(dir, 0o755), (logs.as_path(), 0o1777)] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| format!("{}: {e}", d.display()))?;
+        }
+        Some(Firewall::new().map_err(|e| format!("nftables: {e}"))?)
+    } else {
+        None
+    };
     let mut fleet = Fleet::new(
-        Spawner { common },
+        Spawner {
+            common,
+            uid_base: partition.then_some(61_000),
+        },
         spool.clone(),
         args,
-        Servers {
-            etcd,
-            _redis: redis,
-        },
+        Servers { etcd, redis },
     );
+    if let Some(fw) = firewall {
+        fleet.set_firewall(fw);
+    }
 
     // Producers and progress run beside the scenario.
     let produced = Arc::new(AtomicU64::new(0));

@@ -3,6 +3,7 @@
 //! parent that dies takes its children along) makes it leave the fleet in order and exit.
 
 use std::io::{self, Write as _};
+use std::os::unix::process::CommandExt as _;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,12 +14,17 @@ use rustix::process::{Pid, Signal, kill_process};
 pub struct Spawner {
     /// The options after `member --name NAME`.
     pub common: Vec<String>,
+    /// Run member `mN` under user (and group) id `base + N`, so that nftables rules can tell
+    /// its packets apart (`--scenario partition`); `None`: as this process.
+    pub uid_base: Option<u32>,
 }
 
 /// One running (or finished) member process.
 #[derive(Debug)]
 pub struct Proc {
     pub name: String,
+    /// The user id it runs under, if one of its own.
+    pub uid: Option<u32>,
     child: Child,
     stdin: Option<ChildStdin>,
     stopped: bool,
@@ -31,7 +37,15 @@ impl Spawner {
     /// If the binary cannot be found or started.
     pub fn spawn(&self, name: &str) -> io::Result<Proc> {
         let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
+        let uid = self.uid_base.and_then(|base| {
+            let n: u32 = name.trim_start_matches('m').parse().ok()?;
+            base.checked_add(n)
+        });
+        let mut cmd = Command::new(exe);
+        if let Some(uid) = uid {
+            cmd.uid(uid).gid(uid);
+        }
+        let mut child = cmd
             .arg("member")
             .arg("--name")
             .arg(name)
@@ -42,6 +56,7 @@ impl Spawner {
             .spawn()?;
         let stdin = child.stdin.take();
         Ok(Proc {
+            uid,
             name: name.to_owned(),
             child,
             stdin,

@@ -10,6 +10,7 @@ use tickwheel_fleet::server::EtcdServer;
 use tickwheel_redis::server::RedisServer;
 
 use crate::cli::{Args, Scenario};
+use crate::firewall::{Firewall, Rule};
 use crate::orchestrate::End;
 use crate::procs::{Proc, Spawner};
 use crate::spool::Spool;
@@ -17,7 +18,7 @@ use crate::spool::Spool;
 /// The servers the program started (dropped, and so stopped by PID, at the end).
 pub struct Servers {
     pub etcd: Option<EtcdServer>,
-    pub _redis: Option<RedisServer>,
+    pub redis: Option<RedisServer>,
 }
 
 /// The running members and what they need.
@@ -36,6 +37,8 @@ pub struct Fleet {
     dwell: Duration,
     /// How long a settle may take before the run fails.
     settle_limit: Duration,
+    /// This run's nftables table (`--scenario partition`).
+    firewall: Option<Firewall>,
 }
 
 impl Fleet {
@@ -53,7 +56,13 @@ impl Fleet {
             initial: args.members,
             dwell: Duration::from_secs(3),
             settle_limit: Duration::from_secs(30) + lease * 6,
+            firewall: None,
         }
+    }
+
+    /// Partitions are made with `firewall` (its table goes when the fleet drops).
+    pub fn set_firewall(&mut self, firewall: Firewall) {
+        self.firewall = Some(firewall);
     }
 
     pub fn names_handle(&self) -> Arc<Mutex<Vec<String>>> {
@@ -100,6 +109,7 @@ impl Fleet {
                 Scenario::Kill => self.kill().await?,
                 Scenario::Pause => self.pause().await?,
                 Scenario::EtcdRestart => self.etcd_restart().await?,
+                Scenario::Partition => self.partition().await?,
                 Scenario::All => {}
             }
             say!(
@@ -199,6 +209,122 @@ impl Fleet {
         self.settle("etcd restart", None).await
     }
 
+    /// Partitions, each healed before the next (see `Scenario::Partition`).
+    async fn partition(&mut self) -> Result<(), String> {
+        let etcd = self.servers.etcd.as_ref().map(EtcdServer::port);
+        let redis = self.servers.redis.as_ref().map(RedisServer::port);
+        let (Some(etcd), Some(redis)) = (etcd, redis) else {
+            return Err("partition needs the program's own etcd and redis-server".into());
+        };
+        let n = self.procs.len();
+        let away = self.lease + Duration::from_secs(1);
+        // Its lease lapses while it can still write to Redis: it must stop on its own clock.
+        self.cut_for("cut from etcd", &[0], &[etcd], None, away, true)
+            .await?;
+        // It keeps its lease and cannot reach the spool or hand off; nobody may take over.
+        self.cut_for("cut from redis", &[1], &[redis], None, away, false)
+            .await?;
+        self.cut_for("cut from both", &[n - 1], &[etcd, redis], None, away, true)
+            .await?;
+        self.flap(0, &[etcd, redis]).await?;
+        let majority: Vec<usize> = (0..n / 2 + 1).collect();
+        self.cut_for(
+            "majority cut from etcd",
+            &majority,
+            &[etcd],
+            None,
+            away,
+            true,
+        )
+        .await?;
+        let all: Vec<usize> = (0..n).collect();
+        let lossy = Duration::from_secs(4);
+        self.cut_for(
+            "lossy links (20 %)",
+            &all,
+            &[etcd, redis],
+            Some(20),
+            lossy,
+            false,
+        )
+        .await
+    }
+
+    fn rules(&self, who: &[usize], ports: &[u16], loss: Option<u8>) -> Result<Vec<Rule>, String> {
+        let fw = self.firewall.as_ref().ok_or("no nftables table")?;
+        let mut rules = Vec::new();
+        for &i in who {
+            let p = self.procs.get(i).ok_or("no such member")?;
+            let uid = p.uid.ok_or("members do not run under ids of their own")?;
+            for &port in ports {
+                rules.push(fw.cut(uid, port, loss).map_err(|e| e.to_string())?);
+            }
+        }
+        Ok(rules)
+    }
+
+    fn heal(&self, rules: Vec<Rule>) -> Result<(), String> {
+        let fw = self.firewall.as_ref().ok_or("no nftables table")?;
+        for r in rules {
+            fw.heal(r).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Cuts members `who` from `ports` (a share `loss` of packets, or all), waits for the
+    /// others to own every queue (`take_over`), holds the cut for `hold`, heals, settles.
+    async fn cut_for(
+        &mut self,
+        what: &str,
+        who: &[usize],
+        ports: &[u16],
+        loss: Option<u8>,
+        hold: Duration,
+        take_over: bool,
+    ) -> Result<(), String> {
+        let rules = self.rules(who, ports, loss)?;
+        let cut: Vec<String> = who.iter().map(|&i| self.procs[i].name.clone()).collect();
+        say!("fleet: {what}: [{}], ports {ports:?}", cut.join(" "));
+        let t = Instant::now();
+        if take_over {
+            let others: Vec<String> = self
+                .procs
+                .iter()
+                .filter(|p| !cut.contains(&p.name))
+                .map(|p| p.name.clone())
+                .collect();
+            self.settle_among(what, &others, None).await?;
+            say!(
+                "fleet: {what}: the others own every queue {:.1} s after the cut",
+                t.elapsed().as_secs_f64()
+            );
+        }
+        // Let the others dispatch while the cut holds: a member that went on without its
+        // lease would overlap them.
+        tokio::time::sleep(hold).await;
+        self.heal(rules)?;
+        say!("fleet: {what}: healed");
+        self.settle(&format!("{what}, healed"), None).await
+    }
+
+    /// Member `i`'s links to `ports` cut and healed every 300 ms for 4 s.
+    async fn flap(&mut self, i: usize, ports: &[u16]) -> Result<(), String> {
+        let name = self
+            .procs
+            .get(i)
+            .map(|p| p.name.clone())
+            .unwrap_or_default();
+        say!("fleet: flapping links of {name}, ports {ports:?}");
+        let end = Instant::now() + Duration::from_secs(4);
+        while Instant::now() < end {
+            let rules = self.rules(&[i], ports, None)?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            self.heal(rules)?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        self.settle("flapping links, healed", None).await
+    }
+
     async fn settle(&mut self, what: &str, must_own: Option<&str>) -> Result<(), String> {
         let names: Vec<String> = self.procs.iter().map(|p| p.name.clone()).collect();
         self.settle_among(what, &names, must_own).await
@@ -224,11 +350,16 @@ impl Fleet {
                 .iter()
                 .map(|p| (p.name.as_str(), p.pid()))
                 .collect();
-            let reports = self
-                .spool
-                .reports(names)
-                .await
-                .map_err(|e| format!("reading the members' reports: {e}"))?;
+            // A slow answer (a loaded machine, a TLS reconnect) is retried until the deadline.
+            let reports = match self.spool.reports(names).await {
+                Ok(r) => r,
+                Err(e) if Instant::now() <= deadline => {
+                    say!("fleet: reading the members' reports: {e}; retrying");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                Err(e) => return Err(format!("reading the members' reports: {e}")),
+            };
             let mut count = vec![0u32; self.queues as usize];
             let mut missing = Vec::new();
             for n in names {

@@ -17,6 +17,7 @@
 //! is refused here even if it dispatched), then moves each id from the spool to `delivered`.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands as _, RedisResult, Script};
@@ -102,8 +103,8 @@ impl Spool {
     ///
     /// # Errors
     /// If Redis cannot be reached.
-    pub async fn connect(url: &str, prefix: &str) -> RedisResult<Spool> {
-        let client = redis::Client::open(url)?;
+    pub async fn connect(url: &str, prefix: &str, tls: Option<&Path>) -> RedisResult<Spool> {
+        let client = crate::tls::redis_client(url, tls)?;
         let conn = ConnectionManager::new(client).await?;
         Ok(Spool {
             conn,
@@ -311,7 +312,7 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let mut s = Spool::connect(&server.url(), "t:").await.unwrap();
+            let mut s = Spool::connect(&server.url(), "t:", None).await.unwrap();
             assert_eq!(s.inbox_tail().await.unwrap(), StreamPos::default());
             s.produce(3, 10, 1_000).await.unwrap();
             let (mid, _) = s.sync_read(3).await.unwrap();

@@ -41,6 +41,11 @@ pub struct Args {
     #[arg(long = "kill", value_name = "ROLE:STEP")]
     pub kills: Vec<Kill>,
 
+    /// Start redis-server serving TLS only, with client certificates, from a CA made for the
+    /// run; every connection of the run goes over TLS (`rediss://`).
+    #[arg(long)]
+    pub tls: bool,
+
     /// A killed target is not restarted: a third host, `spare`, takes its queues over
     /// (`claim` once an offer lapses, `reclaim` once a claim's lease runs out); only for
     /// target kills before the commit (`claim`, `fetch`, `spool`). A killed
@@ -240,6 +245,9 @@ pub fn parse() -> Args {
 pub fn check(args: &Args) -> Result<(), String> {
     if args.role.is_some() && (args.name.is_none() || args.boot.is_none() || args.dir.is_none()) {
         return Err("a child needs --name, --boot and --dir".into());
+    }
+    if args.tls && args.redis_url.is_some() && args.role.is_none() {
+        return Err("--tls starts the program's own redis-server (drop --redis-url)".into());
     }
     if args.redis_url.is_some() && args.kills.iter().any(|k| k.who == Who::Redis) {
         return Err(

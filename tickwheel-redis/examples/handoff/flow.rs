@@ -35,6 +35,10 @@ pub fn connect(rt: &Runtime, url: &str, h: &Host) -> Result<Custody, String> {
         lease: h.cfg.lease,
         offer_ttl: h.cfg.offer_ttl,
         prefix: h.cfg.prefix.clone(),
+        tls: match &h.cfg.tls {
+            Some(d) => Some(crate::tls::options(d).map_err(|e| fail("--tls", e))?),
+            None => None,
+        },
         ..Options::default()
     };
     let custody = CustodyOptions {

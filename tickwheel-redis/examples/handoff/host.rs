@@ -47,6 +47,8 @@ pub struct Config {
     pub spare_mode: bool,
     /// The run's Redis key prefix.
     pub prefix: String,
+    /// The run's CA and client identity (`--tls`).
+    pub tls: Option<PathBuf>,
 }
 
 /// The queue names of a run.
@@ -89,8 +91,8 @@ impl RefClock {
     /// skewed: only their rates are trusted, for the short life of a run). A server being
     /// restarted (a `redis:STEP` kill) is waited for: every error is retried, on a new
     /// connection, for up to [`RIDE_OUT`].
-    pub fn from_redis(url: &str) -> Result<RefClock, String> {
-        let client = redis::Client::open(url).map_err(|e| fail("redis url", e))?;
+    pub fn from_redis(url: &str, tls: Option<&Path>) -> Result<RefClock, String> {
+        let client = crate::tls::client(url, tls).map_err(|e| fail("redis url", e))?;
         let until = Instant::now() + RIDE_OUT;
         loop {
             match Self::anchor_once(&client) {
@@ -307,7 +309,8 @@ pub fn run(cfg: Config, url: &str) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| fail("tokio", e))?;
-    let host = Host::open(cfg, RefClock::from_redis(url)?, gates)?;
+    let clock = RefClock::from_redis(url, cfg.tls.as_deref())?;
+    let host = Host::open(cfg, clock, gates)?;
     let wall = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as i128);
@@ -522,7 +525,7 @@ mod tests {
             return;
         };
         let port = flaky_proxy(server.port(), 5);
-        let clock = RefClock::from_redis(&format!("redis://127.0.0.1:{port}/")).unwrap();
+        let clock = RefClock::from_redis(&format!("redis://127.0.0.1:{port}/"), None).unwrap();
         assert!(clock.reference_us(Instant::now()) > 1_600_000_000_000_000);
     }
 }

@@ -25,6 +25,7 @@ mod ledger;
 mod orchestrate;
 mod spool;
 mod steps;
+mod tls;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -54,7 +55,7 @@ fn main() -> ExitCode {
             role: role.into(),
             name,
             boot,
-            dir,
+            dir: dir.clone(),
             queues: args.queues,
             messages: args.messages,
             rate: args.rate,
@@ -62,6 +63,7 @@ fn main() -> ExitCode {
             lease: Duration::from_millis(args.lease_ms),
             offer_ttl: Duration::from_millis(args.offer_ttl_ms),
             spare_mode: args.spare || args.stop.is_some(),
+            tls: args.tls.then(|| dir.join("tls")),
             prefix,
         };
         let label = format!("{}#{}", cfg.name, cfg.boot);

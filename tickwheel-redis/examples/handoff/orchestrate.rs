@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use crate::spool::{self, Delivery, Record};
 use crate::steps::Role;
 use tickwheel_redis::chunk::Chunk;
 use tickwheel_redis::keys::{DEFAULT_PREFIX, QueueKeys};
-use tickwheel_redis::server::RedisServer;
+use tickwheel_redis::server::{RedisServer, ServerTls};
 
 /// A run that takes longer than this is stuck (the defaults finish in seconds).
 const STUCK: Duration = Duration::from_secs(300);
@@ -67,6 +67,19 @@ struct Run<'a> {
 pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
     let (server, url) = match &args.redis_url {
         Some(url) => (None, url.clone()),
+        None if args.tls => {
+            let t = dir.join("tls");
+            crate::tls::make(&t).map_err(|e| format!("certificates: {e}"))?;
+            let tls = ServerTls {
+                cert: t.join("server.crt"),
+                key: t.join("server.key"),
+                ca: t.join("ca.crt"),
+                auth_clients: true,
+            };
+            let s = RedisServer::start_tls(Some(dir), tls, &[]).map_err(|e| e.to_string())?;
+            let url = s.url();
+            (Some(s), url)
+        }
         None => {
             let s = RedisServer::start(Some(dir)).map_err(|e| e.to_string())?;
             let url = s.url();
@@ -117,6 +130,9 @@ impl Run<'_> {
         let mut cmd = Command::new(exe);
         if a.spare || a.stop.is_some() {
             cmd.arg("--spare");
+        }
+        if a.tls {
+            cmd.arg("--tls");
         }
         if let Some(skew) = a.faketime.iter().find(|s| s.role == role) {
             // The library itself, not the `faketime` wrapper: the PID must be the host's.
@@ -357,7 +373,11 @@ impl Run<'_> {
                 inputs.reported.insert(name.clone(), r);
             }
         }
-        inputs.in_redis = in_redis(&self.url, self.args.queues)?;
+        inputs.in_redis = in_redis(
+            &self.url,
+            self.args.queues,
+            self.args.tls.then(|| self.dir.join("tls")),
+        )?;
         Ok(inputs)
     }
 }
@@ -377,9 +397,9 @@ fn signal(sig: &str, pid: u32) -> Result<(), String> {
 
 /// The ids of every chunk still in Redis, each chunk decoded and checked against the owner
 /// record (queue, the offering epoch, index): a chunk that does not decode is an error.
-fn in_redis(url: &str, queues: u32) -> Result<Vec<u64>, String> {
+fn in_redis(url: &str, queues: u32, tls: Option<PathBuf>) -> Result<Vec<u64>, String> {
     let fail = |e: redis::RedisError| format!("reading Redis: {e}");
-    let client = redis::Client::open(url).map_err(fail)?;
+    let client = crate::tls::client(url, tls.as_deref()).map_err(fail)?;
     let mut c = client.get_connection().map_err(fail)?;
     let mut ids = Vec::new();
     for q in queue_names(queues) {

@@ -1,0 +1,210 @@
+//! The fleet over TLS against real servers: etcd serving clients over TLS only with
+//! client-certificate authentication and users enabled, redis-server TLS-only with mutual TLS
+//! and a password, a CA and certificates made at test time (rcgen). Two members share the
+//! queues (handoffs through Redis over TLS); a wrong CA is refused with a clear error; no
+//! password or key bytes appear in an error or a `Debug`.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use tickwheel_fleet::server::{EtcdServer, EtcdTls};
+use tickwheel_fleet::{FleetOptions, Member, RecoveryError};
+use tickwheel_redis::server::{RedisServer, ServerTls};
+use tickwheel_redis::{ClientIdentity, TlsOptions};
+
+const ETCD_PASSWORD: &str = "etcd-tls-pw-41d2";
+const REDIS_PASSWORD: &str = "redis-tls-pw-77ab";
+
+/// A CA; leaf certificates it signs for `127.0.0.1` and `localhost` (PEM, with their keys).
+struct Pki {
+    ca_pem: String,
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let issuer =
+            CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key")).expect("ca");
+        Pki {
+            ca_pem: issuer.pem(),
+            issuer,
+        }
+    }
+
+    /// (certificate, key), PEM.
+    fn leaf(&self) -> (String, String) {
+        let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .expect("params");
+        let key = KeyPair::generate().expect("key");
+        let cert = params.signed_by(&key, &self.issuer).expect("sign");
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+fn etcd_tls(ca_pem: &str, (cert, key): &(String, String)) -> etcd_client::TlsOptions {
+    etcd_client::TlsOptions::new()
+        .ca_certificate(etcd_client::Certificate::from_pem(ca_pem))
+        .identity(etcd_client::Identity::from_pem(cert, key))
+}
+
+fn redis_tls(ca_pem: &str, (cert, key): &(String, String)) -> TlsOptions {
+    TlsOptions {
+        root_cert_pem: Some(ca_pem.as_bytes().to_vec()),
+        client_identity: Some(ClientIdentity {
+            cert_pem: cert.as_bytes().to_vec(),
+            key_pem: key.as_bytes().to_vec(),
+        }),
+    }
+}
+
+/// TLS-only etcd and redis-server; `None` (skipped) where either is missing, outside CI.
+fn tls_servers(dir: &Path, pki: &Pki) -> Option<(EtcdServer, RedisServer)> {
+    let (cert, key) = pki.leaf();
+    let (cert, key, ca) = (
+        write(dir, "server.crt", &cert),
+        write(dir, "server.key", &key),
+        write(dir, "ca.crt", &pki.ca_pem),
+    );
+    let in_ci = std::env::var_os("CI").is_some();
+    let etcd = match EtcdServer::start_tls(EtcdTls {
+        cert: cert.clone(),
+        key: key.clone(),
+        ca: ca.clone(),
+    }) {
+        Ok(s) => s,
+        Err(e @ tickwheel_fleet::server::ServerError::NotInstalled { .. }) if !in_ci => {
+            eprintln!("skipping: {e}");
+            return None;
+        }
+        Err(e) => panic!("cannot start a TLS etcd: {e}"),
+    };
+    let tls = ServerTls {
+        cert,
+        key,
+        ca,
+        auth_clients: true,
+    };
+    let redis = match RedisServer::start_tls(
+        Some(&dir.join("redis")),
+        tls,
+        &[("requirepass", REDIS_PASSWORD)],
+    ) {
+        Ok(s) => s,
+        Err(e @ tickwheel_redis::server::ServerError::NotInstalled { .. }) if !in_ci => {
+            eprintln!("skipping: {e}");
+            return None;
+        }
+        Err(e) => panic!("cannot start a TLS redis-server: {e}"),
+    };
+    Some((etcd, redis))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_members_share_queues_over_tls_with_users_and_passwords() {
+    let dir = tempfile::tempdir().expect("dir");
+    let pki = Pki::new("tickwheel fleet test CA");
+    let Some((etcd, redis)) = tls_servers(dir.path(), &pki) else {
+        return;
+    };
+    assert!(etcd.url().starts_with("https://"));
+    let client = pki.leaf();
+    // Users: a root user with a password, then authentication on.
+    {
+        let co = etcd_client::ConnectOptions::new().with_tls(etcd_tls(&pki.ca_pem, &client));
+        let mut c = match etcd_client::Client::connect([etcd.url()], Some(co)).await {
+            Ok(c) => c,
+            Err(e) => panic!("connect over TLS: {e}"),
+        };
+        let steps = async {
+            c.user_add("root", ETCD_PASSWORD, None).await?;
+            c.user_grant_role("root", "root").await?;
+            c.auth_enable().await
+        };
+        if let Err(e) = steps.await {
+            panic!("enable etcd auth: {e}");
+        }
+    }
+    let mut opts = FleetOptions::new(
+        etcd.url(),
+        format!(
+            "rediss://default:{REDIS_PASSWORD}@127.0.0.1:{}/",
+            redis.port()
+        ),
+    )
+    .with_lease_ttl(Duration::from_secs(2));
+    opts.poll_interval = Duration::from_millis(100);
+    opts.handoff_timeout = Duration::from_secs(5);
+    opts.custody.retry_for = Duration::from_secs(3);
+    opts.etcd_user = Some(("root".into(), ETCD_PASSWORD.into()));
+    opts.etcd_tls = Some(etcd_tls(&pki.ca_pem, &client));
+    opts.redis.tls = Some(redis_tls(&pki.ca_pem, &client));
+    let secrets = [
+        ETCD_PASSWORD.to_owned(),
+        REDIS_PASSWORD.to_owned(),
+        client.1.lines().nth(1).unwrap_or_default().to_owned(),
+    ];
+    let opts_debug = format!("{opts:?}");
+    for s in &secrets {
+        assert!(
+            !opts_debug.contains(s.as_str()),
+            "a secret in FleetOptions' Debug"
+        );
+    }
+
+    let qs = queues(6);
+    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
+        panic!("register over TLS: {e}");
+    }
+    let a = join(&opts, "a", 3).await;
+    wait_until(Duration::from_secs(30), "a owns every queue", || {
+        a.owned().len() == qs.len()
+    })
+    .await;
+    let b = join(&opts, "b", 3).await;
+    // Placement splits the queues: some move from a to b through Redis over TLS.
+    wait_until(Duration::from_secs(30), "the queues are split", || {
+        let (na, nb) = (a.owned().len(), b.owned().len());
+        na > 0 && nb > 0 && na + nb == qs.len()
+    })
+    .await;
+    let owners = ownership(&[&a, &b]);
+    assert!(owners.values().all(|o| o.len() == 1), "{owners:?}");
+
+    // Another CA: refused, clearly, and without a secret.
+    let other = Pki::new("another CA");
+    let mut wrong = opts.clone();
+    wrong.etcd_tls = Some(etcd_tls(&other.ca_pem, &client));
+    let r = Member::<String, u64, String>::join(
+        wrong,
+        "w",
+        Arc::new(Sched::new()),
+        |_q: String| async { Ok::<_, RecoveryError>(Vec::new()) },
+    )
+    .await;
+    match r {
+        Ok(_) => panic!("joined through an etcd whose CA it does not trust"),
+        Err(e) => {
+            let text = format!("{e} {e:?}");
+            eprintln!("refused: {e}");
+            for s in &secrets {
+                assert!(!text.contains(s.as_str()), "a secret in the error: {text}");
+            }
+        }
+    }
+    drop(b);
+    drop(a);
+}

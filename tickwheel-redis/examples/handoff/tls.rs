@@ -1,0 +1,71 @@
+//! `--tls`: a CA and certificates made for the run (rcgen), a redis-server serving TLS only
+//! and asking for client certificates, and every connection of the run over it.
+
+use std::io;
+use std::path::Path;
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use tickwheel_redis::TlsOptions;
+
+fn err(e: rcgen::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// Writes `ca.crt`, `server.crt`/`server.key` (for 127.0.0.1 and localhost) and
+/// `client.crt`/`client.key` into `dir`.
+///
+/// # Errors
+/// If a certificate cannot be made or a file written.
+pub fn make(dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "tickwheel handoff run CA");
+    let issuer =
+        CertifiedIssuer::self_signed(ca, KeyPair::generate().map_err(err)?).map_err(err)?;
+    std::fs::write(dir.join("ca.crt"), issuer.pem())?;
+    for who in ["server", "client"] {
+        let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .map_err(err)?;
+        let key = KeyPair::generate().map_err(err)?;
+        let cert = params.signed_by(&key, &issuer).map_err(err)?;
+        std::fs::write(dir.join(format!("{who}.crt")), cert.pem())?;
+        std::fs::write(dir.join(format!("{who}.key")), key.serialize_pem())?;
+    }
+    Ok(())
+}
+
+/// The run's CA and client identity, for [`tickwheel_redis::Options::tls`].
+///
+/// # Errors
+/// If a file cannot be read.
+pub fn options(dir: &Path) -> io::Result<TlsOptions> {
+    TlsOptions::from_files(
+        &dir.join("ca.crt"),
+        Some((&dir.join("client.crt"), &dir.join("client.key"))),
+    )
+}
+
+/// A Redis client for `url`, over the run's TLS when `dir` is given.
+///
+/// # Errors
+/// If the URL does not parse or a file cannot be read.
+pub fn client(url: &str, dir: Option<&Path>) -> redis::RedisResult<redis::Client> {
+    let Some(dir) = dir else {
+        return redis::Client::open(url);
+    };
+    let tls = options(dir).map_err(redis::RedisError::from)?;
+    // rustls needs a process-wide crypto provider; an error means one is installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    redis::Client::build_with_tls(
+        url,
+        redis::TlsCertificates {
+            client_tls: tls.client_identity.map(|c| redis::ClientTlsConfig {
+                client_cert: c.cert_pem,
+                client_key: c.key_pem,
+            }),
+            root_cert: tls.root_cert_pem,
+        },
+    )
+}
