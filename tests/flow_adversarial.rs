@@ -765,3 +765,163 @@ fn queue_counts_consistent_with_len_and_stats() {
         assert!(c.parked <= c.pending);
     }
 }
+
+/// Several dispatcher threads on one scheduler hand timers to workers that finish out of
+/// order; some handlers panic. A queue's in-flight count never passes its limit, and
+/// every timer is delivered or ends in a panic exactly once.
+#[test]
+fn concurrency_limit_with_several_dispatchers_and_panicking_handlers() {
+    let s: Arc<Sched> = Arc::new(Scheduler::builder().shards(4).build());
+    let limits = [1usize, 2, 4];
+    for (q, l) in limits.iter().enumerate() {
+        s.set_concurrency(&(q as u8), Some(*l));
+    }
+    let flying: Arc<Vec<AtomicUsize>> = Arc::new((0..3).map(|_| AtomicUsize::new(0)).collect());
+    let faults = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (work_tx, work_rx) = std::sync::mpsc::channel::<tickwheel::sync::Due<u8, u64, u64>>();
+    let work_rx = Arc::new(Mutex::new(work_rx));
+    let (end_tx, end_rx) = std::sync::mpsc::channel::<u64>();
+    let mut dispatchers = Vec::new();
+    for _ in 0..3 {
+        let (flying, faults, work_tx, end_tx) = (
+            Arc::clone(&flying),
+            Arc::clone(&faults),
+            work_tx.clone(),
+            end_tx.clone(),
+        );
+        dispatchers.push(s.spawn_dispatcher(move |due| {
+            let q = usize::from(*due.queue());
+            let f = flying[q].fetch_add(1, Ordering::SeqCst) + 1;
+            if f > limits[q] {
+                faults
+                    .lock()
+                    .unwrap()
+                    .push(format!("q{q}: {f} in flight > {}", limits[q]));
+            }
+            if due.value() % 7 == 0 {
+                flying[q].fetch_sub(1, Ordering::SeqCst);
+                end_tx.send(*due.id()).unwrap();
+                panic!("handler fails on {}", due.id()); // the Due drops in the unwind
+            }
+            work_tx.send(due).unwrap();
+        }));
+    }
+    drop((work_tx, end_tx.clone()));
+    let mut workers = Vec::new();
+    for w in 0..3u64 {
+        let (rx, flying, end_tx) = (Arc::clone(&work_rx), Arc::clone(&flying), end_tx.clone());
+        workers.push(std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(w);
+            let mut held: Vec<tickwheel::sync::Due<u8, u64, u64>> = Vec::new();
+            loop {
+                let next = rx.lock().unwrap().recv_timeout(Duration::from_millis(2));
+                match next {
+                    Ok(due) => held.push(due),
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) if held.is_empty() => {
+                        return;
+                    }
+                    Err(_) => {}
+                }
+                // Finish a random one of those held: out of order.
+                if !held.is_empty() && (rng.gen_bool(0.5) || next_is_idle(&held)) {
+                    let due = held.swap_remove(rng.gen_range(0..held.len()));
+                    let q = usize::from(*due.queue());
+                    let id = *due.id();
+                    flying[q].fetch_sub(1, Ordering::SeqCst);
+                    drop(due);
+                    end_tx.send(id).unwrap();
+                }
+            }
+        }));
+    }
+    drop(end_tx);
+    std::panic::set_hook(Box::new(|_| {}));
+    let n = 600u64;
+    let now = Instant::now();
+    for id in 0..n {
+        s.schedule((id % 3) as u8, id, now, id).unwrap();
+    }
+    let mut ended = HashMap::<u64, u32>::new();
+    while (ended.len() as u64) < n {
+        let id = end_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a timer was lost");
+        *ended.entry(id).or_default() += 1;
+    }
+    let panics: u64 = dispatchers.iter().map(|d| d.panics()).sum();
+    for d in dispatchers {
+        d.shutdown();
+    }
+    let _ = std::panic::take_hook();
+    assert_eq!(panics, (0..n).filter(|v| v % 7 == 0).count() as u64);
+    let faults = faults.lock().unwrap();
+    assert!(faults.is_empty(), "{:?}", &faults[..faults.len().min(5)]);
+    assert!(ended.values().all(|&c| c == 1));
+    assert_eq!((s.len(), s.in_flight_len()), (0, 0));
+    drop(work_rx);
+    for w in workers {
+        w.join().unwrap();
+    }
+}
+
+fn next_is_idle<T>(held: &[T]) -> bool {
+    held.len() > 3
+}
+
+#[cfg(feature = "tokio")]
+mod stream {
+    use std::sync::Arc;
+
+    use futures_util::StreamExt;
+    use tickwheel::sync::{RateLimit, Scheduler};
+    use tokio::time::{Duration, Instant};
+
+    /// The async stream hands out nothing of a held queue, wakes for a release, and
+    /// sleeps until a throttle wake-up rather than polling (paused clock: time jumps to
+    /// the next timer; a missed wake-up shows as a hand-out at the far marker).
+    #[tokio::test(start_paused = true)]
+    async fn due_stream_respects_hold_and_rate() {
+        let t0 = Instant::now().into_std();
+        let s: Arc<Scheduler<u8, u64, u64>> = Arc::new(Scheduler::builder().origin(t0).build());
+        s.hold_queue(&1);
+        s.set_rate(&2, Some(RateLimit::per_second(10)));
+        for id in 0..5 {
+            s.schedule(1, id, t0, id).unwrap();
+            s.schedule(2, 10 + id, t0, id).unwrap();
+        }
+        // A far marker: if a wake-up is missed, the next hand-out is at 1 h.
+        s.schedule(3, 99, t0 + std::time::Duration::from_secs(3600), 0)
+            .unwrap();
+        let mut stream = s.due_stream();
+        let mut got = Vec::new();
+        for _ in 0..5 {
+            let due = stream.next().await.unwrap();
+            got.push((*due.queue(), *due.id(), Instant::now().into_std() - t0));
+        }
+        for (k, (q, id, at)) in got.iter().enumerate() {
+            assert_eq!((*q, *id), (2, 10 + k as u64), "{got:?}");
+            assert!(*at >= Duration::from_millis(100) * k as u32, "{got:?}");
+            assert!(
+                *at < Duration::from_millis(100) * k as u32 + Duration::from_millis(20),
+                "no poll wait: {got:?}"
+            );
+        }
+        let s2 = Arc::clone(&s);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            s2.release_queue(&1);
+        });
+        let mut ones = Vec::new();
+        for _ in 0..5 {
+            let due = stream.next().await.unwrap();
+            assert_eq!(*due.queue(), 1, "held queue before its release");
+            ones.push(*due.id());
+            let at = Instant::now().into_std() - t0;
+            assert!(
+                at >= Duration::from_secs(10) && at < Duration::from_secs(11),
+                "{at:?}"
+            );
+        }
+        assert_eq!(ones, [0, 1, 2, 3, 4]);
+    }
+}
