@@ -925,3 +925,199 @@ mod stream {
         assert_eq!(ones, [0, 1, 2, 3, 4]);
     }
 }
+
+/// Parked timers stay in custody: cancel, reschedule, drain, freeze and retry reach them,
+/// and the counts follow.
+#[test]
+fn parked_timers_answer_cancel_reschedule_drain_freeze() {
+    let t0 = Instant::now();
+    let s = sched(4, t0);
+    s.hold_queue(&1);
+    for id in 0..6 {
+        s.schedule(1, id, t0 + ms(id), id).unwrap();
+    }
+    let now = t0 + ms(10);
+    assert_eq!(s.pop_due(now, 10).len(), 0);
+    assert_eq!(s.queue_counts(&1).parked, 6);
+    assert!(matches!(s.cancel(&0), Cancel::Cancelled(0)));
+    assert_eq!(s.queue_counts(&1).parked, 5);
+    // Rescheduled into the future: no longer parked, due at its new deadline.
+    s.reschedule(&1, t0 + ms(50)).unwrap();
+    let c = s.queue_counts(&1);
+    assert_eq!(
+        (c.pending, c.parked),
+        (5, 4),
+        "a rescheduled member is not due any more"
+    );
+    assert_eq!(s.release_queue(&1), 4);
+    let ids: Vec<u64> = s.pop_due(now, 10).map(|d| *d.id()).collect();
+    assert_eq!(ids, [2, 3, 4, 5]);
+    assert_eq!(
+        s.pop_due(t0 + ms(50), 10)
+            .map(|d| *d.id())
+            .collect::<Vec<_>>(),
+        [1]
+    );
+
+    // Retry of an in-flight timer into a held queue: parked, not handed out.
+    s.schedule(1, 10, now, 10).unwrap();
+    let due = s.pop_due(now, 10).next().unwrap();
+    s.hold_queue(&1);
+    due.retry_at(now).unwrap();
+    assert_eq!(s.pop_due(now, 10).len(), 0, "retried into a held queue");
+    // Drain takes the parked one; the hold stays.
+    let d = s.drain_queue(&1);
+    assert_eq!(d.cancelled.iter().map(|p| p.0).collect::<Vec<_>>(), [10]);
+    assert_eq!(s.queue_counts(&1).parked, 0);
+    assert!(s.is_held(&1));
+    // Freeze hands parked ones back.
+    s.schedule(1, 11, now, 11).unwrap();
+    assert_eq!(s.pop_due(now, 10).len(), 0);
+    let f = s.freeze_queue(&1);
+    assert_eq!(f.pending.iter().map(|e| e.id).collect::<Vec<_>>(), [11]);
+    assert_eq!((s.len(), s.queue_counts(&1).parked), (0, 0));
+    s.unfreeze_queue(&1);
+    assert!(s.is_held(&1), "a freeze does not lift the hold");
+}
+
+#[test]
+fn release_under_a_concurrency_limit_and_rate_changes_at_run_time() {
+    let t0 = Instant::now();
+    let s = sched(8, t0);
+    s.hold_queue(&1);
+    s.set_concurrency(&1, Some(1));
+    for id in 0..4 {
+        s.schedule(1, id, t0, id).unwrap();
+    }
+    assert_eq!(s.pop_due(t0, 10).len(), 0);
+    s.release_queue(&1);
+    let first: Vec<_> = s.pop_due(t0, 10).collect();
+    assert_eq!(first.len(), 1, "released, but limit 1");
+    s.set_concurrency(&1, Some(0));
+    drop(first);
+    assert_eq!(s.pop_due(t0, 10).len(), 0, "limit 0 after release");
+    s.set_concurrency(&1, None);
+    s.set_rate(&1, Some(RateLimit::per_second(1)));
+    let a: Vec<u64> = s.pop_due(t0, 10).map(|d| *d.id()).collect();
+    assert_eq!(a, [1], "rate 1/s");
+    assert!(s.queue_counts(&1).throttled);
+    // Lifting the rate takes effect at once.
+    s.set_rate(&1, None);
+    let b: Vec<u64> = s.pop_due(t0 + ms(1), 10).map(|d| *d.id()).collect();
+    assert_eq!(b, [2, 3], "rate lifted: the throttled ones at once");
+    assert_eq!(s.len(), 0);
+}
+
+/// Documented: "Changes take effect at once (the queue's GCRA state is kept across them)".
+/// A raised rate does not help a throttled queue until the old rate's next permitted
+/// instant; right after the change `next_deadline` says "now" though nothing comes out.
+#[test]
+#[ignore = "fails: after raising 1/h to 1000/s, the 3 throttled timers still wait ~3600 s"]
+fn raising_the_rate_takes_effect_at_once() {
+    let t0 = Instant::now();
+    let s = sched(2, t0);
+    s.set_rate(
+        &1,
+        Some(RateLimit {
+            count: 1,
+            per: Duration::from_secs(3600),
+            burst: 1,
+        }),
+    );
+    for id in 0..4 {
+        s.schedule(1, id, t0, id).unwrap();
+    }
+    assert_eq!(s.pop_due(t0, 10).count(), 1);
+    s.set_rate(&1, Some(RateLimit::per_second(1000).with_burst(10)));
+    // Documented: changes take effect at once, the GCRA state kept. Within a second at the
+    // new rate, the remaining three must be permitted, not wait out the hour.
+    let late = s.next_deadline();
+    let out = s.pop_due(t0 + Duration::from_secs(1), 10).count();
+    assert_eq!(
+        out,
+        3,
+        "still throttled by the old rate; next_deadline {:?}",
+        late.map(|l| l - t0)
+    );
+}
+
+/// Between `hold_queue` returning and `release_queue` starting, no `pop_due`,
+/// `pop_due_queue` or `flush_queue` that started after the hold hands out a timer of the
+/// queue, while producers keep scheduling into it.
+#[test]
+fn hold_is_watertight_while_pollers_and_flushes_run() {
+    use std::sync::atomic::AtomicU64;
+    for shards in [1, 2, 64] {
+        let t0 = Instant::now();
+        let s = Arc::new(sched(shards, t0));
+        // Epoch: odd while held (hold returned, release not started).
+        let epoch = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let faults = Arc::new(Mutex::new(Vec::<String>::new()));
+        let mut hs = Vec::new();
+        for t in 0..2u64 {
+            let (s, epoch, stop, faults) = (
+                Arc::clone(&s),
+                Arc::clone(&epoch),
+                Arc::clone(&stop),
+                Arc::clone(&faults),
+            );
+            hs.push(std::thread::spawn(move || {
+                let mut k = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    k += 1;
+                    let before = epoch.load(Ordering::SeqCst);
+                    let far = t0 + Duration::from_secs(10);
+                    let out: Vec<_> = if (k + t) % 3 == 0 {
+                        s.flush_queue(&1, t0);
+                        s.pop_due_queue(&1, far, 5).collect()
+                    } else {
+                        s.pop_due(far, 5).collect()
+                    };
+                    let after = epoch.load(Ordering::SeqCst);
+                    for d in &out {
+                        if *d.queue() == 1 && before == after && before % 2 == 1 {
+                            faults
+                                .lock()
+                                .unwrap()
+                                .push(format!("{} handed out in held epoch {before}", d.id()));
+                        }
+                    }
+                }
+            }));
+        }
+        let mut id = 0u64;
+        for round in 0..200 {
+            for _ in 0..5 {
+                s.schedule(1, id, t0 + Duration::from_micros(id % 100), id)
+                    .unwrap();
+                id += 1;
+            }
+            if round % 2 == 0 {
+                s.hold_queue(&1);
+                epoch.fetch_add(1, Ordering::SeqCst);
+            } else {
+                epoch.fetch_add(1, Ordering::SeqCst);
+                s.release_queue(&1);
+            }
+            std::thread::yield_now();
+        }
+        stop.store(true, Ordering::SeqCst);
+        for h in hs {
+            h.join().unwrap();
+        }
+        let faults = faults.lock().unwrap();
+        assert!(
+            faults.is_empty(),
+            "shards {shards}: {:?}",
+            &faults[..faults.len().min(5)]
+        );
+        let left: usize = s.pop_due(t0 + Duration::from_secs(10), usize::MAX).count();
+        assert_eq!(
+            s.len(),
+            0,
+            "shards {shards}: {left} popped at the end, {} pending",
+            s.len()
+        );
+    }
+}
