@@ -298,3 +298,107 @@ fn async_mode_flush_then_reopen_keeps_everything() {
         assert_eq!(j.len(), 500);
     }
 }
+
+/// Runs `full_disk_child(strict)` in a child run of this test binary under a file-size
+/// limit (`ulimit -f`, SIGXFSZ ignored): a full disk. Returns the child's output and the
+/// journal directory.
+fn run_full_disk_child(test: &str) -> (String, tempfile::TempDir) {
+    let exe = std::env::current_exe().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 4096; exec '{}' --exact {test} --nocapture --test-threads 1 --include-ignored",
+        exe.display()
+    );
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .env("JOURNAL_FSIZE_CHILD", dir.path())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "child failed: {text}");
+    assert!(text.contains("CHILD-OK"), "{text}");
+    (text, dir)
+}
+
+/// A full disk: the journal's writes start failing. Every later change returns `Err`
+/// without a panic, and what was acknowledged comes back on a re-open.
+#[test]
+fn a_failing_engine_errs_without_panic() {
+    if std::env::var_os("JOURNAL_FSIZE_CHILD").is_some() {
+        return full_disk_child(false);
+    }
+    let (text, dir) = run_full_disk_child("a_failing_engine_errs_without_panic");
+    let j: J = Durable::open(dir.path(), opts()).unwrap();
+    let after = text.split("CHILD-OK ").nth(1).unwrap();
+    let acked: usize = after.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(acked > 0);
+    assert!(j.len() >= acked, "{} back, {acked} acknowledged", j.len());
+}
+
+/// As above, and "the journal refuses every later change": a refused call changes
+/// nothing in memory (a refused cancel or drain leaves its timers pending rather than
+/// dropping them with the error), and `pop_due` refuses too.
+#[test]
+#[ignore = "fails: after an engine failure, schedule still adds in memory, cancel/drain take timers out of memory and return Err (values lost to the caller), pop_due returns Ok"]
+fn a_failing_engine_refuses_every_later_change() {
+    if std::env::var_os("JOURNAL_FSIZE_CHILD").is_some() {
+        return full_disk_child(true);
+    }
+    let _ = run_full_disk_child("a_failing_engine_refuses_every_later_change");
+}
+
+fn full_disk_child(strict: bool) {
+    let dir = std::env::var_os("JOURNAL_FSIZE_CHILD").unwrap();
+    let j: J = Durable::open(&dir, opts()).unwrap();
+    let far = Instant::now() + Duration::from_secs(3600);
+    let mut acked = 0usize;
+    let mut failed_at = None;
+    for id in 0..10_000u64 {
+        match j.schedule("q".into(), id, far, "x".repeat(20_000)) {
+            Ok(r) => {
+                r.unwrap();
+                acked += 1;
+            }
+            Err(e) => {
+                failed_at = Some((id, e));
+                break;
+            }
+        }
+    }
+    let (id, e) = failed_at.expect("the file-size limit was never hit");
+    eprintln!("first error at {id}: {e:?}");
+    assert!(matches!(e, Error::Engine(_) | Error::Closed(_)), "{e:?}");
+    let len0 = j.len();
+    let later = j.schedule("q".into(), 1_000_000, far, "small".into());
+    assert!(later.is_err(), "a change after the failure was accepted");
+    let len1 = j.len();
+    assert!(j.cancel(&0).is_err(), "cancel after the failure");
+    let len2 = j.len();
+    assert!(
+        j.reschedule(&1, far).is_err(),
+        "reschedule after the failure"
+    );
+    assert!(
+        j.drain_queue(&"q".to_string()).is_err(),
+        "drain after the failure"
+    );
+    let len3 = j.len();
+    let popped = j
+        .pop_due(far + Duration::from_secs(1), 10)
+        .map(|b| b.count());
+    assert!(j.flush().is_err(), "flush after the failure");
+    eprintln!("lens {len0} {len1} {len2} {len3}, pop_due {popped:?}");
+    if strict {
+        assert_eq!(len1, len0, "a refused schedule is pending in memory");
+        assert_eq!(len2, len0, "a refused cancel took the timer out of memory");
+        assert_eq!(len3, len0, "a refused drain took the timers out of memory");
+        assert!(popped.is_err(), "pop_due after the failure: {popped:?}");
+    }
+    assert!(j.close().is_err(), "close after the failure");
+    println!("CHILD-OK {acked}");
+}
