@@ -402,3 +402,65 @@ fn full_disk_child(strict: bool) {
     assert!(j.close().is_err(), "close after the failure");
     println!("CHILD-OK {acked}");
 }
+
+#[test]
+fn a_duplicate_id_is_refused_and_not_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let far = Instant::now() + Duration::from_secs(3600);
+    {
+        let j: J = Durable::open(dir.path(), opts()).unwrap();
+        j.schedule("q".into(), 1, far, "first".into())
+            .unwrap()
+            .unwrap();
+        let dup = j.schedule("r".into(), 1, far, "second".into()).unwrap();
+        assert!(dup.is_err(), "the scheduler refuses a live id");
+        j.close().unwrap();
+    }
+    let j: J = Durable::open(dir.path(), opts()).unwrap();
+    assert_eq!(j.len(), 1);
+    let due = j
+        .pop_due(far + Duration::from_secs(1), 10)
+        .unwrap()
+        .next()
+        .unwrap();
+    assert_eq!((due.queue().as_str(), due.value().as_str()), ("q", "first"));
+}
+
+#[test]
+fn concurrent_batched_producers_all_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let far = Instant::now() + Duration::from_secs(3600);
+    {
+        let j: std::sync::Arc<J> =
+            std::sync::Arc::new(Durable::open(dir.path(), Options::new()).unwrap());
+        let hs: Vec<_> = (0..4u64)
+            .map(|t| {
+                let j = std::sync::Arc::clone(&j);
+                std::thread::spawn(move || {
+                    for k in 0..300u64 {
+                        let id = t * 10_000 + k;
+                        j.schedule(format!("q{t}"), id, far, id.to_string())
+                            .unwrap()
+                            .unwrap();
+                        if k % 10 == 0 {
+                            assert!(matches!(j.cancel(&id).unwrap(), Cancel::Cancelled(_)));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        // Dropped without close: documented to write and sync as close does.
+    }
+    let mut last = (0, 0);
+    let j: J = Durable::open_with_progress(dir.path(), opts(), |done, total| last = (done, total))
+        .unwrap();
+    assert_eq!(j.len(), 4 * 270);
+    assert_eq!(
+        last.0,
+        4 * 270,
+        "the last progress call counts every timer ({last:?})"
+    );
+}
