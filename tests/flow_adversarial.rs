@@ -1121,3 +1121,90 @@ fn hold_is_watertight_while_pollers_and_flushes_run() {
         );
     }
 }
+
+#[test]
+fn admission_limit_capacity_edges() {
+    let l = tickwheel::admission::Limit::new(10);
+    for cap in [0, 1, u64::MAX, 7, 0, u64::MAX - 1] {
+        l.set_capacity(cap);
+        assert_eq!((l.capacity(), l.available()), (cap, cap));
+    }
+}
+
+#[test]
+fn counts_of_unknown_queue_and_rate_through_pop_due_queue() {
+    let t0 = Instant::now();
+    let s = sched(4, t0);
+    let c = s.queue_counts(&42);
+    assert_eq!(
+        (c.pending, c.in_flight, c.parked, c.held, c.throttled),
+        (0, 0, 0, false, false)
+    );
+    s.set_rate(&1, Some(RateLimit::per_second(10)));
+    s.set_rate(&2, Some(RateLimit::per_second(4)));
+    for id in 0..3 {
+        s.schedule(1, id, t0, id).unwrap();
+        s.schedule(2, 10 + id, t0, id).unwrap();
+    }
+    assert_eq!(
+        s.pop_due_queue(&1, t0, 10).count(),
+        1,
+        "rate applies to pop_due_queue"
+    );
+    assert_eq!(s.pop_due_queue(&2, t0, 10).count(), 1);
+    // (pop_due_queue leaves the refused ones due, see below; a pop_due parks them.)
+    assert_eq!(s.pop_due(t0, 10).count(), 0);
+    // The earliest permitted instant of the two throttled queues.
+    assert_eq!(s.next_deadline(), Some(t0 + ms(100)));
+    assert_eq!(
+        s.pop_due(t0 + ms(100), 10)
+            .map(|d| *d.id())
+            .collect::<Vec<_>>(),
+        [1]
+    );
+    assert_eq!(
+        s.pop_due(t0 + ms(250), 10)
+            .map(|d| *d.id())
+            .collect::<Vec<_>>(),
+        [11, 2],
+        "schedule order at one deadline"
+    );
+    // Far future flush and release of an empty held queue: no panic, counts hold.
+    s.hold_queue(&3);
+    assert_eq!(
+        s.flush_queue(&3, t0 + Duration::from_secs(86_400 * 365 * 50)),
+        0
+    );
+    assert_eq!(s.release_queue(&3), 0);
+    s.schedule(1, 100, t0 + Duration::from_secs(86_400 * 365 * 30), 0)
+        .unwrap();
+    assert_eq!(
+        s.flush_queue(&1, t0 + Duration::from_secs(86_400 * 365 * 50)),
+        0,
+        "already due then"
+    );
+    assert_eq!(s.flush_queue(&1, t0 + Duration::from_secs(1)), 1);
+    assert_eq!(
+        s.pop_due(t0 + Duration::from_secs(1), 10)
+            .map(|d| *d.id())
+            .collect::<Vec<_>>(),
+        [12, 100]
+    );
+}
+
+/// `pop_due_queue`: "a member refused is parked, as by `pop_due`"; `set_rate`: the queue
+/// gets a wake-up at the permitted instant and `queue_counts` shows `throttled`.
+#[test]
+#[ignore = "fails: after pop_due_queue is throttled, parked 0, and next_deadline is t0 (not t0 + 100 ms)"]
+fn pop_due_queue_parks_a_throttled_member() {
+    let t0 = Instant::now();
+    let s = sched(4, t0);
+    s.set_rate(&1, Some(RateLimit::per_second(10)));
+    for id in 0..3 {
+        s.schedule(1, id, t0, id).unwrap();
+    }
+    assert_eq!(s.pop_due_queue(&1, t0, 10).count(), 1);
+    let c = s.queue_counts(&1);
+    assert_eq!((c.parked, c.throttled), (2, true));
+    assert_eq!(s.next_deadline(), Some(t0 + ms(100)));
+}
