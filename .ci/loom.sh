@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # loom: runs the models of the scheduler's atomics and locks (the tests named `loom_*`,
-# beside the code they check; see src/loom.rs) under every interleaving loom explores,
-# within LOOM_MAX_PREEMPTIONS preemptions per run.
+# in src/sync/tests/loom.rs; see src/loom.rs) under every interleaving loom explores, within
+# LOOM_MAX_PREEMPTIONS preemptions per run.
 #
 # A target directory of its own: `--cfg loom` changes every crate's flags, so sharing
 # target/ would rebuild everything on each switch. Measured on 2 shared cores from an empty

@@ -1,5 +1,5 @@
 //! A simulated server admitting requests under a global and per-connection limits, on
-//! `tickwheel::sync::admission` and then, on the same workload, on `tokio::sync::Semaphore`
+//! `tickwheel::admission` and then, on the same workload, on `tokio::sync::Semaphore`
 //! with `tokio::time::timeout`.
 //!
 //! ```text
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use tickwheel::sync::admission::{AcquireError, AdmissionQueue, Limit, Order};
+use tickwheel::admission::{AcquireError, AdmissionQueue, Limit, Order};
 use tokio::sync::Semaphore;
 
 // ---------------------------------------------------------------------------------------------

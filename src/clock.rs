@@ -528,12 +528,14 @@ impl<T> TimerWheel<T> {
     /// (earlier when that deadline is more than 64 ticks away: then it is when its wheel
     /// slot cascades). `None` when no pending timer will ever fire: none is pending, or
     /// every pending one is *never due* (see the [module docs](self)); check
-    /// [`is_empty`](TimerWheel::is_empty) to tell the two apart. (A wheel with only never-due
-    /// timers may also answer an instant at which a poll then returns nothing.)
-    /// O(levels).
+    /// [`is_empty`](TimerWheel::is_empty) to tell the two apart. A never-due timer never
+    /// sets the answer, also where the instant its slot cascades at is representable.
+    ///
+    /// O(levels), plus a [`Wheel::peek`] when the answer would be a tick at which a
+    /// never-due timer's slot cascades.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.wheel
-            .next_expiration()
+            .next_expiration_or_never()
             .filter(|&tick| tick != u64::MAX)
             .and_then(|tick| self.clock.instant_of(tick))
     }

@@ -19,12 +19,15 @@
 //! | the same with `std::time::Instant` deadlines | [`TimerWheel<T>`] | [`clock`] |
 //! | cancel or reset by your own id ("message 42") instead of a key | [`IndexedWheel<K, T>`] | [`indexed`] |
 //! | many threads, named queues, dispatch outside the lock, drains, freezes | [`sync::Scheduler`] | [`sync`] |
-//! | requests waiting, with deadlines, for scarce capacity (bytes, slots) | [`sync::admission::AdmissionQueue`], [`sync::admission::WaitQueue`] | [`sync::admission`] |
 //! | a drop-in for `tokio_util::time::DelayQueue` | `tokio::DelayQueue` | `tokio` (feature `tokio`) |
 //! | an async dispatcher stream for the scheduler | `tokio::DueStream` from `Scheduler::due_stream` | `tokio` (feature `tokio`) |
+//! | requests waiting, with deadlines, for scarce capacity (bytes, slots) | [`admission::AdmissionQueue`], [`admission::WaitQueue`] | [`admission`] |
 //!
-//! A lower layer never depends on a higher one: [`Wheel`] has no clock, no lock and no
-//! allocation beyond its arena and slots. Moving a frozen queue to another host through Redis
+//! The rows are the layers, in order, one module (and folder of `src/`) each: 1 [`wheel`],
+//! 2 [`clock`], 3 [`indexed`], 4 [`sync`], 5 `tokio`, 6 [`admission`]. A lower layer never
+//! depends on a higher one: [`Wheel`] has no clock, no lock and no allocation beyond its
+//! arena and slots. Admission uses only layers 1 and 2; its async `acquire_async` is in
+//! [`admission`] too (feature `tokio`). Moving a frozen queue to another host through Redis
 //! is the separate crate [`tickwheel-redis`](https://docs.rs/tickwheel-redis).
 //!
 //! # Guarantees
@@ -33,18 +36,25 @@
 //! - **Never skipped**: once `poll(now)` returns `None`, no pending timer has a deadline at or
 //!   before `now`, whatever the cadence of polls.
 //! - **Order**: deadline order; equal deadlines in insertion order for timers never reset.
-//! - **Stale keys are harmless**: no operation through a stale or foreign key touches another
-//!   timer, and none panics, except where a drop-in API must panic as the original does (each
-//!   such method of `tokio::DelayQueue` has a `try_*` twin).
+//! - **Stale keys are harmless**: no operation through a stale key touches another timer,
+//!   and none panics, except where a drop-in API must panic as the original does (each such
+//!   method of `tokio::DelayQueue` has a `try_*` twin).
+//! - **Foreign keys almost always miss**: a key of another wheel answers like a stale one,
+//!   except for a pair of wheels whose generation offsets happen to lie close (about
+//!   `R / 2^31` of pairs for indexes reused fewer than `R` times; never between two of a
+//!   process's first 2^32 wheels driven alike, nor between two made one after the other among
+//!   its first 4 096 below 65 536 reuses of an index). [`TimerKey`] states the exact
+//!   rule; keep keys with their wheel where the answer must be certain.
 //! - **Whole range**: any `u64` deadline; past deadlines fire on the next poll.
 //! - **Bounded memory**: references left behind by cancels are bounded in proportion to the
 //!   live timers ([`Wheel::stats`] gives the exact bound); `shrink_to_fit` gives memory back.
 //! - **Exactly once** (scheduler): every scheduled timer ends exactly once: delivered through
-//!   a [`sync::Due`], or returned by `cancel`, `drain_queue` or `freeze_queue`. In-flight
+//!   a [`sync::Due`], or returned by `cancel`, `drain_queue`, `freeze_queue` or
+//!   `take_forwarded`. In-flight
 //!   timers are reported, not lost.
 //!
 //! Each module's documentation states its own contract in full ([`wheel`], [`clock`],
-//! [`sync`], [`sync::admission`], and `tokio`).
+//! [`sync`], [`admission`], and `tokio`).
 //!
 //! # One example per layer
 //!
@@ -124,11 +134,11 @@
 //! assert_eq!(sched.len(), 1);
 //! ```
 //!
-//! [`sync::admission`]: a FIFO wait queue of expiring tickets over a local and a global limit.
+//! [`admission`]: a FIFO wait queue of expiring tickets over a local and a global limit.
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use tickwheel::sync::admission::{AdmissionQueue, Limit, Order};
+//! use tickwheel::admission::{AdmissionQueue, Limit, Order};
 //!
 //! let global = Limit::new(1024); // KiB for the whole process
 //! let conn = AdmissionQueue::with_options(256, Some(global.clone()), Order::Strict, Duration::from_millis(1));
@@ -176,7 +186,7 @@
 //!
 //! | feature | adds |
 //! |---|---|
-//! | `tokio` | the `tokio` module: `DelayQueue`, `Scheduler::due_stream`, `AdmissionQueue::acquire_async` |
+//! | `tokio` | the `tokio` module (`DelayQueue`, `Scheduler::due_stream`) and `AdmissionQueue::acquire_async` |
 //! | `serde` | `Serialize`/`Deserialize` for the scheduler's handoff snapshot ([`sync::snapshot`]) |
 //! | `metrics` | gauges, counters and a lateness histogram through the `metrics` facade ([`sync::observe`]) |
 //! | `tracing` | a `tracing` event per drain, freeze, unfreeze and import ([`sync::observe`]) |
@@ -187,6 +197,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod admission;
 pub mod clock;
 pub mod indexed;
 mod loom;

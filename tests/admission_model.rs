@@ -4,7 +4,7 @@
 //! same order, and leave the same capacity everywhere.
 
 use proptest::prelude::*;
-use tickwheel::sync::admission::{
+use tickwheel::admission::{
     Cancel, Limit, Order, Outcome, RegisterError, Resolved, Ticket, WaitQueue,
 };
 

@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use tickwheel::sync::admission::{AcquireError, AdmissionQueue, Limit, Order};
+use tickwheel::admission::{AcquireError, AdmissionQueue, Limit, Order};
 
 const THREADS: u64 = 4;
 const OPS: u64 = 1500;

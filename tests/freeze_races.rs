@@ -199,7 +199,7 @@ fn run_exactly_once(seed: u64, rounds: u64) {
                 if !held.is_empty() && rng.gen_ratio(1, 3) {
                     let probe: Vec<_> = held.iter().map(|(_, e)| e.clone()).take(3).collect();
                     let n = probe.len();
-                    let got = sched.import(&q, probe);
+                    let got = sched.import(q, probe);
                     if got.imported != 0 || got.refused.len() != n {
                         let mut l = ledger.lock().unwrap();
                         l.faults.push(format!(
@@ -273,7 +273,7 @@ fn run_exactly_once(seed: u64, rounds: u64) {
                             l.enter(id);
                         }
                     }
-                    let got = sched.import(&tq, entries);
+                    let got = sched.import(tq, entries);
                     let mut l = ledger.lock().unwrap();
                     for e in got.present.iter().chain(got.refused.iter()) {
                         *l.entries.get_mut(&e.id).unwrap() -= 1;
@@ -298,7 +298,7 @@ fn run_exactly_once(seed: u64, rounds: u64) {
                     l.enter(e.id);
                 }
             }
-            let got = sched.import(&0, entries);
+            let got = sched.import(0, entries);
             assert!(
                 got.present.is_empty() && got.refused.is_empty(),
                 "final import: {got:?}"
@@ -446,7 +446,7 @@ fn frozen_queue_refuses_schedule_import_reschedule_and_pop_delivers_nothing() {
     assert_eq!(s.schedule("q", 1, t0, 11), Err(ScheduleError::Frozen(11)));
     // An id pending in another queue, imported into a frozen one: refused, not present.
     let got = s.import(
-        &"q",
+        "q",
         vec![FrozenEntry {
             id: 2,
             at: t0,
@@ -481,7 +481,7 @@ fn import_duplicate_ids_in_one_call() {
         at: t0 + Duration::from_millis(5),
         value: v,
     };
-    let got = s.import(&"q", vec![e(1, 1), e(1, 2), e(2, 3), e(1, 4)]);
+    let got = s.import("q", vec![e(1, 1), e(1, 2), e(2, 3), e(1, 4)]);
     assert_eq!(got.imported, 2);
     assert_eq!(got.present, vec![e(1, 2), e(1, 4)]);
     assert_eq!(s.len(), 2);
@@ -501,7 +501,7 @@ fn import_of_an_id_in_flight_or_forwarded_is_present() {
     let mut batch = s.pop_due(t0, 10);
     let d1 = batch.next().unwrap();
     let got = s.import(
-        &"z",
+        "z",
         vec![FrozenEntry {
             id: 1,
             at: t0,
@@ -512,7 +512,7 @@ fn import_of_an_id_in_flight_or_forwarded_is_present() {
     s.freeze_queue(&"q");
     drop(batch); // 2 forwarded
     let got = s.import(
-        &"z",
+        "z",
         vec![FrozenEntry {
             id: 2,
             at: t0,
@@ -522,7 +522,7 @@ fn import_of_an_id_in_flight_or_forwarded_is_present() {
     assert_eq!(got.present.len(), 1, "forwarded");
     drop(d1);
     let got = s.import(
-        &"z",
+        "z",
         vec![FrozenEntry {
             id: 1,
             at: t0,
@@ -552,7 +552,7 @@ fn instant_extremes_do_not_panic_or_drop() {
     s.schedule("q", 1, far, 1).unwrap();
     s.schedule("q", 2, early, 2).unwrap();
     let got = s.import(
-        &"q",
+        "q",
         vec![
             FrozenEntry {
                 id: 3,
@@ -740,7 +740,7 @@ fn concurrent_imports_of_the_same_ids_import_each_once() {
     let handles: Vec<_> = (0..4u8)
         .map(|q| {
             let (s, entries) = (Arc::clone(&s), entries.clone());
-            std::thread::spawn(move || s.import(&q, entries))
+            std::thread::spawn(move || s.import(q, entries))
         })
         .collect();
     let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();

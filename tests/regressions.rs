@@ -28,7 +28,7 @@ fn fire_ticks<T>(wheel: &mut Wheel<T>, last: u64) -> Vec<(u64, T)> {
 /// `Wheel::reset` to a later deadline keeps the timer in the slot it sits in (that is what
 /// makes the reset free) and files it by its new deadline only when that slot is processed,
 /// so among timers of its new deadline it need not come out where a fresh insert at the
-/// moment of the reset would. That is by design: DESIGN.md promises insertion order among
+/// moment of the reset would. That is by design: docs/design.md promises insertion order among
 /// equal deadlines only for timers *never reset*. (A test demanding fresh-insert order
 /// stood here, ignored; it asked for more than the contract.) What is promised, checked
 /// here on the sequences that showed the difference, polling every tick:

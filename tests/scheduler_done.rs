@@ -1,5 +1,5 @@
 //! A done `Due` (dropped or consumed) ends its timer's in-flight state at once, although the
-//! shard finishes it lazily (`src/sync/done.rs`): whatever looks at the id or its queue next
+//! shard finishes it lazily (`src/sync/core.rs`): whatever looks at the id or its queue next
 //! — schedule, reschedule, cancel, drain, the counts, `queues`, `stats` — must see it gone,
 //! with no `pop_due` in between, in the same thread and across threads.
 

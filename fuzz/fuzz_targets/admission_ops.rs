@@ -1,4 +1,4 @@
-//! Two `sync::admission::WaitQueue`s sharing a global limit under an arbitrary sequence of
+//! Two `admission::WaitQueue`s sharing a global limit under an arbitrary sequence of
 //! registrations (any amount and deadline, zero and too large included), cancellations and
 //! detaches of live, granted, stale and foreign tickets, releases (too large included) and
 //! time moving forwards and backwards. Checked after every step: no panic; capacity adds
@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use libfuzzer_sys::fuzz_target;
-use tickwheel::sync::admission::{Cancel, Limit, Order, Outcome, Resolved, Ticket, WaitQueue};
+use tickwheel::admission::{Cancel, Limit, Order, Outcome, Resolved, Ticket, WaitQueue};
 
 #[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
 enum Seen {

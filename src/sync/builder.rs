@@ -7,11 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Scheduler;
-use super::types::BuildError;
+use super::types::{BuildError, MAX_SHARDS};
 use crate::clock::TickClock;
-
-/// The most shards a scheduler may have.
-pub const MAX_SHARDS: usize = 1024;
 
 /// Carries a builder's type parameters without owning (or requiring `Send` of) any value.
 type Types<Q, K, T> = fn() -> (Q, K, T);
@@ -145,5 +142,24 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
         let clock = TickClock::try_new(origin, self.resolution)
             .ok_or(BuildError::Resolution(self.resolution))?;
         Ok(Scheduler::with_settings(shards, clock, self.name))
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Default for Scheduler<Q, K, T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
+    /// A scheduler with the defaults: one shard per available core, 1 ms resolution, tick 0
+    /// now.
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// A [`SchedulerBuilder`] with the defaults.
+    pub fn builder() -> SchedulerBuilder<Q, K, T> {
+        SchedulerBuilder::new()
     }
 }

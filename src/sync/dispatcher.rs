@@ -35,7 +35,7 @@ const DISPATCH_BATCH: usize = 64;
 
 /// Counters shared between a dispatcher thread and its handle.
 #[derive(Debug, Default)]
-struct Shared {
+pub(super) struct Shared {
     stop: AtomicBool,
     delivered: AtomicU64,
     panics: AtomicU64,
@@ -51,6 +51,8 @@ struct Shared {
 /// dispatcher thread (from inside the handler) sets the stop flag and returns at once,
 /// without waiting — the thread cannot wait for itself. The thread then stops when the
 /// handler returns, and the rest of its batch goes back as pending.
+#[must_use = "dropping the handle stops the dispatcher thread: keep it for as long as timers \
+              should be delivered, and call `shutdown` to stop"]
 pub struct DispatcherHandle {
     shared: Arc<Shared>,
     signal: Arc<Signal>,
@@ -111,7 +113,7 @@ where
 }
 
 /// The dispatcher loop (see the module doc).
-fn run<Q, K, T, F>(sched: &Scheduler<Q, K, T>, shared: &Shared, mut handler: F)
+pub(super) fn run<Q, K, T, F>(sched: &Scheduler<Q, K, T>, shared: &Shared, mut handler: F)
 where
     Q: Hash + Eq + Clone,
     K: Hash + Eq + Clone,
@@ -158,7 +160,7 @@ where
 /// Asks a dispatcher loop to stop: sets its flag, then wakes it if it sleeps (its `wait`
 /// reads the flag under the signal lock, so either it sees the flag or the notify comes
 /// after it went to sleep).
-fn request_stop(shared: &Shared, signal: &Signal) {
+pub(super) fn request_stop(shared: &Shared, signal: &Signal) {
     shared.stop.store(true, Ordering::SeqCst);
     signal.notify();
 }
@@ -218,41 +220,5 @@ impl fmt::Debug for DispatcherHandle {
             .field("delivered", &self.delivered())
             .field("panics", &self.panics())
             .finish()
-    }
-}
-
-/// loom: the dispatcher loop's shutdown.
-#[cfg(all(test, loom))]
-mod loom_tests {
-    use std::sync::atomic::AtomicUsize;
-
-    use super::*;
-    use crate::loom::{model, thread};
-
-    /// The dispatcher loop runs while a timer due now is scheduled and the loop is asked
-    /// to stop: the loop ends (a stop lost while it goes to sleep leaves it asleep, a
-    /// deadlock to loom) and the timer is delivered or still pending, once.
-    #[test]
-    fn loom_shutdown_racing_a_schedule() {
-        model(|| {
-            let t0 = Instant::now();
-            let sched = Arc::new(Scheduler::builder().shards(1).origin(t0).build());
-            let shared = Arc::new(Shared::default());
-            let delivered = Arc::new(AtomicUsize::new(0));
-            let dispatcher = {
-                let (sched, shared) = (Arc::clone(&sched), Arc::clone(&shared));
-                let delivered = Arc::clone(&delivered);
-                thread::spawn(move || {
-                    run(&sched, &shared, |_due: Due<u8, u32, ()>| {
-                        delivered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    })
-                })
-            };
-            sched.schedule(0, 1, t0, ()).unwrap();
-            request_stop(&shared, sched.signal());
-            dispatcher.join().unwrap();
-            let delivered = delivered.load(std::sync::atomic::Ordering::SeqCst);
-            assert_eq!(delivered + sched.len(), 1, "delivered or pending, once");
-        });
     }
 }

@@ -6,7 +6,7 @@
 //! - a [`Due`] ends its id's in-flight state when it is dropped or consumed by
 //!   [`Due::into_value`] — that is the moment the timer counts as delivered. It takes no
 //!   shard lock for that: it puts its entry on the shard's done list, which the shard
-//!   settles before anything can tell (see `done.rs`);
+//!   settles before anything can tell (see `core.rs`);
 //! - a [`DueBatch`] dropped with items not yet taken (a handler panicked, the dispatcher
 //!   stopped) puts them back: pending again, due, deadline and order unchanged — or
 //!   forwarded, if their queue is frozen (see `Scheduler::freeze_queue`);
@@ -23,9 +23,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::done::{DoneHome, Padded};
+use super::core::{DoneHome, Inner};
 use super::freeze::{Retried, RetryError};
-use super::scheduler::Inner;
+use super::padded::Padded;
 use super::shard::Popped;
 use super::trash::Trash;
 
@@ -55,6 +55,7 @@ use super::trash::Trash;
 /// drop(batch); // item 2 was not taken: it goes back, pending and due
 /// assert_eq!((sched.len(), sched.in_flight_len()), (1, 0));
 /// ```
+#[must_use = "dropping the batch puts its timers back, pending and undelivered"]
 pub struct DueBatch<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     inner: Arc<Inner<Q, K, T>>,
     /// `(shard, timer)`, in delivery order; all in flight.

@@ -51,25 +51,30 @@ pub struct Member<K> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct QueueCounts {
-    /// Pending members (due ones included). Forwarded members are not counted here:
-    /// [`Scheduler::queue_len`](super::Scheduler::queue_len) is `pending + forwarded`.
+    /// Pending members (due ones included), forwarded ones included: "pending" as
+    /// [`Scheduler::len`](super::Scheduler::len) and
+    /// [`SchedulerStats::pending`](super::SchedulerStats::pending) count it (in the
+    /// scheduler's custody, not in flight). It is
+    /// [`Scheduler::queue_len`](super::Scheduler::queue_len).
     pub pending: usize,
     /// Members in flight (popped, their `Due` not done).
     pub in_flight: usize,
-    /// Members forwarded (the queue is frozen; see [`IdState::Forwarded`]).
+    /// Of the `pending` members, those forwarded (the queue is frozen; see
+    /// [`IdState::Forwarded`]), as
+    /// [`SchedulerStats::forwarded`](super::SchedulerStats::forwarded) counts them.
     pub forwarded: usize,
 }
 
 impl QueueCounts {
-    /// Every member: `pending + in_flight + forwarded`.
+    /// Every member: `pending + in_flight` (`forwarded` is part of `pending`).
     ///
     /// ```
     /// use tickwheel::sync::QueueCounts;
     /// let mut counts = QueueCounts::default();
-    /// (counts.pending, counts.in_flight) = (3, 1);
+    /// (counts.pending, counts.in_flight, counts.forwarded) = (3, 1, 2);
     /// assert_eq!(counts.total(), 4);
     /// ```
     pub fn total(&self) -> usize {
-        self.pending + self.in_flight + self.forwarded
+        self.pending + self.in_flight
     }
 }

@@ -6,8 +6,8 @@
 //! queue at any moment — including the moment between the two. Here that moment has a name,
 //! **in flight**, and every operation says what it does with it.
 //!
-//! Beside it, [`admission`] (layer 6): a FIFO wait queue of expiring, cancellable tickets for
-//! scarce capacity, with its own ground rules in its module doc.
+//! Beside it, [`crate::admission`] (layer 6) is a layer of its own: a FIFO wait
+//! queue of expiring, cancellable tickets for scarce capacity.
 //!
 //! # Ground rules
 //!
@@ -48,8 +48,9 @@
 //! **Lookups by borrowed form.** Every method that looks an id or a queue name up takes
 //! any borrowed form of it, as `HashMap::get` does (`&str` for a `String`): `K: Borrow<B>`
 //! or `Q: Borrow<B>`. The id's shard is picked by hashing the borrowed form, which `Borrow`
-//! requires to hash as the owned one. `freeze_queue` and `import`, which keep a copy of
-//! the queue name, ask for `B: ToOwned<Owned = Q>`.
+//! requires to hash as the owned one. `freeze_queue`, which keeps a copy of the queue
+//! name, asks for `B: ToOwned<Owned = Q>`; `import` takes the name as `schedule` does, or
+//! a reference that clones into one ([`IntoQueue`]).
 //!
 //! Into a frozen queue, `schedule` is `Err(Frozen)` and `import` puts the entry in
 //! `refused`, whatever the id's state (checked first, in the id's shard).
@@ -171,7 +172,7 @@
 //! reschedule, cancel, `pop_due`, taking, dropping and retrying `Due`s, dropping a
 //! half-taken batch, and each shard's step of a drain, a freeze, a `take_forwarded` and an
 //! unfreeze — replaying each on a real scheduler, checking every step's answer against a
-//! sequential model, and checking exactly-once at the end (no timer both delivered and
+//! sequential reference, and checking exactly-once at the end (no timer both delivered and
 //! handed over, none left out).
 //!
 //! Its unit of interleaving is the critical section, the real unit here: all shared state
@@ -193,8 +194,8 @@
 //! memory model allows (within a preemption bound): an earlier `schedule` racing
 //! `pop_due`'s lock-free due check, a done `Due` racing a settle and a `schedule` of its
 //! id, a poller going to sleep racing a `schedule`, a stream replacing its waker racing a
-//! wake, and the dispatcher's shutdown racing a `schedule`. Each sits beside the code it
-//! checks and is shown to catch a planted fault (a store moved after an unlock, a critical
+//! wake, and the dispatcher's shutdown racing a `schedule`. They live in the test-only `tests`
+//! module, and each is shown to catch a planted fault (a store moved after an unlock, a critical
 //! section split in two). The crate's threaded stress test adds real concurrency at scale,
 //! counting every timer in and out.
 //!
@@ -205,41 +206,54 @@
 //! woken when the earliest deadline may have moved earlier, and the scheduler's tick clock.
 //! `sync` never imports tokio.
 
-pub mod admission;
+// Where things live:
+// core.rs         Inner (the shared state), Shard and DoneHome: types that contain each other
+// shard.rs        ShardState, one shard's timers and queues under its lock; its files:
+//   shard/done_list.rs   the done list: in-flight entries whose Due is done, until settled
+//   shard/pop.rs         the shard's part of pop_due, and the end of the in-flight state
+//   shard/freeze.rs      the shard's part of freezing: marks, forwarded timers
+//   shard/{ids,queues,inspect,memory,check}.rs
+// scheduler.rs    Scheduler: schedule, reschedule, cancel, drain, counts;
+//   scheduler/{pop,inspect,hooks}.rs
+// freeze/         freezing a queue: the public types, and the Scheduler's operations
+// due.rs          Due and DueBatch, what pop_due hands out
+// dispatcher.rs   the dispatcher thread (spawn_dispatcher)
+// signal.rs       the wake-up protocol between producers and pollers
+// builder.rs, types.rs, inspect.rs, observe.rs, snapshot.rs, hash.rs, trash.rs
+// padded.rs       Padded: a value alone in its cache lines
+// tests/          test-only: unit tests, the interleaving harness, the loom models
+
 mod builder;
+mod core;
 mod dispatcher;
-mod done;
 mod due;
 mod freeze;
-#[cfg(test)]
-mod freeze_tests;
 mod hash;
 mod inspect;
-#[cfg(test)]
-mod model;
 pub mod observe;
-#[cfg(all(test, feature = "metrics"))]
-mod observe_tests;
+mod padded;
 mod scheduler;
 mod shard;
 mod signal;
 #[cfg(feature = "serde")]
 pub mod snapshot;
-#[cfg(all(test, feature = "serde"))]
-mod snapshot_tests;
 #[cfg(test)]
 mod tests;
-#[cfg(all(test, feature = "tracing"))]
-mod tracing_tests;
 mod trash;
 mod types;
 
-pub use builder::{MAX_SHARDS, SchedulerBuilder};
+/// The admission layer's former path, kept for code written against 0.1.0; it is
+/// [`crate::admission`].
+#[doc(hidden)]
+pub use crate::admission;
+pub use builder::SchedulerBuilder;
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};
-pub use freeze::{Frozen, FrozenEntry, Imported, Retried, RetryError};
+pub use freeze::{Frozen, FrozenEntry, Imported, IntoQueue, Retried, RetryError};
 pub use inspect::{IdInfo, IdState, Member, QueueCounts};
 pub use scheduler::Scheduler;
 #[cfg(feature = "tokio")]
 pub(crate) use signal::PollerId;
-pub use types::{BuildError, Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};
+pub use types::{
+    BuildError, Cancel, Drained, MAX_SHARDS, RescheduleError, ScheduleError, SchedulerStats,
+};

@@ -1,4 +1,5 @@
-//! [`Scheduler`]: the public face of the sharded scheduler, and the state it shares.
+//! [`Scheduler`]: the public face of the sharded scheduler (its shared state is in
+//! `core.rs`).
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -8,36 +9,17 @@ use std::time::{Duration, Instant};
 
 use hashbrown::HashSet;
 
-use super::builder::SchedulerBuilder;
-use super::done::{Padded, Shard};
-use super::hash::{ShardHasher, shard_of_hash};
+use super::core::{Inner, Shard};
+use super::hash::shard_of_hash;
 use super::observe::Observer;
+use super::padded::Padded;
 use super::shard::{ShardState, Timer};
 use super::signal::Signal;
 use super::trash::Trash;
 use super::types::{Cancel, Drained, RescheduleError, ScheduleError, SchedulerStats};
 use crate::clock::TickClock;
-use crate::loom::{AtomicU64, Ordering};
+use crate::loom::AtomicU64;
 use crate::wheel::WheelStats;
-
-/// State shared by the scheduler and its batches.
-pub(crate) struct Inner<Q, K, T> {
-    /// Lock order: ascending index; the signal lock is never held with any of these.
-    pub(crate) shards: Box<[Padded<Shard<Q, K, T>>]>,
-    pub(crate) signal: Arc<Signal>,
-    /// Picks an id's shard; unseeded, so the same ids land on the same shards in every run
-    /// of a build (delivery order never depends on it anyway). See `hash.rs`.
-    hasher: BuildHasherDefault<ShardHasher>,
-    clock: TickClock,
-    /// The name given to the builder, if any.
-    name: Option<Arc<str>>,
-    /// Metrics and events (features `metrics`, `tracing`); a no-op without them.
-    pub(crate) observer: Observer,
-    /// Global schedule order, taken under the shard lock (so it rises within a shard).
-    /// Padded: the producers write it on every schedule; the fields above are read-only,
-    /// and the `Arc`'s counts (written per `pop_due`) sit in the padding before `Inner`.
-    seq: Padded<AtomicU64>,
-}
 
 /// A thread-safe timer scheduler with named queues, two-phase dispatch, and drains that
 /// reconcile with in-flight dispatch. See the [module documentation](super) for the states,
@@ -76,24 +58,7 @@ pub struct Scheduler<Q, K, T> {
     pub(super) inner: Arc<Inner<Q, K, T>>,
 }
 
-impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Default for Scheduler<Q, K, T> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
-    /// A scheduler with the defaults: one shard per available core, 1 ms resolution, tick 0
-    /// now.
-    pub fn new() -> Self {
-        Self::builder().build()
-    }
-
-    /// A [`SchedulerBuilder`] with the defaults.
-    pub fn builder() -> SchedulerBuilder<Q, K, T> {
-        SchedulerBuilder::new()
-    }
-
     /// A scheduler with `shards` shards (already validated) and this clock.
     pub(crate) fn with_settings(shards: usize, clock: TickClock, name: Option<Arc<str>>) -> Self {
         let observer = Observer::new(name.as_deref());
@@ -151,8 +116,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// The part of [`schedule`](Self::schedule) under the shard lock; returns the deadline
-    /// tick, which the caller then announces to the signal (a separate step for the model
-    /// checker).
+    /// tick, which the caller then announces to the signal (a separate step for the
+    /// interleaving harness).
     pub(crate) fn schedule_locked(
         &self,
         queue: Q,
@@ -300,7 +265,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         }
     }
 
-    /// One shard's part of a drain (a separate step so the model checker can interleave it).
+    /// One shard's part of a drain (a separate step so the interleaving harness can interleave it).
     pub(crate) fn drain_shard<B: Hash + Eq + ?Sized>(
         &self,
         index: usize,
@@ -321,8 +286,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 
     /// The earliest instant at which [`pop_due`](Self::pop_due) may find a timer due;
     /// `None` when no pending timer will ever be due: nothing is pending, or every pending
-    /// timer is *never due* (its deadline saturated: see [`schedule`](Self::schedule)).
-    /// Locks one shard at a time: O(shards × levels).
+    /// timer is *never due* (its deadline saturated: see [`schedule`](Self::schedule)); a
+    /// never-due timer never sets the answer. Locks one shard at a time: O(shards × levels),
+    /// plus a look at the timers of one slot in a shard whose earliest slot holds a
+    /// never-due timer.
     ///
     /// Never later than the earliest pending deadline (rounded up to its tick). It can be
     /// earlier when the earliest timer is still far away (more than 64 ticks): then it is
@@ -450,7 +417,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         names.into_iter().collect::<HashSet<Q>>().len()
     }
 
-    /// The name given to [`SchedulerBuilder::name`], if any.
+    /// The name given to [`SchedulerBuilder::name`](super::SchedulerBuilder::name), if any.
     pub fn name(&self) -> Option<&str> {
         self.inner.name.as_deref()
     }
@@ -475,11 +442,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         shard_of_hash(self.inner.hasher.hash_one(id), self.inner.shards.len())
     }
 
-    fn shard_of<B: Hash + ?Sized>(&self, id: &B) -> &Shard<Q, K, T> {
+    pub(crate) fn shard_of<B: Hash + ?Sized>(&self, id: &B) -> &Shard<Q, K, T> {
         &self.inner.shards[self.shard_index(id)]
     }
 
-    fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.inner.next_seq()
     }
 
@@ -519,13 +486,6 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 }
 
-impl<Q, K, T> Inner<Q, K, T> {
-    /// The next `seq` (schedule order); taken under the shard lock.
-    fn next_seq(&self) -> u64 {
-        self.seq.fetch_add(1, Ordering::Relaxed)
-    }
-}
-
 fn add_wheel_stats(sum: &mut WheelStats, s: WheelStats) {
     sum.live += s.live;
     sum.stale += s.stale;
@@ -544,7 +504,6 @@ impl<Q, K, T> fmt::Debug for Scheduler<Q, K, T> {
     }
 }
 
-mod freeze;
 mod hooks;
 mod inspect;
 mod pop;

@@ -15,7 +15,7 @@
 //!   `seq` (for drains); the `Due` carries the queue name and the value;
 //! - `Forwarded` — came back from the dispatcher (`Due::retry_at`, or a dropped `DueBatch`)
 //!   while its queue is frozen here: held with its value, in no store, never due, until
-//!   `take_forwarded` takes it or `unfreeze_queue` makes it pending again (see `frozen.rs`).
+//!   `take_forwarded` takes it or `unfreeze_queue` makes it pending again (see `freeze.rs`).
 //!
 //! `frozen` lists the queues frozen in this shard. A frozen queue has no `Wheel` or `Staged`
 //! member here: the freeze took them under this lock, and nothing files one while the mark
@@ -44,7 +44,6 @@ use std::time::Instant;
 
 use hashbrown::{HashMap, HashSet};
 
-use super::done::DoneList;
 use super::trash::Trash;
 use super::types::{Cancel, RescheduleError, ScheduleError};
 use crate::wheel::{TimerKey, Wheel, WheelStats};
@@ -52,14 +51,16 @@ use ids::{IdMap, Slot};
 
 #[cfg(test)]
 mod check;
-mod dispatch;
-mod frozen;
+mod done_list;
+mod freeze;
 mod ids;
 mod inspect;
 mod memory;
+mod pop;
 mod queues;
 
-pub(crate) use frozen::{Ordered, Refusal};
+pub(crate) use done_list::DoneList;
+pub(crate) use freeze::{Ordered, Refusal};
 
 /// "No entry": the end of a queue's list.
 const NIL: u32 = u32::MAX;
@@ -374,7 +375,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// `pop_due` there would pass the shard over, and the waiter would wake again at once.)
     pub(crate) fn earliest(&self) -> Option<u64> {
         let staged = self.staged.first_key_value().map(|(&(tick, _), _)| tick);
-        let earliest = match (staged, self.wheel.next_expiration()) {
+        let earliest = match (staged, self.wheel.next_expiration_or_never()) {
             (Some(s), Some(w)) => s.min(w),
             (s, w) => s.or(w)?,
         };
@@ -527,7 +528,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
 impl<Q, K, T> ShardState<Q, K, T> {
     /// A tick before which nothing here is due: no `pop_due` at a `now` below it finds a
     /// timer of this shard (the wheel's quiet bound, or the first staged timer's tick if
-    /// earlier). O(1). Published by the shard after every lock (see `done.rs`).
+    /// earlier). O(1). Published by the shard after every lock (see `core.rs`).
     pub(crate) fn due_from(&self) -> u64 {
         let staged = self
             .staged

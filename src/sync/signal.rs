@@ -32,7 +32,7 @@
 //!
 //! `notify` sets the watermark to 0 because every armed poller is woken by it (the epoch
 //! moved, the wakers are taken): nobody is left to notify until someone arms again.
-//! The epoch protocol is exhaustively model-checked in `model/wake.rs` (`wake_protocol_*`),
+//! The epoch protocol is exhaustively checked by the interleaving harness in `tests/interleave/wake.rs` (`wake_protocol_*`),
 //! and run on real threads under loom below (`loom_*`: a poller going to sleep, a stream
 //! replacing its waker).
 
@@ -296,91 +296,5 @@ mod tests {
         let e = s.arm();
         stop.store(true, Ordering::SeqCst);
         s.wait(e, None, &stop);
-    }
-}
-
-/// loom: the wake-up protocol, with the dispatcher's own sleep step and `arm_waker`.
-#[cfg(all(test, loom))]
-mod loom_tests {
-    use std::sync::Arc;
-    use std::sync::atomic::AtomicUsize;
-    use std::task::Wake;
-    use std::time::{Duration, Instant};
-
-    use super::*;
-    use crate::loom::{model, thread};
-    use crate::sync::Scheduler;
-    use crate::sync::dispatcher::sleep_until_due;
-
-    /// A poller that sleeps until timer 1, an hour away, while timer 2, due now, is
-    /// scheduled and announced: the poller must wake and take 2. A lost wake-up leaves it
-    /// asleep for the hour, which loom (no clock) reports as a deadlock.
-    #[test]
-    fn loom_poller_going_to_sleep_is_woken_by_an_earlier_schedule() {
-        model(|| {
-            let t0 = Instant::now();
-            let sched = Arc::new(Scheduler::builder().shards(1).origin(t0).build());
-            sched
-                .schedule(0u8, 1u32, t0 + Duration::from_secs(3600), ())
-                .unwrap();
-            let poller = {
-                let sched = Arc::clone(&sched);
-                thread::spawn(move || {
-                    let stop = AtomicBool::new(false);
-                    loop {
-                        if let Some(due) = sched.pop_due(Instant::now(), 1).next() {
-                            return *due.id();
-                        }
-                        sleep_until_due(&sched, &stop);
-                    }
-                })
-            };
-            sched.schedule(0, 2, t0, ()).unwrap();
-            assert_eq!(poller.join().unwrap(), 2);
-        });
-    }
-
-    #[derive(Default)]
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-
-    fn count(c: &Count) -> usize {
-        c.0.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// A stream armed with its first task's waker is polled from a second task (it arms
-    /// again, replacing the waker) while a producer announces an earlier deadline. A notify
-    /// after the re-arm must wake the second waker; one before it wakes the first. Exactly
-    /// one is woken, and never the replaced one for a notify that came after the re-arm.
-    #[test]
-    fn loom_stream_replacing_its_waker_racing_a_wake() {
-        model(|| {
-            let signal = Arc::new(Signal::default());
-            let (first, second) = (Arc::new(Count::default()), Arc::new(Count::default()));
-            let poller = signal.new_poller();
-            signal.arm_waker(poller, &Waker::from(Arc::clone(&first)));
-            let stream = {
-                let (signal, second) = (Arc::clone(&signal), Arc::clone(&second));
-                thread::spawn(move || signal.arm_waker(poller, &Waker::from(second)))
-            };
-            signal.deadline_added(0);
-            let epoch = stream.join().unwrap();
-            let woken = (count(&first), count(&second));
-            if signal.moved_since(epoch) {
-                assert_eq!(
-                    woken,
-                    (0, 1),
-                    "a notify after the re-arm wakes the new waker"
-                );
-            } else {
-                assert_eq!(woken, (1, 0), "the notify came first: the first waker");
-                assert_eq!(signal.waker_count(), 1, "the new one stays registered");
-            }
-        });
     }
 }

@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use crate::wheel::WheelStats;
 
+/// The most shards a scheduler may have.
+pub const MAX_SHARDS: usize = 1024;
+
 /// What [`Scheduler::cancel`](super::Scheduler::cancel) found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cancel<T> {
@@ -150,7 +153,7 @@ impl std::error::Error for RescheduleError {}
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// `shards(n)` was 0 or more than [`MAX_SHARDS`](super::MAX_SHARDS); holds `n`.
+    /// `shards(n)` was 0 or more than [`MAX_SHARDS`]; holds `n`.
     Shards(usize),
     /// `resolution(d)` was zero, or so long that one tick after the origin is not a
     /// representable `Instant` (no timer could ever fire); holds `d`.
@@ -164,7 +167,7 @@ impl fmt::Display for BuildError {
                 write!(
                     f,
                     "invalid shard count {n}: must be between 1 and {}",
-                    super::MAX_SHARDS
+                    MAX_SHARDS
                 )
             }
             BuildError::Resolution(d) => {

@@ -276,7 +276,10 @@ impl<T> DelayQueue<T> {
     }
 
     /// The deadline of the entry `key` names: the instant asked for, rounded up to the queue's
-    /// 1 ms resolution. O(1).
+    /// 1 ms resolution. O(1). A deadline past the last tick the queue can reach (never due,
+    /// as the README's saturation rule says) shows the instant that last tick begins at,
+    /// about 585 million years after the queue's origin, which is earlier than an instant
+    /// asked for beyond it.
     ///
     /// # Panics
     ///
@@ -454,14 +457,16 @@ impl<T> DelayQueue<T> {
         }
     }
 
-    /// [`reset_at`](Self::reset_at) that returns `false` (and changes nothing) for a stale or
-    /// foreign key. Not in tokio-util.
+    /// [`reset_at`](Self::reset_at) that returns `false` (and changes nothing) for a stale key
+    /// (and a foreign one, but for the rare pair of queues [`Key`] describes). Not in
+    /// tokio-util.
     pub fn try_reset_at(&mut self, key: &Key, when: Instant) -> bool {
         self.reset_tick(key, ticks::deadline_tick(self.origin, when))
     }
 
-    /// [`reset`](Self::reset) that returns `false` (and changes nothing) for a stale or
-    /// foreign key. Not in tokio-util.
+    /// [`reset`](Self::reset) that returns `false` (and changes nothing) for a stale key
+    /// (and a foreign one, but for the rare pair of queues [`Key`] describes). Not in
+    /// tokio-util.
     pub fn try_reset(&mut self, key: &Key, timeout: Duration) -> bool {
         let tick = ticks::timeout_tick(self.origin, Instant::now(), timeout);
         self.reset_tick(key, tick)

@@ -109,7 +109,7 @@ const FAIR_SHARE: usize = 128;
 
 /// The furthest ahead the stream's `Sleep` is ever armed (see the module doc). A timer due
 /// later is waited for in steps of this length: one idle `pop_due` per step.
-const MAX_SLEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const MAX_SLEEP: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// An async dispatcher: a [`Stream`](futures_core::Stream) of this scheduler's due
@@ -219,6 +219,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
 ///
 /// `next()` is cancel safe (e.g. in `tokio::select!`): a timer leaves the stream's batch
 /// only when it is returned.
+#[must_use = "a stream delivers nothing unless polled; dropping it stops this dispatcher"]
 pub struct DueStream<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     sched: Arc<Scheduler<Q, K, T>>,
     /// Popped and not yet yielded: in flight, ours to yield. Dropping it (with the stream)

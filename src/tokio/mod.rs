@@ -50,18 +50,19 @@
 //! [`sync`](crate::sync), lives here too: a [`DueStream`] of the scheduler's due timers,
 //! woken by its own tokio `Sleep` and early by earlier deadlines scheduled from any thread.
 //!
-//! [`AdmissionQueue::acquire_async`](crate::sync::admission::AdmissionQueue::acquire_async)
-//! returns [`Acquire`]: waiting for capacity from a task, cancellation-safe.
+//! The async side of [`admission`](crate::admission) (layer 6), `acquire_async`, lives in
+//! that layer: a lower layer never imports a higher one.
 
-mod admission;
 pub mod delay_queue;
-mod due_stream;
+pub(crate) mod due_stream;
 mod key;
 mod one_sleep;
 mod peek;
 mod ticks;
 mod waiter;
 
-pub use admission::Acquire;
+/// [`crate::admission::Acquire`], at its former path.
+#[doc(hidden)]
+pub use crate::admission::Acquire;
 pub use delay_queue::{DelayQueue, Expired, Key};
 pub use due_stream::DueStream;

@@ -1,4 +1,4 @@
-//! The core: a hierarchical timer wheel over `u64` ticks.
+//! Layer 1, the core: a hierarchical timer wheel over `u64` ticks.
 //!
 //! A hierarchical wheel (Varghese & Lauck, "Hashed and Hierarchical Timing Wheels", SOSP
 //! 1987) keeps timers in buckets by how far away they are: level 0 has one slot per tick for

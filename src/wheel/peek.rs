@@ -70,6 +70,24 @@ impl<T> Wheel<T> {
         }
         best.get()
     }
+
+    /// [`next_expiration`](Wheel::next_expiration), but `u64::MAX` when every pending timer
+    /// has its deadline at `u64::MAX`: the tick the clock layers file a *never due* timer at
+    /// (see [`crate::clock`]). `None` when the wheel is empty.
+    ///
+    /// A timer at `u64::MAX` holds `next_expiration` at the tick its slot cascades: all ones
+    /// above the digits of its level, zeros below. Only for such an answer can the earliest
+    /// timer be never due, and only then does this [`peek`](Wheel::peek) (its cost);
+    /// otherwise O(levels), as `next_expiration`.
+    pub(crate) fn next_expiration_or_never(&self) -> Option<u64> {
+        let tick = self.next_expiration()?;
+        let below = !tick;
+        let cascade_of_max = tick != 0 && below & below.wrapping_add(1) == 0;
+        if cascade_of_max && tick != u64::MAX && self.peek()?.1 == u64::MAX {
+            return Some(u64::MAX);
+        }
+        Some(tick)
+    }
 }
 
 /// A summary, not the structure (which is tens of kilobytes of slots):

@@ -1,4 +1,4 @@
-//! Semantics of the core wheel, each contract of DESIGN.md tested on its own, with the
+//! Semantics of the core wheel, each contract of docs/design.md tested on its own, with the
 //! structural checker run after every step that could break the structure.
 
 use super::*;

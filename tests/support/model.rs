@@ -21,7 +21,7 @@
 //! # Order, and the one place the model is relaxed
 //!
 //! The wheel promises deadline order, and insertion order among equal deadlines *for timers
-//! that were never reset* (DESIGN.md, "Order"). Under [`OrderRule::FreshInsert`] the harness
+//! that were never reset* (docs/design.md, "Order"). Under [`OrderRule::FreshInsert`] the harness
 //! demands more: a reset timer takes its place among equal deadlines as if freshly inserted
 //! at the moment of the reset. The wheel does not do that: `Wheel::reset` to a later deadline
 //! leaves the timer in the slot it was filed in (that is what makes it free), and the timer
@@ -81,7 +81,7 @@ pub fn stale_bound(live: usize) -> usize {
 /// How much order among equal deadlines the harness demands; see the module doc.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrderRule {
-    /// DESIGN.md's contract: insertion order among equal deadlines for never-reset timers.
+    /// docs/design.md's contract: insertion order among equal deadlines for never-reset timers.
     Documented,
     /// A reset orders like a fresh insert at the moment of the reset. The wheel does not
     /// promise this; see the module doc.

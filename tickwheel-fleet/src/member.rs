@@ -31,6 +31,7 @@ use crate::{
 /// owner through Redis, and after a lost lease fences itself and rejoins. Dropping the
 /// `Member` stops that task and revokes the lease (its queues are then adopted by others
 /// after the grace); [`Member::leave`] hands them over first.
+#[must_use = "dropping the member stops its dispatch and revokes its lease at once"]
 pub struct Member<Q: QueueName, K, T> {
     shared: Arc<Shared<Q, K, T>>,
     task: Option<JoinHandle<()>>,
@@ -154,6 +155,7 @@ where
             absent_since: HashMap::new(),
             offered: HashMap::new(),
             leave_started: None,
+            no_successor: false,
             left: Some(tx),
             rejoin_failures: 0,
         };
@@ -170,8 +172,16 @@ where
     /// its new owner committed: Gazette's orderly release), then revokes the lease. Returns
     /// when all are handed over, or after [`FleetOptions::handoff_timeout`] at the latest:
     /// a queue still offered then stays sealed in Redis and its next owner adopts it as a
-    /// leftover; a queue not yet offered (no other member, say) is released and rebuilt by
-    /// the next owner's recovery hook. Dispatch of a queue stops when its offer starts.
+    /// leftover; a queue not yet offered is released and rebuilt by the next owner's
+    /// recovery hook. Dispatch of a queue stops when its offer starts.
+    ///
+    /// When no other live member can take a queue (a one-member fleet, or the last member
+    /// of a rolling restart), it returns after one placement round (about
+    /// [`FleetOptions::poll_interval`]), not after the handoff timeout: the lease is revoked,
+    /// so every queue it owned is unowned at once. Those queues' timers stay in this
+    /// member's scheduler, never handed out again (the fence is revoked), and in the user's
+    /// store; the next member to join adopts each queue after [`FleetOptions::grace`] and
+    /// rebuilds its timers with its recovery hook.
     ///
     /// # Errors
     /// [`Error::Etcd`] (marking or revoking); [`Error::Left`] if the background task ended.

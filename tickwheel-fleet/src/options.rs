@@ -60,6 +60,9 @@ pub struct FleetOptions {
     pub join_wait: Duration,
     /// How long a handoff source waits for the target to commit before it gives up on that
     /// round (its offer stays in Redis; the target or a later adopter takes it). Default 30 s.
+    /// Not waited for when no other live member can take a queue: the last member's
+    /// [`Member::leave`](crate::Member::leave) returns at once (see its docs for what becomes
+    /// of its queues then).
     pub handoff_timeout: Duration,
 }
 

@@ -56,6 +56,9 @@ pub(crate) struct Driver<Q: QueueName, K, T> {
     pub offered: HashMap<Q, u64>,
     /// When `leave` was asked for.
     pub leave_started: Option<Instant>,
+    /// The last placement round, made while leaving, found no other live member that could
+    /// take a queue: waiting for the handoff timeout would hand nothing over.
+    pub no_successor: bool,
     pub left: Option<oneshot::Sender<Result<(), Error>>>,
     /// Rejoin attempts failed in a row (backs the retry off).
     pub rejoin_failures: u32,
@@ -152,10 +155,13 @@ where
             if s.leaving.load(Ordering::SeqCst) && self.leave_started.is_none() {
                 self.leave_started = Some(Instant::now());
             }
-            // Leaving: done once every queue went to its new owner, or after the handoff
-            // timeout (what is still offered stays sealed in Redis for the next adopter).
+            // Leaving: done once every queue went to its new owner, at once when no other
+            // live member can take one, or after the handoff timeout (what is still offered
+            // stays sealed in Redis for the next adopter).
             let leave_done = self.leave_started.is_some_and(|t| {
-                s.owned.lock().is_empty() || t.elapsed() > s.options.handoff_timeout
+                self.no_successor
+                    || s.owned.lock().is_empty()
+                    || t.elapsed() > s.options.handoff_timeout
             });
             if self.left.is_some() && leave_done {
                 let r = self.finish_leave().await;
@@ -252,6 +258,7 @@ where
             })
             .map(|m| m.name.as_str())
             .collect();
+        self.no_successor = leaving && active.is_empty();
         // Queues this member holds whose key is no longer its own.
         let mine: Vec<(Q, u64)> = s
             .owned
@@ -365,7 +372,7 @@ where
             .recover(q.clone())
             .await
             .map_err(|e| Error::Recovery(e.to_string()))?;
-        let recovered = s.scheduler.import(q, entries).imported;
+        let recovered = s.scheduler.import(q.clone(), entries).imported;
         let leftover = match adopted {
             Adopted::Owned(_) => 0,
             Adopted::Leftover(inc) => match s.custody.complete(inc, &s.scheduler).await {

@@ -61,6 +61,7 @@ pub enum ServerError {
 /// # Ok::<(), tickwheel_fleet::server::ServerError>(())
 /// ```
 #[derive(Debug)]
+#[must_use = "dropping the handle stops the etcd server"]
 pub struct EtcdServer {
     dir: PathBuf,
     _temp: tempfile::TempDir,

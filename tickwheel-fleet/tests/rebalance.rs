@@ -76,3 +76,38 @@ async fn members_join_and_leave_in_turn() {
     })
     .await;
 }
+
+/// The last member leaves without waiting for the handoff timeout: nobody can take its queues.
+/// With a 60 s handoff timeout, leave must return well within 20 s; the queues are unowned in
+/// etcd afterwards, and a member joining later adopts them with every timer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn last_member_leaves_without_waiting_for_the_handoff_timeout() {
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let mut opts = options(&etcd, &redis);
+    opts.handoff_timeout = Duration::from_secs(60);
+    let qs = queues(4);
+    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
+        panic!("register: {e}");
+    }
+    let per_queue = 3;
+    let a = join(&opts, "a", per_queue).await;
+    wait_for(Duration::from_secs(20), "a owns every queue", || async {
+        exactly_one(&[&a], &qs)
+    })
+    .await;
+    let started = std::time::Instant::now();
+    match tokio::time::timeout(Duration::from_secs(20), a.leave()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("leave: {e}"),
+        Err(_) => panic!("the last member's leave waited for the handoff timeout"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // Its queues went with its lease: the next member adopts them all.
+    let b = join(&opts, "b", per_queue).await;
+    wait_for(Duration::from_secs(30), "b adopts every queue", || async {
+        exactly_one(&[&b], &qs) && timers_in(&[&b], &qs) == qs.len() * per_queue as usize
+    })
+    .await;
+}

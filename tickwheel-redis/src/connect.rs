@@ -5,19 +5,23 @@ use redis::aio::ConnectionManager;
 
 /// `url` with its password replaced by `***`: the password of `user:pass@`, a lone `pass@`
 /// user-info, and the `pass`/`password` query parameters (`redis+unix:///s.sock?pass=...`).
-/// Anything that does not parse as a URL is replaced whole. O(length).
+/// Text without a `scheme://` is read the same way (user-info up to the last `@`, then the
+/// host, path and query), so a mistyped URL is echoed as typed with only its password
+/// hidden. O(length).
 ///
 /// # Example
 /// ```
 /// use tickwheel_redis::redact_url;
 /// assert_eq!(redact_url("rediss://app:s3cret@db:6380/0"), "rediss://app:***@db:6380/0");
 /// assert_eq!(redact_url("redis://:s3cret@db/"), "redis://:***@db/");
+/// assert_eq!(redact_url("notaurl"), "notaurl");
+/// assert_eq!(redact_url("app:s3cret@db"), "app:***@db");
 /// ```
 pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return "<unparsable redis URL>".to_owned();
+    let (scheme, rest) = match url.find("://") {
+        Some(scheme_end) => url.split_at(scheme_end + 3),
+        None => ("", url),
     };
-    let (scheme, rest) = url.split_at(scheme_end + 3);
     // The user information ends at the *last* `@`: a password typed unencoded may hold `/`,
     // `?`, `#` or `@`, and must not be taken for the start of the path. (An `@` that is only
     // in the path or query then hides more than needed: never less.)
@@ -58,7 +62,7 @@ pub fn redact_url(url: &str) -> String {
 /// The password as typed in `url`'s user information (between the first `:` after `://` and
 /// the last `@`), whether or not the URL parses: what an error about the URL must not repeat.
 pub(crate) fn typed_password(url: &str) -> Option<&str> {
-    let rest = &url[url.find("://")? + 3..];
+    let rest = url.find("://").map_or(url, |i| &url[i + 3..]);
     let userinfo = &rest[..rest.rfind('@')?];
     let (_, password) = userinfo.split_once(':')?;
     Some(password)
@@ -153,7 +157,11 @@ mod tests {
             ("redis://u:pa?ss1@h:6379/0", "redis://u:***@h:6379/0"),
             ("redis://u:pa#ss1@h", "redis://u:***@h"),
             ("redis://u:p@ss1@h/?x=1", "redis://u:***@h/?x=1"),
-            ("not a url pw1", "<unparsable redis URL>"),
+            ("notaurl", "notaurl"),
+            ("u:pw1@h:1", "u:***@h:1"),
+            ("pw1@h", "***@h"),
+            ("redis:/u:pw1@h", "redis:***@h"),
+            ("h:1/?pass=pw1", "h:1/?pass=***"),
         ];
         for (url, want) in cases {
             let got = redact_url(url);

@@ -105,7 +105,8 @@ pub enum Error {
         /// What is unsafe.
         problems: String,
     },
-    /// The URL does not parse (it is not repeated here: it may hold a password).
+    /// The URL does not parse. It is shown as typed, its password redacted
+    /// ([`redact_url`](crate::redact_url)).
     #[error("invalid redis URL {url}: {message}")]
     Url {
         /// The URL, password redacted.

@@ -60,6 +60,7 @@ pub enum ServerError {
 /// # Ok::<(), tickwheel_redis::server::ServerError>(())
 /// ```
 #[derive(Debug)]
+#[must_use = "dropping the handle stops the redis-server"]
 pub struct RedisServer {
     dir: PathBuf,
     // Held only to delete the directory on drop, when the server made it.

@@ -192,3 +192,27 @@ async fn passwords_never_show() {
     .expect_err("bad url");
     assert!(!format!("{bad} {bad:?}").contains("pw-secret-1"), "{bad:?}");
 }
+
+/// A URL that does not parse is echoed as typed, only its password hidden (what the handoff
+/// example prints for `--redis-url notaurl`), never as a placeholder.
+#[tokio::test]
+async fn an_unparsable_url_is_echoed_with_only_the_password_hidden() {
+    for (typed, shown, secret) in [
+        ("notaurl", "notaurl", None),
+        (
+            "app:pw-typed-3@db:6379",
+            "app:***@db:6379",
+            Some("pw-typed-3"),
+        ),
+    ] {
+        let err = Protocol::connect(typed, Member::new_boot("a"), Options::default())
+            .await
+            .expect_err("not a redis URL");
+        let text = format!("{err} {err:?}");
+        assert!(matches!(err, Error::Url { .. }), "{text}");
+        assert!(text.contains(shown), "{text}");
+        if let Some(secret) = secret {
+            assert!(!text.contains(secret), "{text}");
+        }
+    }
+}

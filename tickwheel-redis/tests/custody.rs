@@ -34,7 +34,7 @@ fn contents(s: &Sched, q: &str) -> BTreeMap<u64, (Instant, String)> {
         .iter()
         .map(|e| (e.id, (e.at, e.value.clone())))
         .collect();
-    s.import(&q.to_string(), f.pending);
+    s.import(q, f.pending);
     out
 }
 
@@ -175,7 +175,7 @@ async fn a_fenced_source_gets_exactly_its_unsent_values_back() {
     let frozen = src.freeze_queue(&q2);
     src.unfreeze_queue(&q2);
     let all: Vec<u64> = frozen.pending.iter().map(|e| e.id).collect();
-    src.import(&q2, frozen.pending);
+    src.import(q2.clone(), frozen.pending);
     let mut out = a.outgoing(&src, q2.clone(), epoch);
     out.freeze().expect("freeze");
     out.prepare(None).await.expect("prepare");

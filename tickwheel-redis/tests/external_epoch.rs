@@ -146,7 +146,7 @@ async fn a_leftover_sealed_offer_is_claimed_by_the_adopter_and_imported_once() {
             value: format!("v{id}"),
         })
         .collect();
-    dst.import(&q, recovered);
+    dst.import(q.clone(), recovered);
     let inc = match b
         .adopt::<_, u64, String>(q.clone(), 25)
         .await

@@ -40,7 +40,7 @@ fn contents(s: &Sched, q: &str) -> BTreeMap<u64, (Instant, String)> {
         .map(|e| (e.id, (e.at, e.value.clone())))
         .collect();
     s.unfreeze_queue(&q.to_string());
-    let back = s.import(&q.to_string(), f.pending);
+    let back = s.import(q, f.pending);
     assert!(back.present.is_empty() && back.refused.is_empty());
     out
 }

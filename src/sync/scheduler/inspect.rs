@@ -4,7 +4,7 @@
 //! `shard/inspect.rs`.
 //!
 //! Every method here locks one shard at a time and first finishes the `Due`s done since
-//! that shard was last settled (see `done.rs`), so a `Due` dropped before the call is never
+//! that shard was last settled (see `core.rs`), so a `Due` dropped before the call is never
 //! reported in flight. Of the user's code, only `Clone` of `K` or `Q` (and the closure of
 //! [`Scheduler::with_value`]) runs under the lock. Under concurrent use, an answer over
 //! several shards is a per-shard snapshot (shards are read one after another).
@@ -15,7 +15,7 @@ use std::hash::Hash;
 use hashbrown::HashSet;
 
 use super::Scheduler;
-use super::freeze::in_order;
+use crate::sync::freeze::in_order;
 use crate::sync::inspect::{IdInfo, Member, QueueCounts};
 use crate::sync::shard::ShardState;
 
@@ -187,8 +187,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// with no member. Cheap: O(shards), reading one counter record per shard, no member
     /// visited; locks one shard at a time. `queue` may be any borrowed form of `Q`.
     ///
-    /// `pending + forwarded` is [`queue_len`](Self::queue_len); `in_flight` is the length
-    /// of [`queue_in_flight`](Self::queue_in_flight).
+    /// `pending` (forwarded members included) is [`queue_len`](Self::queue_len);
+    /// `in_flight` is the length of [`queue_in_flight`](Self::queue_in_flight).
     ///
     /// ```
     /// use std::time::Instant;

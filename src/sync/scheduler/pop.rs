@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::Scheduler;
-use crate::sync::done::StateGuard;
+use crate::sync::core::StateGuard;
 use crate::sync::due::DueBatch;
 use crate::sync::shard::Cursor;
 use crate::sync::trash::Trash;
@@ -167,58 +167,5 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             .fold(0u64, |sum, (_, shard)| sum.wrapping_add(shard.lowered()));
         // Counts only grow, so equal sums mean equal counts (a wrap needs 2^64 lowerings).
         again == lowered
-    }
-}
-
-/// loom: an earlier deadline scheduled while a `pop_due` raises the shard's published bound.
-#[cfg(all(test, loom))]
-mod loom_tests {
-    use std::sync::Arc;
-    use std::time::{Duration, Instant};
-
-    use crate::loom::{AtomicBool, Ordering, model, thread};
-    use crate::sync::{DueBatch, Scheduler};
-
-    /// The ids of a batch, each `Due` dropped (delivered).
-    fn ids(batch: DueBatch<u8, u32, ()>) -> Vec<u32> {
-        batch.map(|due| *due.id()).collect()
-    }
-
-    /// One shard, timers 1 (due) and 2 (not due). A poller takes timer 1, which raises the
-    /// bound it publishes to 2's tick, while timer 3, due and earlier than 2, is scheduled.
-    /// A poll that starts after that schedule returned (the poller's second one, if it saw
-    /// the flag; the final one in any case) must find 3 unless the first took it: the bound
-    /// published last is the state's, whichever unlock came last.
-    #[test]
-    fn loom_earlier_schedule_is_never_missed_by_a_later_poll() {
-        model(|| {
-            let t0 = Instant::now();
-            let ms = Duration::from_millis;
-            let sched = Arc::new(Scheduler::builder().shards(1).origin(t0).build());
-            sched.schedule(0, 1, t0 + ms(3), ()).unwrap();
-            sched.schedule(0, 2, t0 + ms(10), ()).unwrap();
-            let now = t0 + ms(5);
-            let scheduled = Arc::new(AtomicBool::new(false));
-            let poller = {
-                let (sched, scheduled) = (Arc::clone(&sched), Arc::clone(&scheduled));
-                thread::spawn(move || {
-                    let mut got = ids(sched.pop_due(now, 1));
-                    if scheduled.load(Ordering::Acquire) {
-                        got.extend(ids(sched.pop_due(now, 8)));
-                        assert!(
-                            got.contains(&3),
-                            "a poll after the schedule missed 3: {got:?}"
-                        );
-                    }
-                    got
-                })
-            };
-            sched.schedule(0, 3, t0 + ms(4), ()).unwrap();
-            scheduled.store(true, Ordering::Release);
-            let mut got = poller.join().unwrap();
-            got.extend(ids(sched.pop_due(now, 8)));
-            got.sort_unstable();
-            assert_eq!(got, [1, 3], "every due timer once, none missed");
-        });
     }
 }

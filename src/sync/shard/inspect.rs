@@ -5,7 +5,7 @@
 use std::borrow::Borrow;
 use std::hash::Hash;
 
-use super::frozen::Ordered;
+use super::freeze::Ordered;
 use super::{Entry, Place, ShardState};
 use crate::sync::inspect::{IdInfo, IdState, Member, QueueCounts};
 
@@ -81,7 +81,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             .map_or(QueueCounts::default(), |&rec| {
                 let rec = self.queue_rec(rec);
                 QueueCounts {
-                    pending: rec.pending,
+                    pending: rec.pending + rec.forwarded,
                     in_flight: rec.in_flight,
                     forwarded: rec.forwarded,
                 }

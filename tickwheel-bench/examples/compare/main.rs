@@ -40,11 +40,13 @@
 //! queue's cost above the bare `Sleep` of the same repetition, and their ratio, or "bound by
 //! tokio's timer" when the drop-in's cost above it is within 5 % of it.
 //!
-//! The last three lines name the slowest cells against tokio-util's `DelayQueue` over
-//! workloads 1–6 and every size run: tokio-util's `DelayQueue` ÷ tickwheel's drop-in
-//! `DelayQueue` (API for API), then the cell and the ratio against the core wheel. The very
-//! last line has a fixed format for scripts, `slowest ratio vs tokio DelayQueue: X.XX` (`n/a` when
-//! `DelayQueue` was filtered out).
+//! The last lines (`summary.rs`) name the slowest ratio of each comparison over every
+//! workload and size run: tokio-util's `DelayQueue` ÷ tickwheel's drop-in `DelayQueue` (API
+//! for API, workloads 1–6 and the idle poll), each workload-7 contender ÷ tickwheel's
+//! scheduler, tokio-util's `DelayQueue` ÷ the drop-in in bytes per timer (workload 8), then
+//! the cell and the ratio against the core wheel. The very last line has a fixed format for
+//! scripts, `slowest ratio vs tokio DelayQueue: X.XX` (`n/a` when `DelayQueue` was filtered
+//! out).
 //!
 //! Memory (workload 8) is measured with a counting global allocator: the one `unsafe` of this
 //! example, a thin wrapper around `std::alloc::System` that counts live heap bytes while
@@ -64,6 +66,7 @@ mod chart;
 mod child;
 mod measure;
 mod scaling;
+mod summary;
 mod table;
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -323,9 +326,8 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
     let delay_queue = position(TokioDelayQueue::NAME);
     let tickwheel_dq = position("tickwheel DelayQueue");
     let bare_sleep = position(TokioSleep::NAME);
-    // The smallest ratio and its cell: against the core wheel, and against the drop-in.
-    let mut slowest_vs_delay_queue: Option<Slowest> = None;
-    let mut slowest_dq_vs_dq: Option<Slowest> = None;
+    // The smallest ratio of each comparison, over every workload.
+    let mut summary = summary::Summary::default();
     let mut memory_rows = Vec::new();
     let mut scheduler_rows: Vec<scaling::Row> = Vec::new();
     let mut points = chart::Points::default();
@@ -355,28 +357,7 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
                     bound_rows.push((w.label(), row));
                 }
             }
-            if let (Some(dq), true) = (delay_queue, w != Workload::IdlePoll) {
-                keep_min(
-                    &mut slowest_vs_delay_queue,
-                    (
-                        cells[dq].ratio_to(base),
-                        w.short(),
-                        n,
-                        mark(&[&cells[dq], base]),
-                    ),
-                );
-                if let Some(ours) = tickwheel_dq {
-                    keep_min(
-                        &mut slowest_dq_vs_dq,
-                        (
-                            cells[dq].ratio_to(&cells[ours]),
-                            w.short(),
-                            n,
-                            mark(&[&cells[dq], &cells[ours]]),
-                        ),
-                    );
-                }
-            }
+            summary.row(w.short(), n, &cells, delay_queue, tickwheel_dq);
             Ok(())
         });
         // The rows received, even when the child failed part-way.
@@ -400,9 +381,11 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
             points.write_svg(path)?;
         }
         if plan.scheduler_at(n) {
+            summary.scheduler(n, &received.scheduler);
             scheduler_rows.push((n, received.scheduler, received.scaling));
         }
         if plan.memory {
+            summary.memory(n, &received.memory, delay_queue, tickwheel_dq);
             memory_rows.push((n, received.memory));
         }
     }
@@ -468,52 +451,8 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
         }
     }
     println!("total time: {:.0} s", started.elapsed().as_secs_f64());
-    let ratio = |r: Option<Slowest>| match r {
-        Some((r, ..)) => format!("{r:.2}"),
-        None => "n/a".to_string(),
-    };
-    let cell = |r: Option<Slowest>| match r {
-        Some((_, w, n, mark)) => format!(" ({w}, {n}{mark})"),
-        None => String::new(),
-    };
-    println!(
-        "slowest ratio, tokio-util DelayQueue vs tickwheel's DelayQueue: {}{}",
-        ratio(slowest_dq_vs_dq),
-        cell(slowest_dq_vs_dq)
-    );
-    println!(
-        "slowest cell vs tokio DelayQueue (tokio-util DelayQueue ÷ tickwheel):{}",
-        match slowest_vs_delay_queue {
-            Some(_) => cell(slowest_vs_delay_queue),
-            None => " n/a".to_string(),
-        }
-    );
-    println!(
-        "slowest ratio vs tokio DelayQueue: {}",
-        ratio(slowest_vs_delay_queue)
-    );
+    for line in summary.lines() {
+        println!("{line}");
+    }
     Ok(())
-}
-
-/// A ratio and the cell it comes from: (ratio, workload, timers, a mark for a cell that is
-/// an estimate or fired the wrong timers).
-type Slowest = (f64, &'static str, usize, &'static str);
-
-/// The mark of a ratio between `cells`: `, mismatch` or `, estimate` when either is one.
-fn mark(cells: &[&Cell]) -> &'static str {
-    if cells.iter().any(|c| c.mismatch) {
-        ", mismatch"
-    } else if cells.iter().any(|c| c.estimate) {
-        ", estimate"
-    } else {
-        ""
-    }
-}
-
-/// Keeps in `slot` the smaller ratio of the two.
-fn keep_min(slot: &mut Option<Slowest>, cell: Slowest) {
-    match slot {
-        Some((r, ..)) if *r <= cell.0 => {}
-        _ => *slot = Some(cell),
-    }
 }

@@ -11,7 +11,7 @@
 //! due, "delivers" it, and re-schedules the failures with exponential back-off; an operator
 //! drains queues (rebind to another queue, or transfer away), bounces single messages and
 //! suspends queues — while the dispatcher has messages in flight. That is the race this
-//! crate exists for (see DESIGN.md, "The problem it exists to solve").
+//! crate exists for (see docs/design.md, "The problem").
 //!
 //! The program keeps its own ledger of every message (`ledger.rs`) and checks at the end
 //! that each one ended exactly once: delivered, drained, bounced, or still pending (found by

@@ -219,7 +219,7 @@ where
         scheduler.unfreeze_queue(&self.queue);
         Ok(Received {
             epoch: self.record.epoch,
-            imported: scheduler.import(&self.queue, entries),
+            imported: scheduler.import(self.queue.clone(), entries),
         })
     }
 }

@@ -360,7 +360,7 @@ where
         self.scheduler.unfreeze_queue(&self.queue);
         let mut values: Vec<_> = self.parts.drain(..).flat_map(|p| p.entries).collect();
         values.append(&mut self.unsent);
-        Ok(self.scheduler.import(&self.queue, values))
+        Ok(self.scheduler.import(self.queue.clone(), values))
     }
 
     fn expect(&self, step: Step) -> Result<(), CustodyError<K, T>> {

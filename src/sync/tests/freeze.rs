@@ -3,8 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::model::id_on;
-use super::{Cancel, FrozenEntry, RescheduleError, Retried, RetryError, ScheduleError, Scheduler};
+use super::interleave::id_on;
+use crate::sync::{
+    Cancel, FrozenEntry, RescheduleError, Retried, RetryError, ScheduleError, Scheduler,
+};
 
 type Sched = Scheduler<u8, u64, u64>;
 
@@ -95,7 +97,7 @@ fn a_frozen_queue_refuses_schedule_and_import_with_the_value_back() {
             value: 2,
         },
     ];
-    let imported = s.import(&0, entries.clone());
+    let imported = s.import(0, entries.clone());
     assert_eq!((imported.imported, imported.present.len()), (0, 0));
     assert_eq!(imported.refused, entries);
     assert_eq!(s.len(), 1);
@@ -252,7 +254,7 @@ fn import_is_idempotent_by_id_and_hands_present_values_back() {
         entry(c, 5, 3),
         entry(d, 5, 4),
     ];
-    let out = s.import(&0, entries.clone());
+    let out = s.import(0, entries.clone());
     assert_eq!(out.imported, 2);
     assert_eq!(
         out.present,
@@ -260,7 +262,7 @@ fn import_is_idempotent_by_id_and_hands_present_values_back() {
         "values back"
     );
     assert!(out.refused.is_empty());
-    let again = s.import(&0, entries.clone());
+    let again = s.import(0, entries.clone());
     assert_eq!(
         (again.imported, again.present.len()),
         (0, 4),

@@ -29,7 +29,7 @@ static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
 /// (24 bytes and a slot reference).
 ///
 /// ```
-/// use tickwheel::sync::admission::{Outcome, WaitQueue};
+/// use tickwheel::admission::{Outcome, WaitQueue};
 ///
 /// let mut q: WaitQueue<&str> = WaitQueue::new(10);
 /// let mut out = Vec::new();

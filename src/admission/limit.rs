@@ -23,7 +23,7 @@ pub(crate) trait Wake: Send + Sync {
 /// (each at most once per shortage; the list is bounded by the number of queues).
 ///
 /// ```
-/// use tickwheel::sync::admission::Limit;
+/// use tickwheel::admission::Limit;
 ///
 /// let global = Limit::new(1 << 20);
 /// assert_eq!((global.capacity(), global.available()), (1 << 20, 1 << 20));

@@ -116,6 +116,16 @@ pub enum RegisterError {
         /// The queue's current tick.
         now: u64,
     },
+    /// [`DeadlinePassed`](RegisterError::DeadlinePassed) as
+    /// [`AdmissionQueue`](super::AdmissionQueue) reports it: in the `Instant`s its caller
+    /// gives, not in ticks. The deadline's tick (rounded up) had begun at `now`, so
+    /// `deadline <= now`; the message says how long ago it passed.
+    DeadlinePassedAt {
+        /// The deadline given.
+        deadline: std::time::Instant,
+        /// When the queue found it passed.
+        now: std::time::Instant,
+    },
     /// The queue holds `u32::MAX - 1` tickets already.
     Full,
 }
@@ -135,6 +145,10 @@ impl fmt::Display for RegisterError {
                     f,
                     "deadline tick {deadline} is not after the current tick {now}"
                 )
+            }
+            RegisterError::DeadlinePassedAt { deadline, now } => {
+                let ago = now.saturating_duration_since(*deadline);
+                write!(f, "the deadline passed {ago:?} ago")
             }
             RegisterError::Full => write!(f, "the wait queue is full"),
         }

@@ -92,12 +92,14 @@
 //! |---|---|
 //! | amount 0 | `Err(RegisterError::ZeroAmount)` |
 //! | amount above the local or global capacity | `Err(RegisterError::TooLarge)` |
-//! | deadline at or before now | granted if it would be at once, else `Err(RegisterError::DeadlinePassed)` |
+//! | deadline at or before now | granted if it would be at once, else `Err(RegisterError::DeadlinePassed)` (`DeadlinePassedAt`, in instants, from `AdmissionQueue`) |
 //! | stale or foreign ticket | `Cancel::NotFound`, `None`, `false`: nothing changes |
 //! | `release` of more than is detached | `Err(ReleaseError)`: nothing changes |
 //!
 //! None of them panics or changes anything.
 
+#[cfg(feature = "tokio")]
+mod acquire_async;
 mod limit;
 mod queue;
 mod shared;
@@ -105,6 +107,8 @@ mod shared;
 mod tests;
 mod types;
 
+#[cfg(feature = "tokio")]
+pub use acquire_async::Acquire;
 pub use limit::Limit;
 pub use queue::WaitQueue;
 pub use shared::{AcquireError, AdmissionQueue, Permit, Waiter};

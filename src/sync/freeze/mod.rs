@@ -3,6 +3,10 @@
 //! [`Scheduler::import`](super::Scheduler::import) accepts and hands back, and what
 //! [`Due::retry_at`](super::Due::retry_at) did.
 
+mod scheduler;
+
+pub(crate) use scheduler::in_order;
+
 use std::fmt;
 use std::time::Instant;
 
@@ -97,3 +101,36 @@ impl<T> fmt::Display for RetryError<T> {
 }
 
 impl<T> std::error::Error for RetryError<T> {}
+
+/// A queue name as [`Scheduler::import`](super::Scheduler::import) takes it: the name itself
+/// (`Q`), as [`schedule`](super::Scheduler::schedule) takes it — `"q"` when `Q` is
+/// `&'static str` — or a reference that clones into one: `&Q`, `&str` for a `String` name,
+/// `&[T]` for a `Vec<T>` one.
+pub trait IntoQueue<Q> {
+    /// The owned name.
+    fn into_queue(self) -> Q;
+}
+
+impl<Q> IntoQueue<Q> for Q {
+    fn into_queue(self) -> Q {
+        self
+    }
+}
+
+impl<Q: Clone> IntoQueue<Q> for &Q {
+    fn into_queue(self) -> Q {
+        self.clone()
+    }
+}
+
+impl IntoQueue<String> for &str {
+    fn into_queue(self) -> String {
+        self.to_owned()
+    }
+}
+
+impl<T: Clone> IntoQueue<Vec<T>> for &[T] {
+    fn into_queue(self) -> Vec<T> {
+        self.to_vec()
+    }
+}

@@ -10,7 +10,7 @@ use ::metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
 
-use super::{Cancel, FrozenEntry, Retried, Scheduler};
+use crate::sync::{Cancel, FrozenEntry, Retried, Scheduler};
 
 /// Counters and gauges as atomics (a gauge holds `f64` bits), histograms as lists, by name;
 /// each with the labels it was registered with.
@@ -143,7 +143,7 @@ fn counters_and_gauges_follow_every_move() {
         at: t0,
         value: 'w',
     }];
-    assert_eq!(sched.import(&0, back).imported, 1);
+    assert_eq!(sched.import(0, back).imported, 1);
     check_gauges(&store, &sched);
 
     let counts = |name: &str| store.count(name);

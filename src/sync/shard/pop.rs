@@ -1,4 +1,4 @@
-//! A shard's part of dispatch: `pop_due`'s merge (`head`, `take`, `close`) and the end of
+//! A shard's part of `pop_due`: the merge (`head`, `take`, `close`) and the end of
 //! the in-flight state (`finish`, `put_back`).
 
 use std::hash::Hash;

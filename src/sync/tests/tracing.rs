@@ -11,7 +11,7 @@ use ::tracing::field::{Field, Visit};
 use ::tracing::span::{Attributes, Id, Record};
 use ::tracing::{Event, Level, Metadata, Subscriber};
 
-use super::{FrozenEntry, Retried, Scheduler};
+use crate::sync::{FrozenEntry, Retried, Scheduler};
 
 /// One event as seen: level, target and every field as text (`message` included).
 #[derive(Debug, Clone, PartialEq)]
@@ -156,7 +156,7 @@ fn each_queue_wide_operation_emits_one_event_with_its_counts() {
             at: t0,
             value: 'w',
         };
-        let refused = sched.import(&0, vec![entry(2)]);
+        let refused = sched.import(0, vec![entry(2)]);
         assert_eq!(refused.refused.len(), 1, "the queue is frozen");
         expect_one(
             &capture.take(),
@@ -174,7 +174,7 @@ fn each_queue_wide_operation_emits_one_event_with_its_counts() {
         );
 
         sched.schedule(0, 4, t0, 'x').unwrap();
-        let report = sched.import(&0, vec![entry(2), entry(4)]);
+        let report = sched.import(0, vec![entry(2), entry(4)]);
         assert_eq!((report.imported, report.present.len()), (1, 1));
         expect_one(
             &capture.take(),

@@ -1,13 +1,14 @@
-//! `AdmissionQueue::acquire_async`: waiting for capacity from a task.
+//! `AdmissionQueue::acquire_async` (feature `tokio`): waiting for capacity from a task.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::time::Sleep;
 
-use crate::sync::admission::{AcquireError, AdmissionQueue, Permit, Waiter};
+use super::{AcquireError, AdmissionQueue, Permit, Waiter};
+use crate::tokio::due_stream::MAX_SLEEP;
 
 impl AdmissionQueue {
     /// [`acquire`](AdmissionQueue::acquire) for a task: resolves to a [`Permit`] once
@@ -30,7 +31,7 @@ impl AdmissionQueue {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// use std::time::{Duration, Instant};
-    /// use tickwheel::sync::admission::AdmissionQueue;
+    /// use tickwheel::admission::AdmissionQueue;
     ///
     /// let q = AdmissionQueue::new(10, Duration::from_millis(1));
     /// let deadline = Instant::now() + Duration::from_secs(1);
@@ -77,12 +78,16 @@ impl Future for Acquire {
                 return Poll::Ready(result);
             }
             let sleep = this.sleep.get_or_insert_with(|| {
-                Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(
-                    waiter.wake_at(),
-                )))
+                Box::pin(tokio::time::sleep_until(capped(waiter.wake_at())))
             });
             if sleep.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
+            }
+            let now = Instant::now();
+            if now < waiter.wake_at() {
+                // One capped step of a far (or never-due) deadline: sleep the next one.
+                sleep.as_mut().reset(capped(waiter.wake_at()));
+                continue;
             }
             // The deadline tick has begun: advance the queue ourselves, then look again
             // (another thread may be running the pass; it was asked to run again).
@@ -90,10 +95,26 @@ impl Future for Acquire {
             if let Some(result) = waiter.try_take() {
                 return Poll::Ready(result);
             }
-            let next = tokio::time::Instant::now() + waiter.resolution();
-            sleep.as_mut().reset(next);
+            sleep
+                .as_mut()
+                .reset(capped(after(now, waiter.resolution())));
         }
     }
+}
+
+/// `at`, or [`MAX_SLEEP`] from now when that is sooner: tokio's `sleep_until` panics on an
+/// instant near the end of `Instant`'s range (it rounds deadlines up), and a never-due
+/// ticket (README, "One saturation rule") wakes at such an instant. The blocking
+/// [`Waiter::wait`] and `DueStream` cap their sleeps alike.
+fn capped(at: Instant) -> tokio::time::Instant {
+    let now = Instant::now();
+    tokio::time::Instant::from_std(at.min(after(now, MAX_SLEEP)))
+}
+
+/// `now + d` with `d` at most [`MAX_SLEEP`]; `now` itself at the very end of `Instant`'s
+/// range.
+fn after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d.min(MAX_SLEEP)).unwrap_or(now)
 }
 
 trait TakeOrDone {

@@ -5,8 +5,10 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 
-use super::snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError, from_reference, to_reference};
-use super::{FrozenEntry, Scheduler};
+use crate::sync::snapshot::{
+    SNAPSHOT_VERSION, Snapshot, SnapshotError, from_reference, to_reference,
+};
+use crate::sync::{FrozenEntry, Scheduler};
 
 type Sched = Scheduler<String, u64, u64>;
 
@@ -118,7 +120,7 @@ proptest! {
                 "too late: {} for {} (t4 {})", real, d, t4
             );
         }
-        let out = target.import(&"q".to_string(), entries);
+        let out = target.import("q".to_string(), entries);
         prop_assert_eq!((out.imported, out.present.len(), out.refused.len()), (order.len(), 0, 0));
         let last = target_clock(t4 + 40_000_000_000);
         let delivered: Vec<(u64, u64)> =

@@ -509,7 +509,7 @@ fn phases_single_shard_take_while_draining() {
     assert_eq!(run_phases(&initial, &threads), 756);
 }
 
-/// A done `Due` is finished lazily (see `done.rs`): the next operation that meets its id
+/// A done `Due` is finished lazily (see `core.rs`): the next operation that meets its id
 /// settles. Here each `Due` is dropped and, in every order, another thread reschedules,
 /// cancels, schedules again or drains the same ids without a `pop_due` in between (which
 /// would settle everything first): each must see the id as gone, never as in flight.

@@ -33,7 +33,7 @@ const AGAIN: u8 = 2;
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use tickwheel::sync::admission::{AcquireError, AdmissionQueue};
+/// use tickwheel::admission::{AcquireError, AdmissionQueue};
 ///
 /// let q = AdmissionQueue::new(100, Duration::from_millis(1));
 /// let deadline = Instant::now() + Duration::from_millis(20);
@@ -193,7 +193,14 @@ impl AdmissionQueue {
     ///
     /// # Errors
     ///
-    /// As [`WaitQueue::register`]; a `deadline` before the next tick counts as passed.
+    /// As [`WaitQueue::register`], but a passed deadline is
+    /// [`RegisterError::DeadlinePassedAt`] (instants, not ticks). The deadline rounds up to
+    /// a tick boundary (never early), so a deadline still ahead is never refused, even one
+    /// closer than the next tick: its ticket expires at that tick, up to one resolution
+    /// late. Only a deadline whose tick has begun counts as passed. A deadline too far ahead
+    /// for a tick (what a saturating `now + Duration::MAX` gives) is never due: its ticket
+    /// waits until it is granted or cancelled and never expires, and neither `acquire` nor
+    /// `acquire_async` panics on it (README, "One saturation rule").
     pub fn register(&self, amount: u64, deadline: Instant) -> Result<Waiter, RegisterError> {
         let cell = Arc::new(Cell {
             state: Mutex::new(CellState::Waiting(None)),
@@ -206,7 +213,14 @@ impl AdmissionQueue {
         let finish = self.inner.settle(&mut core, out);
         drop(core);
         finish.run();
-        let ticket = ticket?;
+        let ticket = ticket.map_err(|e| match e {
+            // In the caller's terms: instants, not ticks.
+            RegisterError::DeadlinePassed { .. } => RegisterError::DeadlinePassedAt {
+                deadline,
+                now: Instant::now().max(deadline),
+            },
+            e => e,
+        })?;
         let wake_at = self.inner.clock.instant_saturating(tick);
         Ok(Waiter {
             inner: self.inner.clone(),
@@ -381,6 +395,7 @@ impl Cell {
 /// ([`try_take`](Waiter::try_take)), or drop it — which cancels it if it still waits and
 /// gives its amount back if it was granted, so a dropped waiter never leaks capacity.
 #[derive(Debug)]
+#[must_use = "dropping the waiter cancels the request (or gives back what was granted)"]
 pub struct Waiter {
     inner: Arc<Inner>,
     ticket: Ticket,
@@ -508,6 +523,7 @@ impl Drop for Waiter {
 /// Capacity granted: `amount` units of the queue's local limit (and of its global one, if
 /// any), given back when the permit is dropped.
 #[derive(Debug)]
+#[must_use = "dropping the permit gives its capacity back at once"]
 pub struct Permit {
     inner: Arc<Inner>,
     amount: u64,

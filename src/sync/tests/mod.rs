@@ -5,8 +5,19 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::model::id_on;
-use super::{Scheduler, SchedulerStats};
+use crate::sync::{Scheduler, SchedulerStats};
+use interleave::id_on;
+
+mod freeze;
+mod interleave;
+#[cfg(loom)]
+mod loom;
+#[cfg(feature = "metrics")]
+mod observe;
+#[cfg(feature = "serde")]
+mod snapshot;
+#[cfg(feature = "tracing")]
+mod tracing;
 
 type Sched = Scheduler<u8, u64, u64>;
 

@@ -1,4 +1,4 @@
-//! Exhaustive-interleaving model checker (test-only). Not loom: see the `sync` module doc.
+//! The exhaustive-interleaving harness (test-only). Not loom: see the `sync` module doc.
 //!
 //! Two harnesses, both of the same shape: a few "threads", each a short list of steps; every
 //! interleaving of those lists is enumerated and replayed from scratch on a real
@@ -22,7 +22,7 @@ mod wake;
 
 use std::time::Duration;
 
-use super::Scheduler;
+use crate::sync::Scheduler;
 
 pub(super) type Sched = Scheduler<u8, u64, u64>;
 

@@ -1,18 +1,19 @@
 //! Freezing a queue for a handoff: [`Scheduler::freeze_queue`], `queue_in_flight`,
 //! `take_forwarded`, `unfreeze_queue`, `import`, and the scheduler's side of
-//! `Due::retry_at`. The shard's side is in `shard/frozen.rs`.
+//! `Due::retry_at`. The shard's side is in `shard/freeze.rs`.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
 use std::time::Instant;
 
-use super::{Inner, Scheduler};
-use crate::sync::freeze::{Frozen, FrozenEntry, Imported, Retried, RetryError};
+use super::{Frozen, FrozenEntry, Imported, IntoQueue, Retried, RetryError};
+use crate::sync::core::Inner;
+use crate::sync::scheduler::Scheduler;
 use crate::sync::shard::{Ordered, Refusal, Timer};
 use crate::sync::trash::Trash;
 
 /// Sorts by delivery order and drops the keys.
-pub(super) fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
+pub(crate) fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
     items.sort_unstable_by_key(|&(tick, seq, _)| (tick, seq));
     items.into_iter().map(|(_, _, e)| e).collect()
 }
@@ -73,7 +74,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         }
     }
 
-    /// One shard's part of a freeze (a separate step for the model checker).
+    /// One shard's part of a freeze (a separate step for the interleaving harness).
     pub(crate) fn freeze_shard<B>(
         &self,
         index: usize,
@@ -269,9 +270,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// as by [`schedule`](Self::schedule). O(entries) expected; locks the id's shard once
     /// per entry. Wakes a poller that sleeps past the earliest deadline imported.
     ///
-    /// `queue` may be any borrowed form of `Q` that can make an owned `Q`
-    /// (`ToOwned<Owned = Q>`: `&str` for a `String` name); each entry gets its own
-    /// `to_owned` copy, made before its shard is locked.
+    /// `queue` is taken as [`schedule`](Self::schedule) takes it (`"q"` for a `&'static str`
+    /// name), or by reference ([`IntoQueue`]: `&name`, or `"q"` for a `String` name). Each
+    /// entry gets its own clone, made before its shard is locked.
     ///
     /// ```
     /// use std::time::Instant;
@@ -285,14 +286,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// assert_eq!((again.imported, again.present), (0, entries));
     /// assert_eq!(sched.len(), 2);
     /// ```
-    pub fn import<B>(
+    pub fn import(
         &self,
-        queue: &B,
+        queue: impl IntoQueue<Q>,
         entries: impl IntoIterator<Item = FrozenEntry<K, T>>,
-    ) -> Imported<K, T>
-    where
-        B: ToOwned<Owned = Q> + ?Sized,
-    {
+    ) -> Imported<K, T> {
+        let queue: Q = queue.into_queue();
         let mut out = Imported {
             imported: 0,
             present: Vec::new(),
@@ -301,7 +300,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         let mut earliest = None::<u64>;
         for FrozenEntry { id, at, value } in entries {
             let tick = self.inner.clock.deadline_tick(at);
-            let name = queue.to_owned();
+            let name = queue.clone();
             let mut trash = Trash::new();
             let (mut shard, done) = self.shard_of(&id).lock_lazy();
             let timer = Timer {

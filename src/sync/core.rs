@@ -1,3 +1,6 @@
+//! The scheduler's shared state: [`Inner`], which holds the [`Shard`]s, whose done lists
+//! ([`DoneHome`]) link back to it. These types contain each other, so they live together.
+//!
 //! [`Shard`]: a shard's state mutex, and beside it the list of its **done** entries —
 //! in-flight timers whose `Due` has been dropped or consumed, not yet finished in the state.
 //!
@@ -37,15 +40,44 @@
 //! Lock order: the done list's lock is a leaf. It is taken alone (by a `Due`) or under its
 //! shard's lock (to settle), never the other way round, and never with the signal lock.
 
-use std::hash::Hash;
+use std::hash::{BuildHasherDefault, Hash};
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Weak};
 
+use super::hash::ShardHasher;
 use super::observe::Observer;
-use super::scheduler::Inner;
-use super::shard::ShardState;
+use super::padded::Padded;
+use super::shard::{DoneList, ShardState};
+use super::signal::Signal;
 use super::trash::Trash;
+use crate::clock::TickClock;
 use crate::loom::{AtomicU64, Mutex, MutexGuard, Ordering};
+
+/// State shared by the scheduler and its batches.
+pub(crate) struct Inner<Q, K, T> {
+    /// Lock order: ascending index; the signal lock is never held with any of these.
+    pub(crate) shards: Box<[Padded<Shard<Q, K, T>>]>,
+    pub(crate) signal: Arc<Signal>,
+    /// Picks an id's shard; unseeded, so the same ids land on the same shards in every run
+    /// of a build (delivery order never depends on it anyway). See `hash.rs`.
+    pub(crate) hasher: BuildHasherDefault<ShardHasher>,
+    pub(crate) clock: TickClock,
+    /// The name given to the builder, if any.
+    pub(crate) name: Option<Arc<str>>,
+    /// Metrics and events (features `metrics`, `tracing`); a no-op without them.
+    pub(crate) observer: Observer,
+    /// Global schedule order, taken under the shard lock (so it rises within a shard).
+    /// Padded: the producers write it on every schedule; the fields above are read-only,
+    /// and the `Arc`'s counts (written per `pop_due`) sit in the padding before `Inner`.
+    pub(crate) seq: Padded<AtomicU64>,
+}
+
+impl<Q, K, T> Inner<Q, K, T> {
+    /// The next `seq` (schedule order); taken under the shard lock.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
+}
 
 /// One shard: its state, and the entries whose `Due` is done (see the module doc).
 ///
@@ -123,25 +155,6 @@ impl<Q, K, T> Drop for StateGuard<'_, Q, K, T> {
         }
     }
 }
-
-/// `T` alone in its 128 bytes (two cache lines: the adjacent-line prefetcher moves lines
-/// in pairs), so that what one thread writes there never shares a line with what another
-/// thread uses elsewhere (false sharing).
-#[derive(Debug, Default)]
-#[repr(align(128))]
-pub(crate) struct Padded<T>(pub(crate) T);
-
-impl<T> Deref for Padded<T> {
-    type Target = T;
-
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-/// Entry indexes of in-flight timers whose `Due` is done, in the order they were done.
-#[derive(Debug, Default)]
-pub(crate) struct DoneList(Mutex<Vec<u32>>);
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     /// Shard `shard` of the scheduler state `owner` (being built: see `Arc::new_cyclic`).
@@ -254,77 +267,5 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Shard<Q, K, T> {
     /// The done list, for a `Due` to hold.
     pub(crate) fn done_list(&self) -> Arc<Padded<DoneHome<Q, K, T>>> {
         Arc::clone(&self.done)
-    }
-}
-
-impl DoneList {
-    /// The `Due` of in-flight entry `entry` is done. Takes only the done list's lock.
-    pub(crate) fn push(&self, entry: u32) {
-        self.0.lock().push(entry);
-    }
-
-    /// Finishes every entry on the list in `state` (whose lock the caller holds); returns
-    /// whether there was any. The finished ids and queue names go to `trash`, which the
-    /// caller drops after the lock.
-    pub(crate) fn settle<Q, K, T>(
-        &self,
-        state: &mut ShardState<Q, K, T>,
-        trash: &mut Trash<Q, K>,
-    ) -> bool
-    where
-        Q: Hash + Eq + Clone,
-        K: Hash + Eq + Clone,
-    {
-        let mut entries = state.take_done_buffer();
-        std::mem::swap(&mut *self.0.lock(), &mut entries);
-        let any = !entries.is_empty();
-        for entry in entries.drain(..) {
-            state.finish(entry, trash);
-        }
-        state.return_done_buffer(entries);
-        any
-    }
-}
-
-/// loom: a `Due` pushed onto the done list while the shard settles and its id is scheduled
-/// again.
-#[cfg(all(test, loom))]
-mod loom_tests {
-    use std::sync::Arc;
-    use std::time::Instant;
-
-    use crate::loom::{model, thread};
-    use crate::sync::{ScheduleError, Scheduler};
-
-    /// Timer 1 is in flight. Its `Due` is dropped on one thread, a count settles the shard
-    /// on another, and id 1 is scheduled again on a third. The new schedule is refused while
-    /// the old timer is in flight and accepted once it is done, never lost: the dropped
-    /// timer is finished exactly once, whichever settle finds it.
-    #[test]
-    fn loom_done_due_racing_a_settle_and_a_schedule_of_its_id() {
-        model(|| {
-            let t0 = Instant::now();
-            let sched = Arc::new(Scheduler::builder().shards(1).origin(t0).build());
-            sched.schedule(0u8, 1u32, t0, 10u32).unwrap();
-            let due = sched.pop_due(t0, 1).next().expect("timer 1 is due");
-            let dropper = thread::spawn(move || drop(due));
-            let settler = {
-                let sched = Arc::clone(&sched);
-                thread::spawn(move || sched.in_flight_len())
-            };
-            let again = sched.schedule(0, 1, t0, 20);
-            dropper.join().unwrap();
-            assert!(settler.join().unwrap() <= 1);
-            match again {
-                Ok(()) => assert_eq!((sched.len(), sched.in_flight_len()), (1, 0)),
-                Err(ScheduleError::InFlight(20)) => {
-                    assert_eq!((sched.len(), sched.in_flight_len()), (0, 0), "1 is done");
-                    sched.schedule(0, 1, t0, 20).unwrap();
-                }
-                Err(e) => panic!("schedule of the in-flight id: {e:?}"),
-            }
-            let values: Vec<u32> = sched.pop_due(t0, 8).map(|due| due.into_value()).collect();
-            assert_eq!(values, [20]);
-        });
     }
 }
