@@ -23,6 +23,8 @@
 //! (table, JSON, lateness, memory).
 
 mod args;
+mod crash;
+mod journal;
 mod ledger;
 mod real;
 mod report;
@@ -44,6 +46,9 @@ use workload::Workload;
 fn main() -> ExitCode {
     let args = Args::parse_and_check();
     let seed = args.seed.unwrap_or_else(rand::random);
+    if args.journal.is_some() {
+        return crash::main(&args, seed);
+    }
     let work = Workload::new(&args, seed);
     let sim = match Sim::new(&args, work) {
         Ok(sim) => Arc::new(sim),
