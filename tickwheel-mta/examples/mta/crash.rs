@@ -83,7 +83,12 @@ fn parent(dir: &Path, args: &Args, seed: u64) -> Result<ExitCode, String> {
     let end = nanos(args.duration);
     let mut rng = StdRng::seed_from_u64(seed ^ 0x6b69_6c6c);
     let mut kills: Vec<(u64, usize)> = (0..args.crashes)
-        .map(|_| (rng.gen_range(0..end.max(1) / 10 * 9 + 1), rng.gen_range(0..3)))
+        .map(|_| {
+            (
+                rng.gen_range(0..end.max(1) / 10 * 9 + 1),
+                rng.gen_range(0..3),
+            )
+        })
         .collect();
     kills.sort_unstable();
     let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
@@ -93,14 +98,24 @@ fn parent(dir: &Path, args: &Args, seed: u64) -> Result<ExitCode, String> {
     loop {
         let mut cmd = Command::new(&exe);
         cmd.args(std::env::args_os().skip(1))
-            .args(["--round", &round.to_string(), "--anchor", &anchor_ns.to_string()])
+            .args([
+                "--round",
+                &round.to_string(),
+                "--anchor",
+                &anchor_ns.to_string(),
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if args.seed.is_none() {
             cmd.args(["--seed", &seed.to_string()]);
         }
         if let Some(&(at, kind)) = kills.get(round as usize) {
-            cmd.args(["--kill-at", &at.to_string(), "--kill-kind", &kind.to_string()]);
+            cmd.args([
+                "--kill-at",
+                &at.to_string(),
+                "--kill-kind",
+                &kind.to_string(),
+            ]);
         }
         let mut child = cmd.spawn().map_err(|e| format!("starting a round: {e}"))?;
         let stdout = child.stdout.take().ok_or("no pipe from the round")?;
@@ -184,7 +199,9 @@ fn reconcile(
         recovery.as_secs_f64() * 1e3
     );
     j.close().map_err(|e| format!("journal: {e}"))?;
-    let sum = format!("{delivered} delivered + {drained} drained + {bounced} bounced + {pending} pending");
+    let sum = format!(
+        "{delivered} delivered + {drained} drained + {bounced} bounced + {pending} pending"
+    );
     let again = format!(
         "{redelivered} redelivered after {crashes} kills, at most {} in flight",
         book.in_flight

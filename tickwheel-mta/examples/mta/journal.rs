@@ -259,7 +259,11 @@ pub struct Anchor {
 impl Anchor {
     /// The anchor of a run whose MTA time 0 was `wall_ns` (UNIX nanoseconds).
     pub fn new(wall_ns: u64) -> Result<Anchor, String> {
-        let now_ns = nanos(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default());
+        let now_ns = nanos(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
+        );
         let back = Duration::from_nanos(now_ns.saturating_sub(wall_ns));
         let start = Instant::now()
             .checked_sub(back)
@@ -269,7 +273,11 @@ impl Anchor {
 
     /// Now, as an anchor (UNIX nanoseconds).
     pub fn now_wall_ns() -> u64 {
-        nanos(SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default())
+        nanos(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
+        )
     }
 
     pub fn instant(&self, t: u64) -> Instant {
@@ -458,7 +466,11 @@ impl<'a> Round<'a> {
 
     /// Runs to the end of the run (MTA time), then closes the journal.
     pub fn run(mut self) -> Res<()> {
-        let mut plan = self.work.plan().skip(self.book.plan_next as usize).peekable();
+        let mut plan = self
+            .work
+            .plan()
+            .skip(self.book.plan_next as usize)
+            .peekable();
         let mut index = self.book.plan_next;
         let end = nanos(self.args.duration);
         loop {
@@ -468,7 +480,10 @@ impl<'a> Round<'a> {
             } else {
                 u64::MAX
             };
-            let next_due = self.j.next_deadline().map_or(u64::MAX, |i| self.clock.mta(i));
+            let next_due = self
+                .j
+                .next_deadline()
+                .map_or(u64::MAX, |i| self.clock.mta(i));
             let next = next_action.min(next_arrival).min(next_due);
             if next > end {
                 break;
@@ -506,7 +521,12 @@ impl<'a> Round<'a> {
         let items: Vec<_> = (first..last)
             .map(|id| {
                 let at = self.work.arrival(id);
-                (self.work.queue_of[id as usize], id, self.clock.instant(at), JMsg { due: at })
+                (
+                    self.work.queue_of[id as usize],
+                    id,
+                    self.clock.instant(at),
+                    JMsg { due: at },
+                )
             })
             .collect();
         let refused = self.j.schedule_many(items).map_err(jerr)?;
