@@ -123,8 +123,9 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
 
-    /// Keep every timer in a journal in DIR (tickwheel-journal, created or emptied), so the
-    /// run survives being killed; the run then has one thread (see docs/mta.md).
+    /// Keep every timer in a journal in DIR (tickwheel-journal; DIR/timers and
+    /// DIR/ledger.log are replaced), so the run survives being killed; the run then has one
+    /// thread (see docs/mta.md).
     #[arg(long, value_name = "DIR")]
     pub journal: Option<std::path::PathBuf>,
 

@@ -20,7 +20,8 @@
 //!
 //! Modules: `args` (options), `workload` (what the seed decides), `sim` (the threads),
 //! `real` (the real clock's dispatchers), `ledger` (the independent account), `report`
-//! (table, JSON, lateness, memory).
+//! (table, JSON, lateness, memory); with `--journal`, `crash` (the parent that kills and
+//! restarts the run, and its reconciliation) and `journal` (one round on the journal).
 
 mod args;
 mod crash;
