@@ -104,7 +104,13 @@ impl Shared {
             return Err(self.closed_error());
         }
         let was_empty = q.ops.is_empty();
+        let before = q.ops.len();
         q.ops.extend(ops);
+        if q.ops.len() == before {
+            // Nothing to write: waiting for the calls before it is waiting for this one. A
+            // new number here would wait for a commit the idle writer never makes.
+            return Ok(q.queued);
+        }
         q.queued += 1;
         let n = q.queued;
         drop(q);

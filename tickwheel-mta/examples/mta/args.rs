@@ -133,6 +133,21 @@ pub struct Args {
     /// Print one JSON object instead of the table (and no progress bar).
     #[arg(long)]
     pub json: bool,
+
+    /// Keep every timer in a journal in DIR (tickwheel-journal; DIR/timers and
+    /// DIR/ledger.log are replaced), so the run survives being killed; the run then has one
+    /// thread (see docs/mta.md), without flow limits or the real clock.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["concurrency", "rate", "clock", "dispatcher"])]
+    pub journal: Option<std::path::PathBuf>,
+
+    /// With --journal: kill the run with SIGKILL N times at random points (mid-batch,
+    /// mid-drain, mid-freeze) and restart it from the journal each time.
+    #[arg(long, default_value_t = 0, value_name = "N", requires = "journal")]
+    pub crashes: u32,
+
+    /// The journal's child processes (set by the parent of a `--journal` run).
+    #[command(flatten)]
+    pub child: crate::crash::ChildArgs,
 }
 
 /// Which clock drives the run.

@@ -20,10 +20,13 @@
 //!
 //! Modules: `args` (options), `workload` (what the seed decides), `sim` (the threads),
 //! `real` (the real clock's dispatchers), `ledger` (the independent account), `report`
-//! (table, JSON, lateness, memory).
+//! (table, JSON, lateness, memory); with `--journal`, `crash` (the parent that kills and
+//! restarts the run, and its reconciliation) and `journal` (one round on the journal).
 
 mod args;
+mod crash;
 mod flow;
+mod journal;
 mod ledger;
 mod real;
 mod report;
@@ -45,6 +48,9 @@ use workload::Workload;
 fn main() -> ExitCode {
     let args = Args::parse_and_check();
     let seed = args.seed.unwrap_or_else(rand::random);
+    if args.journal.is_some() {
+        return crash::main(&args, seed);
+    }
     let work = Workload::new(&args, seed);
     let sim = match Sim::new(&args, work) {
         Ok(sim) => Arc::new(sim),

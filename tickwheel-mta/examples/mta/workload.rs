@@ -133,6 +133,13 @@ impl Workload {
         self.jittered(interval, mix(self.seed, id, failures, 2))
     }
 
+    /// A spread for messages released together (after a suspension in the journaled run,
+    /// which re-queues them): up to one `--retry-base` later, so a suspended queue does not
+    /// come back as one burst.
+    pub fn spread(&self, id: u32, salt: u32) -> u64 {
+        (unit(mix(self.seed, id, salt, 3)) * self.retry_base_ns as f64) as u64
+    }
+
     fn jittered(&self, interval: u64, hash: u64) -> u64 {
         let factor = 1.0 + self.jitter * (2.0 * unit(hash) - 1.0);
         ((interval as f64 * factor) as u64).max(1)
