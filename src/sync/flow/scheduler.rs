@@ -511,17 +511,24 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             members.extend(found.into_iter().map(|(t, seq, i)| (t, seq, shard, i)));
         }
         members.sort_unstable();
+        let mut refused = false;
         for (_, _, shard, index) in members {
             if items.len() == limit {
                 break;
             }
+            if refused {
+                // At its limits: the rest of its due members are parked, as the merge
+                // parks each one it meets (the refused one's wake-up, throttle or freed
+                // slot, makes them due again).
+                states[shard].park_member(index);
+                continue;
+            }
             match states[shard].take_member(index, now_ns, &mut throttles) {
                 Ok(popped) => items.push_back((shard, popped)),
-                // Held in this shard: its other members here are held too; go on with
-                // the other shards' (a hold is set shard by shard).
+                // Held in this shard (and parked): go on with the other shards' (a hold
+                // is set shard by shard).
                 Err(false) => {}
-                // At its limits: nothing more of the queue now.
-                Err(true) => break,
+                Err(true) => refused = true,
             }
         }
         drop(states);

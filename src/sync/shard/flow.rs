@@ -259,8 +259,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// For `pop_due_queue`: pending member `index` goes in flight, unless its queue is
-    /// held here (`Err(false)`: left where it is) or has no slot or rate for it
-    /// (`Err(true)`: parked, its throttle wake-up on `throttles`).
+    /// held here (`Err(false)`: parked, as the merge parks it) or has no slot or rate for
+    /// it (`Err(true)`: parked, its throttle wake-up on `throttles`).
     pub(crate) fn take_member(
         &mut self,
         index: u32,
@@ -268,10 +268,33 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         throttles: &mut Vec<(Arc<QueueFlow<Q>>, u64)>,
     ) -> Result<Popped<Q, K, T>, bool> {
         if self.queue_rec(self.entry(index).queue).held {
+            self.park_member(index);
             return Err(false);
         }
         self.unfile(index);
         let flow = self.try_slot(index, now_ns, throttles).map_err(|()| true)?;
         self.fly(index, flow).ok_or(true)
+    }
+
+    /// For `pop_due_queue`: parks due member `index`, which its queue's hold or limits
+    /// refuse (the merge would park it on meeting it); one already parked stays. Unlike
+    /// `unfile`, it does not list the queue freed: the member leaves no slot behind.
+    /// O(log staged + log parked).
+    pub(crate) fn park_member(&mut self, index: u32) {
+        let entry = self.entry(index);
+        match entry.place {
+            Place::Wheel(key) => {
+                self.wheel.cancel(key);
+            }
+            Place::Staged => {
+                let order = entry.order();
+                self.staged.remove(&order);
+            }
+            _ => return,
+        }
+        if let Some(flow) = &self.queue_rec(self.entry(index).queue).flow {
+            flow.parking(1);
+        }
+        self.park(index);
     }
 }
