@@ -142,10 +142,29 @@ impl<Q> QueueFlow<Q> {
 
     /// Sets the rate limit: `emission` ns per hand-out (0: none) and a burst of `burst`
     /// hand-outs at once (at least 1).
+    ///
+    /// The change takes effect at once: while a rate limit was set, `tat − old emission`
+    /// is the theoretical time of the last hand-out (at or after the real one), so `tat`
+    /// moves to that time plus the new emission (to that time for a lift): as if the last
+    /// hand-out had been made under the new rate (sooner for a raised rate, later for a
+    /// lowered one). Never more
+    /// than the new rate allows from there on, since that time is not before the last
+    /// hand-out. A hand-out racing the change counts at the emission it read (the shift
+    /// keeps its interval, one compare-and-swap loop).
     pub(crate) fn set_rate(&self, emission: u64, burst: u32) {
         let tolerance = emission.saturating_mul(u64::from(burst.max(1)) - 1);
-        self.emission.store(emission, Ordering::SeqCst);
+        let old = self.emission.swap(emission, Ordering::SeqCst);
         self.tolerance.store(tolerance, Ordering::SeqCst);
+        if old == 0 {
+            // No rate before: `tat` is 0 or the theoretical last hand-out under an earlier
+            // limit (kept so by a lift, below): the new limit counts from there.
+            return;
+        }
+        let _ = (self.tat).fetch_update(Ordering::SeqCst, Ordering::SeqCst, |tat| {
+            // Below `old`: no hand-out under this limit yet. A lift (`emission` 0) keeps
+            // the theoretical last hand-out, for a limit set later.
+            (tat >= old).then(|| (tat - old).saturating_add(emission))
+        });
     }
 
     /// `(emission, burst)` of the rate limit; `None` without one.
