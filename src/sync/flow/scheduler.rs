@@ -160,7 +160,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         (self.inner.shards.iter()).any(|shard| shard.lock_unsettled().is_held(queue))
     }
 
-    /// Sets the most timers of `queue` in flight at once (`None`: no limit). A timer is in
+    /// Sets the most timers of `queue` in flight at once (`None`: no limit; `Some(usize::MAX)`,
+    /// more than can ever be in flight, is no limit too and reads back `None`). A timer is in
     /// flight from the `pop_due` that hands it out until its `Due` is done (dropped or
     /// consumed), retried ([`Due::retry_at`](crate::sync::Due::retry_at)) or put back (a
     /// [`DueBatch`](crate::sync::DueBatch) dropped with it untaken). A due timer of a queue
@@ -218,7 +219,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner.signal.deadline_added(0);
     }
 
-    /// The concurrency limit of `queue` (`None`: none). O(1) expected; takes the flow
+    /// The concurrency limit of `queue` (`None`: none, or `usize::MAX` was set, which is
+    /// none). O(1) expected; takes the flow
     /// table's lock. `queue` may be any borrowed form of `Q`.
     ///
     /// ```
