@@ -1072,8 +1072,8 @@ fn a_raised_rate_hands_out_no_more_than_its_allowance() {
     assert_eq!(s.pop_due(t0 + ms(100), 10).count(), 1);
 }
 
-/// A lowered rate applies to the next hand-out at once; a lift then a new limit starts
-/// afresh.
+/// A lowered rate applies to the next hand-out at once; a lift then a new limit counts
+/// from the last hand-out under the earlier one.
 #[test]
 fn lowering_the_rate_takes_effect_at_once() {
     let t0 = Instant::now();
@@ -1093,8 +1093,14 @@ fn lowering_the_rate_takes_effect_at_once() {
     assert_eq!(s.pop_due(t0 + ms(1000), 10).count(), 1);
     s.set_rate(&1, None);
     s.set_rate(&1, Some(RateLimit::per_second(1000)));
-    assert_eq!(s.pop_due(t0 + ms(1000), 10).count(), 1);
+    assert_eq!(
+        s.pop_due(t0 + ms(1000), 10).count(),
+        0,
+        "1 ms after the last"
+    );
     assert_eq!(s.pop_due(t0 + ms(1001), 10).count(), 1);
+    assert_eq!(s.pop_due(t0 + ms(1001), 10).count(), 0);
+    assert_eq!(s.pop_due(t0 + ms(1002), 10).count(), 1);
     assert_eq!(s.len(), 0);
 }
 

@@ -331,8 +331,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// Changes take effect at once: the queue's GCRA state is brought to the new rate, as
     /// if its last hand-out had been made under it (the next one is permitted one new
     /// interval, less the new burst's tolerance, after it: sooner for a raised rate, later
-    /// for a lowered one; a limit set after a lift starts afresh, its burst permitted from
-    /// no earlier than the last hand-out under the earlier limit), and a
+    /// for a lowered one; a limit set after a lift counts from the last hand-out under the
+    /// earlier one), and a
     /// throttled queue is looked at again by the next `pop_due`, which registers its
     /// wake-up at the new permitted instant (an earlier one left over only makes it look
     /// again). Never more than the new rate allows after the change. Costs as
