@@ -8,9 +8,9 @@
 //! expected per shard: it never walks the queue.
 //!
 //! Rule kept here: a held queue's timers stay where they are (wheel, staged) until
-//! `pop_due`'s merge meets one due; then, instead of taking it, the merge **parks** it: out
-//! of the wheel or the staged set, onto its queue record's `parked` list, `Parked(its
-//! position)`. So each due timer of a held queue costs the merge one look, once. A parked
+//! `pop_due`'s merge (or `pop_due_queue`) meets one due; then, instead of taking it, it
+//! **parks** it: out of the wheel or the staged set, onto its queue record's `parked`
+//! list, `Parked(its position)`. So each due timer of a held queue costs the merge one look, once. A parked
 //! timer is pending for everyone else (`cancel`, `drain_queue`, `freeze_queue`, `len`,
 //! `lookup`), and `release` stages the parked ones (the staged set is ordered by deadline
 //! and `seq`, so they come out in delivery order) in the same critical section that lifts
