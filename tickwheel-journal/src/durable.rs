@@ -179,7 +179,11 @@ pub(crate) fn end_ops(key: Vec<u8>, meta: bool) -> impl Iterator<Item = Op> {
 /// so two ids that are equal must encode equally (true of every derived `Serialize`).
 /// Every changing call returns `Err` when the journal failed or is closed: the change is
 /// then not acknowledged, and after such an error the journal refuses every later change
-/// (re-open it; recovery brings back what is on disk).
+/// (re-open it; recovery brings back what is on disk). A call that finds the journal
+/// failed or closed when it starts returns [`Error::Closed`] and changes nothing in memory
+/// (so does [`pop_due`](Self::pop_due)); only a call racing the failure itself (its record
+/// queued before the writer stopped, or not yet written) may have changed memory without
+/// being acknowledged.
 pub struct Durable<Q, K, T> {
     sched: Scheduler<Q, K, Slot<T>>,
     stripes: Box<[Mutex<()>]>,
@@ -264,8 +268,9 @@ where
     ///
     /// # Errors
     ///
-    /// The outer `Err` is the journal's (see the type's docs; the timer may then be pending
-    /// in memory but is not acknowledged). `Ok(Err(..))` is the scheduler's refusal, with
+    /// The outer `Err` is the journal's (see the type's docs): [`Error::Closed`], adding
+    /// nothing, if the journal had failed or was closed when the call started; otherwise
+    /// the timer may be pending in memory but is not acknowledged. `Ok(Err(..))` is the scheduler's refusal, with
     /// the value back; nothing is recorded then.
     pub fn schedule(
         &self,
@@ -290,6 +295,7 @@ where
         let key = codec::key(&id)?;
         let record = codec::timer(&id, &queue, self.core.clock.to_wall(at), &value)?;
         let _guard = self.stripe(&key);
+        self.core.shared.check()?;
         if let Err(e) = self
             .sched
             .schedule(queue, id, at, Slot::new(value, 0, false))
@@ -334,6 +340,7 @@ where
     pub fn reschedule(&self, id: &K, at: Instant) -> Result<Result<(), RescheduleError>> {
         let key = codec::key(id)?;
         let _guard = self.stripe(&key);
+        self.core.shared.check()?;
         let attempt = self.sched.with_value(id, |slot| {
             slot.meta.store(true, std::sync::atomic::Ordering::Relaxed);
             slot.attempt
@@ -363,6 +370,7 @@ where
     pub fn cancel(&self, id: &K) -> Result<Cancel<T>> {
         let key = codec::key(id)?;
         let guard = self.stripe(&key);
+        self.core.shared.check()?;
         let slot = match self.sched.cancel(id) {
             Cancel::Cancelled(slot) => slot,
             Cancel::InFlight => return Ok(Cancel::InFlight),
@@ -382,6 +390,7 @@ where
     /// The journal's (see the type's docs).
     pub fn drain_queue(&self, queue: &Q) -> Result<Drained<K, T>> {
         let guards = self.all_stripes();
+        self.core.shared.check()?;
         let drained = self.sched.drain_queue(queue);
         let mut ops = Vec::with_capacity(drained.cancelled.len());
         let mut cancelled = Vec::with_capacity(drained.cancelled.len());
@@ -408,6 +417,7 @@ where
     /// The journal's (see the type's docs).
     pub fn freeze_queue(&self, queue: &Q) -> Result<Frozen<K, T>> {
         let guards = self.all_stripes();
+        self.core.shared.check()?;
         let frozen = self.sched.freeze_queue(queue);
         let (ops, pending) = self.end_entries(frozen.pending)?;
         let n = self.core.queue(ops)?;
@@ -427,6 +437,7 @@ where
     /// The journal's (see the type's docs).
     pub fn take_forwarded(&self, queue: &Q) -> Result<Vec<FrozenEntry<K, T>>> {
         let guards = self.all_stripes();
+        self.core.shared.check()?;
         let taken = self.sched.take_forwarded(queue);
         let (ops, taken) = self.end_entries(taken)?;
         let n = self.core.queue(ops)?;
@@ -462,6 +473,7 @@ where
             .map(|(e, (k, r))| (e.id.clone(), k, r))
             .collect();
         let guards = self.all_stripes();
+        self.core.shared.check()?;
         let imported = self.sched.import(
             queue,
             entries.into_iter().map(|e| FrozenEntry {
@@ -525,9 +537,11 @@ where
     ///
     /// # Errors
     ///
-    /// The journal's (see the type's docs). The timers taken stay in flight in memory then
-    /// (the journal is dead; re-open it).
+    /// [`Error::Closed`], taking nothing, if the journal had failed or was closed when the
+    /// call started. Otherwise the journal's (see the type's docs): the timers taken stay
+    /// in flight in memory then (the journal is dead; re-open it).
     pub fn pop_due(&self, now: Instant, limit: usize) -> Result<DueBatch<Q, K, T>> {
+        self.core.shared.check()?;
         let mut taken = Vec::new();
         let mut ops = Vec::new();
         for mut due in self.sched.pop_due(now, limit) {

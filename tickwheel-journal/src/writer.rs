@@ -120,6 +120,16 @@ impl Shared {
         Ok(n)
     }
 
+    /// Fails, changing nothing, once the writer has stopped (failed or closed): for a call
+    /// to check before it changes memory.
+    pub(crate) fn check(&self) -> Result<()> {
+        let closing = self.queue.lock().closing;
+        if closing || self.progress.lock().failed.is_some() {
+            return Err(self.closed_error());
+        }
+        Ok(())
+    }
+
     /// Waits until commit `n` is durable.
     pub(crate) fn wait(&self, n: u64) -> Result<()> {
         let mut p = self.progress.lock();

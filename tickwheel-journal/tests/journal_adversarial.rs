@@ -344,7 +344,6 @@ fn a_failing_engine_errs_without_panic() {
 /// nothing in memory (a refused cancel or drain leaves its timers pending rather than
 /// dropping them with the error), and `pop_due` refuses too.
 #[test]
-#[ignore = "fails: after an engine failure, schedule still adds in memory, cancel/drain take timers out of memory and return Err (values lost to the caller), pop_due returns Ok"]
 fn a_failing_engine_refuses_every_later_change() {
     if std::env::var_os("JOURNAL_FSIZE_CHILD").is_some() {
         return full_disk_child(true);

@@ -52,6 +52,9 @@ pub(crate) struct QueueFlow<Q> {
     emission: AtomicU64,
     tolerance: AtomicU64,
     tat: AtomicU64,
+    /// The emission `tat` counts in: the last non-zero one set (0: none ever), kept across
+    /// a lift, so that `tat − basis` is the theoretical time of the last hand-out.
+    basis: AtomicU64,
     /// The throttle wake-up registered for this queue, ns ([`NEVER`]: none).
     wake_at: AtomicU64,
     /// The scheduler's freed list, for [`relist`](Self::relist) (weak: the list holds
@@ -88,6 +91,7 @@ impl<Q> QueueFlow<Q> {
             emission: AtomicU64::new(0),
             tolerance: AtomicU64::new(0),
             tat: AtomicU64::new(0),
+            basis: AtomicU64::new(0),
             wake_at: AtomicU64::new(NEVER),
         }
     }
@@ -142,10 +146,27 @@ impl<Q> QueueFlow<Q> {
 
     /// Sets the rate limit: `emission` ns per hand-out (0: none) and a burst of `burst`
     /// hand-outs at once (at least 1).
+    ///
+    /// The change takes effect at once: `tat − basis` is the theoretical time of the last
+    /// hand-out (at or after the real one), so `tat` moves to that time plus the new
+    /// emission: as if the last hand-out had been made under the new rate (sooner for a
+    /// raised rate, later for a lowered one). Never more than the new rate allows from
+    /// there on, since that time is not before the last hand-out. A lift leaves `tat` and
+    /// its basis, so a limit set later counts from the same last hand-out. A hand-out
+    /// racing the change counts at the emission it read.
     pub(crate) fn set_rate(&self, emission: u64, burst: u32) {
         let tolerance = emission.saturating_mul(u64::from(burst.max(1)) - 1);
         self.emission.store(emission, Ordering::SeqCst);
         self.tolerance.store(tolerance, Ordering::SeqCst);
+        if emission == 0 {
+            // A lift: `tat` is not read until a limit is set again.
+            return;
+        }
+        let old = self.basis.swap(emission, Ordering::SeqCst);
+        let _ = (self.tat).fetch_update(Ordering::SeqCst, Ordering::SeqCst, |tat| {
+            // Below `old` (or no basis): no hand-out under a limit yet.
+            (old != 0 && tat >= old).then(|| (tat - old).saturating_add(emission))
+        });
     }
 
     /// `(emission, burst)` of the rate limit; `None` without one.

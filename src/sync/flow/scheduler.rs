@@ -160,7 +160,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         (self.inner.shards.iter()).any(|shard| shard.lock_unsettled().is_held(queue))
     }
 
-    /// Sets the most timers of `queue` in flight at once (`None`: no limit). A timer is in
+    /// Sets the most timers of `queue` in flight at once (`None`: no limit; `Some(usize::MAX)`,
+    /// more than can ever be in flight, is no limit too and reads back `None`). A timer is in
     /// flight from the `pop_due` that hands it out until its `Due` is done (dropped or
     /// consumed), retried ([`Due::retry_at`](crate::sync::Due::retry_at)) or put back (a
     /// [`DueBatch`](crate::sync::DueBatch) dropped with it untaken). A due timer of a queue
@@ -218,7 +219,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner.signal.deadline_added(0);
     }
 
-    /// The concurrency limit of `queue` (`None`: none). O(1) expected; takes the flow
+    /// The concurrency limit of `queue` (`None`: none, or `usize::MAX` was set, which is
+    /// none). O(1) expected; takes the flow
     /// table's lock. `queue` may be any borrowed form of `Q`.
     ///
     /// ```
@@ -326,7 +328,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// earliest parked timers due, as many as the rate and the concurrency limit permit.
     /// `queue_counts` shows `throttled` while a wake-up is pending.
     ///
-    /// Changes take effect at once (the queue's GCRA state is kept across them). Costs as
+    /// Changes take effect at once: the queue's GCRA state is brought to the new rate, as
+    /// if its last hand-out had been made under it (the next one is permitted one new
+    /// interval, less the new burst's tolerance, after it: sooner for a raised rate, later
+    /// for a lowered one; a limit set after a lift counts from the last hand-out under the
+    /// earlier one), and a
+    /// throttled queue is looked at again by the next `pop_due`, which registers its
+    /// wake-up at the new permitted instant (an earlier one left over only makes it look
+    /// again). Never more than the new rate allows after the change. Costs as
     /// [`set_concurrency`](Self::set_concurrency), which shares the queue's flow record:
     /// a hand-out of a limited queue adds one compare-and-swap. The idea is KumoMTA's
     /// `max_message_rate` per ready queue; GCRA is ITU-T I.371's, as in the `governor`
@@ -511,17 +520,24 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             members.extend(found.into_iter().map(|(t, seq, i)| (t, seq, shard, i)));
         }
         members.sort_unstable();
+        let mut refused = false;
         for (_, _, shard, index) in members {
             if items.len() == limit {
                 break;
             }
+            if refused {
+                // At its limits: the rest of its due members are parked, as the merge
+                // parks each one it meets (the refused one's wake-up, throttle or freed
+                // slot, makes them due again).
+                states[shard].park_member(index);
+                continue;
+            }
             match states[shard].take_member(index, now_ns, &mut throttles) {
                 Ok(popped) => items.push_back((shard, popped)),
-                // Held in this shard: its other members here are held too; go on with
-                // the other shards' (a hold is set shard by shard).
+                // Held in this shard (and parked): go on with the other shards' (a hold
+                // is set shard by shard).
                 Err(false) => {}
-                // At its limits: nothing more of the queue now.
-                Err(true) => break,
+                Err(true) => refused = true,
             }
         }
         drop(states);

@@ -8,9 +8,9 @@
 //! expected per shard: it never walks the queue.
 //!
 //! Rule kept here: a held queue's timers stay where they are (wheel, staged) until
-//! `pop_due`'s merge meets one due; then, instead of taking it, the merge **parks** it: out
-//! of the wheel or the staged set, onto its queue record's `parked` list, `Parked(its
-//! position)`. So each due timer of a held queue costs the merge one look, once. A parked
+//! `pop_due`'s merge (or `pop_due_queue`) meets one due; then, instead of taking it, it
+//! **parks** it: out of the wheel or the staged set, onto its queue record's `parked`
+//! list, `Parked(its position)`. So each due timer of a held queue costs the merge one look, once. A parked
 //! timer is pending for everyone else (`cancel`, `drain_queue`, `freeze_queue`, `len`,
 //! `lookup`), and `release` stages the parked ones (the staged set is ordered by deadline
 //! and `seq`, so they come out in delivery order) in the same critical section that lifts
@@ -259,8 +259,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// For `pop_due_queue`: pending member `index` goes in flight, unless its queue is
-    /// held here (`Err(false)`: left where it is) or has no slot or rate for it
-    /// (`Err(true)`: parked, its throttle wake-up on `throttles`).
+    /// held here (`Err(false)`: parked, as the merge parks it) or has no slot or rate for
+    /// it (`Err(true)`: parked, its throttle wake-up on `throttles`).
     pub(crate) fn take_member(
         &mut self,
         index: u32,
@@ -268,10 +268,33 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         throttles: &mut Vec<(Arc<QueueFlow<Q>>, u64)>,
     ) -> Result<Popped<Q, K, T>, bool> {
         if self.queue_rec(self.entry(index).queue).held {
+            self.park_member(index);
             return Err(false);
         }
         self.unfile(index);
         let flow = self.try_slot(index, now_ns, throttles).map_err(|()| true)?;
         self.fly(index, flow).ok_or(true)
+    }
+
+    /// For `pop_due_queue`: parks due member `index`, which its queue's hold or limits
+    /// refuse (the merge would park it on meeting it); one already parked stays. Unlike
+    /// `unfile`, it does not list the queue freed: the member leaves no slot behind.
+    /// O(log staged + log parked).
+    pub(crate) fn park_member(&mut self, index: u32) {
+        let entry = self.entry(index);
+        match entry.place {
+            Place::Wheel(key) => {
+                self.wheel.cancel(key);
+            }
+            Place::Staged => {
+                let order = entry.order();
+                self.staged.remove(&order);
+            }
+            _ => return,
+        }
+        if let Some(flow) = &self.queue_rec(self.entry(index).queue).flow {
+            flow.parking(1);
+        }
+        self.park(index);
     }
 }
