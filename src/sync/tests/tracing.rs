@@ -78,6 +78,16 @@ impl Subscriber for Capture {
     fn exit(&self, _: &Id) {}
 }
 
+/// Recomputes every registered callsite's interest against the capture (the thread's
+/// default inside `with_default`). tracing-core caches a callsite's interest process-wide
+/// when it is first reached, and while at most one dispatcher is registered it asks only the
+/// reaching thread's default: a parallel test that reaches the same event with no subscriber
+/// first caches "never", and the capture would see nothing from it. Called before each
+/// operation whose event a test expects.
+fn fresh_interest() {
+    ::tracing::callsite::rebuild_interest_cache();
+}
+
 fn ms(t0: Instant, n: u64) -> Instant {
     t0 + Duration::from_millis(n)
 }
@@ -122,6 +132,7 @@ fn each_queue_wide_operation_emits_one_event_with_its_counts() {
         drop(batch); // id 2 goes back to pending
         assert!(capture.take().is_empty(), "no event per timer");
 
+        fresh_interest();
         let drained = sched.drain_queue(&1); // 3, 5, 7, 9; 1 in flight
         assert_eq!(drained.cancelled.len(), 4);
         expect_one(
@@ -132,6 +143,7 @@ fn each_queue_wide_operation_emits_one_event_with_its_counts() {
         );
         drop(second);
 
+        fresh_interest();
         let frozen = sched.freeze_queue(&0); // 2, 4, 6, 8; 0 in flight
         assert_eq!(frozen.pending.len(), 4);
         expect_one(
@@ -143,6 +155,7 @@ fn each_queue_wide_operation_emits_one_event_with_its_counts() {
 
         assert_eq!(first.retry_at(ms(t0, 50)), Ok(Retried::Forwarded));
         assert!(capture.take().is_empty(), "a retry is per timer: no event");
+        fresh_interest();
         assert_eq!(sched.take_forwarded(&0).len(), 1);
         expect_one(
             &capture.take(),
@@ -156,6 +169,7 @@ fn each_queue_wide_operation_emits_one_event_with_its_counts() {
             at: t0,
             value: 'w',
         };
+        fresh_interest();
         let refused = sched.import(0, vec![entry(2)]);
         assert_eq!(refused.refused.len(), 1, "the queue is frozen");
         expect_one(
@@ -165,6 +179,7 @@ fn each_queue_wide_operation_emits_one_event_with_its_counts() {
             &[("imported", "0"), ("present", "0"), ("refused", "1")],
         );
 
+        fresh_interest();
         assert_eq!(sched.unfreeze_queue(&0), 0);
         expect_one(
             &capture.take(),
@@ -174,6 +189,7 @@ fn each_queue_wide_operation_emits_one_event_with_its_counts() {
         );
 
         sched.schedule(0, 4, t0, 'x').unwrap();
+        fresh_interest();
         let report = sched.import(0, vec![entry(2), entry(4)]);
         assert_eq!((report.imported, report.present.len()), (1, 1));
         expect_one(
@@ -190,6 +206,7 @@ fn an_unnamed_scheduler_reports_an_empty_name() {
     let capture = Capture::default();
     let sched: Scheduler<u8, u32, ()> = Scheduler::builder().shards(1).build();
     ::tracing::subscriber::with_default(capture.clone(), || {
+        fresh_interest();
         assert!(sched.drain_queue(&7).cancelled.is_empty());
     });
     expect_one(
