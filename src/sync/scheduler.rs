@@ -494,6 +494,26 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         let each = self.inner.shards.iter().map(|shard| shard.inspect(count));
         each.fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
     }
+
+    /// Runs `per_shard` on each shard index in ascending order (one shard lock at a time, as
+    /// the lock order asks) and sums what it moved back to pending: the count, and the
+    /// earliest tick among them, for the caller's one wake-up.
+    pub(crate) fn each_shard(
+        &self,
+        mut per_shard: impl FnMut(usize) -> (usize, Option<u64>),
+    ) -> (usize, Option<u64>) {
+        let mut count = 0;
+        let mut earliest = None::<u64>;
+        for index in 0..self.inner.shards.len() {
+            let (n, tick) = per_shard(index);
+            count += n;
+            earliest = match (earliest, tick) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        (count, earliest)
+    }
 }
 
 fn add_wheel_stats(sum: &mut WheelStats, s: WheelStats) {

@@ -102,16 +102,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     where
         Q: Borrow<B>,
     {
-        let mut count = 0;
-        let mut earliest = None::<u64>;
-        for index in 0..self.inner.shards.len() {
-            let (n, tick) = self.release_shard(index, queue);
-            count += n;
-            earliest = match (earliest, tick) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
+        let (count, earliest) = self.each_shard(|index| self.release_shard(index, queue));
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
