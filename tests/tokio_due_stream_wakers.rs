@@ -1,22 +1,19 @@
 //! `DueStream`'s waker registration, one per stream: two streams in one task, a sibling
 //! dropped while armed, a stream moved between tasks, wakers new on every poll, many
-//! streams and short-lived tasks (registrations stay bounded: a counting allocator), and
-//! other tasks' streams dropped while one sleeps. Paused clock: a lost wakeup shows as an
-//! item yielded at the far (1 h) timer's time, or a timeout. (Each
-//! test was shown to catch a planted fault in the registration.)
+//! streams and short-lived tasks (registrations stay bounded: an allocator counting per
+//! thread), and other tasks' streams dropped while one sleeps. Paused clock: a lost wakeup
+//! shows as an item yielded at the far (1 h) timer's time, or a timeout. (Each test was shown to catch a planted fault in the registration.)
 #![cfg(feature = "tokio")]
-// `serial()`'s guard is held across awaits on purpose: it serializes whole tests, each on a
-// runtime of its own thread, because the heap counter is process-wide.
-#![allow(clippy::await_holding_lock)]
 
 #[path = "support/due_stream.rs"]
 mod due_stream;
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 
 use futures_util::StreamExt;
@@ -25,18 +22,30 @@ use tokio::time::{self, Duration, Instant};
 use due_stream::*;
 
 struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
+thread_local! {
+    // Per thread: tests run in parallel, and another test building its runtime must not
+    // count here. Each test runs on a current-thread runtime, so what it measures is
+    // allocated and freed on its own thread. `const` init: no allocation.
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+}
+fn count(delta: isize) {
+    // `try_with`: the allocator is also called while a thread's locals are torn down.
+    let _ = LIVE.try_with(|l| l.set(l.get() + delta));
+}
+fn live() -> isize {
+    LIVE.with(Cell::get)
+}
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        count(l.size() as isize);
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
+        count(-(l.size() as isize));
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        LIVE.fetch_add(n as isize - l.size() as isize, Ordering::Relaxed);
+        count(n as isize - l.size() as isize);
         unsafe { System.realloc(p, l, n) }
     }
 }
@@ -61,11 +70,6 @@ impl Wake for Forward {
     }
 }
 
-/// Tests in this file run one at a time: the heap counter is process-wide.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 const GUARD: Duration = Duration::from_secs(3 * 3600);
 
@@ -89,7 +93,6 @@ async fn next_sent(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Out>) -> Out {
 /// schedules a timer at 10 ms: one of the streams must yield it at 10 ms.
 #[tokio::test(start_paused = true)]
 async fn two_streams_in_one_task_woken_from_os_thread() {
-    let _serial = serial();
     let (sched, t0) = asleep_an_hour(4);
     let (mut a, mut b) = (sched.due_stream(), sched.due_stream());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -122,7 +125,6 @@ async fn two_streams_in_one_task_woken_from_os_thread() {
 /// woken by an earlier timer scheduled from another task, and B alone stays registered.
 #[tokio::test(start_paused = true)]
 async fn drop_sibling_while_armed_then_earlier_timer() {
-    let _serial = serial();
     for fresh in [false, true] {
         let (sched, t0) = asleep_an_hour(2);
         let a = sched.due_stream();
@@ -179,7 +181,6 @@ async fn drop_sibling_while_armed_then_earlier_timer() {
 /// earlier timer scheduled after the move must wake task 2.
 #[tokio::test(start_paused = true)]
 async fn stream_moved_between_tasks_then_earlier_timer() {
-    let _serial = serial();
     let (sched, t0) = asleep_an_hour(2);
     let stream = sched.due_stream();
     let (stx, srx) = tokio::sync::oneshot::channel();
@@ -223,7 +224,6 @@ fn poll_once_cx(s: &mut Stream) -> Poll<Option<tickwheel::sync::Due<u32, u64, u6
 /// poll: memory stays flat (registrations do not pile up).
 #[tokio::test(start_paused = true)]
 async fn registrations_stay_bounded() {
-    let _serial = serial();
     let (sched, t0) = asleep_an_hour(2);
     let round = |n: usize| {
         for _ in 0..n {
@@ -240,9 +240,9 @@ async fn registrations_stay_bounded() {
         }
     };
     round(1000);
-    let before = LIVE.load(Ordering::SeqCst);
+    let before = live();
     round(50_000);
-    let after = LIVE.load(Ordering::SeqCst);
+    let after = live();
     assert!(
         after - before < 16 * 1024,
         "created+dropped streams grew the heap by {} bytes",
@@ -257,7 +257,7 @@ async fn registrations_stay_bounded() {
         assert!(s.poll_next_unpin(&mut Context::from_waker(&w)).is_pending());
         tasks.push(c);
     }
-    let before = LIVE.load(Ordering::SeqCst);
+    let before = live();
     for _ in 0..50_000 {
         let c = Arc::new(CountWake::default());
         let w = Waker::from(Arc::clone(&c));
@@ -270,7 +270,7 @@ async fn registrations_stay_bounded() {
             Arc::strong_count(&c)
         );
     }
-    let after = LIVE.load(Ordering::SeqCst);
+    let after = live();
     assert!(
         after - before < 16 * 1024,
         "re-arming grew the heap by {}",
@@ -295,7 +295,6 @@ async fn registrations_stay_bounded() {
 /// finishing (the stream drops with the task): heap flat.
 #[tokio::test(start_paused = true)]
 async fn short_lived_tasks_leave_no_wakers() {
-    let _serial = serial();
     let (sched, _) = asleep_an_hour(2);
     let run = |n: usize| {
         let sched = Arc::clone(&sched);
@@ -311,9 +310,9 @@ async fn short_lived_tasks_leave_no_wakers() {
         }
     };
     run(500).await;
-    let before = LIVE.load(Ordering::SeqCst);
+    let before = live();
     run(5_000).await;
-    let after = LIVE.load(Ordering::SeqCst);
+    let after = live();
     assert!(
         after - before < 64 * 1024,
         "heap grew by {}",
@@ -325,7 +324,6 @@ async fn short_lived_tasks_leave_no_wakers() {
 /// timer: each must come out at its own time (some stream woken), never at 1 h.
 #[tokio::test(start_paused = true)]
 async fn many_streams_many_tasks_each_early_timer_on_time() {
-    let _serial = serial();
     let (sched, t0) = scheduler(4);
     schedule(&sched, 0, 0, t0 + HOUR);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -369,7 +367,6 @@ async fn many_streams_many_tasks_each_early_timer_on_time() {
 
 #[tokio::test(start_paused = true)]
 async fn others_dropping_streams_do_not_unregister_a_sleeper() {
-    let _serial = serial();
     let (sched, _) = asleep_an_hour(2);
     let (task, mut rx) = spawn_dispatcher(sched.due_stream(), false);
     settle().await;
