@@ -70,7 +70,6 @@ impl Wake for Forward {
     }
 }
 
-
 const GUARD: Duration = Duration::from_secs(3 * 3600);
 
 /// A scheduler with `shards` shards and one timer (id 1, queue 0) an hour ahead: what a
