@@ -230,6 +230,18 @@ where
         progress: impl FnMut(u64, u64),
     ) -> Result<Self> {
         let store = crate::store::open(options.engine, dir.as_ref(), options.memtable_bytes)?;
+        Self::open_store(store, options, progress)
+    }
+
+    /// Recovers from an open engine and starts the writer: [`open_with_progress`]'s work
+    /// after the engine's files are open (tests open an engine over a simulated disk).
+    ///
+    /// [`open_with_progress`]: Self::open_with_progress
+    pub(crate) fn open_store(
+        store: Box<dyn crate::store::Store>,
+        options: Options,
+        progress: impl FnMut(u64, u64),
+    ) -> Result<Self> {
         let clock = Arc::new(WallClock::new());
         let mut builder = Scheduler::builder();
         if let Some(n) = options.shards {

@@ -9,7 +9,7 @@ use crate::error::Result;
 
 #[cfg(feature = "fjall")]
 mod fjall;
-mod redb;
+pub(crate) mod redb;
 
 /// Which table a record goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

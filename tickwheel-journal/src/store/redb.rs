@@ -29,6 +29,19 @@ impl RedbStore {
     pub(crate) fn open(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(Error::engine)?;
         let db = Database::create(dir.join("journal.redb")).map_err(Error::engine)?;
+        Self::with_database(db)
+    }
+
+    /// An engine over a storage backend of the caller's (tests: a simulated disk).
+    #[cfg(test)]
+    pub(crate) fn open_backend(backend: impl redb::StorageBackend) -> Result<Self> {
+        let db = Database::builder()
+            .create_with_backend(backend)
+            .map_err(Error::engine)?;
+        Self::with_database(db)
+    }
+
+    fn with_database(db: Database) -> Result<Self> {
         let txn = db.begin_write().map_err(Error::engine)?;
         for t in [TIMERS, META] {
             txn.open_table(t).map_err(Error::engine)?;
