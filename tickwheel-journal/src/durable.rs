@@ -30,6 +30,10 @@ use crate::recover;
 use crate::store::{Engine, Op, Table};
 use crate::writer::{Durability, Shared, Writer, WriterStats};
 
+mod flow;
+
+pub(crate) use flow::Policy;
+
 /// The stripes of id locks: enough that two producers rarely meet on one.
 const STRIPES: usize = 256;
 
@@ -187,6 +191,8 @@ pub(crate) fn end_ops(key: Vec<u8>, meta: bool) -> impl Iterator<Item = Op> {
 pub struct Durable<Q, K, T> {
     sched: Scheduler<Q, K, Slot<T>>,
     stripes: Box<[Mutex<()>]>,
+    /// Serializes changes of flow control (their records, per queue, in order).
+    policy: Mutex<()>,
     core: Arc<Core>,
     writer: Writer,
 }
@@ -262,6 +268,7 @@ where
         Ok(Durable {
             sched,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            policy: Mutex::new(()),
             core,
             writer,
         })

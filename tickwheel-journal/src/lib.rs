@@ -2,7 +2,8 @@
 //!
 //! [`Durable<Q, K, T>`](Durable) wraps a scheduler and records every change of custody —
 //! schedule, cancel, reschedule, drain, freeze, take_forwarded, import, and each hand-out,
-//! retry and end of a [`Due`] — in an embedded storage engine, [redb] by default. A call
+//! retry and end of a [`Due`] — and of a queue's flow control (hold, limits) in an
+//! embedded storage engine, [redb] by default. A call
 //! documented as durable returns only once its record is on disk. Opening the journal
 //! again rebuilds every queue with its ids, deadlines and values.
 //!
@@ -73,6 +74,13 @@
 //! feature: a journal cannot store what it cannot encode. Two equal ids must encode
 //! equally (true of every derived `Serialize`): the journal finds a timer's record by its
 //! id's encoding.
+//!
+//! **Flow control is recorded too**: [`Durable::hold_queue`], [`Durable::release_queue`],
+//! [`Durable::set_concurrency`] and [`Durable::set_rate`] keep a queue's hold and limits
+//! in a third table, and recovery applies them before it schedules a single timer, so a
+//! held queue stays held across a crash (as Postfix's hold queue does). The rate's
+//! position is not recorded: after a crash a rate-limited queue may hand out its burst at
+//! once. Calls made on [`Durable::scheduler`] directly are not recorded.
 //!
 //! **Not recorded:** freeze marks (after a crash a frozen queue comes back unfrozen, its
 //! forwarded timers pending; the pending timers a freeze handed back are the caller's) and

@@ -9,14 +9,15 @@ use tickwheel::sync::Scheduler;
 
 use crate::clock::WallClock;
 use crate::codec;
-use crate::durable::Slot;
+use crate::durable::{Policy, Slot};
 use crate::error::{Error, Result};
 use crate::store::{Store, Table};
 
 /// How many timers between two progress reports.
 const PROGRESS_EVERY: u64 = 1 << 16;
 
-/// Schedules every timer of `store` into `sched`: the `meta` table first (attempts and
+/// Schedules every timer of `store` into `sched`: the queues' flow control first, the
+/// `meta` table next (attempts and
 /// moved deadlines of the timers handed out, rescheduled or retried: few), then one pass
 /// over `timers`.
 pub(crate) fn replay<Q, K, T>(
@@ -30,6 +31,12 @@ where
     K: Hash + Eq + Clone + DeserializeOwned,
     T: DeserializeOwned,
 {
+    // Flow control first: a held queue hands out none of its timers, from the first.
+    store.scan(Table::Queues, &mut |k, v| {
+        let queue: Q = codec::decode(k)?;
+        codec::decode::<Policy>(v)?.apply(sched, &queue);
+        Ok(())
+    })?;
     let mut meta: HashMap<Vec<u8>, (u32, u64)> = HashMap::new();
     store.scan(Table::Meta, &mut |k, v| {
         meta.insert(k.to_vec(), codec::decode(v)?);

@@ -1,4 +1,4 @@
-//! fjall: two keyspaces of one database; a batch per write, `persist(SyncData)` per sync.
+//! fjall: three keyspaces of one database; a batch per write, `persist(SyncData)` per sync.
 
 use std::path::Path;
 
@@ -11,6 +11,7 @@ pub(crate) struct FjallStore {
     db: Database,
     timers: Keyspace,
     meta: Keyspace,
+    queues: Keyspace,
 }
 
 impl FjallStore {
@@ -27,13 +28,20 @@ impl FjallStore {
         let options = || KeyspaceCreateOptions::default().max_memtable_size(memtable_bytes);
         let timers = db.keyspace("timers", options).map_err(Error::engine)?;
         let meta = db.keyspace("meta", options).map_err(Error::engine)?;
-        Ok(FjallStore { db, timers, meta })
+        let queues = db.keyspace("queues", options).map_err(Error::engine)?;
+        Ok(FjallStore {
+            db,
+            timers,
+            meta,
+            queues,
+        })
     }
 
     fn table(&self, table: Table) -> &Keyspace {
         match table {
             Table::Timers => &self.timers,
             Table::Meta => &self.meta,
+            Table::Queues => &self.queues,
         }
     }
 }
@@ -60,7 +68,7 @@ impl Store for FjallStore {
     }
 
     fn checkpoint(&mut self) -> Result<()> {
-        for ks in [&self.timers, &self.meta] {
+        for ks in [&self.timers, &self.meta, &self.queues] {
             ks.rotate_memtable_and_wait().map_err(Error::engine)?;
         }
         Ok(())

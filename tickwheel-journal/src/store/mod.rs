@@ -3,7 +3,8 @@
 //! A journal keeps two tables, each keyed by the postcard encoding of a timer's id:
 //! `timers` (queue, deadline, value: written once per timer) and `meta` (attempt count and
 //! current deadline: written when a timer is handed out, rescheduled or retried). A timer
-//! that ends deletes its keys, so both tables hold live timers only.
+//! that ends deletes its keys, so both tables hold live timers only. A third table,
+//! `queues`, keeps the flow control of the queues that have any (hold, limits).
 
 use crate::error::Result;
 
@@ -16,6 +17,9 @@ pub(crate) mod redb;
 pub(crate) enum Table {
     Timers,
     Meta,
+    /// A queue's flow control (hold, limits), keyed by the queue's postcard encoding;
+    /// queues without any have no key.
+    Queues,
 }
 
 /// One change to a table.

@@ -1,4 +1,4 @@
-//! redb: two tables of one file; one `Durability::Immediate` transaction per sync, holding
+//! redb: three tables of one file; one `Durability::Immediate` transaction per sync, holding
 //! every write since the last.
 
 use std::path::Path;
@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 
 const TIMERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("timers");
 const META: TableDefinition<&[u8], &[u8]> = TableDefinition::new("meta");
+const QUEUES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("queues");
 
 pub(crate) struct RedbStore {
     db: Database,
@@ -22,6 +23,7 @@ fn def(table: Table) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
     match table {
         Table::Timers => TIMERS,
         Table::Meta => META,
+        Table::Queues => QUEUES,
     }
 }
 
@@ -43,7 +45,7 @@ impl RedbStore {
 
     fn with_database(db: Database) -> Result<Self> {
         let txn = db.begin_write().map_err(Error::engine)?;
-        for t in [TIMERS, META] {
+        for t in [TIMERS, META, QUEUES] {
             txn.open_table(t).map_err(Error::engine)?;
         }
         txn.commit().map_err(Error::engine)?;
@@ -59,15 +61,16 @@ impl RedbStore {
         {
             let mut timers = txn.open_table(TIMERS).map_err(Error::engine)?;
             let mut meta = txn.open_table(META).map_err(Error::engine)?;
+            let mut queues = txn.open_table(QUEUES).map_err(Error::engine)?;
             for op in ops.drain(..) {
                 let (t, k, v) = match op {
                     Op::Put(t, k, v) => (t, k, Some(v)),
                     Op::DeleteOnce(t, k) | Op::Delete(t, k) => (t, k, None),
                 };
-                let table = if t == Table::Timers {
-                    &mut timers
-                } else {
-                    &mut meta
+                let table = match t {
+                    Table::Timers => &mut timers,
+                    Table::Meta => &mut meta,
+                    Table::Queues => &mut queues,
                 };
                 match v {
                     Some(v) => drop(

@@ -1,6 +1,6 @@
 //! Power loss under the journal: a redb journal on a simulated disk loses power at a
 //! random call while a random workload runs; the image it leaves must hold every
-//! acknowledged change, and nothing the workload never did.
+//! acknowledged change (timers and queue holds), and nothing the workload never did.
 //!
 //! For each id the ledger keeps its acknowledged states in order. After the loss, an id
 //! must be found in the state of its last change acknowledged before the power failed,
@@ -33,6 +33,8 @@ enum Seen {
 struct Ledger {
     /// Per id: (number of acknowledged changes before this one, state after it).
     states: HashMap<u64, Vec<(u64, Seen)>>,
+    /// Per queue: (the same count, whether the queue is held after the change).
+    holds: HashMap<u8, Vec<(u64, bool)>>,
     acked: u64,
 }
 
@@ -41,6 +43,28 @@ impl Ledger {
         self.states.entry(id).or_default().push((self.acked, seen));
         self.acked += 1;
     }
+
+    fn record_hold(&mut self, queue: u8, held: bool) {
+        self.holds
+            .entry(queue)
+            .or_default()
+            .push((self.acked, held));
+        self.acked += 1;
+    }
+}
+
+/// The states an item may be found in after the loss: the last one acknowledged before
+/// it (or `initial`, if none was) and every later one.
+fn allowed<S: Clone>(history: &[(u64, S)], acked_at_loss: u64, initial: S) -> Vec<S> {
+    let from = history
+        .iter()
+        .rposition(|(n, _)| *n < acked_at_loss)
+        .unwrap_or(0);
+    let mut allowed: Vec<S> = history[from..].iter().map(|(_, s)| s.clone()).collect();
+    if history.first().is_none_or(|(n, _)| *n >= acked_at_loss) {
+        allowed.insert(0, initial);
+    }
+    allowed
 }
 
 fn open(disk: Disk, durability: Durability) -> J {
@@ -60,6 +84,7 @@ fn run(disk: &Disk, durability: Durability, steps: usize, rng: &mut StdRng) -> (
     let t0 = Instant::now();
     let mut ledger = Ledger {
         states: HashMap::new(),
+        holds: HashMap::new(),
         acked: 0,
     };
     let mut live: Vec<u64> = Vec::new();
@@ -68,7 +93,17 @@ fn run(disk: &Disk, durability: Durability, steps: usize, rng: &mut StdRng) -> (
     let mut before_step = 0;
     for _ in 0..steps {
         let pick = rng.gen_range(0..100);
-        if pick < 45 || live.is_empty() {
+        if pick >= 95 {
+            // Hold or release a queue: its hold must survive as acknowledged too.
+            let queue = rng.gen_range(0..3u8);
+            if rng.gen_bool(0.5) {
+                j.hold_queue(&queue).expect("journal");
+                ledger.record_hold(queue, true);
+            } else {
+                j.release_queue(&queue).expect("journal");
+                ledger.record_hold(queue, false);
+            }
+        } else if pick < 45 || live.is_empty() {
             let id = next_id;
             next_id += 1;
             let queue = rng.gen_range(0..3u8);
@@ -176,18 +211,19 @@ fn check(image: Vec<u8>, ledger: &Ledger, acked_at_loss: u64) -> Result<usize, S
                 Seen::Live(info.queue, value, info.deadline)
             }
         };
-        // The last state acknowledged before the loss, and every state after it.
-        let from = states
-            .iter()
-            .rposition(|(n, _)| *n < acked_at_loss)
-            .map_or(0, |i| i);
-        let mut allowed: Vec<Seen> = states[from..].iter().map(|(_, s)| s.clone()).collect();
-        if states[0].0 >= acked_at_loss {
-            allowed.insert(0, Seen::Absent); // nothing acknowledged yet
-        }
+        let allowed = allowed(states, acked_at_loss, Seen::Absent);
         if !allowed.iter().any(|s| matches(&found, s, now)) {
             return Err(format!(
                 "id {id}: recovered {found:?}, allowed {allowed:?} (history {states:?})"
+            ));
+        }
+    }
+    for (&queue, history) in &ledger.holds {
+        let held = j.scheduler().is_held(&queue);
+        let allowed = allowed(history, acked_at_loss, false);
+        if !allowed.contains(&held) {
+            return Err(format!(
+                "queue {queue}: recovered held={held}, allowed {allowed:?} (history {history:?})"
             ));
         }
     }

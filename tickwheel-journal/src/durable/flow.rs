@@ -1,0 +1,140 @@
+//! Flow control through the journal: a queue's hold and limits are recorded, so a held
+//! queue is still held after a crash (as Postfix's hold queue survives a restart).
+
+use std::hash::Hash;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tickwheel::sync::{RateLimit, Scheduler};
+
+use super::Durable;
+use crate::codec;
+use crate::error::Result;
+use crate::store::{Op, Table};
+
+/// A queue's flow control as the `queues` table keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub(crate) struct Policy {
+    held: bool,
+    concurrency: Option<u64>,
+    /// (nanoseconds between hand-outs, burst).
+    rate: Option<(u64, u64)>,
+}
+
+impl Policy {
+    /// The policy `sched` applies to `queue` now.
+    fn of<Q, K, V>(sched: &Scheduler<Q, K, V>, queue: &Q) -> Self
+    where
+        Q: Hash + Eq + Clone,
+        K: Hash + Eq + Clone,
+    {
+        Policy {
+            held: sched.is_held(queue),
+            concurrency: sched.concurrency(queue).map(|n| n as u64),
+            rate: sched.rate(queue).map(|(interval, burst)| {
+                (
+                    u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
+                    burst,
+                )
+            }),
+        }
+    }
+
+    /// Applies a recovered policy to `queue` (before any of its timers is scheduled).
+    pub(crate) fn apply<Q, K, V>(self, sched: &Scheduler<Q, K, V>, queue: &Q)
+    where
+        Q: Hash + Eq + Clone,
+        K: Hash + Eq + Clone,
+    {
+        if self.held {
+            sched.hold_queue(queue);
+        }
+        if let Some(n) = self.concurrency {
+            sched.set_concurrency(queue, Some(usize::try_from(n).unwrap_or(usize::MAX)));
+        }
+        if let Some((interval_ns, burst)) = self.rate {
+            // One hand-out per interval is the same limit as `count` per `per`: the
+            // scheduler keeps only the interval (`per / count`, rounded up).
+            let limit = RateLimit {
+                count: 1,
+                per: Duration::from_nanos(interval_ns),
+                burst: u32::try_from(burst).unwrap_or(u32::MAX),
+            };
+            sched.set_rate(queue, Some(limit));
+        }
+    }
+}
+
+impl<Q, K, T> Durable<Q, K, T>
+where
+    Q: Hash + Eq + Clone + Serialize + DeserializeOwned + Send + 'static,
+    K: Hash + Eq + Clone + Serialize + DeserializeOwned + Send + 'static,
+    T: Serialize + DeserializeOwned + Send + 'static,
+{
+    /// Changes `queue`'s flow control with `change` and records the queue's policy after
+    /// it; returns what `change` returned once the record is durable.
+    fn change_policy<R>(&self, queue: &Q, change: impl FnOnce() -> R) -> Result<R> {
+        let key = codec::policy_key(queue)?;
+        // One change of policy at a time: records of one queue reach the engine in the
+        // order of the changes.
+        let guard = self.policy.lock();
+        self.core.shared.check()?;
+        let out = change();
+        let policy = Policy::of(&self.sched, queue);
+        let op = if policy == Policy::default() {
+            Op::Delete(Table::Queues, key)
+        } else {
+            Op::Put(Table::Queues, key, codec::encode(&policy)?)
+        };
+        let n = self.core.queue([op])?;
+        drop(guard);
+        self.core.settle(n)?;
+        Ok(out)
+    }
+
+    /// Holds `queue`, as [`Scheduler::hold_queue`], and records the hold: after a crash the
+    /// queue comes back held. Returns whether the queue was newly held. O(shards) plus one
+    /// record.
+    ///
+    /// # Errors
+    ///
+    /// The journal's (see the type's docs): [`Error::Closed`](crate::Error::Closed),
+    /// holding nothing, if the journal had failed or was closed when the call started;
+    /// otherwise the queue may be held in memory but the hold is not acknowledged.
+    pub fn hold_queue(&self, queue: &Q) -> Result<bool> {
+        self.change_policy(queue, || self.sched.hold_queue(queue))
+    }
+
+    /// Releases `queue`, as [`Scheduler::release_queue`], and records it. Returns how many
+    /// parked timers became eligible. O(shards + timers that became eligible).
+    ///
+    /// # Errors
+    ///
+    /// As [`hold_queue`](Self::hold_queue).
+    pub fn release_queue(&self, queue: &Q) -> Result<usize> {
+        self.change_policy(queue, || self.sched.release_queue(queue))
+    }
+
+    /// Sets `queue`'s concurrency limit, as [`Scheduler::set_concurrency`], and records
+    /// it. O(shards) plus one record.
+    ///
+    /// # Errors
+    ///
+    /// As [`hold_queue`](Self::hold_queue).
+    pub fn set_concurrency(&self, queue: &Q, limit: Option<usize>) -> Result<()> {
+        self.change_policy(queue, || self.sched.set_concurrency(queue, limit))
+    }
+
+    /// Sets `queue`'s rate limit, as [`Scheduler::set_rate`], and records it (as the
+    /// interval between hand-outs and the burst, which is all the scheduler keeps; the
+    /// rate's position — when the next hand-out is permitted — is not recorded: after a
+    /// crash the queue may hand out its burst at once). O(shards) plus one record.
+    ///
+    /// # Errors
+    ///
+    /// As [`hold_queue`](Self::hold_queue).
+    pub fn set_rate(&self, queue: &Q, limit: Option<RateLimit>) -> Result<()> {
+        self.change_policy(queue, || self.sched.set_rate(queue, limit))
+    }
+}
