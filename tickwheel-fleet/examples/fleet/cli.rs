@@ -43,6 +43,15 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Scenario::All)]
     pub scenario: Scenario,
 
+    /// `--scenario chaos`: how long to play faults, in seconds (production runs as long).
+    #[arg(long, default_value_t = 120, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub duration: u64,
+
+    /// `--scenario chaos`: the seed of its random choices (printed; random if not given).
+    #[arg(long)]
+    pub seed: Option<u64>,
+
     /// The members' etcd lease TTL in ms, whole seconds (etcd counts leases in seconds);
     /// keep-alive every third of it, margin and grace a fifth each.
     #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1_000..=60_000))]
@@ -92,10 +101,14 @@ pub enum Scenario {
     /// Restart etcd (down for more than a lease): members fence, then rejoin.
     EtcdRestart,
     /// Network partitions by nftables rules (needs root and `nft`): a member cut from etcd,
-    /// one cut from Redis, one cut from both, a flapping link, the majority cut from etcd, and
-    /// lossy links; each healed. Members run under user ids of their own. Not part of `all`.
+    /// one cut from Redis, one cut from both, a flapping link, the majority cut from etcd,
+    /// lossy links, and a cut in the middle of a handoff on each side; each healed. Members run under user ids of their own. Not part of `all`.
     Partition,
-    /// All of the above in turn, except `partition`.
+    /// Random faults for `--duration` seconds: kills, pauses, joins, orderly leaves, etcd
+    /// and redis-server restarts, cut, flapping and lossy links (needs root and `nft`, as
+    /// `partition`). Not part of `all`.
+    Chaos,
+    /// All of the above in turn, except `partition` and `chaos`.
     All,
 }
 
@@ -114,6 +127,11 @@ impl Scenario {
         }
     }
 
+    /// Whether the scenario cuts links with nftables rules (members under ids of their own).
+    pub fn cuts_links(self) -> bool {
+        matches!(self, Scenario::Partition | Scenario::Chaos)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Join => "join",
@@ -122,6 +140,7 @@ impl Scenario {
             Scenario::Pause => "pause",
             Scenario::EtcdRestart => "etcd-restart",
             Scenario::Partition => "partition",
+            Scenario::Chaos => "chaos",
             Scenario::All => "all",
         }
     }
@@ -201,18 +220,19 @@ pub fn check(args: &Args) -> Result<(), String> {
             "--tls starts the program's own servers (drop --etcd-url and --redis-url)".into(),
         );
     }
-    if steps.contains(&Scenario::Partition) {
+    if args.scenario.cuts_links() {
         if args.etcd_url.is_some() || args.redis_url.is_some() {
-            return Err(
-                "--scenario partition cuts links to the program's own servers \
-                        (drop --etcd-url and --redis-url)"
-                    .into(),
-            );
+            return Err(format!(
+                "--scenario {} cuts links to and restarts the program's own servers \
+                 (drop --etcd-url and --redis-url)",
+                args.scenario.name()
+            ));
         }
         if args.members < 3 {
-            return Err(
-                "--scenario partition needs at least 3 members (it cuts a majority)".into(),
-            );
+            return Err(format!(
+                "--scenario {} needs at least 3 members (it cuts a majority)",
+                args.scenario.name()
+            ));
         }
     }
     if args.members < 2 && steps.iter().any(|s| *s != Scenario::Join) {
@@ -272,6 +292,15 @@ mod tests {
     }
 
     #[test]
+    fn chaos_takes_a_duration_and_a_seed_and_cuts_links() {
+        let a = parse(&["--scenario", "chaos", "--duration", "1800", "--seed", "7"]).unwrap();
+        assert_eq!((a.duration, a.seed), (1800, Some(7)));
+        assert!(a.scenario.cuts_links() && Scenario::Partition.cuts_links());
+        assert!(!Scenario::All.cuts_links() && !Scenario::Kill.cuts_links());
+        assert_eq!(parse(&["--scenario", "chaos"]).unwrap().duration, 120);
+    }
+
+    #[test]
     fn bad_options_are_errors_not_panics() {
         for bad in [
             &["--members", "0"][..],
@@ -289,6 +318,11 @@ mod tests {
             &["--lease-ms", "60001"],
             &["--lease-ms", "2500"],
             &["--scenario", "nap"],
+            &["--scenario", "chaos", "--duration", "0"],
+            &["--scenario", "chaos", "--duration", "86401"],
+            &["--scenario", "chaos", "--seed", "-1"],
+            &["--scenario", "chaos", "--members", "2"],
+            &["--scenario", "chaos", "--redis-url", "redis://127.0.0.1:1/"],
             &["--plant", "nothing"],
             &["--etcd-url", "http://x:1", "--scenario", "all"],
             &["--etcd-url", "x:1", "--scenario", "kill"],

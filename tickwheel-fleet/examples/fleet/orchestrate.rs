@@ -11,7 +11,7 @@ use tickwheel_fleet::server::{EtcdServer, EtcdTls};
 use tickwheel_redis::server::{RedisServer, ServerTls};
 
 use crate::check::{self, Inputs};
-use crate::cli::{Args, Scenario};
+use crate::cli::Args;
 use crate::dlog::{self, mono_ns};
 use crate::firewall::Firewall;
 use crate::procs::Spawner;
@@ -31,13 +31,16 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
 
 async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
     let started = Instant::now();
-    if args.scenario.steps().contains(&Scenario::Partition)
+    if args.scenario.cuts_links()
         && let Some(why) = crate::firewall::unavailable()
     {
         if std::env::var_os("CI").is_some() {
-            return Err(format!("--scenario partition cannot run: {why}"));
+            return Err(format!(
+                "--scenario {} cannot run: {why}",
+                args.scenario.name()
+            ));
         }
-        say!("fleet: partition scenario skipped: {why}");
+        say!("fleet: {} scenario skipped: {why}", args.scenario.name());
         return Ok(true);
     }
     // `--tls`: the run's CA and certificates, and servers that serve TLS only.
@@ -140,7 +143,7 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
     }
     // Partitions: members under user ids of their own (61001, …), rules in a table of the
     // run's own; the dispatch logs' directory must be theirs to write.
-    let partition = args.scenario.steps().contains(&Scenario::Partition);
+    let partition = args.scenario.cuts_links();
     let firewall = if partition {
         use std::os::unix::fs::PermissionsExt as _;
         for (d, mode) in [(dir, 0o755), (logs.as_path(), 0o1777)] {

@@ -15,6 +15,17 @@ use crate::orchestrate::End;
 use crate::procs::{Proc, Spawner};
 use crate::spool::Spool;
 
+mod chaos;
+
+/// Which end of a handoff a cut isolates.
+#[derive(Debug, Clone, Copy)]
+pub enum Side {
+    /// The member the queues move to.
+    Target,
+    /// A member the queues move from.
+    Source,
+}
+
 /// The servers the program started (dropped, and so stopped by PID, at the end).
 pub struct Servers {
     pub etcd: Option<EtcdServer>,
@@ -39,6 +50,9 @@ pub struct Fleet {
     settle_limit: Duration,
     /// This run's nftables table (`--scenario partition`).
     firewall: Option<Firewall>,
+    /// `--scenario chaos`: for how long, and the seed of its choices.
+    chaos_for: Duration,
+    chaos_seed: u64,
 }
 
 impl Fleet {
@@ -57,6 +71,8 @@ impl Fleet {
             dwell: Duration::from_secs(3),
             settle_limit: Duration::from_secs(30) + lease * 6,
             firewall: None,
+            chaos_for: Duration::from_secs(args.duration),
+            chaos_seed: args.seed.unwrap_or_else(rand::random),
         }
     }
 
@@ -110,6 +126,7 @@ impl Fleet {
                 Scenario::Pause => self.pause().await?,
                 Scenario::EtcdRestart => self.etcd_restart().await?,
                 Scenario::Partition => self.partition().await?,
+                Scenario::Chaos => self.chaos(self.chaos_for, self.chaos_seed).await?,
                 Scenario::All => {}
             }
             say!(
@@ -209,13 +226,19 @@ impl Fleet {
         self.settle("etcd restart", None).await
     }
 
-    /// Partitions, each healed before the next (see `Scenario::Partition`).
-    async fn partition(&mut self) -> Result<(), String> {
+    /// The ports of the program's own etcd and redis-server, which partitions cut.
+    fn ports(&self) -> Result<(u16, u16), String> {
         let etcd = self.servers.etcd.as_ref().map(EtcdServer::port);
         let redis = self.servers.redis.as_ref().map(RedisServer::port);
-        let (Some(etcd), Some(redis)) = (etcd, redis) else {
-            return Err("partition needs the program's own etcd and redis-server".into());
-        };
+        match (etcd, redis) {
+            (Some(etcd), Some(redis)) => Ok((etcd, redis)),
+            _ => Err("partitions need the program's own etcd and redis-server".into()),
+        }
+    }
+
+    /// Partitions, each healed before the next (see `Scenario::Partition`).
+    async fn partition(&mut self) -> Result<(), String> {
+        let (etcd, redis) = self.ports()?;
         let n = self.procs.len();
         let away = self.lease + Duration::from_secs(1);
         // Its lease lapses while it can still write to Redis: it must stop on its own clock.
@@ -247,7 +270,38 @@ impl Fleet {
             lossy,
             false,
         )
-        .await
+        .await?;
+        self.cut_mid_handoff(Side::Target, away).await?;
+        self.cut_mid_handoff(Side::Source, away).await
+    }
+
+    /// A member joins; as soon as it reports its first queue (the others' queues are still
+    /// moving to it one by one), `side` is cut from etcd and Redis for `hold`: the new
+    /// member (the handoffs' target) or the oldest member (a source).
+    async fn cut_mid_handoff(&mut self, side: Side, hold: Duration) -> Result<(), String> {
+        let (etcd, redis) = self.ports()?;
+        let name = self.spawn_new()?;
+        let deadline = Instant::now() + self.settle_limit;
+        loop {
+            let reports = self
+                .spool
+                .reports(std::slice::from_ref(&name))
+                .await
+                .map_err(|e| format!("reading {name}'s report: {e}"))?;
+            if reports.get(&name).is_some_and(|(_, qs)| !qs.is_empty()) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{name} took no queue within the settle limit"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (who, what) = match side {
+            Side::Target => (self.procs.len() - 1, "cut mid-handoff, target side"),
+            Side::Source => (0, "cut mid-handoff, source side"),
+        };
+        self.cut_for(what, &[who], &[etcd, redis], None, hold, true)
+            .await
     }
 
     fn rules(&self, who: &[usize], ports: &[u16], loss: Option<u8>) -> Result<Vec<Rule>, String> {
