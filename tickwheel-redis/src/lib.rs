@@ -113,6 +113,7 @@ mod custody;
 mod error;
 mod external;
 pub mod keys;
+mod policy;
 mod protocol;
 mod record;
 pub mod server;
@@ -124,6 +125,7 @@ pub use custody::{
 };
 pub use error::{Error, Rejection};
 pub use external::Adopted;
+pub use policy::{FlowPolicy, POLICY_VERSION, PolicyError};
 pub use protocol::{Applied, Effect, Options, Protocol, STEPS, View};
 pub use record::{Member, Record, State, Token};
 pub use tls::{ClientIdentity, TlsOptions};
