@@ -379,10 +379,10 @@ where
         // A leftover offer carries its source's hold and limits: applied before the first
         // recovered timer arrives (the import applies them again). Without one, the queue
         // keeps whatever flow state this scheduler has for it.
-        if let Adopted::Leftover(inc) = &adopted {
-            if let Ok(Some(policy)) = inc.flow_policy() {
-                policy.apply(&*s.scheduler, q);
-            }
+        if let Adopted::Leftover(inc) = &adopted
+            && let Ok(Some(policy)) = inc.flow_policy()
+        {
+            policy.apply(&*s.scheduler, q);
         }
         let entries = s
             .recovery

@@ -94,9 +94,11 @@ async fn a_members_fenced_hand_out_keeps_holds_and_concurrency_limits() {
     let one = got.lock().ok().and_then(|mut g| g.pop());
     assert_eq!(one.as_ref().map(|d| d.due.queue()), Some(held));
     drop(one);
-    wait_until(Duration::from_secs(10), "the next one once its slot came free", || {
-        len() >= 1
-    })
+    wait_until(
+        Duration::from_secs(10),
+        "the next one once its slot came free",
+        || len() >= 1,
+    )
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(len(), 1, "still one at a time");
@@ -154,14 +156,24 @@ async fn a_queue_moved_on_a_join_arrives_held_with_its_limits() {
         assert_eq!(sb.rate(q), a.scheduler().rate(q), "{q}");
     }
     let later = Instant::now() + Duration::from_secs(3600);
-    assert!(b.pop_due(later, 1000).is_empty(), "held: nothing handed out");
+    assert!(
+        b.pop_due(later, 1000).is_empty(),
+        "held: nothing handed out"
+    );
     for q in &moving {
-        assert_eq!(sb.release_queue(q), per_queue as usize, "{q}: every timer parked");
+        assert_eq!(
+            sb.release_queue(q),
+            per_queue as usize,
+            "{q}: every timer parked"
+        );
     }
     let out = b.pop_due(later, 1000);
     for q in &moving {
         let n = out.iter().filter(|d| d.due.queue() == q).count();
-        assert_eq!(n, 2, "{q}: the concurrency limit of 2, under the burst of 3");
+        assert_eq!(
+            n, 2,
+            "{q}: the concurrency limit of 2, under the burst of 3"
+        );
     }
     assert_eq!(out.len(), 2 * moving.len());
     assert!(b.pop_due(later, 1000).is_empty(), "at the limit");

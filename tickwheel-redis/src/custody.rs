@@ -357,7 +357,8 @@ impl Custody {
     }
 
     /// The whole source side in one call: freeze, prepare (for `to`, or anyone), append,
-    /// await in-flight, forward, seal, drop the local copy.
+    /// await in-flight, forward, seal (with the queue's hold and limits, see
+    /// [`Outgoing::seal`]), drop the local copy.
     ///
     /// # Errors
     /// As the [`Outgoing`] steps. No value is lost on an error:
@@ -461,7 +462,8 @@ impl Custody {
     }
 
     /// The whole target side in one call: claim, fetch, commit, import. The entries are in
-    /// the scheduler only after the commit. While Redis is unreachable at the commit, the
+    /// the scheduler only after the commit, and after the offer's hold and limits are
+    /// applied there (see [`Incoming::import`]). While Redis is unreachable at the commit, the
     /// commit is retried with its token until Redis answers (it may have applied, and with it
     /// deleted the copy in Redis): the fetched entries are never dropped after a commit that
     /// may have applied. A queue this scheduler had frozen (it offered the queue away before)

@@ -204,3 +204,43 @@ async fn a_fenced_seal_stores_no_policy_and_a_retry_keeps_the_first() {
     assert_eq!(first.record.policy, Some(held.encode()));
     assert_eq!(again.record.policy, Some(held.encode()));
 }
+
+#[tokio::test]
+async fn an_adopted_leftover_offer_brings_its_policy() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let url = server.url();
+    let (a, c) = (member(&url, "a").await, member(&url, "c").await);
+    let q = "q".to_string();
+    let t0 = Instant::now();
+    let src = due_now(&q, 5, t0);
+    src.hold_queue(&q);
+    src.set_rate(&q, Some(RateLimit::per_second(2)));
+    let sent = FlowPolicy::of(&src, &q);
+    // External epochs, as a coordinator hands them out; the sealed offer is never claimed.
+    let epoch = match c.adopt::<_, u64, String>(q.clone(), 10).await {
+        Ok(tickwheel_redis::Adopted::Owned(a)) => a.record.epoch,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(epoch, 10);
+    let a_epoch = match a.adopt::<_, u64, String>(q.clone(), 11).await {
+        Ok(tickwheel_redis::Adopted::Owned(a)) => a.record.epoch,
+        other => panic!("{other:?}"),
+    };
+    a.offer(&src, q.clone(), a_epoch, Some("b"))
+        .await
+        .expect("offer");
+    let inc = match c.adopt::<_, u64, String>(q.clone(), 12).await {
+        Ok(tickwheel_redis::Adopted::Leftover(inc)) => inc,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(inc.flow_policy(), Ok(Some(sent)));
+    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let r = c.complete(inc, &dst).await.expect("complete");
+    assert_eq!(r.imported.imported, 5);
+    assert!(dst.is_held(&q));
+    assert_eq!(dst.rate(&q), Some((Duration::from_millis(500), 1)));
+    assert_eq!(dst.concurrency(&q), None);
+    assert_eq!(dst.pop_due(t0 + Duration::from_secs(1), 100).count(), 0);
+}
