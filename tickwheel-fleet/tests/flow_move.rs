@@ -178,3 +178,67 @@ async fn a_queue_moved_on_a_join_arrives_held_with_its_limits() {
     assert_eq!(out.len(), 2 * moving.len());
     assert!(b.pop_due(later, 1000).is_empty(), "at the limit");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn due_stream_behind_the_fence_keeps_holds_and_concurrency_limits() {
+    use futures_util::StreamExt;
+
+    let Some((etcd, redis)) = servers() else {
+        return;
+    };
+    let opts = options(&etcd, &redis);
+    let qs = queues(2);
+    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
+        panic!("register: {e}");
+    }
+    let a = join_due(&opts, "a", 3).await;
+    wait_for(Duration::from_secs(20), "a owns both queues", || async {
+        owns(&a, &qs) && qs.iter().all(|q| a.fence().token(q.as_bytes()).is_some())
+    })
+    .await;
+    let (held, limited) = (qs[0].clone(), qs[1].clone());
+    let s = Arc::clone(a.scheduler());
+    s.hold_queue(&held);
+    s.set_concurrency(&limited, Some(1));
+    // The stream's consumer keeps what it gets (in flight).
+    let got: Arc<Mutex<Vec<FencedDue<String, u64, String>>>> = Arc::default();
+    let sink = Arc::clone(&got);
+    let fence = a.fence();
+    let mut stream = s.due_stream();
+    let consumer = tokio::spawn(async move {
+        while let Some(d) = stream.next().await {
+            if let Some(f) = fence.admit(d)
+                && let Ok(mut g) = sink.lock()
+            {
+                g.push(f);
+            }
+        }
+    });
+    let queues_got = || -> Vec<String> {
+        got.lock()
+            .map(|g| g.iter().map(|d| d.due.queue().clone()).collect())
+            .unwrap_or_default()
+    };
+    wait_until(Duration::from_secs(10), "one of the limited queue", || {
+        !queues_got().is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(queues_got(), [limited.clone()], "held: none; limited: one");
+    assert_eq!(s.queue_counts(&held).parked, 3);
+    // Its slot comes free: the next one of the limited queue, still none of the held one.
+    let first = got.lock().ok().and_then(|mut g| g.pop());
+    drop(first);
+    wait_until(Duration::from_secs(10), "the next one", || {
+        !queues_got().is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(queues_got(), [limited.clone()]);
+    assert_eq!(s.release_queue(&held), 3);
+    wait_until(Duration::from_secs(10), "the released queue's", || {
+        queues_got().contains(&held)
+    })
+    .await;
+    consumer.abort();
+}
