@@ -224,7 +224,11 @@ async fn due_stream_behind_the_fence_keeps_holds_and_concurrency_limits() {
     })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(queues_got(), [limited.clone()], "held: none; limited: one");
+    assert_eq!(
+        queues_got(),
+        std::slice::from_ref(&limited),
+        "held: none; limited: one"
+    );
     assert_eq!(s.queue_counts(&held).parked, 3);
     // Its slot comes free: the next one of the limited queue, still none of the held one.
     let first = got.lock().ok().and_then(|mut g| g.pop());
@@ -234,7 +238,7 @@ async fn due_stream_behind_the_fence_keeps_holds_and_concurrency_limits() {
     })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(queues_got(), [limited.clone()]);
+    assert_eq!(queues_got(), std::slice::from_ref(&limited));
     assert_eq!(s.release_queue(&held), 3);
     wait_until(Duration::from_secs(10), "the released queue's", || {
         queues_got().contains(&held)
