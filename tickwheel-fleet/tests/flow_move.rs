@@ -1,6 +1,7 @@
 //! Flow control in a fleet, against real etcd and redis-server: a member's fenced hand-out
-//! (`Member::pop_due`, `spawn_dispatcher`) keeps a hold and a concurrency limit, and a
-//! queue moved to a joining member arrives there held, with its limits.
+//! (`Member::pop_due`, `spawn_dispatcher`, `due_stream` behind `Fence::admit`) keeps a hold
+//! and a concurrency limit, and a queue moved to a joining member arrives there held, with
+//! its limits.
 
 mod common;
 
