@@ -40,6 +40,12 @@
 //!
 //! Calling `Scheduler::pop_due` directly bypasses the fence: don't, in a fleet.
 //!
+//! Each path takes from `Scheduler::pop_due`, so the scheduler's flow control holds on it: a
+//! held queue hands out nothing, and no more than its concurrency and rate limits permit. A
+//! queue's hold and limits move with it in a handoff (applied on the new owner before its
+//! timers arrive); after a death they do not, unless an offer was sealed or the [`Recovery`]
+//! hook applies them (see its docs).
+//!
 //! # Tests and examples
 //!
 //! [`server::EtcdServer`] runs a real `etcd`; `tickwheel_redis::server::RedisServer` a real

@@ -245,7 +245,9 @@ where
     /// Up to `max` due timers (`Scheduler::pop_due(now, max)`), each of a queue this member
     /// may dispatch now, with that queue's token. A due timer of any other queue is put
     /// back (retried at its own deadline; forwarded if the queue is frozen) and not returned,
-    /// so fewer than `max` may come back while others are due. O(popped).
+    /// so fewer than `max` may come back while others are due. The scheduler's flow control
+    /// holds: nothing of a held queue, no more of a queue than its concurrency and rate limits
+    /// permit (a returned `FencedDue` holds its slot until dropped or consumed). O(popped).
     pub fn pop_due(&self, now: Instant, max: usize) -> Vec<FencedDue<Q, K, T>> {
         self.shared
             .scheduler
@@ -255,7 +257,8 @@ where
     }
 
     /// The scheduler's thread dispatcher (`Scheduler::spawn_dispatcher`) behind the fence:
-    /// `handler` sees only fenced-valid timers, with their tokens.
+    /// `handler` sees only fenced-valid timers, with their tokens, within each queue's hold
+    /// and limits (as [`Member::pop_due`]).
     pub fn spawn_dispatcher<F>(&self, mut handler: F) -> DispatcherHandle
     where
         F: FnMut(FencedDue<Q, K, T>) + Send + 'static,

@@ -21,6 +21,14 @@ pub type RecoveryFuture<K, T> =
 /// An `Err` is logged and the hook is called again after the placement period; the queue
 /// is held but not dispatched meanwhile.
 ///
+/// Flow control: a queue adopted from a dead owner does not get that owner's hold or limits
+/// (they lived in its memory), unless it had sealed an offer of the queue, whose policy is
+/// applied before the hook's timers are imported. Otherwise the scheduler keeps whatever it
+/// has for the queue (a hold set here during an earlier stay included). A hook that holds an
+/// `Arc` of the scheduler may apply a policy kept in the user's store itself
+/// (`hold_queue`, `set_concurrency`, `set_rate`) before it returns: it runs before the
+/// timers are imported and before the fence lets any of them out.
+///
 /// Implemented for every `Fn(Q) -> impl Future<Output = Result<Vec<FrozenEntry<K, T>>,
 /// RecoveryError>>`:
 /// ```

@@ -376,6 +376,14 @@ where
         s.scheduler.freeze_queue(q);
         s.scheduler.take_forwarded(q);
         s.scheduler.unfreeze_queue(q);
+        // A leftover offer carries its source's hold and limits: applied before the first
+        // recovered timer arrives (the import applies them again). Without one, the queue
+        // keeps whatever flow state this scheduler has for it.
+        if let Adopted::Leftover(inc) = &adopted
+            && let Ok(Some(policy)) = inc.flow_policy()
+        {
+            policy.apply(&*s.scheduler, q);
+        }
         let entries = s
             .recovery
             .recover(q.clone())

@@ -44,6 +44,7 @@ use tickwheel::sync::{FrozenEntry, Scheduler};
 
 use crate::chunk::{ChunkError, DEFAULT_CHUNK_ENTRIES};
 use crate::error::{Error, Rejection};
+use crate::policy::PolicyError;
 use crate::protocol::{Applied, Options, Protocol, View, map_redis};
 use crate::record::{Member, Record, State, Token};
 
@@ -111,6 +112,12 @@ pub enum CustodyError<K, T> {
         /// Timers found in the chunks.
         found: u64,
     },
+    /// The claimed offer's flow policy is of a format this build cannot read (written by a
+    /// newer one). Nothing changed: the claim stays uncommitted, for a member that can.
+    Policy {
+        /// Why.
+        error: PolicyError,
+    },
     /// [`Outgoing::await_in_flight`] timed out: these ids are still in flight. Call it again,
     /// or abort.
     InFlight {
@@ -165,6 +172,7 @@ impl<K, T> fmt::Display for CustodyError<K, T> {
                     "the offer holds {found} timers, its record says {expected}"
                 )
             }
+            CustodyError::Policy { error } => write!(f, "{error}"),
             CustodyError::InFlight { ids } => write!(f, "{} timer(s) still in flight", ids.len()),
             CustodyError::Step { called, expected } => {
                 write!(f, "step {called} called out of order (expected {expected})")
@@ -349,7 +357,8 @@ impl Custody {
     }
 
     /// The whole source side in one call: freeze, prepare (for `to`, or anyone), append,
-    /// await in-flight, forward, seal, drop the local copy.
+    /// await in-flight, forward, seal (with the queue's hold and limits, see
+    /// [`Outgoing::seal`]), drop the local copy.
     ///
     /// # Errors
     /// As the [`Outgoing`] steps. No value is lost on an error:
@@ -453,7 +462,8 @@ impl Custody {
     }
 
     /// The whole target side in one call: claim, fetch, commit, import. The entries are in
-    /// the scheduler only after the commit. While Redis is unreachable at the commit, the
+    /// the scheduler only after the commit, and after the offer's hold and limits are
+    /// applied there (see [`Incoming::import`]). While Redis is unreachable at the commit, the
     /// commit is retried with its token until Redis answers (it may have applied, and with it
     /// deleted the copy in Redis): the fetched entries are never dropped after a commit that
     /// may have applied. A queue this scheduler had frozen (it offered the queue away before)

@@ -22,11 +22,11 @@
 //! | `recover` | a restarted member (same name, new boot) | OWNED/PREPARING → OWNED, CLAIMED → CLAIMED, epoch + 1; OFFERED unchanged |
 //! | `prepare` | the owner | OWNED → PREPARING (deadline now + lease, optional target) |
 //! | `append` | the owner | PREPARING: chunk *i*, in order |
-//! | `seal` | the owner | PREPARING → OFFERED (deadline now + offer TTL) |
+//! | `seal` | the owner | PREPARING → OFFERED (deadline now + offer TTL), with the queue's flow policy ([`FlowPolicy`]) |
 //! | `abort` | the owner | PREPARING → OWNED, the unsealed offer deleted |
 //! | `claim` | any member | OFFERED (for it, for anyone, or lapsed) → CLAIMED, epoch + 1 |
 //! | `reclaim` | any member | PREPARING/OFFERED/CLAIMED past the deadline → CLAIMED, epoch + 1 |
-//! | `commit` | the claimer | CLAIMED → OWNED, only now the data deleted |
+//! | `commit` | the claimer | CLAIMED → OWNED, only now the data (and the offer's policy) deleted |
 //! | `renew` | the holder | deadline = now + lease |
 //! | `adopt(E)` | a coordinator's new holder | E > epoch: OWNED/PREPARING → OWNED (unsealed chunks dropped), OFFERED/CLAIMED → CLAIMED, epoch = E |
 //! | `claim_at(E)`, `reclaim_at(E)` | any member | as `claim`/`reclaim`, epoch = E (> epoch) |
@@ -113,6 +113,7 @@ mod custody;
 mod error;
 mod external;
 pub mod keys;
+mod policy;
 mod protocol;
 mod record;
 pub mod server;
@@ -124,6 +125,7 @@ pub use custody::{
 };
 pub use error::{Error, Rejection};
 pub use external::Adopted;
+pub use policy::{FlowPolicy, POLICY_VERSION, PolicyError};
 pub use protocol::{Applied, Effect, Options, Protocol, STEPS, View};
 pub use record::{Member, Record, State, Token};
 pub use tls::{ClientIdentity, TlsOptions};

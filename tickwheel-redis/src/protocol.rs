@@ -3,6 +3,7 @@
 use crate::connect::{durability_problems, redact_url, scrub, typed_password, unsafe_server};
 use crate::error::{Error, Rejection};
 use crate::keys::{DEFAULT_PREFIX, QueueKeys, validate_prefix};
+use crate::policy::FlowPolicy;
 use crate::record::{Member, Record, Token};
 use crate::tls::TlsOptions;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -313,7 +314,9 @@ impl Protocol {
 
     /// seal: PREPARING -> OFFERED once Redis holds exactly `chunks` chunks with `entries`
     /// entries; the offer is claimable by its target (or anyone if none) and reclaimable by
-    /// anyone after `offer_ttl`. After this the source may drop its copy.
+    /// anyone after `offer_ttl`. After this the source may drop its copy. Stores no flow
+    /// policy (the record gets no `policy`: a target applies none); see
+    /// [`Self::seal_with_policy`].
     ///
     /// # Errors
     /// [`Rejection::Fenced`], [`Rejection::WrongState`], [`Rejection::CountMismatch`];
@@ -326,10 +329,37 @@ impl Protocol {
         entries: u64,
         token: &Token,
     ) -> Result<Applied, Error> {
+        self.seal_with_policy(queue, epoch, chunks, entries, None, token)
+            .await
+    }
+
+    /// [`Self::seal`], storing `policy` (the queue's hold and limits, see [`FlowPolicy`])
+    /// in the owner record in the same script call, under the same fencing check: the
+    /// record is OFFERED with exactly this policy, or nothing changed. `None` stores none.
+    /// A retry with the same token is [`Effect::Repeated`] and keeps the first call's
+    /// policy. The record's [`Record::policy`] holds it until the claimer's `commit`.
+    ///
+    /// # Errors
+    /// As [`Self::seal`].
+    pub async fn seal_with_policy(
+        &self,
+        queue: &[u8],
+        epoch: u64,
+        chunks: u64,
+        entries: u64,
+        policy: Option<&FlowPolicy>,
+        token: &Token,
+    ) -> Result<Applied, Error> {
         self.check_durability().await?;
         let (c, n) = (chunks.to_string(), entries.to_string());
         let ttl = millis(self.options.offer_ttl).to_string();
-        let args: [&[u8]; 3] = [c.as_bytes(), n.as_bytes(), ttl.as_bytes()];
+        let policy = policy.map(FlowPolicy::encode).unwrap_or_default();
+        let args: [&[u8]; 4] = [
+            c.as_bytes(),
+            n.as_bytes(),
+            ttl.as_bytes(),
+            policy.as_bytes(),
+        ];
         let r = self
             .call(&SEAL, queue, Some(token), Some(epoch), &args)
             .await?;

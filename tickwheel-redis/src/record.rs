@@ -132,6 +132,11 @@ pub struct Record {
     pub source: Option<(Member, u64)>,
     /// The raw queue name the record belongs to.
     pub queue: Vec<u8>,
+    /// The flow policy the offer was sealed with, as stored (decode it with
+    /// [`FlowPolicy::decode`](crate::FlowPolicy::decode)); kept through
+    /// [`State::Claimed`], `None` in [`State::Owned`] and [`State::Preparing`], and for an
+    /// offer sealed without one (nothing is applied then).
+    pub policy: Option<String>,
 }
 
 impl Record {
@@ -168,6 +173,7 @@ impl Record {
             entries: number("entries").unwrap_or(0),
             source,
             queue: get("queue")?.to_vec(),
+            policy: text("policy").map(str::to_owned),
         })
     }
 

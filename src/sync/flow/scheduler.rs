@@ -77,8 +77,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// everything else due. Returns how many parked timers were released; 0, changing
     /// nothing, if the queue was not held. Wakes a poller that sleeps past them.
     ///
-    /// Cost: O(shards + parked × log due): it moves the parked timers, never walks the
-    /// queue's other members. Locks one shard at a time, in ascending order. `queue` may be
+    /// Cost: O(shards + parked × log due), or O(shards + parked + due) in a shard where
+    /// more are parked than due (the two ordered sets merged): it moves the parked timers,
+    /// never walks the queue's other members. Locks one shard at a time, in ascending order. `queue` may be
     /// any borrowed form of `Q`.
     ///
     /// ```

@@ -358,3 +358,30 @@ fn pop_due_for_one_queue_takes_its_due_timers_in_order_under_its_hold_and_limits
     assert_eq!(values_of(&s, ms(t0, 10)), [5, 2, 1]);
     assert!(s.is_empty());
 }
+
+#[test]
+fn a_release_merges_its_parked_timers_with_those_already_staged_in_delivery_order() {
+    let t0 = Instant::now();
+    let s: Sched = Scheduler::builder().shards(1).origin(t0).build();
+    for (id, at) in [(21, 2), (22, 4), (23, 6), (24, 8)] {
+        s.schedule(1, id, ms(t0, at), id).unwrap();
+    }
+    s.hold_queue(&0);
+    for (id, at) in [(11, 1), (12, 3), (13, 5), (14, 7), (15, 9)] {
+        s.schedule(0, id, ms(t0, at), id).unwrap();
+    }
+    // Pops of one: each parks the held timers it meets and leaves a polled one staged.
+    assert_eq!(values(&s, ms(t0, 20), 1), [21]);
+    assert_eq!(values(&s, ms(t0, 20), 1), [22]);
+    assert_eq!(values(&s, ms(t0, 20), 1), [23]);
+    let stats = s.stats();
+    assert!(stats.due_waiting >= 1, "something staged: {stats:?}");
+    assert!(
+        stats.parked > stats.due_waiting,
+        "more parked than staged: {stats:?}"
+    );
+    let parked = stats.parked;
+    assert_eq!(s.release_queue(&0), parked);
+    s.check_invariants();
+    assert_eq!(values(&s, ms(t0, 20), 10), [11, 12, 13, 14, 24, 15]);
+}

@@ -10,6 +10,7 @@ use tickwheel::sync::{FrozenEntry, Imported, Scheduler};
 use super::{Custody, CustodyError};
 use crate::chunk::{Chunk, SnapshotEntry};
 use crate::error::{Error, Rejection};
+use crate::policy::{FlowPolicy, PolicyError};
 use crate::record::{Record, State, Token};
 
 /// Fetched entries, the reference clock at the fetch (µs) and the local `Instant` after it.
@@ -49,6 +50,8 @@ pub struct Incoming<'a, Q, K, T> {
     queue: Q,
     record: Record,
     source_epoch: u64,
+    /// The claimed offer's stored flow policy (the record loses it at the commit).
+    policy: Option<String>,
     /// Fetched entries, and (reference µs, local Instant read after it) of the fetch.
     fetched: Option<Fetched<K, T>>,
     committed: bool,
@@ -63,6 +66,7 @@ impl<'a, Q: AsRef<[u8]>, K, T> Incoming<'a, Q, K, T> {
             Some(source_epoch) if mine => Ok(Incoming {
                 custody,
                 queue,
+                policy: record.policy.clone(),
                 record,
                 source_epoch,
                 fetched: None,
@@ -86,6 +90,19 @@ impl<'a, Q: AsRef<[u8]>, K, T> Incoming<'a, Q, K, T> {
     /// The queue.
     pub fn queue(&self) -> &Q {
         &self.queue
+    }
+
+    /// The flow policy the offer was sealed with (held or not, concurrency and rate
+    /// limits), which [`import`](Self::import) applies before it imports a timer; `Ok(None)`
+    /// for an offer sealed without one (nothing is applied). A caller that puts timers of
+    /// the queue into the scheduler before the import (e.g. from its own store) applies it
+    /// first with [`FlowPolicy::apply`]. O(1).
+    ///
+    /// # Errors
+    /// [`PolicyError`] for a policy this build cannot read (a newer format):
+    /// [`fetch`](Self::fetch) refuses the offer then.
+    pub fn flow_policy(&self) -> Result<Option<FlowPolicy>, PolicyError> {
+        self.policy.as_deref().map(FlowPolicy::decode).transpose()
     }
 
     /// The fetched entries, to change before the import (e.g. stamp each value with
@@ -112,15 +129,17 @@ where
     T: DeserializeOwned,
 {
     /// Reads every chunk of the claimed offer and checks each one (version, queue, the
-    /// source's epoch, index) and the total count, then reads the reference clock (Redis
+    /// source's epoch, index), the total count and the offer's flow policy, then reads the reference clock (Redis
     /// `TIME`, then the local `Instant` after it) for the import. Read only: nothing changes
     /// in Redis. Returns the entries (deadlines in µs on the reference clock) for the
     /// caller's durable step. Fetching again re-reads.
     ///
     /// # Errors
     /// [`CustodyError::Chunk`] (corrupt, unknown version, another queue/epoch/index),
-    /// [`CustodyError::Incomplete`], [`CustodyError::Protocol`] (`Fenced`: another member
-    /// took the claim over; `MissingChunk`; `Unavailable`: call again).
+    /// [`CustodyError::Incomplete`], [`CustodyError::Policy`] (a flow policy this build
+    /// cannot read: commit nothing, leave the offer to a member that can),
+    /// [`CustodyError::Protocol`] (`Fenced`: another member took the claim over;
+    /// `MissingChunk`; `Unavailable`: call again).
     pub async fn fetch(&mut self) -> Result<&[SnapshotEntry<K, T>], CustodyError<K, T>> {
         if self.committed {
             return Err(CustodyError::Step {
@@ -128,6 +147,8 @@ where
                 expected: "import",
             });
         }
+        self.flow_policy()
+            .map_err(|error| CustodyError::Policy { error })?;
         let c = self.custody;
         let (q, epoch) = (self.queue.as_ref(), self.record.epoch);
         let renew_every = c.protocol.options().lease / 3;
@@ -183,8 +204,11 @@ where
 
     /// Puts the committed entries into `scheduler` ([`Scheduler::import`], idempotent by id),
     /// each deadline converted with [`from_reference`] against the fetch's reading, after
-    /// unfreezing the queue there (a queue this member offered away before is frozen until it
-    /// comes back). O(entries).
+    /// applying the offer's flow policy to the queue there ([`FlowPolicy::apply`]: a held
+    /// queue is held before its first timer arrives, so none is handed out in between; the
+    /// concurrency and rate limits replace the scheduler's; nothing for an offer without a
+    /// policy) and unfreezing it (a queue this member offered away before is frozen until it
+    /// comes back). O(entries + shards).
     ///
     /// # Errors
     /// [`CustodyError::Step`] before [`commit`](Self::commit) (nothing is dispatched before
@@ -214,6 +238,11 @@ where
             at: from_reference(e.deadline_us, reference, local),
             value: e.value,
         });
+        // The hold and limits first: no timer of a held queue may be handed out here.
+        // Checked at fetch, so this decodes.
+        if let Ok(Some(policy)) = self.flow_policy() {
+            policy.apply(scheduler, &self.queue);
+        }
         // A queue this member offered away earlier is still frozen here (to refuse its
         // producers); committed, it is this member's again.
         scheduler.unfreeze_queue(&self.queue);

@@ -16,7 +16,7 @@ if state == 'OWNED' or state == 'PREPARING' then
     redis.call('DEL', DATA)
     redis.call('HSET', FENCED, field('epoch'), '0')
   end
-  redis.call('HDEL', OWNER, 'target', 'deadline_ms', 'source', 'source_boot', 'source_epoch')
+  redis.call('HDEL', OWNER, 'target', 'deadline_ms', 'source', 'source_boot', 'source_epoch', 'policy')
   redis.call('HSET', OWNER, 'state', 'OWNED', 'chunks', '0', 'entries', '0')
 else
   redis.call('HDEL', OWNER, 'target')

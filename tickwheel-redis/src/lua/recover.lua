@@ -9,7 +9,7 @@ if state == 'PREPARING' then
   -- The source's own copy is in its spool: the unsealed offer goes, nothing of it was taken.
   redis.call('DEL', DATA)
   redis.call('HSET', FENCED, field('epoch'), '0')
-  redis.call('HDEL', OWNER, 'target', 'deadline_ms', 'source', 'source_boot', 'source_epoch')
+  redis.call('HDEL', OWNER, 'target', 'deadline_ms', 'source', 'source_boot', 'source_epoch', 'policy')
   redis.call('HSET', OWNER, 'state', 'OWNED', 'chunks', '0', 'entries', '0')
 elseif state == 'CLAIMED' then
   redis.call('HSET', OWNER, 'deadline_ms', num(NOW + LEASE))
