@@ -55,6 +55,9 @@ pub enum Delivery {
     Stale { highest: u64 },
 }
 
+/// Deliveries per `HSCAN` page at the end of a run.
+const DELIVERED_PAGE: u64 = 10_000;
+
 const PRODUCE: &str = r"
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XADD', KEYS[2], '*', 'q', ARGV[3], 'id', ARGV[1], 'at', ARGV[2])
@@ -281,10 +284,27 @@ impl Spool {
         Ok(out)
     }
 
-    /// Every delivery: id → token.
+    /// Every delivery: id → token. Read in pages (`HSCAN`): one `HGETALL` of a long soak's
+    /// hundreds of thousands of deliveries outlasts the connection's response timeout.
     pub async fn delivered(&mut self) -> RedisResult<HashMap<u64, u64>> {
         let mut conn = self.conn.clone();
-        conn.hgetall(self.key("delivered")).await
+        let key = self.key("delivered");
+        let mut out = HashMap::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, page): (u64, HashMap<u64, u64>) = redis::cmd("HSCAN")
+                .arg(&key)
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(DELIVERED_PAGE)
+                .query_async(&mut conn)
+                .await?;
+            out.extend(page);
+            if next == 0 {
+                return Ok(out);
+            }
+            cursor = next;
+        }
     }
 }
 
