@@ -121,7 +121,7 @@ async fn a_name_held_by_a_live_process_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_unreachable_at_join_is_a_clear_error_without_credentials() {
-    let Some(redis) = tickwheel_redis::server::start_for_test() else {
+    let Some(redis) = tickwheel_testkit::redis::start_for_test() else {
         return;
     };
     // A port nothing listens on (bound and released).

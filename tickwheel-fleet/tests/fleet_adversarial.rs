@@ -633,7 +633,7 @@ impl ChildMember {
     }
 
     fn kill9(&mut self) {
-        if let Err(e) = tickwheel_fleet::server::send_signal(self.child.id(), "KILL") {
+        if let Err(e) = tickwheel_testkit::send_signal(self.child.id(), "KILL") {
             panic!("kill child: {e}");
         }
         let _ = self.child.wait();
@@ -782,12 +782,12 @@ async fn etcd_frozen_past_the_lease_fences_everyone_then_the_queues_return_once(
         || async { exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty() },
     )
     .await;
-    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "STOP") {
+    if let Err(e) = tickwheel_testkit::send_signal(pid, "STOP") {
         panic!("stop etcd: {e}");
     }
     tokio::time::sleep(Duration::from_secs(4)).await;
     let valid: Vec<bool> = [&a, &b].iter().map(|m| m.fence().is_valid()).collect();
-    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "CONT") {
+    if let Err(e) = tickwheel_testkit::send_signal(pid, "CONT") {
         panic!("resume etcd: {e}");
     }
     assert_eq!(
@@ -862,7 +862,7 @@ async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer()
     let b = join(&opts, "b", 3).await;
     first_acquisition(&b).await;
     let pid = x.child.id();
-    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "STOP") {
+    if let Err(e) = tickwheel_testkit::send_signal(pid, "STOP") {
         panic!("stop x: {e}");
     }
     let adopted = async {
@@ -874,7 +874,7 @@ async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer()
         .await;
     };
     adopted.await;
-    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "CONT") {
+    if let Err(e) = tickwheel_testkit::send_signal(pid, "CONT") {
         panic!("resume x: {e}");
     }
     // x rejoins and gets about half back; what b keeps is whole.

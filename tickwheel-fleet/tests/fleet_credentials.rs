@@ -55,11 +55,11 @@ fn logs(c: &Captured) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn passwords_never_reach_a_log_line_through_outages() {
     let cap = capture();
-    let Some(mut etcd) = tickwheel_fleet::server::start_for_test() else {
+    let Some(mut etcd) = tickwheel_testkit::etcd::start_for_test() else {
         return;
     };
     let Some(mut redis) =
-        tickwheel_redis::server::start_for_test_with(&[("requirepass", REDIS_PASSWORD)])
+        tickwheel_testkit::redis::start_for_test_with(&[("requirepass", REDIS_PASSWORD)])
     else {
         return;
     };

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use tickwheel_fleet::FleetEvent;
-use tickwheel_fleet::server::send_signal;
+use tickwheel_testkit::send_signal;
 
 const PROBE: &str = "TICKWHEEL_FLEET_PROBE";
 

@@ -4,8 +4,8 @@
 mod common;
 
 use tickwheel_redis::chunk::{CHUNK_VERSION, Chunk, ChunkError, SnapshotEntry};
-use tickwheel_redis::server::start_for_test_with;
 use tickwheel_redis::{Effect, Error, Member, Options, Protocol, State, Token};
+use tickwheel_testkit::redis::start_for_test_with;
 
 type C = Chunk<String, String>;
 

@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::{Retried, ScheduleError, Scheduler};
-use tickwheel_redis::server::RedisServer;
 use tickwheel_redis::{Custody, CustodyError, Error, Rejection, State};
+use tickwheel_testkit::redis::RedisServer;
 
 type Sched = Scheduler<String, u64, String>;
 
 fn server() -> Option<RedisServer> {
-    tickwheel_redis::server::start_for_test()
+    tickwheel_testkit::redis::start_for_test()
 }
 
 async fn member(url: &str, name: &str, chunk_entries: usize) -> Custody {

@@ -306,7 +306,7 @@ fn ids(last: &str) -> u64 {
 /// own, so the second does not meet the first's owner records.
 #[test]
 fn two_runs_share_one_redis_url() {
-    let Some(server) = tickwheel_redis::server::start_for_test() else {
+    let Some(server) = tickwheel_testkit::redis::start_for_test() else {
         return;
     };
     let url = server.url();
@@ -320,7 +320,8 @@ fn two_runs_share_one_redis_url() {
 /// any host starts: exit 2, the reason on standard error.
 #[test]
 fn an_unsafe_redis_url_exits_2() {
-    let Some(server) = tickwheel_redis::server::start_for_test_with(&[("appendfsync", "everysec")])
+    let Some(server) =
+        tickwheel_testkit::redis::start_for_test_with(&[("appendfsync", "everysec")])
     else {
         return;
     };

@@ -4,8 +4,8 @@
 mod common;
 
 use std::future::Future;
-use tickwheel_redis::server::RedisServer;
 use tickwheel_redis::{Applied, Error, Protocol, Record, State, Token};
+use tickwheel_testkit::redis::RedisServer;
 
 const Q: &[u8] = b"dest{}.example\n";
 

@@ -6,10 +6,10 @@ mod common;
 use std::future::Future;
 use std::time::Duration;
 use tickwheel_redis::keys::QueueKeys;
-use tickwheel_redis::server::{RedisServer, start_for_test_with};
 use tickwheel_redis::{
     Effect, Error, Member, Options, Protocol, Rejection, State, Token, redact_url,
 };
+use tickwheel_testkit::redis::{RedisServer, start_for_test_with};
 
 fn rej(r: Result<impl std::fmt::Debug, Error>) -> Rejection {
     match r {

@@ -4,8 +4,8 @@
 
 mod common;
 
-use tickwheel_redis::server::start_for_test_with;
 use tickwheel_redis::{Error, Member, Options, Protocol, redact_url};
+use tickwheel_testkit::redis::start_for_test_with;
 
 #[test]
 fn redact_url_hides_only_the_password() {

@@ -30,7 +30,7 @@ mod scenario;
 mod spool;
 mod tls;
 
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = cli::parse();
@@ -44,18 +44,18 @@ fn main() -> ExitCode {
         };
     }
     // The servers this run starts must be installed: a missing one is a usage problem.
-    let etcd = std::env::var(tickwheel_fleet::server::BINARY_ENV).unwrap_or_else(|_| "etcd".into());
-    let redis = std::env::var(tickwheel_redis::server::BINARY_ENV)
-        .unwrap_or_else(|_| "redis-server".into());
-    for (binary, given, package) in [
-        (&etcd, args.etcd_url.is_some(), "etcd-server"),
-        (&redis, args.redis_url.is_some(), "redis-server"),
+    for (installed, given) in [
+        (
+            tickwheel_testkit::etcd::installed(),
+            args.etcd_url.is_some(),
+        ),
+        (
+            tickwheel_testkit::redis::installed(),
+            args.redis_url.is_some(),
+        ),
     ] {
-        if !given && Command::new(binary).arg("--version").output().is_err() {
-            eprintln!(
-                "fleet: {binary} is not installed: `apt-get install {package}`, or give its URL \
-                 (--etcd-url / --redis-url)"
-            );
+        if let (Err(missing), false) = (installed, given) {
+            eprintln!("fleet: {missing}; or give its URL (--etcd-url / --redis-url)");
             return ExitCode::from(2);
         }
     }

@@ -7,17 +7,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::{FrozenEntry, Scheduler};
-use tickwheel_fleet::server::EtcdServer;
 use tickwheel_fleet::{FleetOptions, Member, RecoveryError};
-use tickwheel_redis::server::RedisServer;
+use tickwheel_testkit::etcd::EtcdServer;
+use tickwheel_testkit::redis::RedisServer;
 
 pub type Sched = Scheduler<String, u64, String>;
 pub type FleetMember = Member<String, u64, String>;
 
 /// etcd and redis-server of this test; `None` (skip) outside CI when one is missing.
 pub fn servers() -> Option<(EtcdServer, RedisServer)> {
-    let etcd = tickwheel_fleet::server::start_for_test()?;
-    let redis = tickwheel_redis::server::start_for_test()?;
+    let etcd = tickwheel_testkit::etcd::start_for_test()?;
+    let redis = tickwheel_testkit::redis::start_for_test()?;
     Some((etcd, redis))
 }
 

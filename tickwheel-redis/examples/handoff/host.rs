@@ -489,7 +489,7 @@ impl Lcg {
 mod tests {
     use super::*;
     use std::net::{TcpListener, TcpStream};
-    use tickwheel_redis::server::start_for_test;
+    use tickwheel_testkit::redis::start_for_test;
 
     /// A proxy to `port` that, for its first `drops` connections, accepts and resets them
     /// (a server going down mid-conversation), then forwards.

@@ -30,8 +30,6 @@ mod tls;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tickwheel_redis::server::{BINARY_ENV, ServerError};
-
 fn main() -> ExitCode {
     let args = cli::parse();
     if args.list_steps {
@@ -76,14 +74,9 @@ fn main() -> ExitCode {
         };
     }
     // The harness's binary (its environment variable may name another).
-    let binary = std::env::var(BINARY_ENV).unwrap_or_else(|_| "redis-server".to_owned());
-    if std::process::Command::new(&binary)
-        .arg("--version")
-        .output()
-        .is_err()
-        && args.redis_url.is_none()
+    if args.redis_url.is_none()
+        && let Err(missing) = tickwheel_testkit::redis::installed()
     {
-        let missing = ServerError::NotInstalled { binary };
         eprintln!("handoff: {missing} (or give --redis-url)");
         return ExitCode::from(2);
     }

@@ -18,7 +18,8 @@ use crate::spool::{self, Delivery, Record};
 use crate::steps::Role;
 use tickwheel_redis::chunk::Chunk;
 use tickwheel_redis::keys::{DEFAULT_PREFIX, QueueKeys};
-use tickwheel_redis::server::{RedisServer, ServerTls};
+use tickwheel_testkit::TlsFiles;
+use tickwheel_testkit::redis::RedisServer;
 
 /// A run that takes longer than this is stuck (the defaults finish in seconds).
 const STUCK: Duration = Duration::from_secs(300);
@@ -70,13 +71,8 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
         None if args.tls => {
             let t = dir.join("tls");
             crate::tls::make(&t).map_err(|e| format!("certificates: {e}"))?;
-            let tls = ServerTls {
-                cert: t.join("server.crt"),
-                key: t.join("server.key"),
-                ca: t.join("ca.crt"),
-                auth_clients: true,
-            };
-            let s = RedisServer::start_tls(Some(dir), tls, &[]).map_err(|e| e.to_string())?;
+            let s = RedisServer::start_tls(Some(dir), TlsFiles::in_dir(&t), true, &[])
+                .map_err(|e| e.to_string())?;
             let url = s.url();
             (Some(s), url)
         }
@@ -308,7 +304,7 @@ impl Run<'_> {
                 "{name}#{}: SIGSTOP at {step}; the spare reclaims after the lease",
                 p.boot
             );
-            signal("-STOP", pid)?;
+            signal("STOP", pid)?;
             self.stopped = Some(name.to_string());
             return self.spawn("spare", Role::Spare);
         }
@@ -329,7 +325,7 @@ impl Run<'_> {
         };
         if let Some(p) = self.procs.get(&name) {
             crate::say!("{name}#{}: SIGCONT", p.boot);
-            signal("-CONT", p.child.id())?;
+            signal("CONT", p.child.id())?;
         }
         self.send(&name, "go");
         // Stays Some: the source is stopped once.
@@ -382,17 +378,9 @@ impl Run<'_> {
     }
 }
 
-/// Sends a signal to a child by its PID (the `kill` command: no unsafe code here).
+/// Sends a signal (`"STOP"`, `"CONT"`) to a child by its PID.
 fn signal(sig: &str, pid: u32) -> Result<(), String> {
-    let status = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .map_err(|e| format!("kill {sig} {pid}: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("kill {sig} {pid}: {status}"))
-    }
+    tickwheel_testkit::send_signal(pid, sig).map_err(|e| e.to_string())
 }
 
 /// The ids of every chunk still in Redis, each chunk decoded and checked against the owner

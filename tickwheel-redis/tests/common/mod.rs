@@ -4,8 +4,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use tickwheel_redis::server::{RedisServer, start_for_test};
 use tickwheel_redis::{Custody, CustodyOptions, Error, Member, Options, Protocol};
+use tickwheel_testkit::redis::{RedisServer, start_for_test};
 
 pub fn server() -> Option<RedisServer> {
     start_for_test()

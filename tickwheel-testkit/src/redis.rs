@@ -7,10 +7,13 @@
 //! it back from its append-only file on the same port.
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::process::{Proc, Program, free_port, retry};
+use crate::{ServerError, TlsFiles, skip_if_missing};
 
 /// Environment variable naming the `redis-server` binary (default: `redis-server` on `PATH`).
 pub const BINARY_ENV: &str = "TICKWHEEL_REDIS_SERVER";
@@ -18,30 +21,17 @@ pub const BINARY_ENV: &str = "TICKWHEEL_REDIS_SERVER";
 /// How long a start waits for the server to answer `PING`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Why a server could not be started.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ServerError {
-    /// The `redis-server` binary is not installed (or not on `PATH`).
-    #[error(
-        "redis-server is not installed ({binary} not found): install it with \
-         `apt-get install redis-server`, or name the binary in {BINARY_ENV}"
-    )]
-    NotInstalled {
-        /// The binary that was looked for.
-        binary: String,
-    },
-    /// Starting or talking to the process failed.
-    #[error("redis-server: {0}")]
-    Io(#[from] std::io::Error),
-    /// The process exited or did not answer `PING` in time; `log` is the end of its log file.
-    #[error("redis-server did not start: {reason}; log tail:\n{log}")]
-    Startup {
-        /// What went wrong.
-        reason: String,
-        /// The last lines of the server's log.
-        log: String,
-    },
+/// Whether the binary (`BINARY_ENV`, else `redis-server` on `PATH`) runs: checked before a run
+/// that would start one.
+///
+/// # Errors
+/// [`ServerError::NotInstalled`] if `BINARY --version` cannot be started.
+pub fn installed() -> Result<(), ServerError> {
+    program().installed()
+}
+
+fn program() -> Program {
+    Program::new("redis-server", "redis-server", BINARY_ENV)
 }
 
 /// A `redis-server` child process with AOF on and `appendfsync always`, on a loopback port.
@@ -51,39 +41,22 @@ pub enum ServerError {
 ///
 /// # Example
 /// ```no_run
-/// use tickwheel_redis::server::RedisServer;
+/// use tickwheel_testkit::redis::RedisServer;
 /// let mut server = RedisServer::start(None)?;
 /// let url = server.url(); // "redis://127.0.0.1:PORT/"
 /// server.kill9()?;        // crash it
 /// server.restart()?;      // same directory and port, reloads the AOF
 /// # let _ = url;
-/// # Ok::<(), tickwheel_redis::server::ServerError>(())
+/// # Ok::<(), tickwheel_testkit::ServerError>(())
 /// ```
 #[derive(Debug)]
 #[must_use = "dropping the handle stops the redis-server"]
 pub struct RedisServer {
-    dir: PathBuf,
-    // Held only to delete the directory on drop, when the server made it.
-    _temp: Option<tempfile::TempDir>,
+    proc: Proc,
     port: u16,
-    binary: String,
     extra: Vec<(String, String)>,
-    tls: Option<ServerTls>,
-    child: Option<Child>,
-}
-
-/// TLS for a started server ([`RedisServer::start_tls`]): PEM files, and whether a client
-/// must present a certificate signed by `ca` (`tls-auth-clients yes`, else `no`).
-#[derive(Debug, Clone)]
-pub struct ServerTls {
-    /// The server's certificate (its names must include what clients connect to).
-    pub cert: PathBuf,
-    /// The server certificate's private key.
-    pub key: PathBuf,
-    /// The CA that signs client certificates.
-    pub ca: PathBuf,
-    /// Require a client certificate.
-    pub auth_clients: bool,
+    /// The files, and whether a client must present a certificate signed by the CA.
+    tls: Option<(TlsFiles, bool)>,
 }
 
 impl RedisServer {
@@ -92,7 +65,8 @@ impl RedisServer {
     ///
     /// # Errors
     /// [`ServerError::NotInstalled`] if the binary is missing; [`ServerError::Startup`] if it
-    /// exits or stays silent; [`ServerError::Io`] for file-system failures.
+    /// exits or stays silent (after five tries with other ports); [`ServerError::Io`] for
+    /// file-system failures.
     pub fn start(dir: Option<&Path>) -> Result<Self, ServerError> {
         Self::start_with(dir, &[])
     }
@@ -107,73 +81,51 @@ impl RedisServer {
     }
 
     /// Like [`RedisServer::start_with`], serving TLS only: `--port 0` (no plain port) and
-    /// `--tls-port` on the chosen port. Ready once its log says it accepts connections (a
-    /// plain `PING` cannot reach it). [`RedisServer::url`] is then `rediss://127.0.0.1:PORT/`.
+    /// `--tls-port` on the chosen port; `auth_clients`: a client must present a certificate
+    /// signed by `tls.ca` (`tls-auth-clients yes`, else `no`). Ready once its log says it
+    /// accepts connections (a plain `PING` cannot reach it). [`RedisServer::url`] is then
+    /// `rediss://127.0.0.1:PORT/`.
     ///
     /// # Errors
     /// As [`RedisServer::start`]; [`ServerError::Startup`] if redis-server was built without
     /// TLS or refuses the files.
     pub fn start_tls(
         dir: Option<&Path>,
-        tls: ServerTls,
+        tls: TlsFiles,
+        auth_clients: bool,
         extra: &[(&str, &str)],
     ) -> Result<Self, ServerError> {
-        Self::start_inner(dir, extra, Some(tls))
+        Self::start_inner(dir, extra, Some((tls, auth_clients)))
     }
 
     fn start_inner(
         dir: Option<&Path>,
         extra: &[(&str, &str)],
-        tls: Option<ServerTls>,
+        tls: Option<(TlsFiles, bool)>,
     ) -> Result<Self, ServerError> {
-        let (dir, temp) = match dir {
-            Some(d) => {
-                std::fs::create_dir_all(d)?;
-                (d.to_path_buf(), None)
-            }
-            None => {
-                let t = tempfile::Builder::new()
-                    .prefix("tickwheel-redis-")
-                    .tempdir()?;
-                (t.path().to_path_buf(), Some(t))
-            }
-        };
-        let binary = std::env::var(BINARY_ENV).unwrap_or_else(|_| "redis-server".to_owned());
         let mut server = RedisServer {
-            dir,
-            _temp: temp,
+            proc: Proc::new(program(), dir, "redis.log")?,
             port: 0,
-            binary,
             extra: extra
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             tls,
-            child: None,
         };
         // A port found free can be taken by someone else before the server binds it: retry
         // with another one.
-        let mut last = None;
-        for _ in 0..5 {
-            server.port = free_port()?;
-            match server.spawn() {
-                Ok(()) => return Ok(server),
-                Err(e @ ServerError::NotInstalled { .. }) => return Err(e),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| ServerError::Startup {
-            reason: "no free port".into(),
-            log: String::new(),
-        }))
+        retry("redis-server", 5, Duration::ZERO, "no free port", || {
+            server.port = free_port().map_err(|e| server.proc.program.io(e))?;
+            server.spawn()
+        })?;
+        Ok(server)
     }
 
     fn spawn(&mut self) -> Result<(), ServerError> {
-        let log = self.dir.join("redis.log");
-        let mut cmd = Command::new(&self.binary);
+        let mut cmd = Command::new(&self.proc.program.binary);
         match &self.tls {
             None => cmd.arg("--port").arg(self.port.to_string()),
-            Some(tls) => cmd
+            Some((tls, auth_clients)) => cmd
                 .args(["--port", "0", "--tls-port"])
                 .arg(self.port.to_string())
                 .arg("--tls-cert-file")
@@ -183,15 +135,14 @@ impl RedisServer {
                 .arg("--tls-ca-cert-file")
                 .arg(&tls.ca)
                 .arg("--tls-auth-clients")
-                .arg(if tls.auth_clients { "yes" } else { "no" }),
+                .arg(if *auth_clients { "yes" } else { "no" }),
         };
-        // A restart appends to the same log: count only what this process writes.
-        let log_start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+        let log_start = self.proc.log_len();
         cmd.args(["--bind", "127.0.0.1", "--daemonize", "no"])
             .arg("--dir")
-            .arg(&self.dir)
+            .arg(&self.proc.dir)
             .arg("--logfile")
-            .arg(&log)
+            .arg(&self.proc.log)
             .args([
                 "--appendonly",
                 "yes",
@@ -203,47 +154,17 @@ impl RedisServer {
         for (k, v) in &self.extra {
             cmd.arg(format!("--{k}")).arg(v);
         }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let child = cmd.spawn().map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                ServerError::NotInstalled {
-                    binary: self.binary.clone(),
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        self.proc.spawn(&mut cmd)?;
+        let (port, tls) = (self.port, self.tls.is_some());
+        self.proc
+            .wait_ready(READY_TIMEOUT, Duration::from_millis(20), |p| {
+                if tls {
+                    p.logged_since(log_start, "Ready to accept connections")
+                } else {
+                    ping(port)
                 }
-            } else {
-                ServerError::Io(e)
-            }
-        })?;
-        self.child = Some(child);
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Some(child) = self.child.as_mut()
-                && let Some(status) = child.try_wait()?
-            {
-                self.child = None;
-                return Err(self.startup_error(format!("exited with {status}")));
-            }
-            let ready = match self.tls {
-                None => ping(self.port),
-                Some(_) => logged_ready(&log, log_start),
-            };
-            if ready {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                self.stop();
-                return Err(self.startup_error("no PONG within 10 s".into()));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn startup_error(&self, reason: String) -> ServerError {
-        let text = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(10)..].join("\n");
-        ServerError::Startup { reason, log: tail }
+            })
     }
 
     /// `redis://127.0.0.1:PORT/`, or `rediss://…` for a server started with
@@ -264,12 +185,12 @@ impl RedisServer {
 
     /// The server's directory (holds the AOF and `redis.log`).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.proc.dir
     }
 
     /// The PID of the running process, `None` after [`RedisServer::kill9`].
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.proc.pid()
     }
 
     /// Kills the process with SIGKILL (what `kill -9` does) and reaps it. No-op if it is not
@@ -278,17 +199,7 @@ impl RedisServer {
     /// # Errors
     /// [`ServerError::Io`] if the signal or the wait fails.
     pub fn kill9(&mut self) -> Result<(), ServerError> {
-        if let Some(mut child) = self.child.take() {
-            // `Child::kill` sends SIGKILL on Unix.
-            match child.kill() {
-                Ok(()) => {}
-                // Already exited: reap below.
-                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {}
-                Err(e) => return Err(e.into()),
-            }
-            child.wait()?;
-        }
-        Ok(())
+        self.proc.kill()
     }
 
     /// Kills the process if it runs, then starts a new one in the same directory on the same
@@ -299,30 +210,20 @@ impl RedisServer {
     pub fn restart(&mut self) -> Result<(), ServerError> {
         self.kill9()?;
         // The old listening socket can linger for a moment after SIGKILL: retry briefly.
-        let mut last = None;
-        for _ in 0..20 {
-            match self.spawn() {
-                Ok(()) => return Ok(()),
-                Err(e @ ServerError::NotInstalled { .. }) => return Err(e),
-                Err(e) => last = Some(e),
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Err(last.unwrap_or_else(|| ServerError::Startup {
-            reason: "restart failed".into(),
-            log: String::new(),
-        }))
-    }
-
-    fn stop(&mut self) {
-        // Best effort on drop and on failed starts: the process is ours, by PID.
-        let _ = self.kill9();
+        retry(
+            "redis-server",
+            20,
+            Duration::from_millis(100),
+            "restart failed",
+            || self.spawn(),
+        )
     }
 }
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        self.stop();
+        // Best effort on drop: the process is ours, by PID.
+        let _ = self.kill9();
     }
 }
 
@@ -342,27 +243,7 @@ pub fn start_for_test() -> Option<RedisServer> {
 /// # Panics
 /// As [`start_for_test`].
 pub fn start_for_test_with(extra: &[(&str, &str)]) -> Option<RedisServer> {
-    match RedisServer::start_with(None, extra) {
-        Ok(server) => Some(server),
-        Err(e @ ServerError::NotInstalled { .. }) if std::env::var_os("CI").is_none() => {
-            eprintln!("skipping: {e}");
-            None
-        }
-        Err(e) => panic!("cannot start redis-server: {e}"),
-    }
-}
-
-fn free_port() -> std::io::Result<u16> {
-    let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))?;
-    Ok(listener.local_addr()?.port())
-}
-
-/// Whether the log, from byte `from` on, says the server accepts connections.
-fn logged_ready(log: &Path, from: u64) -> bool {
-    std::fs::read(log).is_ok_and(|text| {
-        let tail = text.get(from as usize..).unwrap_or_default();
-        String::from_utf8_lossy(tail).contains("Ready to accept connections")
-    })
+    skip_if_missing(RedisServer::start_with(None, extra))
 }
 
 fn ping(port: u16) -> bool {
@@ -387,14 +268,15 @@ mod tests {
 
     #[test]
     fn missing_binary_is_not_installed() {
+        let mut program = program();
+        program.binary = "/nonexistent/redis-server-x".into();
+        let proc = Proc::new(program, Some(&std::env::temp_dir()), "unused.log");
+        let Ok(proc) = proc else { return };
         let mut s = RedisServer {
-            dir: std::env::temp_dir(),
-            _temp: None,
+            proc,
             port: 1,
-            binary: "/nonexistent/redis-server-x".into(),
             extra: vec![],
             tls: None,
-            child: None,
         };
         let e = s.spawn().err();
         assert!(matches!(e, Some(ServerError::NotInstalled { .. })), "{e:?}");
