@@ -15,7 +15,6 @@
 //! - **Fence** ([`fence`]): every `Due` leaves with its token, only while the lease is valid.
 //! - **Member** ([`Member`]): the runtime tying them together, with adoption through a user
 //!   [`Recovery`] hook and handoffs through `tickwheel-redis` on rebalancing.
-//! - **Server** ([`server`]): a real `etcd` for tests and examples.
 //!
 //! # Building
 //!
