@@ -6,10 +6,8 @@
 //! `PROPTEST_CASES` raises the case count.
 #![cfg(feature = "tokio")]
 
-#[path = "support/delay_queue_model.rs"]
-mod delay_queue_model;
-#[path = "support/model.rs"]
-mod model;
+mod support;
+use support::delay_queue_model;
 
 use delay_queue_model::{DqAt, DqHarness, DqOp, Dur};
 use proptest::prelude::*;

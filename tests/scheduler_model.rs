@@ -6,8 +6,8 @@
 //! exactly once. The fuzz target `scheduler_races` runs the same harness.
 //! `PROPTEST_CASES` raises the case count.
 
-#[path = "support/scheduler_model.rs"]
-mod scheduler_model;
+mod support;
+use support::scheduler_model;
 
 use proptest::prelude::*;
 use scheduler_model::{At, SchedHarness, SchedOp};

@@ -9,17 +9,17 @@
 //! comes out.
 #![cfg(feature = "tokio")]
 
-mod tokio_support;
+mod support;
 
 use std::future::poll_fn;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use futures_util::StreamExt;
+use support::delay_queue::*;
 use tickwheel::tokio::DelayQueue;
 use tokio::sync::mpsc;
 use tokio::time::{self, Duration, Instant};
-use tokio_support::*;
 
 // ---------------------------------------------------------------------------------------
 // tokio's cooperative budget spent when the queue arms its sleep

@@ -1,7 +1,7 @@
 //! Proptest strategies shared by the model tests (`wheel_model.rs`, `indexed_model.rs`):
 //! level-uniform deadlines, boundaries, the top of the range, equal deadlines, poll times
-//! with jumps in both directions, long-uptime starts. Included with `#[path]` next to
-//! `model.rs` (as `super::model`).
+//! with jumps in both directions, long-uptime starts. A sibling of `model.rs` (as
+//! `super::model`).
 
 use proptest::prelude::*;
 

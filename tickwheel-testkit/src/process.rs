@@ -85,33 +85,6 @@ pub fn skip_if_missing<T>(started: Result<T, ServerError>) -> Option<T> {
     }
 }
 
-/// Sends signal `name` (`"STOP"`, `"CONT"`, `"TERM"`, `"KILL"`, ...) to process `pid` by
-/// running `kill -<name> <pid>` (no unsafe `libc::kill`). Only for processes the caller
-/// started.
-///
-/// # Errors
-/// [`ServerError::Io`] if `kill` cannot run or reports failure (no such process).
-pub fn send_signal(pid: u32, name: &str) -> Result<(), ServerError> {
-    let io = |source| ServerError::Io {
-        server: "kill",
-        source,
-    };
-    let status = Command::new("kill")
-        .arg(format!("-{name}"))
-        .arg(pid.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map_err(io)?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(io(std::io::Error::other(format!(
-            "kill -{name} {pid} failed: {status}"
-        ))))
-    }
-}
-
 /// Which program a harness runs, and how a missing one is reported.
 #[derive(Debug, Clone)]
 pub(crate) struct Program {
@@ -292,7 +265,7 @@ impl Proc {
         };
         let io = |e| self.program.io(e);
         if child.try_wait().map_err(io)?.is_none() {
-            let _ = send_signal(child.id(), "TERM");
+            let _ = crate::child::send_signal(child.id(), "TERM");
             let deadline = Instant::now() + grace;
             while child.try_wait().map_err(io)?.is_none() {
                 if Instant::now() > deadline {
