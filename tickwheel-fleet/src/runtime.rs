@@ -360,9 +360,15 @@ where
             return Ok(());
         };
         self.absent_since.remove(q);
+        self.adopt_or_release(q, token).await
+    }
+
+    /// [`Self::adopt_at`]; on failure the owner key goes back (deleted at `token`) so the
+    /// next round, here or elsewhere, starts over.
+    async fn adopt_or_release(&mut self, q: &Q, token: u64) -> Result<(), Error> {
         let result = self.adopt_at(q, token).await;
         if let Err(e) = &result {
-            // Give the key back so the next round (here or elsewhere) starts over.
+            let s = Arc::clone(&self.shared);
             tracing::warn!(member = %s.name, error = %e, "adoption failed; releasing the queue");
             let _ = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), token).await;
         }
@@ -469,12 +475,7 @@ where
         else {
             return Ok(());
         };
-        let result = self.adopt_at(q, new).await;
-        if let Err(e) = &result {
-            tracing::warn!(member = %s.name, error = %e, "adoption failed; releasing the queue");
-            let _ = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), new).await;
-        }
-        result
+        self.adopt_or_release(q, new).await
     }
 
     /// Target side: the queue's owner key is held by `o`; if an offer of its token is open

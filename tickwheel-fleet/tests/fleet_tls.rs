@@ -4,13 +4,13 @@
 //! queues (handoffs through Redis over TLS); a wrong CA is refused with a clear error; no
 //! password or key bytes appear in an error or a `Debug`.
 
-mod common;
+mod support;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use support::*;
 use tickwheel_fleet::{FleetOptions, Member, RecoveryError};
 use tickwheel_redis::{ClientIdentity, TlsOptions};
 use tickwheel_testkit::etcd::EtcdServer;
@@ -64,21 +64,8 @@ async fn two_members_share_queues_over_tls_with_users_and_passwords() {
     assert!(etcd.url().starts_with("https://"));
     let client = pki.leaf().expect("leaf");
     // Users: a root user with a password, then authentication on.
-    {
-        let co = etcd_client::ConnectOptions::new().with_tls(etcd_tls(&pki.ca_pem, &client));
-        let mut c = match etcd_client::Client::connect([etcd.url()], Some(co)).await {
-            Ok(c) => c,
-            Err(e) => panic!("connect over TLS: {e}"),
-        };
-        let steps = async {
-            c.user_add("root", ETCD_PASSWORD, None).await?;
-            c.user_grant_role("root", "root").await?;
-            c.auth_enable().await
-        };
-        if let Err(e) = steps.await {
-            panic!("enable etcd auth: {e}");
-        }
-    }
+    let co = etcd_client::ConnectOptions::new().with_tls(etcd_tls(&pki.ca_pem, &client));
+    enable_etcd_auth(&etcd.url(), ETCD_PASSWORD, Some(co)).await;
     let mut opts = FleetOptions::new(
         etcd.url(),
         format!(
@@ -106,15 +93,7 @@ async fn two_members_share_queues_over_tls_with_users_and_passwords() {
         );
     }
 
-    let qs = queues(6);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register over TLS: {e}");
-    }
-    let a = join(&opts, "a", 3).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, _, a) = start_with_a(&opts, 6, 3, Duration::from_secs(30), false).await;
     let b = join(&opts, "b", 3).await;
     // Placement splits the queues: some move from a to b through Redis over TLS.
     wait_until(Duration::from_secs(30), "the queues are split", || {

@@ -2,7 +2,7 @@
 //! echoes what was typed with only the password hidden, and no error of `Protocol::connect`
 //! repeats the password, typed or percent-decoded.
 
-mod common;
+mod support;
 
 use tickwheel_redis::{Error, Member, Options, Protocol, redact_url};
 use tickwheel_testkit::redis::start_for_test_with;

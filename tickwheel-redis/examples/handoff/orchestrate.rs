@@ -102,7 +102,7 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
     run.drive()?;
     if !run.kills.is_empty() {
         let left: Vec<String> = run.kills.iter().map(ToString::to_string).collect();
-        crate::say!("note: no process reached {}", left.join(", "));
+        say!("note: no process reached {}", left.join(", "));
     }
     let verdict = ledger::check(&run.inputs()?);
     println!("{}", verdict.last_line());
@@ -177,7 +177,7 @@ impl Run<'_> {
             }
             let _ = tx.send((who, boot, Event::Closed));
         });
-        crate::say!("{name}#{boot}: started (pid {})", child.id());
+        say!("{name}#{boot}: started (pid {})", child.id());
         self.names.insert(name.to_string());
         self.procs.insert(
             name.to_string(),
@@ -244,7 +244,7 @@ impl Run<'_> {
                         .or(line.strip_prefix("imported "))
                         .or(line.strip_prefix("skipped "))
                     {
-                        crate::say!("{name}#{boot}: {} {q}", &line[..line.len() - q.len() - 1]);
+                        say!("{name}#{boot}: {} {q}", &line[..line.len() - q.len() - 1]);
                         if role == Role::Spare && line.starts_with("imported ") {
                             self.resume_stopped()?;
                         }
@@ -262,7 +262,7 @@ impl Run<'_> {
             let live: Vec<String> = self.procs.keys().cloned().collect();
             if !finishing && live.iter().all(|n| all.contains(n)) {
                 finishing = true;
-                crate::say!("every queue moved: finishing");
+                say!("every queue moved: finishing");
                 for n in &live {
                     self.send(n, "finish");
                 }
@@ -277,16 +277,16 @@ impl Run<'_> {
             let Some(mut p) = self.procs.remove(name) else {
                 return Ok(());
             };
-            crate::say!("{name}#{}: kill -9 at {step}", p.boot);
+            say!("{name}#{}: kill -9 at {step}", p.boot);
             let _ = p.child.kill();
             let _ = p.child.wait();
             self.killed.insert((name.to_string(), p.boot));
             if self.args.spare && role == Role::Target {
-                crate::say!("{name} stays dead: the spare takes over after the lease");
+                say!("{name} stays dead: the spare takes over after the lease");
                 return self.spawn("spare", Role::Spare);
             }
             if self.args.spare && role == Role::Source {
-                crate::say!("{name} stays dead until the spare has taken its queue over");
+                say!("{name} stays dead until the spare has taken its queue over");
                 self.dead = Some(name.to_string());
                 return self.spawn("spare", Role::Spare);
             }
@@ -300,7 +300,7 @@ impl Run<'_> {
             && let Some(p) = self.procs.get(name)
         {
             let pid = p.child.id();
-            crate::say!(
+            say!(
                 "{name}#{}: SIGSTOP at {step}; the spare reclaims after the lease",
                 p.boot
             );
@@ -311,7 +311,7 @@ impl Run<'_> {
         if self.take_kill(Who::Redis, step)
             && let Some(s) = self.server.as_mut()
         {
-            crate::say!("redis-server: kill -9 after {name}'s {step}, restart from its AOF");
+            say!("redis-server: kill -9 after {name}'s {step}, restart from its AOF");
             s.restart().map_err(|e| e.to_string())?;
         }
         self.send(name, "go");
@@ -324,7 +324,7 @@ impl Run<'_> {
             return Ok(());
         };
         if let Some(p) = self.procs.get(&name) {
-            crate::say!("{name}#{}: SIGCONT", p.boot);
+            say!("{name}#{}: SIGCONT", p.boot);
             signal("CONT", p.child.id())?;
         }
         self.send(&name, "go");
