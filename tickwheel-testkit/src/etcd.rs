@@ -6,33 +6,16 @@
 //! new process on the same ports with the same data directory (the keys, leases and revision
 //! survive; leases keep their remaining TTL from etcd's point of view).
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
+use std::io::Read;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::process::{Proc, Program, free_port, retry};
-use crate::{ServerError, TlsFiles, skip_if_missing};
-
-/// Environment variable naming the `etcd` binary (default: `etcd` on `PATH`).
-pub const BINARY_ENV: &str = "TICKWHEEL_ETCD";
+use crate::process::{Proc, free_port, respawn, retry, send};
+use crate::{Server, ServerError, TlsFiles, skip_if_missing};
 
 /// How long a start waits for `/health` to answer.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Whether the binary (`BINARY_ENV`, else `etcd` on `PATH`) runs: checked before a run
-/// that would start one.
-///
-/// # Errors
-/// [`ServerError::NotInstalled`] if `BINARY --version` cannot be started.
-pub fn installed() -> Result<(), ServerError> {
-    program().installed()
-}
-
-fn program() -> Program {
-    Program::new("etcd", "etcd-server", BINARY_ENV)
-}
 
 /// A one-node `etcd` child process on loopback ports.
 ///
@@ -82,7 +65,7 @@ impl EtcdServer {
 
     fn start_inner(tls: Option<TlsFiles>) -> Result<Self, ServerError> {
         let mut server = EtcdServer {
-            proc: Proc::new(program(), None, "etcd.log")?,
+            proc: Proc::new(Server::Etcd.program(), None, "etcd.log")?,
             client_port: 0,
             peer_port: 0,
             tls,
@@ -139,16 +122,15 @@ impl EtcdServer {
                 .arg(&tls.key);
         }
         cmd.stdout(log_too).stderr(log);
-        self.proc.spawn(&mut cmd)?;
-        let (port, tls) = (self.client_port, self.tls.is_some());
-        self.proc
-            .wait_ready(READY_TIMEOUT, Duration::from_millis(50), |p| {
-                if tls {
-                    p.logged_since(log_start, "ready to serve client requests")
-                } else {
-                    healthy(port)
-                }
-            })
+        let port = self.client_port;
+        let line = self
+            .tls
+            .is_some()
+            .then_some("ready to serve client requests");
+        let every = Duration::from_millis(50);
+        (self.proc).spawn_ready(&mut cmd, (READY_TIMEOUT, every), log_start, line, || {
+            healthy(port)
+        })
     }
 
     /// The client URL, `http://127.0.0.1:PORT` (`https://` for [`EtcdServer::start_tls`]; kept
@@ -209,14 +191,7 @@ impl EtcdServer {
         if self.proc.child.is_some() {
             return Ok(());
         }
-        // A listening socket can linger for a moment after the old process exited.
-        retry(
-            "etcd",
-            20,
-            Duration::from_millis(100),
-            "restart failed",
-            || self.spawn(),
-        )
+        respawn("etcd", || self.spawn())
     }
 }
 
@@ -239,42 +214,11 @@ pub fn start_for_test() -> Option<EtcdServer> {
 
 /// `GET /health` answers `{"health":"true"...}` once the node serves requests.
 fn healthy(port: u16) -> bool {
-    let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr.into(), Duration::from_millis(200))
-    else {
+    let req = format!("GET /health HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    let Some(mut stream) = send(port, req.as_bytes(), Duration::from_millis(1000)) else {
         return false;
     };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(1000)));
-    let req = format!("GET /health HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n");
-    if stream.write_all(req.as_bytes()).is_err() {
-        return false;
-    }
     let mut buf = Vec::new();
     let _ = stream.read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf);
-    text.contains("\"health\":\"true\"")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn missing_binary_is_not_installed() {
-        let mut program = program();
-        program.binary = "/nonexistent/etcd-x".into();
-        let Ok(proc) = Proc::new(program, None, "etcd.log") else {
-            return;
-        };
-        let mut s = EtcdServer {
-            proc,
-            client_port: 1,
-            peer_port: 2,
-            tls: None,
-        };
-        let e = s.spawn().err();
-        assert!(matches!(e, Some(ServerError::NotInstalled { .. })), "{e:?}");
-        let msg = e.map(|e| e.to_string()).unwrap_or_default();
-        assert!(msg.contains("apt-get install etcd-server"), "{msg}");
-    }
+    String::from_utf8_lossy(&buf).contains("\"health\":\"true\"")
 }

@@ -40,4 +40,4 @@ pub mod redis;
 #[cfg(feature = "servers")]
 pub use child::send_signal;
 #[cfg(feature = "servers")]
-pub use process::{ServerError, TlsFiles, skip_if_missing};
+pub use process::{Server, ServerError, TlsFiles, skip_if_missing};

@@ -1,7 +1,8 @@
 //! What both server harnesses share: the binary, the directory, free ports, the log tail in
 //! errors, the wait until healthy, and stopping by PID.
 
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,6 +44,41 @@ pub enum ServerError {
         /// The last lines of the server's log.
         log: String,
     },
+}
+
+/// A program the kit runs as a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    /// `redis-server` ([`crate::redis::RedisServer`]).
+    Redis,
+    /// `etcd` ([`crate::etcd::EtcdServer`]).
+    Etcd,
+}
+
+impl Server {
+    /// The environment variable naming its binary, `TICKWHEEL_REDIS_SERVER` or
+    /// `TICKWHEEL_ETCD` (unset: `redis-server` or `etcd` on `PATH`).
+    pub fn binary_env(self) -> &'static str {
+        match self {
+            Server::Redis => "TICKWHEEL_REDIS_SERVER",
+            Server::Etcd => "TICKWHEEL_ETCD",
+        }
+    }
+
+    /// Whether its binary runs: checked before a run that would start one.
+    ///
+    /// # Errors
+    /// [`ServerError::NotInstalled`] if `BINARY --version` cannot be started.
+    pub fn installed(self) -> Result<(), ServerError> {
+        self.program().installed()
+    }
+
+    pub(crate) fn program(self) -> Program {
+        match self {
+            Server::Redis => Program::new("redis-server", "redis-server", self.binary_env()),
+            Server::Etcd => Program::new("etcd", "etcd-server", self.binary_env()),
+        }
+    }
 }
 
 /// A started server's TLS files (PEM): its certificate and key (whose names must include what
@@ -201,6 +237,24 @@ impl Proc {
         Ok(())
     }
 
+    /// Spawns `cmd` and waits ([`Proc::wait_ready`]) until it is ready: `ready_line` in the
+    /// log from byte `log_start` on when given (a TLS-only server, which the plain `probe`
+    /// cannot reach), else `probe()`.
+    pub(crate) fn spawn_ready(
+        &mut self,
+        cmd: &mut Command,
+        (limit, every): (Duration, Duration),
+        log_start: u64,
+        ready_line: Option<&str>,
+        probe: impl Fn() -> bool,
+    ) -> Result<(), ServerError> {
+        self.spawn(cmd)?;
+        self.wait_ready(limit, every, |p| match ready_line {
+            Some(line) => p.logged_since(log_start, line),
+            None => probe(),
+        })
+    }
+
     /// Polls `ready` every `every` until it holds; fails with the log's tail if the process
     /// exits, or (after killing it) if `ready` does not hold within `limit`.
     pub(crate) fn wait_ready(
@@ -310,4 +364,58 @@ pub(crate) fn retry(
         reason: what.to_owned(),
         log: String::new(),
     }))
+}
+
+/// Spawns again after a stop, on the same ports: a listening socket can linger for a moment
+/// after the old process exited, so up to 20 tries, 100 ms apart.
+pub(crate) fn respawn(
+    server: &'static str,
+    spawn: impl FnMut() -> Result<(), ServerError>,
+) -> Result<(), ServerError> {
+    retry(
+        server,
+        20,
+        Duration::from_millis(100),
+        "restart failed",
+        spawn,
+    )
+}
+
+/// Connects to the loopback `port` (200 ms at most) and writes `request`; the stream, to read
+/// the answer within `read_timeout`, or `None` if either failed.
+pub(crate) fn send(port: u16, request: &[u8], read_timeout: Duration) -> Option<TcpStream> {
+    let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+    let mut stream = TcpStream::connect_timeout(&addr.into(), Duration::from_millis(200)).ok()?;
+    let _ = stream.set_read_timeout(Some(read_timeout));
+    stream.write_all(request).ok()?;
+    Some(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A binary that is not there is `NotInstalled`, naming the package to install, whether
+    /// found missing at the start of a server or before a run.
+    #[test]
+    fn a_missing_binary_is_not_installed() {
+        for (server, package) in [
+            (Server::Redis, "redis-server"),
+            (Server::Etcd, "etcd-server"),
+        ] {
+            let mut program = server.program();
+            program.binary = "/nonexistent/tickwheel-server-x".into();
+            assert!(matches!(
+                program.installed(),
+                Err(ServerError::NotInstalled { .. })
+            ));
+            let Ok(mut proc) = Proc::new(program, None, "server.log") else {
+                return;
+            };
+            let e = proc.spawn(&mut Command::new(&proc.program.binary)).err();
+            assert!(matches!(e, Some(ServerError::NotInstalled { .. })), "{e:?}");
+            let msg = e.map(|e| e.to_string()).unwrap_or_default();
+            assert!(msg.contains(&format!("apt-get install {package}")), "{msg}");
+        }
+    }
 }

@@ -6,33 +6,16 @@
 //! [`RedisServer::kill9`] and [`RedisServer::restart`] let a test crash the server and bring
 //! it back from its append-only file on the same port.
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
+use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::process::{Proc, Program, free_port, retry};
-use crate::{ServerError, TlsFiles, skip_if_missing};
-
-/// Environment variable naming the `redis-server` binary (default: `redis-server` on `PATH`).
-pub const BINARY_ENV: &str = "TICKWHEEL_REDIS_SERVER";
+use crate::process::{Proc, free_port, respawn, retry, send};
+use crate::{Server, ServerError, TlsFiles, skip_if_missing};
 
 /// How long a start waits for the server to answer `PING`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Whether the binary (`BINARY_ENV`, else `redis-server` on `PATH`) runs: checked before a run
-/// that would start one.
-///
-/// # Errors
-/// [`ServerError::NotInstalled`] if `BINARY --version` cannot be started.
-pub fn installed() -> Result<(), ServerError> {
-    program().installed()
-}
-
-fn program() -> Program {
-    Program::new("redis-server", "redis-server", BINARY_ENV)
-}
 
 /// A `redis-server` child process with AOF on and `appendfsync always`, on a loopback port.
 ///
@@ -104,7 +87,7 @@ impl RedisServer {
         tls: Option<(TlsFiles, bool)>,
     ) -> Result<Self, ServerError> {
         let mut server = RedisServer {
-            proc: Proc::new(program(), dir, "redis.log")?,
+            proc: Proc::new(Server::Redis.program(), dir, "redis.log")?,
             port: 0,
             extra: extra
                 .iter()
@@ -155,16 +138,12 @@ impl RedisServer {
             cmd.arg(format!("--{k}")).arg(v);
         }
         cmd.stdout(Stdio::null()).stderr(Stdio::null());
-        self.proc.spawn(&mut cmd)?;
-        let (port, tls) = (self.port, self.tls.is_some());
-        self.proc
-            .wait_ready(READY_TIMEOUT, Duration::from_millis(20), |p| {
-                if tls {
-                    p.logged_since(log_start, "Ready to accept connections")
-                } else {
-                    ping(port)
-                }
-            })
+        let port = self.port;
+        let line = self.tls.is_some().then_some("Ready to accept connections");
+        let every = Duration::from_millis(20);
+        (self.proc).spawn_ready(&mut cmd, (READY_TIMEOUT, every), log_start, line, || {
+            ping(port)
+        })
     }
 
     /// `redis://127.0.0.1:PORT/`, or `rediss://…` for a server started with
@@ -209,14 +188,7 @@ impl RedisServer {
     /// As [`RedisServer::start`]; a [`ServerError::Startup`] if the port was taken meanwhile.
     pub fn restart(&mut self) -> Result<(), ServerError> {
         self.kill9()?;
-        // The old listening socket can linger for a moment after SIGKILL: retry briefly.
-        retry(
-            "redis-server",
-            20,
-            Duration::from_millis(100),
-            "restart failed",
-            || self.spawn(),
-        )
+        respawn("redis-server", || self.spawn())
     }
 }
 
@@ -247,40 +219,11 @@ pub fn start_for_test_with(extra: &[(&str, &str)]) -> Option<RedisServer> {
 }
 
 fn ping(port: u16) -> bool {
-    let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr.into(), Duration::from_millis(200))
-    else {
+    let Some(mut stream) = send(port, b"PING\r\n", Duration::from_millis(500)) else {
         return false;
     };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-    if stream.write_all(b"PING\r\n").is_err() {
-        return false;
-    }
     let mut buf = [0u8; 64];
     let n = stream.read(&mut buf).unwrap_or(0);
     // "-LOADING" while the AOF loads: not ready yet. "-NOAUTH": up, with a password set.
     buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn missing_binary_is_not_installed() {
-        let mut program = program();
-        program.binary = "/nonexistent/redis-server-x".into();
-        let proc = Proc::new(program, Some(&std::env::temp_dir()), "unused.log");
-        let Ok(proc) = proc else { return };
-        let mut s = RedisServer {
-            proc,
-            port: 1,
-            extra: vec![],
-            tls: None,
-        };
-        let e = s.spawn().err();
-        assert!(matches!(e, Some(ServerError::NotInstalled { .. })), "{e:?}");
-        let msg = e.map(|e| e.to_string()).unwrap_or_default();
-        assert!(msg.contains("apt-get install redis-server"), "{msg}");
-    }
 }

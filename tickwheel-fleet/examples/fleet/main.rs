@@ -40,11 +40,11 @@ fn main() -> ExitCode {
     // The servers this run starts must be installed: a missing one is a usage problem.
     for (installed, given) in [
         (
-            tickwheel_testkit::etcd::installed(),
+            tickwheel_testkit::Server::Etcd.installed(),
             args.etcd_url.is_some(),
         ),
         (
-            tickwheel_testkit::redis::installed(),
+            tickwheel_testkit::Server::Redis.installed(),
             args.redis_url.is_some(),
         ),
     ] {

@@ -69,7 +69,7 @@ fn main() -> ExitCode {
     }
     // The harness's binary (its environment variable may name another).
     if args.redis_url.is_none()
-        && let Err(missing) = tickwheel_testkit::redis::installed()
+        && let Err(missing) = tickwheel_testkit::Server::Redis.installed()
     {
         eprintln!("handoff: {missing} (or give --redis-url)");
         return ExitCode::from(2);
