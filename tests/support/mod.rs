@@ -16,3 +16,19 @@ pub mod model;
 pub mod scheduler_model;
 pub mod strategies;
 pub mod unlinks_model;
+
+/// The longest whole number of seconds `fits` accepts (`fits` accepts zero, and every
+/// shorter span than one it accepts): with `fits = |d| t0.checked_add(d).is_some()`, how far
+/// past `t0` an `Instant` reaches. A binary search: 64 calls at most.
+pub fn last_whole_secs(fits: impl Fn(std::time::Duration) -> bool) -> std::time::Duration {
+    let (mut lo, mut hi) = (0u64, u64::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if fits(std::time::Duration::from_secs(mid)) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    std::time::Duration::from_secs(lo)
+}
