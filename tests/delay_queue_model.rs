@@ -13,10 +13,7 @@ use delay_queue_model::{DqAt, DqHarness, DqOp, Dur};
 use proptest::prelude::*;
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(64)
+    support::cases_or(64)
 }
 
 /// Mostly short (the levels of a few ms to a few s), sometimes long or "never".

@@ -13,10 +13,7 @@ use proptest::prelude::*;
 use scheduler_model::{At, SchedHarness, SchedOp};
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(96)
+    support::cases_or(96)
 }
 
 fn at() -> impl Strategy<Value = At> {

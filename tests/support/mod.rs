@@ -32,3 +32,11 @@ pub fn last_whole_secs(fits: impl Fn(std::time::Duration) -> bool) -> std::time:
     }
     std::time::Duration::from_secs(lo)
 }
+
+/// Proptest's case count: `PROPTEST_CASES` when set to a number, else `default`.
+pub fn cases_or(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}

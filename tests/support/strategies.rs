@@ -17,10 +17,7 @@ pub fn rule() -> OrderRule {
 }
 
 pub fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(96)
+    super::cases_or(96)
 }
 
 /// A deadline: every level equally, plus boundaries, the top, the past and equal deadlines.
