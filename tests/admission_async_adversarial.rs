@@ -4,21 +4,15 @@
 //! and the admission errors' messages in the caller's terms.
 #![cfg(feature = "tokio")]
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use tickwheel::admission::{AcquireError, AdmissionQueue, RegisterError};
 
+/// The latest whole second after `t0` that `Instant` can represent.
 fn last_instant(t0: Instant) -> Instant {
-    let (mut lo, mut hi) = (0u64, u64::MAX);
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        if t0.checked_add(Duration::from_secs(mid)).is_some() {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    t0 + Duration::from_secs(lo)
+    t0 + support::last_whole_secs(|d| t0.checked_add(d).is_some())
 }
 
 const RESOLUTIONS: [Duration; 5] = [

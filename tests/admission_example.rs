@@ -3,51 +3,14 @@
 //! and bad options end with exit status 2, not a panic. The example needs feature `tokio`.
 #![cfg(feature = "tokio")]
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::process::Output;
 
-fn example() -> &'static PathBuf {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test binary path");
-        // target/<profile>/deps/admission_example-<hash> -> target/<profile>/examples/admission
-        let profile_dir = exe
-            .parent()
-            .and_then(|deps| deps.parent())
-            .expect("profile dir");
-        let target_dir = profile_dir.parent().expect("target dir");
-        let binary = profile_dir
-            .join("examples")
-            .join(format!("admission{}", std::env::consts::EXE_SUFFIX));
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .args([
-                "build",
-                "--example",
-                "admission",
-                "--features",
-                "tokio",
-                "--target-dir",
-            ])
-            .arg(target_dir);
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cargo.arg("--release");
-        }
-        let status = cargo
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build --example admission failed");
-        binary
-    })
-}
+use tickwheel_testkit::example::Example;
+
+const ADMISSION: Example = Example::new("tickwheel", "admission").with_features(&["tokio"]);
 
 fn run(args: &[&str]) -> Output {
-    Command::new(example())
-        .args(args)
-        .output()
-        .expect("run the admission example")
+    ADMISSION.run(args)
 }
 
 #[test]

@@ -4,22 +4,16 @@
 //! instant is that far one, never a near one.
 #![cfg(feature = "tokio")]
 
+mod support;
+
 use std::time::Duration;
 
 use tickwheel::tokio::DelayQueue;
 use tokio::time::Instant;
 
+/// The latest whole second after `t0` that `Instant` can represent.
 fn last_instant(t0: Instant) -> Instant {
-    let (mut lo, mut hi) = (0u64, u64::MAX);
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        if t0.checked_add(Duration::from_secs(mid)).is_some() {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    t0 + Duration::from_secs(lo)
+    t0 + support::last_whole_secs(|d| t0.checked_add(d).is_some())
 }
 
 #[tokio::test(flavor = "current_thread")]

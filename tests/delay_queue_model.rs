@@ -6,19 +6,14 @@
 //! `PROPTEST_CASES` raises the case count.
 #![cfg(feature = "tokio")]
 
-#[path = "support/delay_queue_model.rs"]
-mod delay_queue_model;
-#[path = "support/model.rs"]
-mod model;
+mod support;
+use support::delay_queue_model;
 
 use delay_queue_model::{DqAt, DqHarness, DqOp, Dur};
 use proptest::prelude::*;
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(64)
+    support::cases_or(64)
 }
 
 /// Mostly short (the levels of a few ms to a few s), sometimes long or "never".

@@ -7,6 +7,8 @@
 //! level-uniformly so every level of the wheel is hit. `PROPTEST_CASES` raises the case
 //! count (default 128).
 
+mod support;
+
 use std::collections::HashMap;
 
 use proptest::prelude::*;
@@ -346,10 +348,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(128)
+    support::cases_or(128)
 }
 
 proptest! {

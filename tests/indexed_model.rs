@@ -4,12 +4,8 @@
 //! jumps in time as the core wheel's model test. The fuzz target `indexed_ops` runs the
 //! same harness. `PROPTEST_CASES` raises the case count.
 
-#[path = "support/indexed_model.rs"]
-mod indexed_model;
-#[path = "support/model.rs"]
-mod model;
-#[path = "support/strategies.rs"]
-mod strategies;
+mod support;
+use support::{indexed_model, model, strategies};
 
 use indexed_model::{IndexedHarness, IxOp};
 use model::When;

@@ -6,17 +6,14 @@
 //! exactly once. The fuzz target `scheduler_races` runs the same harness.
 //! `PROPTEST_CASES` raises the case count.
 
-#[path = "support/scheduler_model.rs"]
-mod scheduler_model;
+mod support;
+use support::scheduler_model;
 
 use proptest::prelude::*;
 use scheduler_model::{At, SchedHarness, SchedOp};
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(96)
+    support::cases_or(96)
 }
 
 fn at() -> impl Strategy<Value = At> {

@@ -4,7 +4,7 @@
 //! `tokio_delay_queue_compat.rs`.
 #![cfg(feature = "tokio")]
 
-mod tokio_support;
+mod support;
 
 use std::collections::HashSet;
 use std::marker::PhantomPinned;
@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use futures_util::{Stream, StreamExt};
+use support::delay_queue::*;
 use tickwheel::tokio::{DelayQueue, Expired, Key};
 use tokio::time::{self, Duration, Instant};
-use tokio_support::*;
 
 fn panic_message(f: impl FnOnce()) -> String {
     let payload = catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");

@@ -9,17 +9,17 @@
 //! comes out.
 #![cfg(feature = "tokio")]
 
-mod tokio_support;
+mod support;
 
 use std::future::poll_fn;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use futures_util::StreamExt;
+use support::delay_queue::*;
 use tickwheel::tokio::DelayQueue;
 use tokio::sync::mpsc;
 use tokio::time::{self, Duration, Instant};
-use tokio_support::*;
 
 // ---------------------------------------------------------------------------------------
 // tokio's cooperative budget spent when the queue arms its sleep
@@ -110,10 +110,7 @@ async fn coop_budget_spent_at_an_arm_tokio_util_still_wakes() {
 #[tokio::test(start_paused = true)]
 async fn select_loop_with_a_busy_channel_gets_every_timeout() {
     const N: u64 = 600;
-    let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
-    for i in 0..N {
-        tx.send(i).unwrap_or_else(|_| panic!("receiver alive"));
-    }
+    let (tx, mut rx) = requests(N);
     let start = Instant::now();
     let mut q = DelayQueue::new();
     let mut out = Vec::new();
@@ -141,13 +138,16 @@ async fn select_loop_with_a_busy_channel_gets_every_timeout() {
         }
     }
     drop(tx);
-    assert_eq!(out.len() as u64, N, "every timeout comes out within 60 s");
-    let mut seen = vec![false; N as usize];
-    for &(i, at) in &out {
-        assert!(!seen[i as usize], "{i} came out twice");
-        seen[i as usize] = true;
-        assert_eq!(at, ms(10 + i % 7), "{i} at its deadline");
+    assert_each_once_on_time(N, out.len() as u64 == N, &out);
+}
+
+/// A channel holding the requests `0..n`, as a burst of messages finds it.
+fn requests(n: u64) -> (mpsc::UnboundedSender<u64>, mpsc::UnboundedReceiver<u64>) {
+    let (tx, rx) = mpsc::unbounded_channel::<u64>();
+    for i in 0..n {
+        tx.send(i).unwrap_or_else(|_| panic!("receiver alive"));
     }
+    (tx, rx)
 }
 
 /// What the hand-written actor loop does with a burst of requests: take every message the
@@ -157,10 +157,7 @@ async fn select_loop_with_a_busy_channel_gets_every_timeout() {
 macro_rules! actor_loop {
     ($q:expr, $n:expr) => {{
         let n: u64 = $n;
-        let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
-        for i in 0..n {
-            tx.send(i).unwrap_or_else(|_| panic!("receiver alive"));
-        }
+        let (tx, mut rx) = requests(n);
         let start = Instant::now();
         let mut q = $q;
         let mut out = Vec::new();
@@ -214,10 +211,7 @@ async fn actor_loop_with_a_burst_of_requests_tokio_util() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actor_loop_real_clock_gets_every_timeout() {
     let n: u64 = 300;
-    let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
-    for i in 0..n {
-        tx.send(i).unwrap_or_else(|_| panic!("receiver alive"));
-    }
+    let (tx, mut rx) = requests(n);
     let mut q = DelayQueue::new();
     let mut deadlines = vec![None; n as usize];
     let mut out = 0u64;
@@ -252,10 +246,7 @@ async fn actor_loop_real_clock_gets_every_timeout() {
 macro_rules! futures_select_loop {
     ($q:expr, $n:expr) => {{
         let n: u64 = $n;
-        let (tx, mut rx) = mpsc::unbounded_channel::<u64>();
-        for i in 0..n {
-            tx.send(i).unwrap_or_else(|_| panic!("receiver alive"));
-        }
+        let (tx, mut rx) = requests(n);
         let start = Instant::now();
         let mut q = $q;
         let mut out = Vec::new();

@@ -4,7 +4,7 @@
 //! are in `tokio_delay_queue_adversarial.rs`.
 #![cfg(feature = "tokio")]
 
-mod tokio_support;
+mod support;
 
 use std::future::poll_fn;
 use std::pin::pin;
@@ -13,9 +13,9 @@ use std::task::{Context, Poll, Waker};
 
 use futures_util::StreamExt;
 use proptest::prelude::*;
+use support::delay_queue::*;
 use tickwheel::tokio::DelayQueue;
 use tokio::time::{self, Instant};
-use tokio_support::*;
 
 // ---------------------------------------------------------------------------------------
 // Multi-thread runtime, real clock

@@ -18,12 +18,12 @@
 //! The script never uses a stale key: tokio-util would act on whatever entry reuses its slot.
 #![cfg(feature = "tokio")]
 
-mod tokio_support;
+mod support;
 
 use std::task::{Context, Poll, Waker};
 
+use support::delay_queue::Rng;
 use tokio::time::{self, Duration, Instant};
-use tokio_support::Rng;
 
 /// The surface a program uses; implemented below by the same code for both queues.
 trait Queue {

@@ -6,15 +6,15 @@
 //! after), then a randomized consumer that must get every entry exactly on time.
 #![cfg(feature = "tokio")]
 
-mod tokio_support;
+mod support;
 
 use std::future::poll_fn;
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 
+use support::delay_queue::*;
 use tickwheel::tokio::{DelayQueue, Key};
 use tokio::time::{self, Duration, Instant};
-use tokio_support::*;
 
 // ---------------------------------------------------------------------------------------
 // Lost wakeups, with a counting waker: exactly when is the waiting task woken?

@@ -12,8 +12,8 @@
 //! count of sleeps made can be seen.)
 #![cfg(feature = "tokio")]
 
-#[path = "support/due_stream.rs"]
-mod due_stream;
+mod support;
+use support::due_stream;
 
 use std::future::poll_fn;
 use std::sync::Arc;

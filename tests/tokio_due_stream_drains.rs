@@ -7,8 +7,8 @@
 //! task waits, straight to the next timer.
 #![cfg(feature = "tokio")]
 
-#[path = "support/due_stream.rs"]
-mod due_stream;
+mod support;
+use support::due_stream;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

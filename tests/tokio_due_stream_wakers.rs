@@ -5,8 +5,8 @@
 //! shows as an item yielded at the far (1 h) timer's time, or a timeout. (Each test was shown to catch a planted fault in the registration.)
 #![cfg(feature = "tokio")]
 
-#[path = "support/due_stream.rs"]
-mod due_stream;
+mod support;
+use support::due_stream;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -11,10 +11,8 @@
 //!
 //! `PROPTEST_CASES` raises the case count (default 96 per property, a few seconds).
 
-#[path = "support/model.rs"]
-mod model;
-#[path = "support/strategies.rs"]
-mod strategies;
+mod support;
+use support::{model, strategies};
 
 use model::{Harness, KeyPick, Op, OrderRule, When};
 use proptest::prelude::*;

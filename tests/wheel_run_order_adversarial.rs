@@ -11,6 +11,8 @@
 //! poll that stops short leaves nothing due; `elapsed`, `len`, `peek` and the keys agree with
 //! the model. `PROPTEST_CASES` raises the case count.
 
+mod support;
+
 use std::collections::{BTreeMap, HashMap};
 
 use proptest::prelude::*;
@@ -900,10 +902,7 @@ fn run_ops(start: u64, block: u64, n: u64, scramble: u64, ops: &[Op]) {
 }
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(64)
+    support::cases_or(64)
 }
 
 proptest! {

@@ -9,8 +9,8 @@
 //!
 //! `PROPTEST_CASES` raises the case count (default 256).
 
-#[path = "support/unlinks_model.rs"]
-mod unlinks_model;
+mod support;
+use support::unlinks_model;
 
 use unlinks_model::*;
 proptest! {

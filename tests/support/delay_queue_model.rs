@@ -16,8 +16,8 @@
 //! non-empty after `Ready(None)`), that task must have been woken — by the change itself or
 //! by the queue's sleep firing during `tokio::time::advance`. Spurious wakeups are allowed.
 //!
-//! Included with `#[path]` next to `model.rs` by `tests/delay_queue_model.rs` and by the fuzz
-//! crate (`tokio_delay_queue`).
+//! A sibling of `model.rs`, used by `tests/delay_queue_model.rs`, and included with `#[path]`
+//! by the fuzz crate (`tokio_delay_queue`).
 
 use std::fmt;
 use std::sync::Arc;

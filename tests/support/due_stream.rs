@@ -1,6 +1,5 @@
 //! Code shared by the `Scheduler::due_stream` integration tests
 //! (`tokio_due_stream.rs`, `tokio_due_stream_drains.rs`), all under tokio's paused clock.
-#![allow(dead_code)] // each test file uses its own subset
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -7,8 +7,8 @@
 //! order (under the documented rule), `len`, `elapsed`, `contains`/`deadline`/`get` of every
 //! id ever used, `next_expiration`, and `stats()` within the memory bound.
 //!
-//! Included with `#[path]` next to `model.rs` (as `super::model`) by `tests/indexed_model.rs`
-//! and by the fuzz crate.
+//! A sibling of `model.rs` (as `super::model`): in `tests/support/` for
+//! `tests/indexed_model.rs`, included with `#[path]` by the fuzz crate.
 
 use std::collections::BTreeSet;
 use std::fmt;

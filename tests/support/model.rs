@@ -1,8 +1,9 @@
 //! A reference model of [`tickwheel::Wheel`] and a harness that runs one op sequence
 //! against both, checking the wheel against the model after every step.
 //!
-//! Shared by the proptest in `tests/wheel_model.rs` and by the fuzz crate (`fuzz/src/lib.rs`
-//! includes this file with `#[path]`), so the two check exactly the same contracts.
+//! Shared by the proptest in `tests/wheel_model.rs` (through `tests/support/mod.rs`) and by
+//! the fuzz crate (`fuzz/src/lib.rs` includes this file with `#[path]`), so the two check
+//! exactly the same contracts.
 //!
 //! # The model
 //!

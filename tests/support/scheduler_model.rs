@@ -26,7 +26,7 @@
 //! `Due` finished) or returned (cancel, drain), never both, never neither — at the end
 //! everything left is dropped or drained and every value must be accounted for.
 //!
-//! Included with `#[path]` by `tests/scheduler_model.rs` and by the fuzz crate
+//! Used by `tests/scheduler_model.rs`, and included with `#[path]` by the fuzz crate
 //! (`scheduler_races`).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -1,7 +1,7 @@
 //! Proptest strategies shared by the model tests (`wheel_model.rs`, `indexed_model.rs`):
 //! level-uniform deadlines, boundaries, the top of the range, equal deadlines, poll times
-//! with jumps in both directions, long-uptime starts. Included with `#[path]` next to
-//! `model.rs` (as `super::model`).
+//! with jumps in both directions, long-uptime starts. A sibling of `model.rs` (as
+//! `super::model`).
 
 use proptest::prelude::*;
 
@@ -17,10 +17,7 @@ pub fn rule() -> OrderRule {
 }
 
 pub fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(96)
+    super::cases_or(96)
 }
 
 /// A deadline: every level equally, plus boundaries, the top, the past and equal deadlines.

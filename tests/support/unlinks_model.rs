@@ -9,10 +9,7 @@ pub use proptest::prelude::*;
 pub use tickwheel::{IndexedWheel, TimerKey, Wheel};
 
 pub fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(256)
+    super::cases_or(256)
 }
 
 pub fn cascade_tick(elapsed: u64, deadline: u64) -> u64 {

@@ -125,18 +125,8 @@ pub async fn create_owner(
     lease: i64,
 ) -> Result<Option<u64>, Error> {
     let key = keys.owner(queue);
-    let txn = Txn::new()
-        .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-        .and_then([TxnOp::put(
-            key,
-            owner_value(name, boot),
-            Some(PutOptions::new().with_lease(lease)),
-        )]);
-    let resp = client.txn(txn).await?;
-    Ok(resp
-        .succeeded()
-        .then(|| resp.header().map(|h| rev(h.revision())))
-        .flatten())
+    let absent = Compare::create_revision(key.clone(), CompareOp::Equal, 0);
+    put_owner_if(client, key, absent, name, boot, lease).await
 }
 
 /// Moves the owner key of `queue` to (`name`, `boot`, `lease`) if its token is still `from`.
@@ -155,13 +145,25 @@ pub async fn move_owner(
 ) -> Result<Option<u64>, Error> {
     let key = keys.owner(queue);
     let from = i64::try_from(from).unwrap_or(i64::MAX);
-    let txn = Txn::new()
-        .when([Compare::mod_revision(key.clone(), CompareOp::Equal, from)])
-        .and_then([TxnOp::put(
-            key,
-            owner_value(name, boot),
-            Some(PutOptions::new().with_lease(lease)),
-        )]);
+    let unchanged = Compare::mod_revision(key.clone(), CompareOp::Equal, from);
+    put_owner_if(client, key, unchanged, name, boot, lease).await
+}
+
+/// Puts (`name`, `boot`) under `lease` at the owner key `key` if `when` holds. Returns the
+/// new token, or `None` if `when` did not hold.
+async fn put_owner_if(
+    client: &mut Client,
+    key: String,
+    when: Compare,
+    name: &str,
+    boot: &str,
+    lease: i64,
+) -> Result<Option<u64>, Error> {
+    let txn = Txn::new().when([when]).and_then([TxnOp::put(
+        key,
+        owner_value(name, boot),
+        Some(PutOptions::new().with_lease(lease)),
+    )]);
     let resp = client.txn(txn).await?;
     Ok(resp
         .succeeded()

@@ -7,6 +7,9 @@
 //! is after `sent`, so this member's lease end comes before etcd's, by at least `margin`
 //! plus the request's travel time, as long as the two clocks run at rates within
 //! `margin / ttl` of each other.
+//!
+//! Everything here is the member's own machinery ([`crate::Member`] runs it); what a user can
+//! read of it is [`crate::Fence::is_valid`] and the member's events.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,30 +23,30 @@ use crate::Fence;
 
 /// What the keep-alive loop shares with the member.
 #[derive(Debug, Default)]
-pub struct LeaseState {
+pub(crate) struct LeaseState {
     /// Set once the lease is lost (TTL 0 from etcd, or no acknowledged keep-alive before the
     /// lease end). Cleared by a rejoin.
-    pub lost: AtomicBool,
+    pub(crate) lost: AtomicBool,
     /// Woken when `lost` is set.
-    pub notify: Notify,
+    pub(crate) notify: Notify,
 }
 
 /// Keep-alive timing.
 #[derive(Debug, Clone, Copy)]
-pub struct Timing {
+pub(crate) struct Timing {
     /// Period between keep-alives.
-    pub period: Duration,
+    pub(crate) period: Duration,
     /// Subtracted from the lease end.
-    pub margin: Duration,
+    pub(crate) margin: Duration,
     /// How long one keep-alive waits for its reply.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 /// Spawns the keep-alive loop of `lease`, granted with TTL `granted_ttl` at `granted_at`
 /// (the instant read before the grant was sent). It extends `fence` on each acknowledged
 /// keep-alive and sets `state.lost` (and revokes every token in `fence`) when the lease is
 /// gone; then it ends. Never panics.
-pub fn spawn(
+pub(crate) fn spawn(
     client: Client,
     lease: i64,
     granted_at: Instant,

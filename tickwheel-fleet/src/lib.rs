@@ -15,7 +15,6 @@
 //! - **Fence** ([`fence`]): every `Due` leaves with its token, only while the lease is valid.
 //! - **Member** ([`Member`]): the runtime tying them together, with adoption through a user
 //!   [`Recovery`] hook and handoffs through `tickwheel-redis` on rebalancing.
-//! - **Server** ([`server`]): a real `etcd` for tests and examples.
 //!
 //! # Building
 //!
@@ -48,9 +47,9 @@
 //!
 //! # Tests and examples
 //!
-//! [`server::EtcdServer`] runs a real `etcd`; `tickwheel_redis::server::RedisServer` a real
-//! `redis-server`. The crate's tests run members in-process and as child processes (killed
-//! with SIGKILL, paused with SIGSTOP).
+//! The crate's tests and its `fleet` example run against a real `etcd` and `redis-server`,
+//! started as child processes by the repository's (unpublished) test kit. They run members
+//! in-process and as child processes (killed with SIGKILL, paused with SIGSTOP).
 //!
 //! See [the fleet's design notes](https://github.com/tickwheel/tickwheel/blob/main/docs/fleet.md) for the keys, states and the timing argument.
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -69,7 +68,6 @@ mod options;
 mod queue;
 mod recovery;
 mod runtime;
-pub mod server;
 
 pub use error::Error;
 pub use event::{Acquisition, FleetEvent};

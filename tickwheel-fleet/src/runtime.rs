@@ -346,23 +346,34 @@ where
     /// Takes an unowned queue: owner key (create), `adopt` in Redis at the token, the recovery
     /// hook, the leftover offer, then dispatch.
     async fn adopt(&mut self, q: &Q) -> Result<(), Error> {
-        let s = Arc::clone(&self.shared);
-        let Some(token) = assign::create_owner(
-            &mut self.client,
-            &s.keys,
-            q.as_ref(),
-            &s.name,
-            &s.boot,
-            self.lease_id,
-        )
-        .await?
-        else {
+        let Some(token) = self.owner_key(q, None).await? else {
             return Ok(());
         };
         self.absent_since.remove(q);
+        self.adopt_or_release(q, token).await
+    }
+
+    /// The owner key of `q` for this member under its lease: created (`from` is `None`) or
+    /// moved from token `from`. The new token; `None` if the key exists (or changed) meanwhile.
+    async fn owner_key(&mut self, q: &Q, from: Option<u64>) -> Result<Option<u64>, Error> {
+        let s = Arc::clone(&self.shared);
+        let (client, lease) = (&mut self.client, self.lease_id);
+        match from {
+            None => {
+                assign::create_owner(client, &s.keys, q.as_ref(), &s.name, &s.boot, lease).await
+            }
+            Some(from) => {
+                assign::move_owner(client, &s.keys, q.as_ref(), from, &s.name, &s.boot, lease).await
+            }
+        }
+    }
+
+    /// [`Self::adopt_at`]; on failure the owner key goes back (deleted at `token`) so the
+    /// next round, here or elsewhere, starts over.
+    async fn adopt_or_release(&mut self, q: &Q, token: u64) -> Result<(), Error> {
         let result = self.adopt_at(q, token).await;
         if let Err(e) = &result {
-            // Give the key back so the next round (here or elsewhere) starts over.
+            let s = Arc::clone(&self.shared);
             tracing::warn!(member = %s.name, error = %e, "adoption failed; releasing the queue");
             let _ = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), token).await;
         }
@@ -463,26 +474,10 @@ where
     /// Moves the owner key of `q` from `from` to this member and adopts the queue at the new
     /// token (a sealed offer in Redis becomes this member's leftover).
     async fn move_and_adopt(&mut self, q: &Q, from: u64) -> Result<(), Error> {
-        let s = Arc::clone(&self.shared);
-        let Some(new) = assign::move_owner(
-            &mut self.client,
-            &s.keys,
-            q.as_ref(),
-            from,
-            &s.name,
-            &s.boot,
-            self.lease_id,
-        )
-        .await?
-        else {
+        let Some(new) = self.owner_key(q, Some(from)).await? else {
             return Ok(());
         };
-        let result = self.adopt_at(q, new).await;
-        if let Err(e) = &result {
-            tracing::warn!(member = %s.name, error = %e, "adoption failed; releasing the queue");
-            let _ = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), new).await;
-        }
-        result
+        self.adopt_or_release(q, new).await
     }
 
     /// Target side: the queue's owner key is held by `o`; if an offer of its token is open
@@ -507,17 +502,7 @@ where
             // off a late claim by the named target.
             Some(_) => return self.move_and_adopt(q, o.token).await,
         }
-        let Some(new) = assign::move_owner(
-            &mut self.client,
-            &s.keys,
-            q.as_ref(),
-            o.token,
-            &s.name,
-            &s.boot,
-            self.lease_id,
-        )
-        .await?
-        else {
+        let Some(new) = self.owner_key(q, Some(o.token)).await? else {
             return Ok(());
         };
         let inc = match s.custody.claim_at::<Q, K, T>(q.clone(), new).await {

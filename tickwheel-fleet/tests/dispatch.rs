@@ -2,19 +2,33 @@
 //! a token happens before every dispatch under a larger one, each token is one member's, and
 //! no timer is delivered twice or lost.
 
-mod common;
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use support::*;
 use tickwheel::sync::{FrozenEntry, Scheduler};
-use tickwheel_fleet::{Member, RecoveryError};
+use tickwheel_fleet::{FencedDue, Member, RecoveryError};
 
 /// (queue, id, token, member, when)
 type Dispatch = (String, u64, u64, String, Instant);
 type Log = Arc<Mutex<Vec<Dispatch>>>;
+
+/// Logs `d` as dispatched by `name` now.
+fn record(log: &Log, d: &FencedDue<String, u64, String>, name: &str) {
+    let at = Instant::now();
+    if let Ok(mut l) = log.lock() {
+        l.push((
+            d.due.queue().clone(),
+            *d.due.id(),
+            d.token,
+            name.to_owned(),
+            at,
+        ));
+    }
+}
 
 async fn dispatching_member(
     opts: &tickwheel_fleet::FleetOptions,
@@ -36,18 +50,7 @@ async fn dispatching_member(
     let name = name.to_owned();
     if thread {
         // The scheduler's thread dispatcher, behind the fence.
-        let handle = m.spawn_dispatcher(move |d| {
-            let at = Instant::now();
-            if let Ok(mut l) = log.lock() {
-                l.push((
-                    d.due.queue().clone(),
-                    *d.due.id(),
-                    d.token,
-                    name.clone(),
-                    at,
-                ));
-            }
-        });
+        let handle = m.spawn_dispatcher(move |d| record(&log, &d, &name));
         return (m, Some(handle));
     }
     let fence = m.fence();
@@ -56,16 +59,7 @@ async fn dispatching_member(
         loop {
             let now = Instant::now();
             for d in sched.pop_due(now, 64).filter_map(|d| fence.admit(d)) {
-                let at = Instant::now();
-                if let Ok(mut l) = log.lock() {
-                    l.push((
-                        d.due.queue().clone(),
-                        *d.due.id(),
-                        d.token,
-                        name.clone(),
-                        at,
-                    ));
-                }
+                record(&log, &d, &name);
             }
             if Arc::strong_count(&sched) == 1 {
                 return;
@@ -78,10 +72,9 @@ async fn dispatching_member(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tokens_order_dispatches_and_nothing_is_lost_or_doubled() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let qs = queues(8);
     if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
         panic!("register: {e}");

@@ -1,11 +1,11 @@
 //! etcd failures: a restart fences every member and they rejoin; etcd unreachable at join is
 //! a clear error; a name held by a live process is refused; credentials never printed.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
+use support::*;
 use tickwheel_fleet::{Error, FleetEvent, Member};
 use tokio::sync::broadcast::Receiver;
 
@@ -23,10 +23,9 @@ fn saw(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_etcd_restart_fences_every_member_then_they_rejoin() {
-    let Some((mut etcd, redis)) = servers() else {
+    let Some((mut etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let qs = queues(8);
     if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
         panic!("register: {e}");
@@ -86,10 +85,9 @@ async fn an_etcd_restart_fences_every_member_then_they_rejoin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_held_by_a_live_process_is_refused() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let first = join(&opts, "mx/1", 1).await;
     let sched = std::sync::Arc::new(Sched::new());
     let second: Result<FleetMember, Error> =
@@ -121,7 +119,7 @@ async fn a_name_held_by_a_live_process_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_unreachable_at_join_is_a_clear_error_without_credentials() {
-    let Some(redis) = tickwheel_redis::server::start_for_test() else {
+    let Some(redis) = tickwheel_testkit::redis::start_for_test() else {
         return;
     };
     // A port nothing listens on (bound and released).

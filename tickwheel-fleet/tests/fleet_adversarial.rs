@@ -4,17 +4,16 @@
 //! option values. Each test checks the promises of `docs/fleet.md`: at most one member hands
 //! out a queue's timers at any instant, every queue owned while a member lives, no timer lost.
 
-mod common;
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use support::*;
 use tickwheel::sync::{FrozenEntry, Scheduler};
 use tickwheel_fleet::{Error, Fence, FleetEvent, FleetOptions, Member, RecoveryError};
+use tickwheel_testkit::child::TestChild;
 
 /// One hand-out seen by a test dispatcher: (member, queue, token, id, when).
 type Record = (String, String, u64, u64, Instant);
@@ -115,18 +114,6 @@ fn doubled(log: &[Record]) -> Option<String> {
     None
 }
 
-fn exactly_one(members: &[&FleetMember], qs: &[String]) -> bool {
-    let own = ownership(members);
-    qs.iter().all(|q| own.get(q).is_some_and(|o| o.len() == 1))
-}
-
-fn timers_in(members: &[&FleetMember], qs: &[String]) -> usize {
-    members
-        .iter()
-        .map(|m| qs.iter().map(|q| m.scheduler().queue_len(q)).sum::<usize>())
-        .sum()
-}
-
 /// Samples every fence: two members whose fences both answer a token for one queue at one
 /// instant may both hand it out. Runs until `stop`; returns the first such sample.
 fn watch_fences(
@@ -152,32 +139,11 @@ fn watch_fences(
     })
 }
 
-/// Waits (at most 20 s) until `m` acquires its first queue: the moment the other queues it
-/// will take are mid-handoff.
-async fn first_acquisition(m: &FleetMember) {
-    let mut events = m.events();
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        match tokio::time::timeout(Duration::from_millis(100), events.recv()).await {
-            Ok(Ok(FleetEvent::Acquired { .. })) => return,
-            _ if Instant::now() > until => panic!("{} acquired nothing", m.name()),
-            _ => {}
-        }
-    }
-}
-
-async fn register(opts: &FleetOptions, qs: &[String]) {
-    if let Err(e) = tickwheel_fleet::register_queues(opts, qs).await {
-        panic!("register: {e}");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_members_joining_at_once_never_hand_out_one_queue_together() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let qs = queues(24);
     register(&opts, &qs).await;
     let (a, b) = tokio::join!(
@@ -216,10 +182,9 @@ async fn two_members_joining_at_once_never_hand_out_one_queue_together() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_same_name_joined_twice_at_once_admits_exactly_one() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let j = || {
         Member::<String, u64, String>::join(
             opts.clone(),
@@ -245,10 +210,9 @@ async fn the_same_name_joined_twice_at_once_admits_exactly_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_leaving_while_another_joins_loses_no_timer() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let qs = queues(16);
     register(&opts, &qs).await;
     let per = 4;
@@ -273,19 +237,11 @@ async fn a_member_leaving_while_another_joins_loses_no_timer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn etcd_stopped_in_a_handoff_and_started_again_leaves_every_queue_owned_once() {
-    let Some((mut etcd, redis)) = servers() else {
+    let Some((mut etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
-    let qs = queues(40);
-    register(&opts, &qs).await;
     let per = 3;
-    let total = qs.len() * per as usize;
-    let a = join(&opts, "a", per).await;
-    wait_for(Duration::from_secs(30), "a owns every queue", || async {
-        exactly_one(&[&a], &qs) && timers_in(&[&a], &qs) == total
-    })
-    .await;
+    let (qs, total, a) = start_with_a(&opts, 40, per, Duration::from_secs(30), true).await;
     let b = join(&opts, "b", per).await;
     // Stop etcd as soon as the first queue reaches b: the others are mid-handoff.
     first_acquisition(&b).await;
@@ -314,19 +270,11 @@ async fn etcd_stopped_in_a_handoff_and_started_again_leaves_every_queue_owned_on
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_redis_restart_mid_run_leaves_every_queue_owned_and_rebalances_after() {
-    let Some((etcd, mut redis)) = servers() else {
+    let Some((_etcd, mut redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
-    let qs = queues(12);
-    register(&opts, &qs).await;
     let per = 3;
-    let total = qs.len() * per as usize;
-    let a = join(&opts, "a", per).await;
-    wait_for(Duration::from_secs(30), "a owns every queue", || async {
-        exactly_one(&[&a], &qs) && timers_in(&[&a], &qs) == total
-    })
-    .await;
+    let (qs, total, a) = start_with_a(&opts, 12, per, Duration::from_secs(30), true).await;
     if let Err(e) = redis.restart() {
         panic!("restart redis: {e}");
     }
@@ -348,10 +296,9 @@ async fn a_redis_restart_mid_run_leaves_every_queue_owned_and_rebalances_after()
 /// different queues: each is owned exactly once, its timers come from its own recovery.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn odd_queue_names_are_separate_queues_each_owned_once() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let names: Vec<Vec<u8>> = vec![
         b"a/b".to_vec(),
         b"a".to_vec(),
@@ -566,14 +513,8 @@ async fn adversarial_child() {
     let Ok(spec) = std::env::var(CHILD) else {
         return;
     };
-    let mut parts = spec.split(' ');
-    let (Some(etcd), Some(redis), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
-        panic!("bad child spec {spec:?}");
-    };
-    let mut opts = FleetOptions::new(etcd, redis).with_lease_ttl(Duration::from_secs(2));
-    opts.poll_interval = Duration::from_millis(100);
-    opts.custody.retry_for = Duration::from_secs(2);
-    let m = join(&opts, name, 3).await;
+    let (opts, name) = child_spec(&spec);
+    let m = join(&opts, &name, 3).await;
     let mut events = m.events();
     println!("JOINED");
     loop {
@@ -583,86 +524,23 @@ async fn adversarial_child() {
     }
 }
 
-struct ChildMember {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl ChildMember {
-    fn spawn(etcd: &str, redis: &str, name: &str) -> ChildMember {
-        let exe = match std::env::current_exe() {
-            Ok(e) => e,
-            Err(e) => panic!("current_exe: {e}"),
-        };
-        let child = Command::new(exe)
-            .args([
-                "--exact",
-                "adversarial_child",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env(CHILD, format!("{etcd} {redis} {name}"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn();
-        let mut child = match child {
-            Ok(c) => c,
-            Err(e) => panic!("spawn child: {e}"),
-        };
-        let lines: Arc<Mutex<Vec<String>>> = Arc::default();
-        if let Some(out) = child.stdout.take() {
-            let l = Arc::clone(&lines);
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    let line = line.rsplit(" ... ").next().unwrap_or("").to_owned();
-                    if let Ok(mut l) = l.lock() {
-                        l.push(line);
-                    }
-                }
-            });
-        }
-        ChildMember { child, lines }
-    }
-
-    fn count(&self, prefix: &str) -> usize {
-        self.lines
-            .lock()
-            .map(|l| l.iter().filter(|x| x.starts_with(prefix)).count())
-            .unwrap_or(0)
-    }
-
-    fn kill9(&mut self) {
-        if let Err(e) = tickwheel_fleet::server::send_signal(self.child.id(), "KILL") {
-            panic!("kill child: {e}");
-        }
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for ChildMember {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Member `name` as a child process (`adversarial_child`), printing `JOINED` and
+/// `ACQUIRED <queue>`.
+fn child_member(etcd: &str, redis: &str, name: &str) -> TestChild {
+    TestChild::spawn(
+        "adversarial_child",
+        CHILD,
+        &format!("{etcd} {redis} {name}"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_killed_right_after_joining_has_its_queues_adopted_once() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((etcd, redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
-    let qs = queues(10);
-    register(&opts, &qs).await;
-    let per = 3;
-    let total = qs.len() * per as usize;
-    let a = join(&opts, "a", per).await;
-    wait_for(Duration::from_secs(30), "a owns every queue", || async {
-        exactly_one(&[&a], &qs)
-    })
-    .await;
-    let mut x = ChildMember::spawn(&etcd.url(), &redis.url(), "x");
+    let (qs, total, a) = start_with_a(&opts, 10, 3, Duration::from_secs(30), false).await;
+    let mut x = child_member(&etcd.url(), &redis.url(), "x");
     wait_until(Duration::from_secs(30), "x joined", || {
         x.count("JOINED") == 1
     })
@@ -678,14 +556,13 @@ async fn a_member_killed_right_after_joining_has_its_queues_adopted_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((etcd, redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let qs = queues(40);
     register(&opts, &qs).await;
     let total = qs.len() * 3;
-    let mut x = ChildMember::spawn(&etcd.url(), &redis.url(), "x");
+    let mut x = child_member(&etcd.url(), &redis.url(), "x");
     wait_until(Duration::from_secs(40), "x owns every queue", || {
         x.count("ACQUIRED") >= qs.len()
     })
@@ -707,10 +584,9 @@ async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
 /// key (two members whose names differ only in such bytes both join).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn odd_member_names_join_as_separate_members_or_are_refused() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let qs = queues(6);
     register(&opts, &qs).await;
     let long = "n".repeat(4096);
@@ -782,12 +658,12 @@ async fn etcd_frozen_past_the_lease_fences_everyone_then_the_queues_return_once(
         || async { exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty() },
     )
     .await;
-    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "STOP") {
+    if let Err(e) = tickwheel_testkit::send_signal(pid, "STOP") {
         panic!("stop etcd: {e}");
     }
     tokio::time::sleep(Duration::from_secs(4)).await;
     let valid: Vec<bool> = [&a, &b].iter().map(|m| m.fence().is_valid()).collect();
-    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "CONT") {
+    if let Err(e) = tickwheel_testkit::send_signal(pid, "CONT") {
         panic!("resume etcd: {e}");
     }
     assert_eq!(
@@ -848,21 +724,20 @@ async fn fleets_with_nested_prefixes_own_only_their_own_queues() {
 /// member fences itself and takes its share back by handoff, still every timer once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((etcd, redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let qs = queues(40);
     register(&opts, &qs).await;
-    let mut x = ChildMember::spawn(&etcd.url(), &redis.url(), "x");
+    let mut x = child_member(&etcd.url(), &redis.url(), "x");
     wait_until(Duration::from_secs(40), "x owns every queue", || {
         x.count("ACQUIRED") >= qs.len()
     })
     .await;
     let b = join(&opts, "b", 3).await;
     first_acquisition(&b).await;
-    let pid = x.child.id();
-    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "STOP") {
+    let pid = x.pid();
+    if let Err(e) = tickwheel_testkit::send_signal(pid, "STOP") {
         panic!("stop x: {e}");
     }
     let adopted = async {
@@ -874,7 +749,7 @@ async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer()
         .await;
     };
     adopted.await;
-    if let Err(e) = tickwheel_fleet::server::send_signal(pid, "CONT") {
+    if let Err(e) = tickwheel_testkit::send_signal(pid, "CONT") {
         panic!("resume x: {e}");
     }
     // x rejoins and gets about half back; what b keeps is whole.
@@ -896,10 +771,9 @@ async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer()
 /// can), not wait for etcd forever; the other member keeps nothing it may not dispatch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leave_while_etcd_is_down_returns_instead_of_hanging() {
-    let Some((mut etcd, redis)) = servers() else {
+    let Some((mut etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let qs = queues(8);
     register(&opts, &qs).await;
     let a = join(&opts, "a", 2).await;
@@ -923,19 +797,11 @@ async fn leave_while_etcd_is_down_returns_instead_of_hanging() {
 /// from its append-only file: every queue ends owned once and every timer is held once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_killed_mid_handoff_and_restarted_loses_and_doubles_no_timer() {
-    let Some((etcd, mut redis)) = servers() else {
+    let Some((_etcd, mut redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
-    let qs = queues(40);
-    register(&opts, &qs).await;
     let per = 3;
-    let total = qs.len() * per as usize;
-    let a = join(&opts, "a", per).await;
-    wait_for(Duration::from_secs(30), "a owns every queue", || async {
-        exactly_one(&[&a], &qs) && timers_in(&[&a], &qs) == total
-    })
-    .await;
+    let (qs, total, a) = start_with_a(&opts, 40, per, Duration::from_secs(30), true).await;
     let b = join(&opts, "b", per).await;
     first_acquisition(&b).await;
     if let Err(e) = redis.restart() {

@@ -3,13 +3,13 @@
 //! (which make it log warnings with the underlying errors), while every log line of every
 //! crate is captured and searched for the passwords.
 
-mod common;
+mod support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use common::*;
+use support::*;
 use tickwheel_fleet::{Error, Member, RecoveryError};
 
 const ETCD_PASSWORD: &str = "etcd-pw/?#@7f3a";
@@ -55,30 +55,16 @@ fn logs(c: &Captured) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn passwords_never_reach_a_log_line_through_outages() {
     let cap = capture();
-    let Some(mut etcd) = tickwheel_fleet::server::start_for_test() else {
+    let Some(mut etcd) = tickwheel_testkit::etcd::start_for_test() else {
         return;
     };
     let Some(mut redis) =
-        tickwheel_redis::server::start_for_test_with(&[("requirepass", REDIS_PASSWORD)])
+        tickwheel_testkit::redis::start_for_test_with(&[("requirepass", REDIS_PASSWORD)])
     else {
         return;
     };
     // Enable etcd authentication: a root user with the password.
-    {
-        let mut c = match etcd_client::Client::connect([etcd.url()], None).await {
-            Ok(c) => c,
-            Err(e) => panic!("connect: {e}"),
-        };
-        if let Err(e) = c.user_add("root", ETCD_PASSWORD, None).await {
-            panic!("user_add: {e}");
-        }
-        if let Err(e) = c.user_grant_role("root", "root").await {
-            panic!("grant: {e}");
-        }
-        if let Err(e) = c.auth_enable().await {
-            panic!("auth_enable: {e}");
-        }
-    }
+    enable_etcd_auth(&etcd.url(), ETCD_PASSWORD, None).await;
     let mut opts = tickwheel_fleet::FleetOptions::new(
         etcd.url(),
         format!("redis://:{REDIS_PASSWORD}@127.0.0.1:{}/", redis.port()),
@@ -161,31 +147,10 @@ async fn a_member_with_etcd_credentials_rejoins_after_etcd_was_down_past_its_lea
     let Some((mut etcd, redis)) = servers() else {
         return;
     };
-    {
-        let mut c = match etcd_client::Client::connect([etcd.url()], None).await {
-            Ok(c) => c,
-            Err(e) => panic!("connect: {e}"),
-        };
-        let steps = async {
-            c.user_add("root", ETCD_PASSWORD, None).await?;
-            c.user_grant_role("root", "root").await?;
-            c.auth_enable().await
-        };
-        if let Err(e) = steps.await {
-            panic!("enable etcd auth: {e}");
-        }
-    }
+    enable_etcd_auth(&etcd.url(), ETCD_PASSWORD, None).await;
     let mut opts = options(&etcd, &redis);
     opts.etcd_user = Some(("root".into(), ETCD_PASSWORD.into()));
-    let qs = queues(4);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register with credentials: {e}");
-    }
-    let a = join(&opts, "a", 2).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, _, a) = start_with_a(&opts, 4, 2, Duration::from_secs(30), false).await;
     // etcd down for longer than the lease: the member fences itself, then must rejoin.
     if let Err(e) = etcd.stop() {
         panic!("stop etcd: {e}");

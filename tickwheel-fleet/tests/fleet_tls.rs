@@ -4,140 +4,68 @@
 //! queues (handoffs through Redis over TLS); a wrong CA is refused with a clear error; no
 //! password or key bytes appear in an error or a `Debug`.
 
-mod common;
+mod support;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-use tickwheel_fleet::server::{EtcdServer, EtcdTls};
+use support::*;
 use tickwheel_fleet::{FleetOptions, Member, RecoveryError};
-use tickwheel_redis::server::{RedisServer, ServerTls};
 use tickwheel_redis::{ClientIdentity, TlsOptions};
+use tickwheel_testkit::etcd::EtcdServer;
+use tickwheel_testkit::pki::{Leaf, Pki};
+use tickwheel_testkit::redis::RedisServer;
+use tickwheel_testkit::{TlsFiles, skip_if_missing};
 
 const ETCD_PASSWORD: &str = "etcd-tls-pw-41d2";
 const REDIS_PASSWORD: &str = "redis-tls-pw-77ab";
 
-/// A CA; leaf certificates it signs for `127.0.0.1` and `localhost` (PEM, with their keys).
-struct Pki {
-    ca_pem: String,
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Pki {
-    fn new(name: &str) -> Pki {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let issuer =
-            CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key")).expect("ca");
-        Pki {
-            ca_pem: issuer.pem(),
-            issuer,
-        }
-    }
-
-    /// (certificate, key), PEM.
-    fn leaf(&self) -> (String, String) {
-        let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .expect("params");
-        let key = KeyPair::generate().expect("key");
-        let cert = params.signed_by(&key, &self.issuer).expect("sign");
-        (cert.pem(), key.serialize_pem())
-    }
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write");
-    path
-}
-
-fn etcd_tls(ca_pem: &str, (cert, key): &(String, String)) -> etcd_client::TlsOptions {
+fn etcd_tls(ca_pem: &str, leaf: &Leaf) -> etcd_client::TlsOptions {
     etcd_client::TlsOptions::new()
         .ca_certificate(etcd_client::Certificate::from_pem(ca_pem))
-        .identity(etcd_client::Identity::from_pem(cert, key))
+        .identity(etcd_client::Identity::from_pem(
+            &leaf.cert_pem,
+            &leaf.key_pem,
+        ))
 }
 
-fn redis_tls(ca_pem: &str, (cert, key): &(String, String)) -> TlsOptions {
+fn redis_tls(ca_pem: &str, leaf: &Leaf) -> TlsOptions {
     TlsOptions {
         root_cert_pem: Some(ca_pem.as_bytes().to_vec()),
         client_identity: Some(ClientIdentity {
-            cert_pem: cert.as_bytes().to_vec(),
-            key_pem: key.as_bytes().to_vec(),
+            cert_pem: leaf.cert_pem.as_bytes().to_vec(),
+            key_pem: leaf.key_pem.as_bytes().to_vec(),
         }),
     }
 }
 
 /// TLS-only etcd and redis-server; `None` (skipped) where either is missing, outside CI.
 fn tls_servers(dir: &Path, pki: &Pki) -> Option<(EtcdServer, RedisServer)> {
-    let (cert, key) = pki.leaf();
-    let (cert, key, ca) = (
-        write(dir, "server.crt", &cert),
-        write(dir, "server.key", &key),
-        write(dir, "ca.crt", &pki.ca_pem),
-    );
-    let in_ci = std::env::var_os("CI").is_some();
-    let etcd = match EtcdServer::start_tls(EtcdTls {
-        cert: cert.clone(),
-        key: key.clone(),
-        ca: ca.clone(),
-    }) {
-        Ok(s) => s,
-        Err(e @ tickwheel_fleet::server::ServerError::NotInstalled { .. }) if !in_ci => {
-            eprintln!("skipping: {e}");
-            return None;
-        }
-        Err(e) => panic!("cannot start a TLS etcd: {e}"),
-    };
-    let tls = ServerTls {
-        cert,
-        key,
-        ca,
-        auth_clients: true,
-    };
-    let redis = match RedisServer::start_tls(
+    pki.write_server(dir, &pki.leaf().expect("leaf"))
+        .expect("write");
+    let etcd = skip_if_missing(EtcdServer::start_tls(TlsFiles::in_dir(dir)))?;
+    let redis = skip_if_missing(RedisServer::start_tls(
         Some(&dir.join("redis")),
-        tls,
+        TlsFiles::in_dir(dir),
+        true,
         &[("requirepass", REDIS_PASSWORD)],
-    ) {
-        Ok(s) => s,
-        Err(e @ tickwheel_redis::server::ServerError::NotInstalled { .. }) if !in_ci => {
-            eprintln!("skipping: {e}");
-            return None;
-        }
-        Err(e) => panic!("cannot start a TLS redis-server: {e}"),
-    };
+    ))?;
     Some((etcd, redis))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_members_share_queues_over_tls_with_users_and_passwords() {
     let dir = tempfile::tempdir().expect("dir");
-    let pki = Pki::new("tickwheel fleet test CA");
+    let pki = Pki::new("tickwheel fleet test CA").expect("ca");
     let Some((etcd, redis)) = tls_servers(dir.path(), &pki) else {
         return;
     };
     assert!(etcd.url().starts_with("https://"));
-    let client = pki.leaf();
+    let client = pki.leaf().expect("leaf");
     // Users: a root user with a password, then authentication on.
-    {
-        let co = etcd_client::ConnectOptions::new().with_tls(etcd_tls(&pki.ca_pem, &client));
-        let mut c = match etcd_client::Client::connect([etcd.url()], Some(co)).await {
-            Ok(c) => c,
-            Err(e) => panic!("connect over TLS: {e}"),
-        };
-        let steps = async {
-            c.user_add("root", ETCD_PASSWORD, None).await?;
-            c.user_grant_role("root", "root").await?;
-            c.auth_enable().await
-        };
-        if let Err(e) = steps.await {
-            panic!("enable etcd auth: {e}");
-        }
-    }
+    let co = etcd_client::ConnectOptions::new().with_tls(etcd_tls(&pki.ca_pem, &client));
+    enable_etcd_auth(&etcd.url(), ETCD_PASSWORD, Some(co)).await;
     let mut opts = FleetOptions::new(
         etcd.url(),
         format!(
@@ -155,7 +83,7 @@ async fn two_members_share_queues_over_tls_with_users_and_passwords() {
     let secrets = [
         ETCD_PASSWORD.to_owned(),
         REDIS_PASSWORD.to_owned(),
-        client.1.lines().nth(1).unwrap_or_default().to_owned(),
+        client.key_pem.lines().nth(1).unwrap_or_default().to_owned(),
     ];
     let opts_debug = format!("{opts:?}");
     for s in &secrets {
@@ -165,15 +93,7 @@ async fn two_members_share_queues_over_tls_with_users_and_passwords() {
         );
     }
 
-    let qs = queues(6);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register over TLS: {e}");
-    }
-    let a = join(&opts, "a", 3).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, _, a) = start_with_a(&opts, 6, 3, Duration::from_secs(30), false).await;
     let b = join(&opts, "b", 3).await;
     // Placement splits the queues: some move from a to b through Redis over TLS.
     wait_until(Duration::from_secs(30), "the queues are split", || {
@@ -185,7 +105,7 @@ async fn two_members_share_queues_over_tls_with_users_and_passwords() {
     assert!(owners.values().all(|o| o.len() == 1), "{owners:?}");
 
     // Another CA: refused, clearly, and without a secret.
-    let other = Pki::new("another CA");
+    let other = Pki::new("another CA").expect("ca");
     let mut wrong = opts.clone();
     wrong.etcd_tls = Some(etcd_tls(&other.ca_pem, &client));
     let r = Member::<String, u64, String>::join(

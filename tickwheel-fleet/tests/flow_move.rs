@@ -3,12 +3,12 @@
 //! and a concurrency limit, and a queue moved to a joining member arrives there held, with
 //! its limits.
 
-mod common;
+mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use support::*;
 use tickwheel::sync::{FrozenEntry, RateLimit, Scheduler};
 use tickwheel_fleet::{FencedDue, Member, RecoveryError};
 

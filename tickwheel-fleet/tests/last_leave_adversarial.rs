@@ -2,24 +2,44 @@
 //! and redis-server, where "last" is not clear-cut: two members leaving together, and a leave
 //! racing a join. A 60 s handoff timeout makes a leave that waits for it fail the bound.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
+use support::*;
 
 const BOUND: Duration = Duration::from_secs(20);
 
-fn owned_by_one(members: &[&FleetMember], qs: &[String]) -> bool {
-    let own = ownership(members);
-    qs.iter().all(|q| own.get(q).is_some_and(|o| o.len() == 1))
+/// The test's options with a 60 s handoff timeout: a leave that waits for it fails the bound.
+fn slow_handoffs(
+    etcd: &tickwheel_testkit::etcd::EtcdServer,
+    redis: &tickwheel_testkit::redis::RedisServer,
+) -> tickwheel_fleet::FleetOptions {
+    let mut opts = options(etcd, redis);
+    opts.handoff_timeout = Duration::from_secs(60);
+    opts
 }
 
-fn timers_in(members: &[&FleetMember], qs: &[String]) -> usize {
-    members
-        .iter()
-        .map(|m| qs.iter().map(|q| m.scheduler().queue_len(q)).sum::<usize>())
-        .sum()
+/// `m.leave()` must succeed within [`BOUND`], not by waiting for the handoff timeout.
+async fn leaves_within_bound(m: FleetMember) {
+    let started = std::time::Instant::now();
+    match tokio::time::timeout(BOUND, m.leave()).await {
+        Ok(r) => assert!(r.is_ok(), "leave: {r:?}"),
+        Err(_) => panic!(
+            "leave waited for the handoff timeout ({:?})",
+            started.elapsed()
+        ),
+    }
+}
+
+/// Waits up to 30 s until `m` alone owns every queue of `qs` and holds all `per_queue`
+/// timers of each.
+async fn holds_all(m: &FleetMember, qs: &[String], per_queue: u64) {
+    let what = format!("{} adopts every queue", m.name());
+    wait_for(Duration::from_secs(30), &what, || async {
+        exactly_one(&[m], qs) && timers_in(&[m], qs) == qs.len() * per_queue as usize
+    })
+    .await;
 }
 
 /// Both members of a two-member fleet leave at the same moment: each is marked leaving, so
@@ -30,8 +50,7 @@ async fn two_members_leaving_together_both_leave_without_the_timeout() {
     let Some((etcd, redis)) = servers() else {
         return;
     };
-    let mut opts = options(&etcd, &redis);
-    opts.handoff_timeout = Duration::from_secs(60);
+    let opts = slow_handoffs(&etcd, &redis);
     let qs = queues(6);
     if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
         panic!("register: {e}");
@@ -40,7 +59,7 @@ async fn two_members_leaving_together_both_leave_without_the_timeout() {
     let a = join(&opts, "a", per_queue).await;
     let b = join(&opts, "b", per_queue).await;
     wait_for(BOUND, "a and b own every queue", || async {
-        owned_by_one(&[&a, &b], &qs)
+        exactly_one(&[&a, &b], &qs)
     })
     .await;
     let started = std::time::Instant::now();
@@ -56,10 +75,7 @@ async fn two_members_leaving_together_both_leave_without_the_timeout() {
         ),
     }
     let c = join(&opts, "c", per_queue).await;
-    wait_for(Duration::from_secs(30), "c adopts every queue", || async {
-        owned_by_one(&[&c], &qs) && timers_in(&[&c], &qs) == qs.len() * per_queue as usize
-    })
-    .await;
+    holds_all(&c, &qs, per_queue).await;
 }
 
 /// The only member leaves while a second one is joining: the leave ends within the bound
@@ -70,36 +86,17 @@ async fn the_last_leave_racing_a_join_loses_nothing_and_does_not_wait() {
     let Some((etcd, redis)) = servers() else {
         return;
     };
-    let mut opts = options(&etcd, &redis);
-    opts.handoff_timeout = Duration::from_secs(60);
-    let qs = queues(6);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
+    let opts = slow_handoffs(&etcd, &redis);
     let per_queue = 3;
-    let a = join(&opts, "a", per_queue).await;
-    wait_for(BOUND, "a owns every queue", || async {
-        owned_by_one(&[&a], &qs)
-    })
-    .await;
+    let (qs, _, a) = start_with_a(&opts, 6, per_queue, BOUND, false).await;
     let opts_b = opts.clone();
     let joining = tokio::spawn(async move { join(&opts_b, "b", per_queue).await });
-    let started = std::time::Instant::now();
-    match tokio::time::timeout(BOUND, a.leave()).await {
-        Ok(r) => assert!(r.is_ok(), "leave: {r:?}"),
-        Err(_) => panic!(
-            "leave waited for the handoff timeout ({:?})",
-            started.elapsed()
-        ),
-    }
+    leaves_within_bound(a).await;
     let b = match joining.await {
         Ok(b) => b,
         Err(e) => panic!("join task: {e}"),
     };
-    wait_for(Duration::from_secs(30), "b owns every queue", || async {
-        owned_by_one(&[&b], &qs) && timers_in(&[&b], &qs) == qs.len() * per_queue as usize
-    })
-    .await;
+    holds_all(&b, &qs, per_queue).await;
 }
 
 /// The only live member leaves just after another member died (its key still there under a
@@ -111,18 +108,9 @@ async fn the_last_leave_after_a_member_just_died_does_not_wait_for_the_timeout()
     let Some((etcd, redis)) = servers() else {
         return;
     };
-    let mut opts = options(&etcd, &redis);
-    opts.handoff_timeout = Duration::from_secs(60);
-    let qs = queues(6);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
+    let opts = slow_handoffs(&etcd, &redis);
     let per_queue = 2;
-    let a = join(&opts, "a", per_queue).await;
-    wait_for(BOUND, "a owns every queue", || async {
-        owned_by_one(&[&a], &qs)
-    })
-    .await;
+    let (qs, _, a) = start_with_a(&opts, 6, per_queue, BOUND, false).await;
     // A member that has just died: registered under a 3 s lease that is never kept alive.
     let mut client = match tickwheel_fleet::etcd_client::Client::connect([etcd.url()], None).await {
         Ok(c) => c,
@@ -138,17 +126,7 @@ async fn the_last_leave_after_a_member_just_died_does_not_wait_for_the_timeout()
     {
         panic!("register dead: {e}");
     }
-    let started = std::time::Instant::now();
-    match tokio::time::timeout(BOUND, a.leave()).await {
-        Ok(r) => assert!(r.is_ok(), "leave: {r:?}"),
-        Err(_) => panic!(
-            "leave waited for the handoff timeout ({:?})",
-            started.elapsed()
-        ),
-    }
+    leaves_within_bound(a).await;
     let c = join(&opts, "c", per_queue).await;
-    wait_for(Duration::from_secs(30), "c adopts every queue", || async {
-        owned_by_one(&[&c], &qs) && timers_in(&[&c], &qs) == qs.len() * per_queue as usize
-    })
-    .await;
+    holds_all(&c, &qs, per_queue).await;
 }

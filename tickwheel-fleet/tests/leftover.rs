@@ -2,13 +2,13 @@
 //! adopts the queue, rebuilds it through the recovery hook and imports the leftover offer,
 //! de-duplicated by id.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
 use etcd_client::{Client, PutOptions};
+use support::*;
 use tickwheel::sync::{FrozenEntry, Scheduler};
 use tickwheel_fleet::keys::{Keys, owner_value};
 use tickwheel_fleet::{Acquisition, FleetEvent, Member, RecoveryError};
@@ -16,10 +16,9 @@ use tickwheel_redis::{Adopted, Custody, Member as RedisMember};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dead_sources_sealed_offer_is_adopted_once() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((etcd, redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let q = "q7".to_string();
     let keys = Keys::new(opts.prefix.clone());
     let mut etcd_c = match Client::connect([etcd.url()], None).await {

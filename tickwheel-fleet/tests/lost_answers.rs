@@ -4,12 +4,12 @@
 //! queue while that lease lives; the member must give the key back so that the queue gets a
 //! dispatching owner.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
+use support::*;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -17,10 +17,9 @@ fn hex(bytes: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_owner_key_created_with_a_lost_answer_does_not_strand_its_queue() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let qs = queues(1);
     if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
         panic!("register: {e}");

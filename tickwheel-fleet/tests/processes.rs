@@ -5,17 +5,16 @@
 //! `WRITE <queue> <token> ok|fenced|error` (a token-checked Redis write, `renew` at the token,
 //! tried every 100 ms for every token it ever held), `DISPATCH <queue> <token>`.
 
-mod common;
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use support::*;
 use tickwheel_fleet::FleetEvent;
-use tickwheel_fleet::server::send_signal;
+use tickwheel_testkit::child::TestChild;
+use tickwheel_testkit::send_signal;
 
 const PROBE: &str = "TICKWHEEL_FLEET_PROBE";
 
@@ -25,15 +24,8 @@ async fn probe_child() {
     let Ok(spec) = std::env::var(PROBE) else {
         return;
     };
-    let mut parts = spec.split(' ');
-    let (Some(etcd), Some(redis), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
-        panic!("bad probe spec {spec:?}");
-    };
-    let mut opts =
-        tickwheel_fleet::FleetOptions::new(etcd, redis).with_lease_ttl(Duration::from_secs(2));
-    opts.poll_interval = Duration::from_millis(100);
-    opts.custody.retry_for = Duration::from_secs(2);
-    let m = join(&opts, name, 3).await;
+    let (opts, name) = child_spec(&spec);
+    let m = join(&opts, &name, 3).await;
     let mut events = m.events();
     let held: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
     let h = Arc::clone(&held);
@@ -75,80 +67,24 @@ async fn probe_child() {
     }
 }
 
-/// A child member process and the lines it printed.
-struct Probe {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
+/// A child member process (`probe_child`) and the lines it printed.
+type Probe = TestChild;
+
+/// Member `name` as a child process.
+fn spawn_probe(etcd: &str, redis: &str, name: &str) -> Probe {
+    TestChild::spawn("probe_child", PROBE, &format!("{etcd} {redis} {name}"))
 }
 
-impl Probe {
-    fn spawn(etcd: &str, redis: &str, name: &str) -> Probe {
-        let exe = match std::env::current_exe() {
-            Ok(e) => e,
-            Err(e) => panic!("current_exe: {e}"),
-        };
-        let child = Command::new(exe)
-            .args([
-                "--exact",
-                "probe_child",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env(PROBE, format!("{etcd} {redis} {name}"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn();
-        let mut child = match child {
-            Ok(c) => c,
-            Err(e) => panic!("spawn probe: {e}"),
-        };
-        let lines: Arc<Mutex<Vec<String>>> = Arc::default();
-        if let Some(out) = child.stdout.take() {
-            let l = Arc::clone(&lines);
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    // libtest prints "test probe_child ... " before the first line.
-                    let line = line.rsplit(" ... ").next().unwrap_or("").to_owned();
-                    if let Ok(mut l) = l.lock() {
-                        l.push(line);
-                    }
-                }
-            });
-        }
-        Probe { child, lines }
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.lines.lock().map(|l| l.clone()).unwrap_or_default()
-    }
-
-    fn acquired(&self) -> BTreeMap<String, u64> {
-        self.lines()
-            .iter()
-            .filter_map(|l| {
-                let mut p = l.strip_prefix("ACQUIRED ")?.split(' ');
-                Some((p.next()?.to_owned(), p.next()?.parse().ok()?))
-            })
-            .collect()
-    }
-
-    fn has(&self, line: &str) -> bool {
-        self.lines().iter().any(|l| l == line)
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Probe {
-    fn drop(&mut self) {
-        // Ours, by PID (a stopped child is continued first so it can die).
-        let _ = send_signal(self.child.id(), "CONT");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// What `probe` acquired: queue → token.
+fn acquired(probe: &Probe) -> BTreeMap<String, u64> {
+    probe
+        .lines()
+        .iter()
+        .filter_map(|l| {
+            let mut p = l.strip_prefix("ACQUIRED ")?.split(' ');
+            Some((p.next()?.to_owned(), p.next()?.parse().ok()?))
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -156,25 +92,21 @@ async fn a_killed_member_is_adopted_within_lease_and_grace() {
     if std::env::var_os(PROBE).is_some() {
         return;
     }
-    let Some((etcd, redis)) = servers() else {
+    let Some((etcd, redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let qs = queues(6);
     if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
         panic!("register: {e}");
     }
-    let mut probe = Probe::spawn(&etcd.url(), &redis.url(), "p");
+    let mut probe = spawn_probe(&etcd.url(), &redis.url(), "p");
     wait_for(Duration::from_secs(30), "p owns every queue", || async {
-        probe.acquired().len() == qs.len()
+        acquired(&probe).len() == qs.len()
     })
     .await;
     let s = join(&opts, "s", 3).await;
     let killed = Instant::now();
-    if let Err(e) = probe.child.kill() {
-        panic!("kill: {e}");
-    }
-    let _ = probe.child.wait();
+    probe.kill9();
     wait_for(Duration::from_secs(30), "s owns every queue", || async {
         s.owned().len() == qs.len()
     })
@@ -188,7 +120,7 @@ async fn a_killed_member_is_adopted_within_lease_and_grace() {
     // Every timer came back through the recovery hook, each token above p's.
     let total: usize = qs.iter().map(|q| s.scheduler().queue_len(q)).sum();
     assert_eq!(total, qs.len() * 3);
-    let before = probe.acquired();
+    let before = acquired(&probe);
     for (q, token) in s.owned() {
         assert!(
             before.get(&q).is_some_and(|t| *t < token),
@@ -202,20 +134,19 @@ async fn a_paused_member_is_fenced_and_its_writes_are_rejected_when_it_wakes() {
     if std::env::var_os(PROBE).is_some() {
         return;
     }
-    let Some((etcd, redis)) = servers() else {
+    let Some((etcd, redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let qs = queues(4);
     if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
         panic!("register: {e}");
     }
-    let probe = Probe::spawn(&etcd.url(), &redis.url(), "p");
+    let probe = spawn_probe(&etcd.url(), &redis.url(), "p");
     wait_for(Duration::from_secs(30), "p owns every queue", || async {
-        probe.acquired().len() == qs.len()
+        acquired(&probe).len() == qs.len()
     })
     .await;
-    let before = probe.acquired();
+    let before = acquired(&probe);
     for (q, t) in &before {
         let line = format!("WRITE {q} {t} ok");
         wait_for(Duration::from_secs(10), &line, || async {
@@ -263,7 +194,7 @@ async fn a_paused_member_is_fenced_and_its_writes_are_rejected_when_it_wakes() {
         Duration::from_secs(30),
         "queues split between p and s",
         || async {
-            let now = probe.acquired();
+            let now = acquired(&probe);
             let p_has: BTreeSet<_> = now
                 .iter()
                 .filter(|(q, t)| before.get(*q) != Some(t))

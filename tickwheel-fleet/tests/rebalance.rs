@@ -1,41 +1,19 @@
 //! Three members joining and leaving in turn against real etcd and redis-server: every
 //! queue ends owned by exactly one live member, and no timer is lost on the way.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
-
-fn exactly_one(members: &[&FleetMember], qs: &[String]) -> bool {
-    let own = ownership(members);
-    qs.iter().all(|q| own.get(q).is_some_and(|o| o.len() == 1))
-}
-
-fn timers_in(members: &[&FleetMember], qs: &[String]) -> usize {
-    members
-        .iter()
-        .map(|m| qs.iter().map(|q| m.scheduler().queue_len(q)).sum::<usize>())
-        .sum()
-}
+use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn members_join_and_leave_in_turn() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
-    let qs = queues(12);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
     let per_queue = 5;
-    let total = qs.len() * per_queue as usize;
-    let a = join(&opts, "a", per_queue).await;
-    wait_for(Duration::from_secs(20), "a owns every queue", || async {
-        exactly_one(&[&a], &qs)
-    })
-    .await;
+    let (qs, total, a) = start_with_a(&opts, 12, per_queue, Duration::from_secs(20), false).await;
     assert_eq!(timers_in(&[&a], &qs), total);
     let b = join(&opts, "b", per_queue).await;
     let c = join(&opts, "c", per_queue).await;
@@ -82,21 +60,12 @@ async fn members_join_and_leave_in_turn() {
 /// etcd afterwards, and a member joining later adopts them with every timer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn last_member_leaves_without_waiting_for_the_handoff_timeout() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, mut opts)) = fleet() else {
         return;
     };
-    let mut opts = options(&etcd, &redis);
     opts.handoff_timeout = Duration::from_secs(60);
-    let qs = queues(4);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
     let per_queue = 3;
-    let a = join(&opts, "a", per_queue).await;
-    wait_for(Duration::from_secs(20), "a owns every queue", || async {
-        exactly_one(&[&a], &qs)
-    })
-    .await;
+    let (qs, _, a) = start_with_a(&opts, 4, per_queue, Duration::from_secs(20), false).await;
     let started = std::time::Instant::now();
     match tokio::time::timeout(Duration::from_secs(20), a.leave()).await {
         Ok(Ok(())) => {}

@@ -4,76 +4,36 @@
 //! a panic.
 //!
 //! The test makes sure the example binary next to its own is built and current (`cargo
-//! build --example mta` with the same profile, features and target directory) and runs it.
+//! build --example mta` with the same profile, features and target directory, by
+//! `tickwheel_testkit::example`) and runs it.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+mod support;
+
+use std::process::Output;
+
+use support::{MTA, text, workload};
 
 /// Small enough for a debug build: a few seconds each.
-const SMALL: &[&str] = &[
-    "--messages",
-    "20000",
-    "--queues",
-    "300",
-    "--duration",
-    "2h",
-    "--arrival",
-    "30m",
-    "--bounce-rate",
-    "20",
-    "--drain-rate",
-    "2",
-    "--suspend-rate",
-    "1",
-    "--seed",
-    "7",
-];
-
-fn mta() -> &'static PathBuf {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test binary path");
-        // target/<profile>/deps/mta_example-<hash> -> target/<profile>/examples/mta
-        let profile_dir = exe
-            .parent()
-            .and_then(|deps| deps.parent())
-            .expect("profile dir");
-        let target_dir = profile_dir.parent().expect("target dir");
-        let binary = profile_dir
-            .join("examples")
-            .join(format!("mta{}", std::env::consts::EXE_SUFFIX));
-        // `cargo test` has usually built it already (then this is a quick no-op), but not
-        // with `--test mta_example` alone, and a stale binary must not be tested.
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .args(["build", "--example", "mta", "--target-dir"])
-            .arg(target_dir);
-        if cfg!(feature = "tokio") {
-            cargo.args(["--features", "tokio"]);
-        }
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cargo.arg("--release");
-        }
-        let status = cargo
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build --example mta failed");
-        assert!(binary.exists(), "no example binary at {}", binary.display());
-        binary
-    })
+fn small() -> Vec<&'static str> {
+    let mut args = workload("20000", "1");
+    args.extend(["--seed", "7"]);
+    args
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(mta())
-        .args(args)
-        .output()
-        .expect("run the mta example")
+    MTA.run(args)
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// The run's standard output; it must have exited with status 0.
+fn succeeded(out: &Output) -> String {
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    stdout
 }
 
 /// Parses `exactly-once: OK (N scheduled = A delivered + B drained + C bounced + D pending;
@@ -104,14 +64,8 @@ fn parse_ok_line(stdout: &str) -> [u64; 5] {
 
 #[test]
 fn small_run_proves_exactly_once() {
-    let out = run(SMALL);
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "exit {:?}\n{stdout}\n{}",
-        out.status,
-        text(&out.stderr)
-    );
+    let out = run(&small());
+    let stdout = succeeded(&out);
     let [scheduled, delivered, drained, bounced, pending] = parse_ok_line(&stdout);
     assert_eq!(scheduled, 20_000, "every message is scheduled\n{stdout}");
     assert_eq!(
@@ -136,16 +90,10 @@ fn small_run_proves_exactly_once() {
 
 #[test]
 fn json_output_says_the_same() {
-    let mut args = SMALL.to_vec();
+    let mut args = small();
     args.push("--json");
     let out = run(&args);
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "exit {:?}\n{stdout}\n{}",
-        out.status,
-        text(&out.stderr)
-    );
+    let stdout = succeeded(&out);
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is one JSON object");
     let m = &v["messages"];
     let n = |k: &str| {
@@ -190,13 +138,7 @@ fn real_clock_run(dispatcher: &str) {
     let mut args = REAL.to_vec();
     args.extend(["--dispatcher", dispatcher]);
     let out = run(&args);
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "exit {:?}\n{stdout}\n{}",
-        out.status,
-        text(&out.stderr)
-    );
+    let stdout = succeeded(&out);
     let [scheduled, ..] = parse_ok_line(&stdout);
     assert_eq!(scheduled, 5_000, "{stdout}");
     assert!(
@@ -298,13 +240,7 @@ fn a_year_long_run_finishes_in_bounded_memory() {
         "5",
         "--json",
     ]);
-    let stdout = text(&out.stdout);
-    assert!(
-        out.status.success(),
-        "exit {:?}\n{stdout}\n{}",
-        out.status,
-        text(&out.stderr)
-    );
+    let stdout = succeeded(&out);
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("stdout is one JSON object");
     assert_eq!(v["exactly_once"]["ok"], true, "{v}");
     let peak = v["peak_memory_bytes"]

@@ -5,68 +5,27 @@
 //!
 //! Like `mta_example.rs`, the test builds the example binary next to its own and runs it.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+mod support;
+
+use std::process::Output;
+
+use support::{MTA, text, workload};
 
 /// A small workload: a few seconds a round in a debug build.
-const SMALL: &[&str] = &[
-    "--messages",
-    "10000",
-    "--queues",
-    "300",
-    "--duration",
-    "2h",
-    "--arrival",
-    "30m",
-    "--bounce-rate",
-    "20",
-    "--drain-rate",
-    "2",
-    "--suspend-rate",
-    "2",
-];
-
-fn mta() -> &'static PathBuf {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test binary path");
-        let profile_dir = exe
-            .parent()
-            .and_then(|deps| deps.parent())
-            .expect("profile dir");
-        let target_dir = profile_dir.parent().expect("target dir");
-        let binary = profile_dir
-            .join("examples")
-            .join(format!("mta{}", std::env::consts::EXE_SUFFIX));
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .args(["build", "--example", "mta", "--target-dir"])
-            .arg(target_dir);
-        if cfg!(feature = "tokio") {
-            cargo.args(["--features", "tokio"]);
-        }
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cargo.arg("--release");
-        }
-        let status = cargo
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build --example mta failed");
-        binary
-    })
+fn small() -> Vec<&'static str> {
+    workload("10000", "2")
 }
 
 fn run(extra: &[&str], dir: &std::path::Path) -> (Output, String) {
-    let out = Command::new(mta())
-        .args(SMALL)
+    let out = MTA
+        .command()
+        .args(small())
         .args(extra)
         .arg("--journal")
         .arg(dir)
         .output()
         .expect("run the mta example");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stdout = text(&out.stdout);
     (out, stdout)
 }
 
@@ -94,7 +53,7 @@ fn number(line: &str, label: &str) -> u64 {
 fn three_kills_and_restarts_keep_exactly_once() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (out, stdout) = run(&["--crashes", "3", "--seed", "5"], dir.path());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = text(&out.stderr);
     assert!(
         out.status.success(),
         "exit {:?}\n{stdout}\n{stderr}",
@@ -138,10 +97,8 @@ fn acknowledging_before_durable_is_caught() {
 
 #[test]
 fn crashes_need_a_journal() {
-    let out = Command::new(mta())
-        .args(SMALL)
-        .args(["--crashes", "2"])
-        .output()
-        .expect("run the mta example");
+    let mut args = small();
+    args.extend(["--crashes", "2"]);
+    let out = MTA.run(args);
     assert_eq!(out.status.code(), Some(2), "refused as a bad option");
 }

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use tickwheel::sync::Scheduler;
 use tickwheel_redis::chunk::DEFAULT_CHUNK_ENTRIES;
-use tickwheel_redis::server::RedisServer;
 use tickwheel_redis::{Custody, CustodyOptions, Member, Options};
+use tickwheel_testkit::redis::RedisServer;
 
 const TIMERS: u64 = 1_000_000;
 

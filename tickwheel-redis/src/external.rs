@@ -137,11 +137,7 @@ impl Custody {
         queue: Q,
         epoch: u64,
     ) -> Result<Incoming<'_, Q, K, T>, Error> {
-        let t = Token::generate();
-        let a = self
-            .retrying(|| self.protocol().claim_at(queue.as_ref(), epoch, &t))
-            .await?;
-        Incoming::new(self, queue, a.record)
+        self.take_at(queue, epoch, false).await
     }
 
     /// [`Protocol::reclaim_at`], retried with one token; then [`Incoming::fetch`].
@@ -153,9 +149,26 @@ impl Custody {
         queue: Q,
         epoch: u64,
     ) -> Result<Incoming<'_, Q, K, T>, Error> {
+        self.take_at(queue, epoch, true).await
+    }
+
+    /// `claim_at` (or `reclaim_at`, when `reclaim`) retried with one token, as an [`Incoming`].
+    async fn take_at<Q: AsRef<[u8]>, K, T>(
+        &self,
+        queue: Q,
+        epoch: u64,
+        reclaim: bool,
+    ) -> Result<Incoming<'_, Q, K, T>, Error> {
         let t = Token::generate();
         let a = self
-            .retrying(|| self.protocol().reclaim_at(queue.as_ref(), epoch, &t))
+            .retrying(|| async {
+                let (p, q) = (self.protocol(), queue.as_ref());
+                if reclaim {
+                    p.reclaim_at(q, epoch, &t).await
+                } else {
+                    p.claim_at(q, epoch, &t).await
+                }
+            })
             .await?;
         Incoming::new(self, queue, a.record)
     }

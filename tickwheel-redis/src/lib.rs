@@ -2,8 +2,7 @@
 //! steps: nothing lost, nothing doubled.
 //!
 //! This crate holds the protocol layer: the owner record of each queue, every step as one Lua
-//! script, the chunk encoding of an offer, and a `redis-server` harness for tests
-//! ([`server`]). [`Protocol`] has one async method per step.
+//! script, and the chunk encoding of an offer. [`Protocol`] has one async method per step.
 //!
 //! # States
 //!
@@ -116,7 +115,6 @@ pub mod keys;
 mod policy;
 mod protocol;
 mod record;
-pub mod server;
 mod tls;
 
 pub use connect::redact_url;

@@ -1,11 +1,11 @@
 //! Bad input: corrupt chunks, chunks of an unknown version or of another queue, Redis gone
 //! mid-call, hostile queue names, an unsafely configured server, passwords in URLs.
 
-mod common;
+mod support;
 
 use tickwheel_redis::chunk::{CHUNK_VERSION, Chunk, ChunkError, SnapshotEntry};
-use tickwheel_redis::server::start_for_test_with;
 use tickwheel_redis::{Effect, Error, Member, Options, Protocol, State, Token};
+use tickwheel_testkit::redis::start_for_test_with;
 
 type C = Chunk<String, String>;
 
@@ -27,11 +27,9 @@ fn chunk(queue: &[u8], epoch: u64, version: u32) -> Vec<u8> {
 
 #[tokio::test]
 async fn bad_chunks_are_clear_errors_and_change_nothing() {
-    let Some(server) = common::server() else {
+    let Some((_server, [a, b])) = support::with_members(["a", "b"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
-    let b = common::member(&server, "b").await;
     let cases: Vec<(&[u8], Vec<u8>)> = vec![
         (b"corrupt", b"\x93\x01garbage".to_vec()),
         (b"future", chunk(b"future", 1, CHUNK_VERSION + 1)),
@@ -81,10 +79,10 @@ async fn bad_chunks_are_clear_errors_and_change_nothing() {
 
 #[tokio::test]
 async fn redis_gone_mid_handoff_is_a_retryable_error() {
-    let Some(mut server) = common::server() else {
+    let Some(mut server) = support::server() else {
         return;
     };
-    let a = common::member(&server, "a").await;
+    let a = support::member(&server, "a").await;
     a.acquire(b"q", &Token::generate()).await.expect("acquire");
     server.kill9().expect("kill");
     let t = Token::generate();
@@ -116,12 +114,12 @@ async fn redis_gone_mid_handoff_is_a_retryable_error() {
 
 #[tokio::test]
 async fn hostile_names_keep_distinct_keys() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let names: [&[u8]; 8] = [b"a}", b"{a", b"a\nb", b"\x00\xff", b"", b"{}", b"a:b", b"a"];
     for (i, name) in names.iter().enumerate() {
-        let m = common::member(&server, &format!("m{i}")).await;
+        let m = support::member(&server, &format!("m{i}")).await;
         let r = m.acquire(name, &Token::generate()).await.expect("acquire");
         // Each name got its own fresh record (no other member's record under its key).
         assert_eq!(

@@ -1,46 +1,38 @@
 //! The high-level handoff against a real redis-server: a whole move, a forwarded retry, a
 //! fenced source getting exactly its unsent values back, abort, bad data, outcome.
 
-mod common;
+mod support;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use support::{Sched, contents, custody_member as member, filled};
 use tickwheel::sync::{Retried, Scheduler};
-use tickwheel_redis::{Custody, CustodyError, Outcome, Rejection, State};
+use tickwheel_redis::{Custody, CustodyError, Outcome, Outgoing, Rejection, State};
 
-type Sched = Scheduler<String, u64, String>;
-
-async fn member(url: &str, name: &str, chunk_entries: usize) -> Custody {
-    common::custody_member(url, name, chunk_entries).await
+/// `a` acquires `q` and starts its handoff of `src`'s queue `q`: frozen, prepared for any
+/// target. The epoch, and the handoff.
+async fn prepared<'a>(
+    a: &'a Custody,
+    src: &'a Sched,
+    q: &str,
+) -> (u64, Outgoing<'a, String, u64, String>) {
+    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let mut out = a.outgoing(src, q.to_owned(), epoch);
+    out.freeze().expect("freeze");
+    out.prepare(None).await.expect("prepare");
+    (epoch, out)
 }
 
-fn filled(q: &str, n: u64, t0: Instant) -> Sched {
-    let s = Scheduler::builder().origin(t0).build();
-    for id in 0..n {
-        let at = t0 + Duration::from_secs(60 + id % 7);
-        s.schedule(q.to_string(), id, at, format!("v{id}"))
-            .expect("schedule");
-    }
-    s
-}
-
-/// Every (id, value) in `s`'s queue `q`, taken out by a freeze.
-fn contents(s: &Sched, q: &str) -> BTreeMap<u64, (Instant, String)> {
-    let f = s.freeze_queue(&q.to_string());
-    s.unfreeze_queue(&q.to_string());
-    let out = f
-        .pending
-        .iter()
-        .map(|e| (e.id, (e.at, e.value.clone())))
-        .collect();
-    s.import(q, f.pending);
-    out
+/// After the appends: waits for what is in flight, forwards what came back, seals.
+async fn sealed(out: &mut Outgoing<'_, String, u64, String>) {
+    out.await_in_flight().await.expect("in flight");
+    out.forward().await.expect("forward");
+    out.seal().await.expect("seal");
 }
 
 #[tokio::test]
 async fn a_queue_moves_whole_and_no_deadline_gets_earlier() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();
@@ -84,7 +76,7 @@ async fn a_queue_moves_whole_and_no_deadline_gets_earlier() {
 
 #[tokio::test]
 async fn an_in_flight_timer_that_comes_back_is_forwarded() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();
@@ -108,9 +100,7 @@ async fn an_in_flight_timer_that_comes_back_is_forwarded() {
         Ok(Retried::Forwarded)
     );
     drop(batch);
-    out.await_in_flight().await.expect("in flight");
-    out.forward().await.expect("forward");
-    out.seal().await.expect("seal");
+    sealed(&mut out).await;
     let offered = out.finish().expect("finish");
     assert_eq!(offered.entries, 2);
     let dst: Sched = Scheduler::builder().origin(t0).build();
@@ -124,7 +114,7 @@ async fn an_in_flight_timer_that_comes_back_is_forwarded() {
 
 #[tokio::test]
 async fn a_fenced_source_gets_exactly_its_unsent_values_back() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();
@@ -132,13 +122,10 @@ async fn a_fenced_source_gets_exactly_its_unsent_values_back() {
     let q = "q".to_string();
     let t0 = Instant::now();
     let src = filled(&q, 10, t0);
-    let epoch = a.acquire(b"q").await.expect("acquire").record.epoch;
-    let mut out = a.outgoing(&src, q.clone(), epoch);
-    out.freeze().expect("freeze");
-    out.prepare(None).await.expect("prepare");
+    let (_, mut out) = prepared(&a, &src, &q).await;
     out.append_pending().await.expect("append"); // 4 chunks: 3 + 3 + 3 + 1
     // The source stalls past its lease: another member takes what is in.
-    common::expire(&url, &a.protocol().keys(b"q").owner).await;
+    support::expire(&url, &a.protocol().keys(b"q").owner).await;
     let mut inc = c
         .reclaim::<_, u64, String>(q.clone())
         .await
@@ -182,11 +169,7 @@ async fn a_fenced_source_gets_exactly_its_unsent_values_back() {
     // Two chunks in by hand (what a source killed mid-append leaves), then reclaimed.
     let keys = a.protocol().keys(b"q2");
     out.append_pending().await.expect("append");
-    let client = redis::Client::open(url.as_str()).expect("url");
-    let mut raw = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw");
+    let mut raw = support::raw(&url).await;
     let _: () = redis::cmd("HDEL")
         .arg(&keys.data)
         .arg("2")
@@ -194,7 +177,7 @@ async fn a_fenced_source_gets_exactly_its_unsent_values_back() {
         .query_async(&mut raw)
         .await
         .expect("hdel");
-    common::expire(&url, &keys.owner).await;
+    support::expire(&url, &keys.owner).await;
     let got = c
         .reclaim::<_, u64, String>(q2.clone())
         .await
@@ -218,7 +201,7 @@ async fn a_fenced_source_gets_exactly_its_unsent_values_back() {
 
 #[tokio::test]
 async fn abort_gives_every_value_back_to_the_scheduler() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let a = member(&server.url(), "a", 4).await;
@@ -251,7 +234,7 @@ async fn abort_gives_every_value_back_to_the_scheduler() {
 
 #[tokio::test]
 async fn a_corrupt_chunk_is_an_error_and_the_claim_stays() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();
@@ -261,11 +244,7 @@ async fn a_corrupt_chunk_is_an_error_and_the_claim_stays() {
     let epoch = a.acquire(b"q").await.expect("acquire").record.epoch;
     a.offer(&src, q.clone(), epoch, None).await.expect("offer");
     let keys = a.protocol().keys(b"q");
-    let client = redis::Client::open(url.as_str()).expect("url");
-    let mut raw = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("raw");
+    let mut raw = support::raw(&url).await;
     let _: () = redis::cmd("HSET")
         .arg(&keys.data)
         .arg("1")
@@ -294,17 +273,14 @@ async fn a_corrupt_chunk_is_an_error_and_the_claim_stays() {
 
 #[tokio::test]
 async fn redis_gone_is_a_retryable_error_and_the_step_resumes() {
-    let Some(mut server) = common::server() else {
+    let Some(mut server) = support::server() else {
         return;
     };
     let url = server.url();
     let a = member(&url, "a", 3).await;
     let q = "q".to_string();
     let src = filled(&q, 8, Instant::now());
-    let epoch = a.acquire(b"q").await.expect("acquire").record.epoch;
-    let mut out = a.outgoing(&src, q.clone(), epoch);
-    out.freeze().expect("freeze");
-    out.prepare(None).await.expect("prepare");
+    let (_, mut out) = prepared(&a, &src, &q).await;
     server.kill9().expect("kill");
     let e = out.append_pending().await.expect_err("redis is down");
     assert!(e.is_retryable(), "{e}");
@@ -313,9 +289,7 @@ async fn redis_gone_is_a_retryable_error_and_the_step_resumes() {
     out.append_pending()
         .await
         .expect("append after the restart");
-    out.await_in_flight().await.expect("in flight");
-    out.forward().await.expect("forward");
-    out.seal().await.expect("seal");
+    sealed(&mut out).await;
     assert_eq!(out.finish().expect("finish").entries, 8);
 }
 
@@ -323,7 +297,7 @@ async fn redis_gone_is_a_retryable_error_and_the_step_resumes() {
 /// on a second call, and the chunks sent are exactly those.
 #[tokio::test]
 async fn stage_names_each_chunk_before_it_is_sent() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();

@@ -2,41 +2,20 @@
 //! `adopt`, `claim_at`, `reclaim_at`. A stale epoch is refused, a leftover sealed offer is
 //! imported once, an unsealed offer is discarded, a retry with the same token is `Repeated`.
 
-mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
+use support::rejection;
+use support::{Sched, filled};
 use tickwheel::sync::{FrozenEntry, Scheduler};
 use tickwheel_redis::{Adopted, Effect, Error, Rejection, State, Token};
 
-type Sched = Scheduler<String, u64, String>;
-
-fn rejection<T: std::fmt::Debug>(r: Result<T, Error>) -> Rejection {
-    match r {
-        Err(Error::Rejected(r)) => *r,
-        other => panic!("expected a rejection, got {other:?}"),
-    }
-}
-
-fn filled(q: &str, n: u64, t0: Instant) -> Sched {
-    let s = Scheduler::builder().origin(t0).build();
-    for id in 0..n {
-        let at = t0 + Duration::from_secs(60 + id % 7);
-        s.schedule(q.to_string(), id, at, format!("v{id}"))
-            .expect("schedule");
-    }
-    s
-}
-
 #[tokio::test]
 async fn adopt_takes_the_external_epoch_and_refuses_a_stale_one() {
-    let Some(server) = common::server() else {
+    let Some((_server, [a, b])) = support::with_members(["a", "b"]).await else {
         return;
     };
-    let (a, b) = (
-        common::member(&server, "a").await,
-        common::member(&server, "b").await,
-    );
     let q = b"q1";
     let t = Token::generate();
     let got = a.adopt(q, 100, &t).await.expect("adopt");
@@ -71,12 +50,12 @@ async fn adopt_takes_the_external_epoch_and_refuses_a_stale_one() {
 
 #[tokio::test]
 async fn adopt_discards_an_unsealed_offer_and_the_source_keeps_every_value() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();
-    let a = common::custody_member(&url, "a", 4).await;
-    let b = common::custody_member(&url, "b", 4).await;
+    let a = support::custody_member(&url, "a", 4).await;
+    let b = support::custody_member(&url, "b", 4).await;
     let q = "q2".to_string();
     let t0 = Instant::now();
     let src = filled(&q, 10, t0);
@@ -121,12 +100,12 @@ async fn adopt_discards_an_unsealed_offer_and_the_source_keeps_every_value() {
 
 #[tokio::test]
 async fn a_leftover_sealed_offer_is_claimed_by_the_adopter_and_imported_once() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();
-    let a = common::custody_member(&url, "a", 3).await;
-    let b = common::custody_member(&url, "b", 3).await;
+    let a = support::custody_member(&url, "a", 3).await;
+    let b = support::custody_member(&url, "b", 3).await;
     let q = "q3".to_string();
     let t0 = Instant::now();
     let src = filled(&q, 8, t0);
@@ -173,12 +152,12 @@ async fn a_leftover_sealed_offer_is_claimed_by_the_adopter_and_imported_once() {
 
 #[tokio::test]
 async fn claim_at_and_reclaim_at_take_the_given_epoch() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();
-    let a = common::custody_member(&url, "a", 3).await;
-    let b = common::custody_member(&url, "b", 3).await;
+    let a = support::custody_member(&url, "a", 3).await;
+    let b = support::custody_member(&url, "b", 3).await;
     let p = b.protocol().clone();
     let q = "q4".to_string();
     let t0 = Instant::now();
@@ -199,7 +178,7 @@ async fn claim_at_and_reclaim_at_take_the_given_epoch() {
     let again = p.claim_at(q.as_bytes(), 44, &t).await.expect("retry");
     assert_eq!(again.effect, Effect::Repeated);
     // b stalls; after its deadline a reclaims at a larger token and completes.
-    common::expire(&url, &p.keys(q.as_bytes()).owner).await;
+    support::expire(&url, &p.keys(q.as_bytes()).owner).await;
     let ap = a.protocol().clone();
     match rejection(ap.reclaim_at(q.as_bytes(), 44, &Token::generate()).await) {
         Rejection::Fenced { .. } => {}

@@ -2,7 +2,7 @@
 //! the seal (fenced with it), applied by the target before it imports a timer, cleared by the
 //! commit; an offer without a policy applies none; one of an unknown format is refused.
 
-mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use tickwheel_redis::{Custody, CustodyError, FlowPolicy, Rejection, State, Token
 type Sched = Scheduler<String, u64, String>;
 
 async fn member(url: &str, name: &str) -> Custody {
-    common::custody_member(url, name, 3).await
+    support::custody_member(url, name, 3).await
 }
 
 /// `n` timers of `q`, all due at `t0`.
@@ -36,7 +36,7 @@ async fn raw(url: &str, cmd: &mut redis::Cmd) {
 
 #[tokio::test]
 async fn a_held_limited_queue_arrives_held_with_its_limits() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();
@@ -89,7 +89,7 @@ async fn a_held_limited_queue_arrives_held_with_its_limits() {
 
 #[tokio::test]
 async fn an_offer_without_a_policy_applies_none() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();
@@ -119,7 +119,7 @@ async fn an_offer_without_a_policy_applies_none() {
 
 #[tokio::test]
 async fn a_policy_of_an_unknown_format_is_refused_before_the_commit() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();
@@ -156,7 +156,7 @@ async fn a_policy_of_an_unknown_format_is_refused_before_the_commit() {
 
 #[tokio::test]
 async fn a_fenced_seal_stores_no_policy_and_a_retry_keeps_the_first() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();
@@ -207,7 +207,7 @@ async fn a_fenced_seal_stores_no_policy_and_a_retry_keeps_the_first() {
 
 #[tokio::test]
 async fn an_adopted_leftover_offer_brings_its_policy() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = server.url();

@@ -2,48 +2,16 @@
 //! real redis-server. Every test counts every id: each ends exactly once (delivered, held by
 //! a scheduler, in Redis, or handed back) and no `Due` fires before its deadline.
 
-mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use support::{
+    Sched, contents, custody_member as member, filled_with as filled, server, three_members,
+};
 use tickwheel::sync::{Retried, ScheduleError, Scheduler};
-use tickwheel_redis::server::RedisServer;
-use tickwheel_redis::{Custody, CustodyError, Error, Rejection, State};
-
-type Sched = Scheduler<String, u64, String>;
-
-fn server() -> Option<RedisServer> {
-    tickwheel_redis::server::start_for_test()
-}
-
-async fn member(url: &str, name: &str, chunk_entries: usize) -> Custody {
-    common::custody_member(url, name, chunk_entries).await
-}
-
-fn filled(q: &str, n: u64, t0: Instant, value: impl Fn(u64) -> String) -> Sched {
-    let s = Scheduler::builder().origin(t0).build();
-    for id in 0..n {
-        let at = t0 + Duration::from_secs(60 + id % 7);
-        s.schedule(q.to_string(), id, at, value(id))
-            .expect("schedule");
-    }
-    s
-}
-
-/// Every (id, value) of `s`'s queue `q` (taken out by a freeze, then put back).
-fn contents(s: &Sched, q: &str) -> BTreeMap<u64, (Instant, String)> {
-    let f = s.freeze_queue(&q.to_string());
-    let out: BTreeMap<_, _> = f
-        .pending
-        .iter()
-        .map(|e| (e.id, (e.at, e.value.clone())))
-        .collect();
-    s.unfreeze_queue(&q.to_string());
-    let back = s.import(q, f.pending);
-    assert!(back.present.is_empty() && back.refused.is_empty());
-    out
-}
+use tickwheel_redis::{CustodyError, Error, Rejection, State};
 
 fn rejection_of<K, T>(e: &CustodyError<K, T>) -> Option<&Rejection> {
     match e {
@@ -86,11 +54,7 @@ async fn named_offer_not_claimable_by_another() {
     let q = "named.example".to_string();
     let t0 = Instant::now();
     let src = filled(&q, 10, t0, |i| format!("v{i}"));
-    let (mx1, mx2, mx3) = (
-        member(&url, "mx1", 4).await,
-        member(&url, "mx2", 4).await,
-        member(&url, "mx3", 4).await,
-    );
+    let (mx1, mx2, mx3) = three_members(&url, 4).await;
     let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
     mx1.offer(&src, q.clone(), epoch, Some("mx2"))
         .await
@@ -128,17 +92,13 @@ async fn reclaim_while_target_mid_fetch_then_stale_commit() {
     let q = "midfetch.example".to_string();
     let t0 = Instant::now();
     let src = filled(&q, 30, t0, |i| format!("v{i}"));
-    let (mx1, mx2, mx3) = (
-        member(&url, "mx1", 4).await,
-        member(&url, "mx2", 4).await,
-        member(&url, "mx3", 4).await,
-    );
+    let (mx1, mx2, mx3) = three_members(&url, 4).await;
     let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
     mx1.offer(&src, q.clone(), epoch, None).await.unwrap();
     let mut inc2 = mx2.claim::<_, u64, String>(q.clone()).await.unwrap();
     // mx2 fetched once (a read copy), then stalls past its lease.
     assert_eq!(inc2.fetch().await.unwrap().len(), 30);
-    common::expire(&url, &mx1.protocol().keys(q.as_bytes()).owner).await;
+    support::expire(&url, &mx1.protocol().keys(q.as_bytes()).owner).await;
     let mut inc3 = mx3.reclaim::<_, u64, String>(q.clone()).await.unwrap();
     // mx2 comes back: fetch again and commit must be refused.
     let f = inc2.fetch().await;
@@ -382,7 +342,7 @@ async fn fenced_source_gets_back_exactly_what_was_not_taken() {
         );
     }
     out.await_in_flight().await.unwrap();
-    common::expire(&url, &mx1.protocol().keys(q.as_bytes()).owner).await;
+    support::expire(&url, &mx1.protocol().keys(q.as_bytes()).owner).await;
     let mut inc = mx3.reclaim::<_, u64, String>(q.clone()).await.unwrap();
     let taken: Vec<u64> = inc.fetch().await.unwrap().iter().map(|e| e.id).collect();
     inc.commit().await.unwrap();
@@ -478,16 +438,12 @@ async fn late_commit_without_reclaim_then_reclaim_refused() {
     let q = "late.example".to_string();
     let t0 = Instant::now();
     let s1 = filled(&q, 9, t0, |i| format!("v{i}"));
-    let (mx1, mx2, mx3) = (
-        member(&url, "mx1", 4).await,
-        member(&url, "mx2", 4).await,
-        member(&url, "mx3", 4).await,
-    );
+    let (mx1, mx2, mx3) = three_members(&url, 4).await;
     let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
     mx1.offer(&s1, q.clone(), epoch, None).await.unwrap();
     let mut inc = mx2.claim::<_, u64, String>(q.clone()).await.unwrap();
     inc.fetch().await.unwrap();
-    common::expire(&url, &mx1.protocol().keys(q.as_bytes()).owner).await;
+    support::expire(&url, &mx1.protocol().keys(q.as_bytes()).owner).await;
     inc.commit().await.unwrap();
     let e = mx3
         .reclaim::<_, u64, String>(q.clone())

@@ -6,9 +6,12 @@
 //! The example starts its own redis-server; outside CI a machine without one skips these
 //! tests with a printed reason, in CI it is a failure.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+
+use tickwheel_testkit::example::{Example, can_run, installed, text};
+
+/// The custody proof, built with the test's profile.
+const HANDOFF: Example = Example::new("tickwheel-redis", "handoff");
 
 /// Small enough for a debug build: about a second a run.
 const SMALL: &[&str] = &[
@@ -22,55 +25,17 @@ const SMALL: &[&str] = &[
     "500",
 ];
 
-fn handoff() -> &'static PathBuf {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test binary path");
-        // target/<profile>/deps/handoff_kills-<hash> -> target/<profile>/examples/handoff
-        let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile dir");
-        let target_dir = profile_dir.parent().expect("target dir");
-        let binary = profile_dir
-            .join("examples")
-            .join(format!("handoff{}", std::env::consts::EXE_SUFFIX));
-        // Usually built by `cargo test` already; a stale binary must not be tested.
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo.args(["build", "-p", "tickwheel-redis", "--example", "handoff"]);
-        cargo.arg("--target-dir").arg(target_dir);
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cargo.arg("--release");
-        }
-        let status = cargo
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build --example handoff failed");
-        binary
-    })
+fn handoff() -> Command {
+    HANDOFF.command()
 }
 
 /// Whether a redis-server can be started; outside CI its absence skips the test.
 fn have_redis() -> bool {
-    if Command::new("redis-server")
-        .arg("--version")
-        .output()
-        .is_ok()
-    {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "redis-server is not installed (apt-get install redis-server)"
-    );
-    eprintln!("skipped: redis-server is not installed (apt-get install redis-server)");
-    false
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    installed(&[("redis-server", "redis-server")])
 }
 
 fn steps() -> Vec<String> {
-    let out = Command::new(handoff())
+    let out = handoff()
         .arg("--list-steps")
         .output()
         .expect("run --list-steps");
@@ -95,7 +60,7 @@ fn custody_ok(kills: &[String]) -> String {
 /// Runs with these options; custody must hold. Returns the last line and standard error.
 fn custody_ok_with(extra: &[String]) -> (String, String) {
     let kills = extra;
-    let mut cmd = Command::new(handoff());
+    let mut cmd = handoff();
     cmd.args(SMALL).args(extra);
     let out: Output = cmd.output().expect("run the handoff example");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
@@ -197,15 +162,12 @@ fn a_dead_target_is_replaced_by_the_spare() {
     }
 }
 
-/// A planted fault (the target leaves one entry of each offer out): the ledger says
-/// FAILED, exit status 1.
-#[test]
-fn a_planted_loss_fails_the_ledger() {
-    if !have_redis() {
-        return;
-    }
-    let out = Command::new(handoff())
+/// Runs with `extra` and a planted fault (the target leaves one entry of each offer out):
+/// the ledger must say FAILED, exit status 1.
+fn planted_loss_fails(extra: &[&str]) {
+    let out = handoff()
         .args(SMALL)
+        .args(extra)
         .env("HANDOFF_FAULT", "skip-one")
         .output()
         .expect("run the handoff example");
@@ -218,6 +180,16 @@ fn a_planted_loss_fails_the_ledger() {
     );
 }
 
+/// A planted fault (the target leaves one entry of each offer out): the ledger says
+/// FAILED, exit status 1.
+#[test]
+fn a_planted_loss_fails_the_ledger() {
+    if !have_redis() {
+        return;
+    }
+    planted_loss_fails(&[]);
+}
+
 /// `--tls`: a redis-server serving TLS only with client certificates (a CA made for the run),
 /// killed at `seal` and restarted: custody holds; the planted loss still fails the ledger.
 #[test]
@@ -226,19 +198,7 @@ fn over_tls_custody_holds_and_the_planted_loss_fails() {
         return;
     }
     custody_ok_with(&strings(&["--tls", "--kill", "redis:seal"]));
-    let out = Command::new(handoff())
-        .args(SMALL)
-        .arg("--tls")
-        .env("HANDOFF_FAULT", "skip-one")
-        .output()
-        .expect("run the handoff example");
-    let stdout = text(&out.stdout);
-    let last = stdout.lines().last().unwrap_or_default();
-    assert_eq!(out.status.code(), Some(1), "{last}");
-    assert!(
-        last.starts_with("custody: FAILED") && last.contains("lost (in no place)"),
-        "{last}"
-    );
+    planted_loss_fails(&["--tls"]);
 }
 
 fn redeliveries(last: &str) -> u64 {
@@ -306,7 +266,7 @@ fn ids(last: &str) -> u64 {
 /// own, so the second does not meet the first's owner records.
 #[test]
 fn two_runs_share_one_redis_url() {
-    let Some(server) = tickwheel_redis::server::start_for_test() else {
+    let Some(server) = tickwheel_testkit::redis::start_for_test() else {
         return;
     };
     let url = server.url();
@@ -320,11 +280,12 @@ fn two_runs_share_one_redis_url() {
 /// any host starts: exit 2, the reason on standard error.
 #[test]
 fn an_unsafe_redis_url_exits_2() {
-    let Some(server) = tickwheel_redis::server::start_for_test_with(&[("appendfsync", "everysec")])
+    let Some(server) =
+        tickwheel_testkit::redis::start_for_test_with(&[("appendfsync", "everysec")])
     else {
         return;
     };
-    let out = Command::new(handoff())
+    let out = handoff()
         .args(SMALL)
         .args(["--redis-url", &server.url()])
         .output()
@@ -354,7 +315,7 @@ fn bad_options_exit_2_without_a_panic() {
             "redis:seal",
         ],
     ] {
-        let out = Command::new(handoff())
+        let out = handoff()
             .args(bad)
             .output()
             .expect("run the handoff example");
@@ -374,14 +335,7 @@ fn have_faketime() -> bool {
     .iter()
     .any(|p| std::path::Path::new(p).exists())
         || std::env::var_os("FAKETIME_LIB").is_some();
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "libfaketime is not installed (apt-get install faketime)"
-        );
-        eprintln!("skipped: libfaketime is not installed (apt-get install faketime)");
-    }
-    found
+    can_run((!found).then(|| "libfaketime is not installed (apt-get install faketime)".into()))
 }
 
 /// The source 5 minutes ahead and the target 5 minutes behind (and the other way round):
@@ -394,7 +348,7 @@ fn clock_skew_of_five_minutes_either_way() {
         return;
     }
     for (source, target) in [("+5m", "-5m"), ("-5m", "+5m")] {
-        let out = Command::new(handoff())
+        let out = handoff()
             .args(SMALL)
             .args(["--faketime", &format!("source={source}")])
             .args(["--faketime", &format!("target={target}")])

@@ -1,11 +1,11 @@
 //! `kill -9` of redis-server after each acknowledged transition, restart from the AOF: the
 //! transition is there, and the handoff goes on (calls retried with the same token).
 
-mod common;
+mod support;
 
 use std::future::Future;
-use tickwheel_redis::server::RedisServer;
 use tickwheel_redis::{Applied, Error, Protocol, Record, State, Token};
+use tickwheel_testkit::redis::RedisServer;
 
 const Q: &[u8] = b"dest{}.example\n";
 
@@ -15,7 +15,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Error>>,
 {
-    common::retry(100, call).await
+    support::retry(100, call).await
 }
 
 async fn crash_and_check(server: &mut RedisServer, p: &Protocol, acked: &Applied) -> Record {
@@ -29,12 +29,12 @@ async fn crash_and_check(server: &mut RedisServer, p: &Protocol, acked: &Applied
 
 #[tokio::test]
 async fn every_acknowledged_transition_survives_kill9() {
-    let Some(mut server) = common::server() else {
+    let Some(mut server) = support::server() else {
         return;
     };
-    let a = common::member(&server, "a").await;
-    let b = common::member(&server, "b").await;
-    let c = common::member(&server, "c").await;
+    let a = support::member(&server, "a").await;
+    let b = support::member(&server, "b").await;
+    let c = support::member(&server, "c").await;
 
     // A call acknowledged, then the server dies; the next call may meet the restart.
     macro_rules! step {
@@ -73,17 +73,17 @@ async fn every_acknowledged_transition_survives_kill9() {
         b"chunk-1"
     );
     // b dies; its claim lapses and c reclaims.
-    common::expire(&server.url(), &a.keys(Q).owner).await;
+    support::expire(&server.url(), &a.keys(Q).owner).await;
     let r = step!(c, t => c.reclaim(Q, &t).await);
     assert_eq!(
         (r.state, r.epoch, r.owner.name.as_str()),
         (State::Claimed, 3, "c")
     );
-    let b2 = common::member(&server, "b").await;
+    let b2 = support::member(&server, "b").await;
     let r = step!(c, t => c.commit(Q, 3, &t).await);
     assert_eq!((r.state, r.chunks), (State::Owned, 0));
     // A restarted member recovering its queue after a crash of the server.
-    let c2 = common::member(&server, "c").await;
+    let c2 = support::member(&server, "c").await;
     let r = step!(c2, t => c2.recover(Q, &t).await);
     assert_eq!(
         (r.epoch, r.owner.boot_id.clone()),

@@ -1,26 +1,17 @@
 //! The steps one by one against a real redis-server: a whole handoff, fencing, retries.
 
-mod common;
+mod support;
 
-use tickwheel_redis::{Effect, Error, Rejection, State, Token};
+use support::rejection;
+use tickwheel_redis::{Effect, Protocol, Rejection, State, Token};
 
 const Q: &[u8] = b"example.com";
 
-fn rejection<T: std::fmt::Debug>(r: Result<T, Error>) -> Rejection {
-    match r {
-        Err(Error::Rejected(r)) => *r,
-        other => panic!("expected a rejection, got {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn a_whole_handoff_with_retries() {
-    let Some(server) = common::server() else {
+    let Some((_server, [a, b, c])) = support::with_members(["a", "b", "c"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
-    let b = common::member(&server, "b").await;
-    let c = common::member(&server, "c").await;
 
     let t = Token::generate();
     let owned = a.acquire(Q, &t).await.expect("acquire");
@@ -153,13 +144,8 @@ async fn a_whole_handoff_with_retries() {
     assert_eq!(view.record.map(|r| r.owner.name), Some("b".to_owned()));
 }
 
-#[tokio::test]
-async fn reclaim_of_an_abandoned_prepare_tells_the_source_what_was_taken() {
-    let Some(server) = common::server() else {
-        return;
-    };
-    let a = common::member(&server, "a").await;
-    let c = common::member(&server, "c").await;
+/// `a` acquires `Q` (epoch 1), prepares for any target and appends chunk 0 (`c0`).
+async fn one_chunk_appended(a: &Protocol) {
     a.acquire(Q, &Token::generate()).await.expect("acquire");
     a.prepare(Q, 1, None, &Token::generate())
         .await
@@ -167,7 +153,15 @@ async fn reclaim_of_an_abandoned_prepare_tells_the_source_what_was_taken() {
     a.append(Q, 1, 0, b"c0", 1, &Token::generate())
         .await
         .expect("append");
-    common::expire(&server.url(), &a.keys(Q).owner).await;
+}
+
+#[tokio::test]
+async fn reclaim_of_an_abandoned_prepare_tells_the_source_what_was_taken() {
+    let Some((server, [a, c])) = support::with_members(["a", "c"]).await else {
+        return;
+    };
+    one_chunk_appended(&a).await;
+    support::expire(&server.url(), &a.keys(Q).owner).await;
     let r = c.reclaim(Q, &Token::generate()).await.expect("reclaim");
     assert_eq!(
         (r.record.state, r.record.epoch, r.record.chunks),
@@ -187,18 +181,11 @@ async fn reclaim_of_an_abandoned_prepare_tells_the_source_what_was_taken() {
 
 #[tokio::test]
 async fn recover_after_a_restart_of_the_member() {
-    let Some(server) = common::server() else {
+    let Some((server, [a])) = support::with_members(["a"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
-    a.acquire(Q, &Token::generate()).await.expect("acquire");
-    a.prepare(Q, 1, None, &Token::generate())
-        .await
-        .expect("prepare");
-    a.append(Q, 1, 0, b"c0", 1, &Token::generate())
-        .await
-        .expect("append");
-    let a2 = common::member(&server, "a").await;
+    one_chunk_appended(&a).await;
+    let a2 = support::member(&server, "a").await;
     let r = a2.recover(Q, &Token::generate()).await.expect("recover");
     assert_eq!(
         (r.record.state, r.record.epoch, r.record.chunks),
@@ -209,7 +196,7 @@ async fn recover_after_a_restart_of_the_member() {
         Rejection::Fenced { taken_chunks, .. } => assert_eq!(taken_chunks, Some(0)),
         other => panic!("{other:?}"),
     }
-    let other = common::member(&server, "b").await;
+    let other = support::member(&server, "b").await;
     assert!(matches!(
         rejection(other.recover(Q, &Token::generate()).await),
         Rejection::Taken(_)

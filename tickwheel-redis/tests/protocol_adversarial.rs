@@ -1,22 +1,16 @@
 //! Adversarial tests of the Lua protocol: steps out of order, wrong epochs and boots, stale and
 //! replayed tokens, hostile names, prefixes, huge chunks, Redis killed mid-call, passwords.
 
-mod common;
+mod support;
 
 use std::future::Future;
 use std::time::Duration;
+use support::rejection as rej;
 use tickwheel_redis::keys::QueueKeys;
-use tickwheel_redis::server::{RedisServer, start_for_test_with};
 use tickwheel_redis::{
     Effect, Error, Member, Options, Protocol, Rejection, State, Token, redact_url,
 };
-
-fn rej(r: Result<impl std::fmt::Debug, Error>) -> Rejection {
-    match r {
-        Err(Error::Rejected(b)) => *b,
-        other => panic!("expected a rejection, got {other:?}"),
-    }
-}
+use tickwheel_testkit::redis::{RedisServer, start_for_test_with};
 
 /// Retries a call while Redis is unreachable or loading (a restart).
 async fn retry<T, F, Fut>(call: F) -> Result<T, Error>
@@ -24,7 +18,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Error>>,
 {
-    common::retry(150, call).await
+    support::retry(150, call).await
 }
 
 /// OWNED by `a` at epoch e, PREPARING with `n` chunks appended (1 entry each).
@@ -51,11 +45,9 @@ async fn preparing(a: &Protocol, q: &[u8], n: u64, target: Option<&str>) -> u64 
 
 #[tokio::test]
 async fn a_claim_token_reused_for_commit_is_refused() {
-    let Some(server) = common::server() else {
+    let Some((_server, [a, b])) = support::with_members(["a", "b"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
-    let b = common::member(&server, "b").await;
     let q = b"replay";
     let e = preparing(&a, q, 1, None).await;
     a.seal(q, e, 1, 1, &Token::generate()).await.unwrap();
@@ -81,10 +73,9 @@ async fn a_claim_token_reused_for_commit_is_refused() {
 
 #[tokio::test]
 async fn a_prepare_token_reused_for_seal_is_refused() {
-    let Some(server) = common::server() else {
+    let Some((_server, [a])) = support::with_members(["a"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
     let q = b"replay-seal";
     let e = a.acquire(q, &Token::generate()).await.unwrap().record.epoch;
     let t = Token::generate();
@@ -109,11 +100,9 @@ async fn a_commit_retried_after_a_renew_is_repeated() {
     // and commits. The commit's reply is lost; meanwhile the renewer ran. The commit retried
     // with the same token must be recognised as a repeat: a refusal would read as "not
     // committed" although the data in Redis is gone (a renewal stores no token).
-    let Some(server) = common::server() else {
+    let Some((_server, [a, b])) = support::with_members(["a", "b"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
-    let b = common::member(&server, "b").await;
     let q = b"retry-after-renew";
     let e = preparing(&a, q, 1, None).await;
     a.seal(q, e, 1, 1, &Token::generate()).await.unwrap();
@@ -130,10 +119,9 @@ async fn a_commit_retried_after_a_renew_is_repeated() {
 
 #[tokio::test]
 async fn a_seal_retried_after_a_renew_is_repeated() {
-    let Some(server) = common::server() else {
+    let Some((_server, [a])) = support::with_members(["a"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
     let q = b"seal-retry-after-renew";
     let e = preparing(&a, q, 1, None).await;
     let t_seal = Token::generate();
@@ -153,11 +141,9 @@ async fn a_seal_retried_after_a_renew_is_repeated() {
 
 #[tokio::test]
 async fn steps_out_of_order_are_refused_and_change_nothing() {
-    let Some(server) = common::server() else {
+    let Some((_server, [a, b])) = support::with_members(["a", "b"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
-    let b = common::member(&server, "b").await;
     let q = b"order";
     // Nothing yet.
     assert_eq!(
@@ -273,14 +259,11 @@ async fn steps_out_of_order_are_refused_and_change_nothing() {
 
 #[tokio::test]
 async fn wrong_epochs_boots_and_other_members_are_fenced() {
-    let Some(server) = common::server() else {
+    let Some((server, [a, b, c])) = support::with_members(["a", "b", "c"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
-    let b = common::member(&server, "b").await;
-    let c = common::member(&server, "c").await;
     // Same name as b, another boot (b's zombie or impostor).
-    let b2 = common::member(&server, "b").await;
+    let b2 = support::member(&server, "b").await;
     let q = b"fencing";
     let e = preparing(&a, q, 2, Some("b")).await;
     for bad in [e + 1, e.wrapping_sub(1), 0, u64::MAX] {
@@ -379,11 +362,9 @@ async fn wrong_epochs_boots_and_other_members_are_fenced() {
 
 #[tokio::test]
 async fn fenced_source_taken_chunks_equal_what_the_reclaimer_gets() {
-    let Some(server) = common::server() else {
+    let Some((server, [a, c])) = support::with_members(["a", "c"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
-    let c = common::member(&server, "c").await;
     for n in [0u64, 1, 3] {
         let q = format!("taken-{n}");
         let q = q.as_bytes();
@@ -391,7 +372,7 @@ async fn fenced_source_taken_chunks_equal_what_the_reclaimer_gets() {
         // Chunk n goes in but its reply is "lost": the source does not know.
         let lost = Token::generate();
         a.append(q, e, n, b"lost-reply", 1, &lost).await.unwrap();
-        common::expire(&server.url(), &a.keys(q).owner).await;
+        support::expire(&server.url(), &a.keys(q).owner).await;
         let r = c.reclaim(q, &Token::generate()).await.unwrap();
         let e2 = r.record.epoch;
         // What the reclaimer can fetch.
@@ -430,15 +411,12 @@ async fn fenced_source_taken_chunks_equal_what_the_reclaimer_gets() {
 async fn recover_of_preparing_while_offer_was_reclaimed_keeps_fenced_count() {
     // Source a prepares 2 chunks, its lease lapses, c reclaims (taken 2). a restarts (new boot)
     // and recovers: the record is c's now -> Taken, and fenced[e] must still say 2.
-    let Some(server) = common::server() else {
+    let Some((server, [a, a2, c])) = support::with_members(["a", "a", "c"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
-    let a2 = common::member(&server, "a").await;
-    let c = common::member(&server, "c").await;
     let q = b"recover-after-reclaim";
     let e = preparing(&a, q, 2, None).await;
-    common::expire(&server.url(), &a.keys(q).owner).await;
+    support::expire(&server.url(), &a.keys(q).owner).await;
     c.reclaim(q, &Token::generate()).await.unwrap();
     assert!(matches!(
         rej(a2.recover(q, &Token::generate()).await),
@@ -449,10 +427,9 @@ async fn recover_of_preparing_while_offer_was_reclaimed_keeps_fenced_count() {
 
 #[tokio::test]
 async fn an_empty_target_is_refused_not_taken_for_anyone() {
-    let Some(server) = common::server() else {
+    let Some((_server, [a])) = support::with_members(["a"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
     let q = b"empty-target";
     let e = a.acquire(q, &Token::generate()).await.unwrap().record.epoch;
     let r = a.prepare(q, e, Some(""), &Token::generate()).await;
@@ -466,7 +443,7 @@ async fn an_empty_target_is_refused_not_taken_for_anyone() {
 
 #[tokio::test]
 async fn hostile_queue_and_member_names_do_not_collide_or_break() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let long = vec![b'x'; 200_000];
@@ -495,7 +472,7 @@ async fn hostile_queue_and_member_names_do_not_collide_or_break() {
     ];
     let mut protos = Vec::new();
     for m in members {
-        protos.push(common::member(&server, m).await);
+        protos.push(support::member(&server, m).await);
     }
     // Every member acquires its own copy of every queue, under its own prefix? No: one
     // prefix; member i acquires queue i, and all others see it Taken by member i.
@@ -566,7 +543,7 @@ async fn hostile_queue_and_member_names_do_not_collide_or_break() {
 
 #[tokio::test]
 async fn prefixes_separate_and_bad_prefixes_refused() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     for bad in ["", "a{b", "a}b", "a b", "a\nb", "\u{e9}", &"p".repeat(65)] {
@@ -610,11 +587,9 @@ async fn prefixes_separate_and_bad_prefixes_refused() {
 
 #[tokio::test]
 async fn huge_chunk_round_trips() {
-    let Some(server) = common::server() else {
+    let Some((_server, [a, b])) = support::with_members(["a", "b"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
-    let b = common::member(&server, "b").await;
     let q = b"huge";
     let e = a.acquire(q, &Token::generate()).await.unwrap().record.epoch;
     a.prepare(q, e, None, &Token::generate()).await.unwrap();
@@ -633,12 +608,12 @@ async fn huge_chunk_round_trips() {
 
 #[tokio::test]
 async fn redis_killed_mid_call_then_restarted_no_transition_lost_or_doubled() {
-    let Some(mut server) = common::server() else {
+    let Some(mut server) = support::server() else {
         return;
     };
     let url = server.url();
-    let a = common::member(&server, "a").await;
-    let b = common::member(&server, "b").await;
+    let a = support::member(&server, "a").await;
+    let b = support::member(&server, "b").await;
     let q = b"kill-mid";
     let e = a.acquire(q, &Token::generate()).await.unwrap().record.epoch;
     a.prepare(q, e, None, &Token::generate()).await.unwrap();
@@ -715,10 +690,10 @@ async fn redis_killed_mid_call_then_restarted_no_transition_lost_or_doubled() {
 async fn connection_recovers_after_a_long_outage() {
     // Redis down for longer than the client's reconnect retries; the same Protocol must work
     // again once it is back ("an error the caller can retry").
-    let Some(mut server) = common::server() else {
+    let Some(mut server) = support::server() else {
         return;
     };
-    let a = common::member(&server, "a").await;
+    let a = support::member(&server, "a").await;
     let q = b"outage";
     a.acquire(q, &Token::generate()).await.unwrap();
     server.kill9().unwrap();
@@ -821,7 +796,7 @@ async fn connect_errors_never_print_the_password() {
 async fn rediss_url_is_an_error_not_a_panic() {
     // The docs: "`rediss://` for TLS". redis-rs is built with `tls-rustls` but rustls 0.23
     // has no crypto provider feature (ring / aws-lc-rs) enabled: the first TLS connect panics.
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let url = format!("rediss://:pw@127.0.0.1:{}/", server.port());
@@ -852,11 +827,9 @@ async fn a_server_made_unsafe_after_connect_is_refused_at_seal_claim_and_commit(
     assert!(matches!(r, Err(Error::UnsafeServer { .. })), "{r:?}");
     drop(server);
     // Safe at connect, made unsafe afterwards.
-    let Some(server) = common::server() else {
+    let Some((server, [a, b])) = support::with_members(["a", "b"]).await else {
         return;
     };
-    let a = common::member(&server, "a").await;
-    let b = common::member(&server, "b").await;
     let q = b"reconfigured";
     let e = preparing(&a, q, 1, None).await;
     let client = redis::Client::open(server.url()).unwrap();

@@ -1,19 +1,18 @@
 //! 8 members race to claim each of 1 000 offers: exactly one wins each time.
 
-mod common;
+mod support;
 
 use tickwheel_redis::{Effect, Error, Rejection, State, Token};
 use tokio::task::JoinSet;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exactly_one_claimer_wins_each_offer() {
-    let Some(server) = common::server() else {
+    let Some((server, [source])) = support::with_members(["source"]).await else {
         return;
     };
-    let source = common::member(&server, "source").await;
     let mut claimers = Vec::new();
     for i in 0..8 {
-        claimers.push(common::member(&server, &format!("claimer{i}")).await);
+        claimers.push(support::member(&server, &format!("claimer{i}")).await);
     }
     let offers: usize = std::env::var("TICKWHEEL_RACE_OFFERS")
         .ok()

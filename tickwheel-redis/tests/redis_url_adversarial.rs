@@ -2,10 +2,10 @@
 //! echoes what was typed with only the password hidden, and no error of `Protocol::connect`
 //! repeats the password, typed or percent-decoded.
 
-mod common;
+mod support;
 
-use tickwheel_redis::server::start_for_test_with;
 use tickwheel_redis::{Error, Member, Options, Protocol, redact_url};
+use tickwheel_testkit::redis::start_for_test_with;
 
 #[test]
 fn redact_url_hides_only_the_password() {

@@ -2,7 +2,7 @@
 //! lost (the call ran; the member retries it later with the same token), checked call by call
 //! against a model of the protocol written in Rust. Seeded, bounded.
 
-mod common;
+mod support;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -152,6 +152,15 @@ impl Model {
                 _ => Out::Absent,
             };
         };
+        // CLAIMED by the caller, under the next epoch.
+        fn claimed_by(r: &mut MRec, name: &str, boot: &str, token: String) {
+            r.state = State::Claimed;
+            r.owner = name.into();
+            r.boot = boot.into();
+            r.epoch += 1;
+            r.deadline = Deadline::Future;
+            r.token = token;
+        }
         let to_owned = |r: &mut MRec, data: &mut Vec<Vec<u8>>| {
             data.clear();
             r.target = None;
@@ -237,8 +246,14 @@ impl Model {
                 r.token = token;
                 Out::Changed
             }
-            Op::Abort => {
-                if r.state != State::Preparing {
+            // Back to OWNED: an abort from PREPARING, a commit from CLAIMED.
+            Op::Abort | Op::Commit => {
+                let from = if matches!(op, Op::Abort) {
+                    State::Preparing
+                } else {
+                    State::Claimed
+                };
+                if r.state != from {
                     return Out::State;
                 }
                 to_owned(r, &mut self.data);
@@ -252,12 +267,7 @@ impl Model {
                 if r.target.as_ref().is_some_and(|t| t != name) && r.deadline != Deadline::Past {
                     return Out::NotOffered;
                 }
-                r.state = State::Claimed;
-                r.owner = name.into();
-                r.boot = boot.into();
-                r.epoch += 1;
-                r.deadline = Deadline::Future;
-                r.token = token;
+                claimed_by(r, name, boot, token);
                 Out::Changed
             }
             Op::Reclaim => {
@@ -271,20 +281,7 @@ impl Model {
                     self.fenced.insert(r.epoch, self.data.len() as u64);
                 }
                 r.target = None;
-                r.state = State::Claimed;
-                r.owner = name.into();
-                r.boot = boot.into();
-                r.epoch += 1;
-                r.deadline = Deadline::Future;
-                r.token = token;
-                Out::Changed
-            }
-            Op::Commit => {
-                if r.state != State::Claimed {
-                    return Out::State;
-                }
-                to_owned(r, &mut self.data);
-                r.token = token;
+                claimed_by(r, name, boot, token);
                 Out::Changed
             }
             Op::Renew => {
@@ -388,7 +385,7 @@ async fn run(url: &str, seed: u64, steps: usize, changed: &mut HashMap<String, u
     let mut actors = Vec::new();
     for n in NAMES {
         actors.push(Actor {
-            p: common::connect(url, Member::new_boot(n)).await,
+            p: support::connect(url, Member::new_boot(n)).await,
             epoch: 0,
             pending: None,
         });
@@ -404,13 +401,13 @@ async fn run(url: &str, seed: u64, steps: usize, changed: &mut HashMap<String, u
             && let Some(r) = model.rec.as_mut()
             && r.deadline != Deadline::None
         {
-            common::expire(url, &keys.owner).await;
+            support::expire(url, &keys.owner).await;
             r.deadline = Deadline::Past;
         }
         // Sometimes a member restarts: a new boot, its lost call forgotten.
         if rng.random_bool(0.02) {
             actors[who] = Actor {
-                p: common::connect(url, Member::new_boot(NAMES[who])).await,
+                p: support::connect(url, Member::new_boot(NAMES[who])).await,
                 epoch: 0,
                 pending: None,
             };
@@ -542,7 +539,7 @@ async fn run(url: &str, seed: u64, steps: usize, changed: &mut HashMap<String, u
 
 #[tokio::test]
 async fn random_calls_with_lost_replies_match_the_model() {
-    let Some(server) = common::server() else {
+    let Some(server) = support::server() else {
         return;
     };
     let seeds: u64 = std::env::var("TICKWHEEL_MODEL_SEEDS")

@@ -5,79 +5,38 @@
 
 use std::path::Path;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, date_time_ymd,
-};
-use tickwheel_redis::server::{RedisServer, ServerError, ServerTls};
 use tickwheel_redis::{ClientIdentity, Effect, Error, Member, Options, Protocol, State, Token};
+use tickwheel_testkit::TlsFiles;
+use tickwheel_testkit::pki::{Leaf, Pki};
+use tickwheel_testkit::redis::RedisServer;
 
 const PASSWORD: &str = "s3cret-Pa55word";
 const Q: &[u8] = b"tls.example";
 
-/// A CA, and a leaf certificate it signed (PEM), with its key.
-struct Pki {
-    ca_pem: String,
-    issuer: CertifiedIssuer<'static, KeyPair>,
+fn ca(name: &str) -> Pki {
+    Pki::new(name).expect("ca")
 }
 
-struct Leaf {
-    cert_pem: String,
-    key_pem: String,
-}
-
-impl Pki {
-    fn new(name: &str) -> Pki {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let key = KeyPair::generate().expect("key");
-        let issuer = CertifiedIssuer::self_signed(params, key).expect("ca");
-        Pki {
-            ca_pem: issuer.pem(),
-            issuer,
-        }
-    }
-
-    /// A certificate for `127.0.0.1` and `localhost`; `expired`: valid only in 2000.
-    fn leaf(&self, expired: bool) -> Leaf {
-        let mut params =
-            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-                .expect("params");
-        if expired {
-            params.not_before = date_time_ymd(2000, 1, 1);
-            params.not_after = date_time_ymd(2000, 12, 31);
-        }
-        let key = KeyPair::generate().expect("key");
-        let cert = params.signed_by(&key, &self.issuer).expect("sign");
-        Leaf {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        }
-    }
+/// A certificate for `127.0.0.1` and `localhost`; `expired`: valid only in 2000.
+fn leaf(pki: &Pki, expired: bool) -> Leaf {
+    let leaf = if expired {
+        pki.expired_leaf()
+    } else {
+        pki.leaf()
+    };
+    leaf.expect("leaf")
 }
 
 /// Writes the server's files; starts a TLS-only server requiring client certificates (when
 /// `auth_clients`) and `PASSWORD`. `None` (skipped) where redis-server is missing, outside CI.
 fn tls_server(dir: &Path, pki: &Pki, server: &Leaf, auth_clients: bool) -> Option<RedisServer> {
-    let write = |name: &str, text: &str| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).expect("write");
-        path
-    };
-    let tls = ServerTls {
-        cert: write("server.crt", &server.cert_pem),
-        key: write("server.key", &server.key_pem),
-        ca: write("ca.crt", &pki.ca_pem),
+    pki.write_server(dir, server).expect("write");
+    tickwheel_testkit::skip_if_missing(RedisServer::start_tls(
+        Some(&dir.join("data")),
+        TlsFiles::in_dir(dir),
         auth_clients,
-    };
-    match RedisServer::start_tls(Some(&dir.join("data")), tls, &[("requirepass", PASSWORD)]) {
-        Ok(s) => Some(s),
-        Err(e @ ServerError::NotInstalled { .. }) if std::env::var_os("CI").is_none() => {
-            eprintln!("skipping: {e}");
-            None
-        }
-        Err(e) => panic!("cannot start a TLS redis-server: {e}"),
-    }
+        &[("requirepass", PASSWORD)],
+    ))
 }
 
 fn url(server: &RedisServer, password: &str) -> String {
@@ -124,12 +83,12 @@ fn key_body(leaf: &Leaf) -> String {
 #[tokio::test]
 async fn a_handoff_over_mutual_tls_with_a_password() {
     let dir = tempfile::tempdir().expect("dir");
-    let pki = Pki::new("tickwheel test CA");
-    let Some(server) = tls_server(dir.path(), &pki, &pki.leaf(false), true) else {
+    let pki = ca("tickwheel test CA");
+    let Some(server) = tls_server(dir.path(), &pki, &leaf(&pki, false), true) else {
         return;
     };
     assert!(server.url().starts_with("rediss://"));
-    let (ca, ca2) = (pki.leaf(false), pki.leaf(false));
+    let (ca, ca2) = (leaf(&pki, false), leaf(&pki, false));
     let a = Protocol::connect(
         &url(&server, PASSWORD),
         Member::new_boot("a"),
@@ -176,11 +135,11 @@ async fn a_handoff_over_mutual_tls_with_a_password() {
 #[tokio::test]
 async fn bad_credentials_are_refused_clearly_and_never_echoed() {
     let dir = tempfile::tempdir().expect("dir");
-    let pki = Pki::new("tickwheel test CA");
-    let Some(server) = tls_server(dir.path(), &pki, &pki.leaf(false), true) else {
+    let pki = ca("tickwheel test CA");
+    let Some(server) = tls_server(dir.path(), &pki, &leaf(&pki, false), true) else {
         return;
     };
-    let client = pki.leaf(false);
+    let client = leaf(&pki, false);
     let secrets = [PASSWORD, key_body(&client).as_str()].map(str::to_owned);
     let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
 
@@ -194,7 +153,7 @@ async fn bad_credentials_are_refused_clearly_and_never_echoed() {
     assert!(e.to_string().contains("UnknownIssuer"), "{e}");
 
     // Another CA.
-    let other = Pki::new("another CA");
+    let other = ca("another CA");
     let e = refused(
         &url(&server, PASSWORD),
         options(&other.ca_pem, Some(&client)),
@@ -227,7 +186,7 @@ async fn bad_credentials_are_refused_clearly_and_never_echoed() {
     assert!(!e.to_string().contains("wrong-Pa55"), "{e}");
 
     // A client certificate that expired.
-    let expired = pki.leaf(true);
+    let expired = leaf(&pki, true);
     let e = refused(
         &url(&server, PASSWORD),
         options(&pki.ca_pem, Some(&expired)),
@@ -240,8 +199,8 @@ async fn bad_credentials_are_refused_clearly_and_never_echoed() {
 #[tokio::test]
 async fn an_expired_server_certificate_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
-    let pki = Pki::new("tickwheel test CA");
-    let Some(server) = tls_server(dir.path(), &pki, &pki.leaf(true), false) else {
+    let pki = ca("tickwheel test CA");
+    let Some(server) = tls_server(dir.path(), &pki, &leaf(&pki, true), false) else {
         return;
     };
     let e = refused(

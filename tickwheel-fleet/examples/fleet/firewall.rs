@@ -121,7 +121,7 @@ impl Firewall {
 impl Drop for Firewall {
     fn drop(&mut self) {
         if let Err(e) = nft(&["delete", "table", "inet", &self.table]) {
-            crate::say!("fleet: cannot delete nftables table {}: {e}", self.table);
+            say!("fleet: cannot delete nftables table {}: {e}", self.table);
         }
     }
 }

@@ -8,16 +8,10 @@
 //! options or a missing server binary.
 #![forbid(unsafe_code)]
 
-/// A progress line on standard error in one write, so that the lines of the parent and its
-/// children (which share the stream) never interleave within a line.
-#[macro_export]
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let line = format!("{}\n", format_args!($($arg)*));
-        let _ = std::io::stderr().write_all(line.as_bytes());
-    }};
-}
+// `say!`: a progress line on standard error in one write, so that the lines of the parent
+// and its children (which share the stream) never interleave within a line.
+#[macro_use]
+extern crate tickwheel_testkit;
 
 mod check;
 mod cli;
@@ -30,7 +24,7 @@ mod scenario;
 mod spool;
 mod tls;
 
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = cli::parse();
@@ -44,18 +38,18 @@ fn main() -> ExitCode {
         };
     }
     // The servers this run starts must be installed: a missing one is a usage problem.
-    let etcd = std::env::var(tickwheel_fleet::server::BINARY_ENV).unwrap_or_else(|_| "etcd".into());
-    let redis = std::env::var(tickwheel_redis::server::BINARY_ENV)
-        .unwrap_or_else(|_| "redis-server".into());
-    for (binary, given, package) in [
-        (&etcd, args.etcd_url.is_some(), "etcd-server"),
-        (&redis, args.redis_url.is_some(), "redis-server"),
+    for (installed, given) in [
+        (
+            tickwheel_testkit::Server::Etcd.installed(),
+            args.etcd_url.is_some(),
+        ),
+        (
+            tickwheel_testkit::Server::Redis.installed(),
+            args.redis_url.is_some(),
+        ),
     ] {
-        if !given && Command::new(binary).arg("--version").output().is_err() {
-            eprintln!(
-                "fleet: {binary} is not installed: `apt-get install {package}`, or give its URL \
-                 (--etcd-url / --redis-url)"
-            );
+        if let (Err(missing), false) = (installed, given) {
+            eprintln!("fleet: {missing}; or give its URL (--etcd-url / --redis-url)");
             return ExitCode::from(2);
         }
     }
@@ -63,26 +57,9 @@ fn main() -> ExitCode {
         eprintln!("fleet: {e}");
         return ExitCode::from(2);
     }
-    let dir = match tempfile::Builder::new().prefix("fleet-").tempdir() {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("fleet: cannot make the run's directory: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = orchestrate::run(&args, dir.path());
-    if args.keep {
-        eprintln!("run directory kept: {}", dir.keep().display());
-    }
-    match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("fleet: {e}");
-            println!("ownership: FAILED the run did not finish: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    tickwheel_testkit::proof::run_in_temp_dir("fleet", "ownership", args.keep, |dir| {
+        orchestrate::run(&args, dir)
+    })
 }
 
 /// A given `--redis-url` or `--etcd-url` the run cannot use (bad URL, unreachable, a Redis

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::{Rng as _, SeedableRng as _};
-use tickwheel_fleet::server::{EtcdServer, EtcdTls};
-use tickwheel_redis::server::{RedisServer, ServerTls};
+use tickwheel_testkit::TlsFiles;
+use tickwheel_testkit::etcd::EtcdServer;
+use tickwheel_testkit::redis::RedisServer;
 
 use crate::check::{self, Inputs};
 use crate::cli::Args;
@@ -56,30 +57,16 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
                 .map_err(|e| format!("redis-server: {e}"))?,
         ),
         (None, Some(d)) => Some(
-            RedisServer::start_tls(
-                Some(&dir.join("redis")),
-                ServerTls {
-                    cert: d.join("server.crt"),
-                    key: d.join("server.key"),
-                    ca: d.join("ca.crt"),
-                    auth_clients: true,
-                },
-                &[],
-            )
-            .map_err(|e| format!("redis-server: {e}"))?,
+            RedisServer::start_tls(Some(&dir.join("redis")), TlsFiles::in_dir(d), true, &[])
+                .map_err(|e| format!("redis-server: {e}"))?,
         ),
     };
     let etcd = match (&args.etcd_url, &tls_dir) {
         (Some(_), _) => None,
         (None, None) => Some(EtcdServer::start().map_err(|e| format!("etcd: {e}"))?),
-        (None, Some(d)) => Some(
-            EtcdServer::start_tls(EtcdTls {
-                cert: d.join("server.crt"),
-                key: d.join("server.key"),
-                ca: d.join("ca.crt"),
-            })
-            .map_err(|e| format!("etcd: {e}"))?,
-        ),
+        (None, Some(d)) => {
+            Some(EtcdServer::start_tls(TlsFiles::in_dir(d)).map_err(|e| format!("etcd: {e}"))?)
+        }
     };
     let redis_url = args
         .redis_url

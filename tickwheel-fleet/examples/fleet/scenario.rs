@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tickwheel_fleet::server::EtcdServer;
-use tickwheel_redis::server::RedisServer;
+use tickwheel_testkit::etcd::EtcdServer;
+use tickwheel_testkit::redis::RedisServer;
 
 use crate::cli::{Args, Scenario};
 use crate::firewall::{Firewall, Rule};

@@ -324,7 +324,7 @@ mod tests {
     /// The scripts against a real redis-server (skipped outside CI when it is missing).
     #[test]
     fn delivery_refuses_a_lower_token_and_moves_ids_once() {
-        let Some(server) = tickwheel_redis::server::start_for_test() else {
+        let Some(server) = tickwheel_testkit::redis::start_for_test() else {
             return;
         };
         let rt = tokio::runtime::Builder::new_current_thread()

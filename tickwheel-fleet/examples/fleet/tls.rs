@@ -4,41 +4,13 @@
 use std::io;
 use std::path::Path;
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-
-fn err(e: rcgen::Error) -> io::Error {
-    io::Error::other(e.to_string())
-}
-
 /// Writes `ca.crt`, `server.crt`/`server.key` (for 127.0.0.1 and localhost) and
 /// `client.crt`/`client.key` into `dir`, readable by the members' user ids.
 ///
 /// # Errors
 /// If a certificate cannot be made or a file written.
 pub fn make(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::create_dir_all(dir)?;
-    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "tickwheel fleet run CA");
-    let issuer =
-        CertifiedIssuer::self_signed(ca, KeyPair::generate().map_err(err)?).map_err(err)?;
-    let mut files = vec![("ca.crt".to_owned(), issuer.pem())];
-    for who in ["server", "client"] {
-        let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .map_err(err)?;
-        let key = KeyPair::generate().map_err(err)?;
-        let cert = params.signed_by(&key, &issuer).map_err(err)?;
-        files.push((format!("{who}.crt"), cert.pem()));
-        files.push((format!("{who}.key"), key.serialize_pem()));
-    }
-    for (name, text) in files {
-        let path = dir.join(name);
-        std::fs::write(&path, text)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))?;
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+    tickwheel_testkit::pki::Pki::new("tickwheel fleet run CA")?.write_run(dir)
 }
 
 fn read(dir: &Path, name: &str) -> io::Result<Vec<u8>> {

@@ -129,7 +129,7 @@ fn settle_reclaimed(
         .map_err(|e| fail("read", e))?;
     let taken = view.taken_chunks.unwrap_or(0);
     let records = held.reclaimed(q, offer, taken);
-    crate::say!(
+    say!(
         "{}#{}: {q} was taken over: {taken} chunk(s) taken, {} value(s) handed back",
         h.cfg.name,
         h.cfg.boot,
@@ -248,7 +248,7 @@ pub fn offer(rt: &Runtime, h: &Host, c: &Custody, q: &str) -> Result<(), String>
                 taken_chunks,
                 values,
             }) => {
-                crate::say!(
+                say!(
                     "{}#{}: fenced at {step} of {q} ({} holds epoch {}): {taken_chunks} chunk(s) taken, {} value(s) handed back",
                     h.cfg.name,
                     h.cfg.boot,
@@ -367,7 +367,7 @@ pub fn take_in(
     match rt.block_on(inc.commit()) {
         Ok(_) => {}
         Err(CustodyError::Protocol(e @ Error::Rejected(_))) => {
-            crate::say!(
+            say!(
                 "{}#{}: claim of {q} lost before commit: {e}",
                 h.cfg.name,
                 h.cfg.boot

@@ -316,11 +316,11 @@ pub fn run(cfg: Config, url: &str) -> Result<(), String> {
         .map_or(0, |d| d.as_micros() as i128);
     let off = (wall - i128::from(host.clock.reference_us(Instant::now()))) as f64 / 1e6;
     let label = format!("{}#{}", host.cfg.name, host.cfg.boot);
-    crate::say!("{label}: host clock {off:+.1} s off the reference clock");
+    say!("{label}: host clock {off:+.1} s off the reference clock");
     let custody = flow::connect(&rt, url, &host)?;
     let recorded = host.record_sink()?;
     if recorded > 0 {
-        crate::say!("{label}: {recorded} delivery(ies) in the sink recorded in the spool");
+        say!("{label}: {recorded} delivery(ies) in the sink recorded in the spool");
     }
     let queues = queue_names(host.cfg.queues);
     // What is this host's: the first source acquires every queue; a restarted host
@@ -347,7 +347,7 @@ pub fn run(cfg: Config, url: &str) -> Result<(), String> {
     }
     let reloaded = host.reload(&held)?;
     if reloaded > 0 {
-        crate::say!("{label}: reloaded {reloaded} timers from the spool");
+        say!("{label}: reloaded {reloaded} timers from the spool");
     }
     let dispatcher = {
         let h = host.clone();
@@ -489,7 +489,7 @@ impl Lcg {
 mod tests {
     use super::*;
     use std::net::{TcpListener, TcpStream};
-    use tickwheel_redis::server::start_for_test;
+    use tickwheel_testkit::redis::start_for_test;
 
     /// A proxy to `port` that, for its first `drops` connections, accepts and resets them
     /// (a server going down mid-conversation), then forwards.

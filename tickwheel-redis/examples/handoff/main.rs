@@ -7,16 +7,10 @@
 //! failed), 2 bad options or no redis-server.
 #![forbid(unsafe_code)]
 
-/// A progress line on standard error in one write, so that the lines of the parent and its
-/// children (which share the stream) never interleave within a line.
-#[macro_export]
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let line = format!("{}\n", format_args!($($arg)*));
-        let _ = std::io::stderr().write_all(line.as_bytes());
-    }};
-}
+// `say!`: a progress line on standard error in one write, so that the lines of the parent
+// and its children (which share the stream) never interleave within a line.
+#[macro_use]
+extern crate tickwheel_testkit;
 
 mod cli;
 mod flow;
@@ -29,8 +23,6 @@ mod tls;
 
 use std::process::ExitCode;
 use std::time::Duration;
-
-use tickwheel_redis::server::{BINARY_ENV, ServerError};
 
 fn main() -> ExitCode {
     let args = cli::parse();
@@ -76,14 +68,9 @@ fn main() -> ExitCode {
         };
     }
     // The harness's binary (its environment variable may name another).
-    let binary = std::env::var(BINARY_ENV).unwrap_or_else(|_| "redis-server".to_owned());
-    if std::process::Command::new(&binary)
-        .arg("--version")
-        .output()
-        .is_err()
-        && args.redis_url.is_none()
+    if args.redis_url.is_none()
+        && let Err(missing) = tickwheel_testkit::Server::Redis.installed()
     {
-        let missing = ServerError::NotInstalled { binary };
         eprintln!("handoff: {missing} (or give --redis-url)");
         return ExitCode::from(2);
     }
@@ -93,26 +80,9 @@ fn main() -> ExitCode {
         eprintln!("handoff: --redis-url: {e}");
         return ExitCode::from(2);
     }
-    let dir = match tempfile::Builder::new().prefix("handoff-").tempdir() {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("handoff: cannot make the run's directory: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = orchestrate::run(&args, dir.path());
-    if args.keep {
-        eprintln!("run directory kept: {}", dir.keep().display());
-    }
-    match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("handoff: {e}");
-            println!("custody: FAILED the run did not finish: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    tickwheel_testkit::proof::run_in_temp_dir("handoff", "custody", args.keep, |dir| {
+        orchestrate::run(&args, dir)
+    })
 }
 
 /// A `--redis-url` the run cannot use (bad URL, unreachable, not a primary, no

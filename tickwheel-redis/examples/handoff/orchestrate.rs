@@ -18,7 +18,8 @@ use crate::spool::{self, Delivery, Record};
 use crate::steps::Role;
 use tickwheel_redis::chunk::Chunk;
 use tickwheel_redis::keys::{DEFAULT_PREFIX, QueueKeys};
-use tickwheel_redis::server::{RedisServer, ServerTls};
+use tickwheel_testkit::TlsFiles;
+use tickwheel_testkit::redis::RedisServer;
 
 /// A run that takes longer than this is stuck (the defaults finish in seconds).
 const STUCK: Duration = Duration::from_secs(300);
@@ -70,13 +71,8 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
         None if args.tls => {
             let t = dir.join("tls");
             crate::tls::make(&t).map_err(|e| format!("certificates: {e}"))?;
-            let tls = ServerTls {
-                cert: t.join("server.crt"),
-                key: t.join("server.key"),
-                ca: t.join("ca.crt"),
-                auth_clients: true,
-            };
-            let s = RedisServer::start_tls(Some(dir), tls, &[]).map_err(|e| e.to_string())?;
+            let s = RedisServer::start_tls(Some(dir), TlsFiles::in_dir(&t), true, &[])
+                .map_err(|e| e.to_string())?;
             let url = s.url();
             (Some(s), url)
         }
@@ -106,7 +102,7 @@ pub fn run(args: &Args, dir: &Path) -> Result<bool, String> {
     run.drive()?;
     if !run.kills.is_empty() {
         let left: Vec<String> = run.kills.iter().map(ToString::to_string).collect();
-        crate::say!("note: no process reached {}", left.join(", "));
+        say!("note: no process reached {}", left.join(", "));
     }
     let verdict = ledger::check(&run.inputs()?);
     println!("{}", verdict.last_line());
@@ -181,7 +177,7 @@ impl Run<'_> {
             }
             let _ = tx.send((who, boot, Event::Closed));
         });
-        crate::say!("{name}#{boot}: started (pid {})", child.id());
+        say!("{name}#{boot}: started (pid {})", child.id());
         self.names.insert(name.to_string());
         self.procs.insert(
             name.to_string(),
@@ -248,7 +244,7 @@ impl Run<'_> {
                         .or(line.strip_prefix("imported "))
                         .or(line.strip_prefix("skipped "))
                     {
-                        crate::say!("{name}#{boot}: {} {q}", &line[..line.len() - q.len() - 1]);
+                        say!("{name}#{boot}: {} {q}", &line[..line.len() - q.len() - 1]);
                         if role == Role::Spare && line.starts_with("imported ") {
                             self.resume_stopped()?;
                         }
@@ -266,7 +262,7 @@ impl Run<'_> {
             let live: Vec<String> = self.procs.keys().cloned().collect();
             if !finishing && live.iter().all(|n| all.contains(n)) {
                 finishing = true;
-                crate::say!("every queue moved: finishing");
+                say!("every queue moved: finishing");
                 for n in &live {
                     self.send(n, "finish");
                 }
@@ -281,16 +277,16 @@ impl Run<'_> {
             let Some(mut p) = self.procs.remove(name) else {
                 return Ok(());
             };
-            crate::say!("{name}#{}: kill -9 at {step}", p.boot);
+            say!("{name}#{}: kill -9 at {step}", p.boot);
             let _ = p.child.kill();
             let _ = p.child.wait();
             self.killed.insert((name.to_string(), p.boot));
             if self.args.spare && role == Role::Target {
-                crate::say!("{name} stays dead: the spare takes over after the lease");
+                say!("{name} stays dead: the spare takes over after the lease");
                 return self.spawn("spare", Role::Spare);
             }
             if self.args.spare && role == Role::Source {
-                crate::say!("{name} stays dead until the spare has taken its queue over");
+                say!("{name} stays dead until the spare has taken its queue over");
                 self.dead = Some(name.to_string());
                 return self.spawn("spare", Role::Spare);
             }
@@ -304,18 +300,18 @@ impl Run<'_> {
             && let Some(p) = self.procs.get(name)
         {
             let pid = p.child.id();
-            crate::say!(
+            say!(
                 "{name}#{}: SIGSTOP at {step}; the spare reclaims after the lease",
                 p.boot
             );
-            signal("-STOP", pid)?;
+            signal("STOP", pid)?;
             self.stopped = Some(name.to_string());
             return self.spawn("spare", Role::Spare);
         }
         if self.take_kill(Who::Redis, step)
             && let Some(s) = self.server.as_mut()
         {
-            crate::say!("redis-server: kill -9 after {name}'s {step}, restart from its AOF");
+            say!("redis-server: kill -9 after {name}'s {step}, restart from its AOF");
             s.restart().map_err(|e| e.to_string())?;
         }
         self.send(name, "go");
@@ -328,8 +324,8 @@ impl Run<'_> {
             return Ok(());
         };
         if let Some(p) = self.procs.get(&name) {
-            crate::say!("{name}#{}: SIGCONT", p.boot);
-            signal("-CONT", p.child.id())?;
+            say!("{name}#{}: SIGCONT", p.boot);
+            signal("CONT", p.child.id())?;
         }
         self.send(&name, "go");
         // Stays Some: the source is stopped once.
@@ -382,17 +378,9 @@ impl Run<'_> {
     }
 }
 
-/// Sends a signal to a child by its PID (the `kill` command: no unsafe code here).
+/// Sends a signal (`"STOP"`, `"CONT"`) to a child by its PID.
 fn signal(sig: &str, pid: u32) -> Result<(), String> {
-    let status = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .map_err(|e| format!("kill {sig} {pid}: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("kill {sig} {pid}: {status}"))
-    }
+    tickwheel_testkit::send_signal(pid, sig).map_err(|e| e.to_string())
 }
 
 /// The ids of every chunk still in Redis, each chunk decoded and checked against the owner

@@ -4,12 +4,7 @@
 use std::io;
 use std::path::Path;
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use tickwheel_redis::TlsOptions;
-
-fn err(e: rcgen::Error) -> io::Error {
-    io::Error::other(e.to_string())
-}
 
 /// Writes `ca.crt`, `server.crt`/`server.key` (for 127.0.0.1 and localhost) and
 /// `client.crt`/`client.key` into `dir`.
@@ -17,23 +12,7 @@ fn err(e: rcgen::Error) -> io::Error {
 /// # Errors
 /// If a certificate cannot be made or a file written.
 pub fn make(dir: &Path) -> io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "tickwheel handoff run CA");
-    let issuer =
-        CertifiedIssuer::self_signed(ca, KeyPair::generate().map_err(err)?).map_err(err)?;
-    std::fs::write(dir.join("ca.crt"), issuer.pem())?;
-    for who in ["server", "client"] {
-        let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-            .map_err(err)?;
-        let key = KeyPair::generate().map_err(err)?;
-        let cert = params.signed_by(&key, &issuer).map_err(err)?;
-        std::fs::write(dir.join(format!("{who}.crt")), cert.pem())?;
-        std::fs::write(dir.join(format!("{who}.key")), key.serialize_pem())?;
-    }
-    Ok(())
+    tickwheel_testkit::pki::Pki::new("tickwheel handoff run CA")?.write_run(dir)
 }
 
 /// The run's CA and client identity, for [`tickwheel_redis::Options::tls`].

@@ -1,5 +1,5 @@
 //! A model of one queue's owner record (tickwheel-redis's Lua steps) and of the fleet's etcd
-//! leases, for the `stateright` model checker (`tests/protocol_model.rs`).
+//! leases, for the `stateright` model checker (`tests/protocol_model/main.rs`).
 //!
 //! Two members, `A` (0) and `B` (1), and two timers (chunk `i` holds timer `i`). Time is
 //! discrete: one tick is one step of every clock. Each `Req` is a call of one script; Redis runs

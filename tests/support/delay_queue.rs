@@ -1,5 +1,4 @@
 //! Code shared by the `DelayQueue` integration tests (all under tokio's paused clock).
-#![allow(dead_code)] // each test file uses its own subset
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;

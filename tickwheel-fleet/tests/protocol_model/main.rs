@@ -1,5 +1,5 @@
 //! The owner-record protocol and the fleet's lease timing, model-checked with `stateright`
-//! (the model: `tests/model/mod.rs`). Every state up to the model's horizon is explored
+//! (the model: `tests/protocol_model/model/`). Every state up to the model's horizon is explored
 //! (breadth-first): custody, one dispatching owner at a time, no write by a fenced epoch and no
 //! record taken from a holder within its lease hold in all of them; a survivor's takeover and a
 //! handoff are reachable. Each planted protocol fault is found.

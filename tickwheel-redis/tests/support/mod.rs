@@ -1,0 +1,147 @@
+//! Shared by the integration tests: a server of the test's own and connected members.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use tickwheel::sync::Scheduler;
+
+use tickwheel_redis::{Custody, CustodyOptions, Error, Member, Options, Protocol, Rejection};
+use tickwheel_testkit::redis::{RedisServer, start_for_test};
+
+pub type Sched = Scheduler<String, u64, String>;
+
+pub fn server() -> Option<RedisServer> {
+    start_for_test()
+}
+
+/// A server of the test's own and `names` connected to it, in order (`None`: skip, see
+/// [`server`]).
+pub async fn with_members<const N: usize>(
+    names: [&str; N],
+) -> Option<(RedisServer, [Protocol; N])> {
+    let server = server()?;
+    let mut members = Vec::with_capacity(N);
+    for name in names {
+        members.push(member(&server, name).await);
+    }
+    match members.try_into() {
+        Ok(members) => Some((server, members)),
+        Err(_) => unreachable!("N names, N members"),
+    }
+}
+
+pub async fn member(server: &RedisServer, name: &str) -> Protocol {
+    connect(&server.url(), Member::new_boot(name)).await
+}
+
+pub async fn connect(url: &str, member: Member) -> Protocol {
+    match Protocol::connect(url, member, Options::default()).await {
+        Ok(p) => p,
+        Err(e) => panic!("connect: {e}"),
+    }
+}
+
+/// A plain connection to `url`, for raw commands (what a test plants or inspects).
+pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(url).expect("url");
+    client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect")
+}
+
+/// Moves the record's deadline into the past with a raw command (tests only): what waiting
+/// out a lease would do, without timing in the test.
+pub async fn expire(url: &str, owner_key: &str) {
+    let mut c = raw(url).await;
+    let _: () = redis::cmd("HSET")
+        .arg(owner_key)
+        .arg("deadline_ms")
+        .arg("0")
+        .query_async(&mut c)
+        .await
+        .expect("hset");
+}
+
+/// A `Custody` member with short retry and in-flight bounds, `chunk_entries` timers a chunk.
+pub async fn custody_member(url: &str, name: &str, chunk_entries: usize) -> Custody {
+    let opts = CustodyOptions {
+        chunk_entries,
+        retry_for: Duration::from_secs(2),
+        in_flight_timeout: Duration::from_secs(5),
+        ..CustodyOptions::default()
+    };
+    Custody::connect(url, Member::new_boot(name), Options::default(), opts)
+        .await
+        .expect("connect")
+}
+
+/// Retries a call while Redis is unreachable or loading (a restart), at most `tries` times,
+/// 100 ms apart.
+pub async fn retry<T, F, Fut>(tries: u32, mut call: F) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Error>>,
+{
+    let mut done = 0;
+    loop {
+        match call().await {
+            Err(e) if e.is_retryable() && done < tries => {
+                done += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A scheduler with `n` timers in queue `q`: ids `0..n`, due 60 to 66 s after `t0`, value
+/// `v<id>`.
+pub fn filled(q: &str, n: u64, t0: Instant) -> Sched {
+    filled_with(q, n, t0, |id| format!("v{id}"))
+}
+
+/// [`filled`] with values `value(id)`.
+pub fn filled_with(q: &str, n: u64, t0: Instant, value: impl Fn(u64) -> String) -> Sched {
+    let s = Scheduler::builder().origin(t0).build();
+    for id in 0..n {
+        let at = t0 + Duration::from_secs(60 + id % 7);
+        s.schedule(q.to_string(), id, at, value(id))
+            .expect("schedule");
+    }
+    s
+}
+
+/// Every (id, (deadline, value)) of `s`'s queue `q`, taken out by a freeze and put back (all
+/// of it: nothing present or refused).
+pub fn contents(s: &Sched, q: &str) -> BTreeMap<u64, (Instant, String)> {
+    let f = s.freeze_queue(&q.to_string());
+    let out: BTreeMap<_, _> = f
+        .pending
+        .iter()
+        .map(|e| (e.id, (e.at, e.value.clone())))
+        .collect();
+    s.unfreeze_queue(&q.to_string());
+    let back = s.import(q, f.pending);
+    assert!(back.present.is_empty() && back.refused.is_empty());
+    out
+}
+
+/// `Custody` members `mx1`, `mx2` and `mx3` with `chunk_entries` timers a chunk.
+pub async fn three_members(url: &str, chunk_entries: usize) -> (Custody, Custody, Custody) {
+    (
+        custody_member(url, "mx1", chunk_entries).await,
+        custody_member(url, "mx2", chunk_entries).await,
+        custody_member(url, "mx3", chunk_entries).await,
+    )
+}
+
+/// The rejection in `r`; panics on anything else.
+pub fn rejection<T: std::fmt::Debug>(r: Result<T, Error>) -> Rejection {
+    match r {
+        Err(Error::Rejected(r)) => *r,
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
