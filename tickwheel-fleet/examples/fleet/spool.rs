@@ -321,6 +321,34 @@ mod tests {
         assert!(StreamPos::parse("12").is_none() && StreamPos::parse("a-1").is_none());
     }
 
+    /// More deliveries than one `HSCAN` page: every one read back once, with its token.
+    #[test]
+    fn every_delivery_is_read_across_pages() {
+        let Some(server) = tickwheel_testkit::redis::start_for_test() else {
+            return;
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut s = Spool::connect(&server.url(), "t:", None).await.unwrap();
+            let n = 3 * DELIVERED_PAGE + 7;
+            let mut conn = s.conn.clone();
+            for start in (0..n).step_by(5_000) {
+                let mut cmd = redis::cmd("HSET");
+                cmd.arg(s.key("delivered"));
+                for id in start..(start + 5_000).min(n) {
+                    cmd.arg(id).arg(id * 3 + 1);
+                }
+                let _: u64 = cmd.query_async(&mut conn).await.unwrap();
+            }
+            let delivered = s.delivered().await.unwrap();
+            assert_eq!(delivered.len() as u64, n);
+            assert!((0..n).all(|id| delivered.get(&id) == Some(&(id * 3 + 1))));
+        });
+    }
+
     /// The scripts against a real redis-server (skipped outside CI when it is missing).
     #[test]
     fn delivery_refuses_a_lower_token_and_moves_ids_once() {
