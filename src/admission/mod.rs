@@ -100,6 +100,10 @@
 
 #[cfg(feature = "tokio")]
 mod acquire_async;
+#[cfg(feature = "tokio")]
+mod driver;
+#[cfg(all(test, feature = "tokio"))]
+mod driver_tests;
 mod limit;
 mod queue;
 mod shared;
