@@ -3,6 +3,7 @@
 //! when the runtime of the old one shuts down.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -88,7 +89,8 @@ async fn dropping_the_queue_ends_its_driver() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_waiters_make_one_driver() {
     let (q, _held) = full_queue();
-    let deadline = Instant::now() + Duration::from_millis(50);
+    // Far enough ahead that all 10 000 are registered before it, on a slow machine too.
+    let deadline = Instant::now() + Duration::from_millis(500);
     let tasks: Vec<_> = (0..10_000)
         .map(|_| tokio::spawn(q.acquire_async(1, deadline)))
         .collect();
@@ -123,9 +125,17 @@ fn a_runtime_shut_down_under_its_driver_strands_no_waiter() {
         false
     };
     assert!(spawned(1), "the first runtime spawned the driver");
-    let on_second = second.spawn(q.acquire_async(1, Instant::now() + Duration::from_millis(500)));
-    while q.waiting() < 2 {
-        std::thread::yield_now();
+    // Waiting (polled once, its waker recorded) before the first runtime shuts down.
+    let polled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut acquire = Box::pin(q.acquire_async(1, Instant::now() + Duration::from_millis(500)));
+    let flag = polled.clone();
+    let on_second = second.spawn(std::future::poll_fn(move |cx| {
+        let poll = acquire.as_mut().poll(cx);
+        flag.store(true, Ordering::Release);
+        poll
+    }));
+    while !polled.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(q.driver().spawned.load(Ordering::Relaxed), 1, "one driver");
     drop(first);
