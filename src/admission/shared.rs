@@ -26,8 +26,9 @@ const AGAIN: u8 = 2;
 /// Deadlines are `Instant`s, converted to ticks of the queue's resolution counted from its
 /// creation (a deadline rounds up, `now` rounds down: never early, and an expiry is seen at
 /// most one tick late by whoever advances the queue then). A thread blocked in
-/// [`acquire`](AdmissionQueue::acquire) or [`Waiter::wait`], and a task awaiting
-/// `acquire_async` (feature `tokio`), advances the queue itself at its deadline; tickets
+/// [`acquire`](AdmissionQueue::acquire) or [`Waiter::wait`] advances the queue itself at its
+/// deadline; tasks awaiting `acquire_async` (feature `tokio`) are expired by the queue's one
+/// expiry driver task (see the module doc); other tickets
 /// registered with [`register`](AdmissionQueue::register) and not waited on expire when
 /// someone calls [`advance`](AdmissionQueue::advance) (a housekeeping thread, every tick).
 ///
