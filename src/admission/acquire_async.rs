@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use super::{AcquireError, AdmissionQueue, Permit, Waiter, driver};
+use super::{AcquireError, AdmissionQueue, Permit, Waiter, expiry};
 
 impl AdmissionQueue {
     /// [`acquire`](AdmissionQueue::acquire) for a task: resolves to a [`Permit`] once
@@ -24,6 +24,11 @@ impl AdmissionQueue {
     ///
     /// As [`acquire`](AdmissionQueue::acquire): [`AcquireError::Refused`] (returned by the
     /// first poll), [`AcquireError::Expired`], [`AcquireError::Cancelled`].
+    ///
+    /// # Panics
+    ///
+    /// The first poll that has to wait, when the queue has no live driver, panics outside a
+    /// tokio runtime or on one without time enabled (as tokio's `sleep` does).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -67,7 +72,7 @@ impl Future for Acquire {
         if let Some(result) = waiter.poll_take(cx.waker()) {
             return Poll::Ready(result);
         }
-        driver::ensure(waiter.queue());
+        expiry::ensure(waiter.queue());
         Poll::Pending
     }
 }

@@ -118,6 +118,8 @@ mod acquire_async;
 mod driver;
 #[cfg(all(test, feature = "tokio"))]
 mod driver_tests;
+#[cfg(feature = "tokio")]
+mod expiry;
 mod limit;
 mod queue;
 mod shared;

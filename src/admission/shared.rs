@@ -53,7 +53,7 @@ pub(crate) struct Inner {
     pub(super) clock: TickClock,
     /// `IDLE`, `RUNNING` or `AGAIN`: see [`Inner::signal`].
     run: AtomicU8,
-    /// The expiry driver of `acquire_async` waiters (see `driver.rs`).
+    /// The expiry driver of `acquire_async` waiters (see `expiry.rs`).
     #[cfg(feature = "tokio")]
     pub(super) driver: Arc<super::driver::Driver>,
 }
@@ -305,7 +305,7 @@ impl Inner {
     fn now_tick(&self) -> u64 {
         let now = self.clock.now_tick(Instant::now()).unwrap_or(0);
         // Tokio's clock, as the driver last saw it: ahead of `Instant::now()` only while
-        // paused (see `driver.rs`, "Clock").
+        // paused (see `expiry.rs`, "Clock").
         #[cfg(feature = "tokio")]
         let now = now.max(self.driver.tokio_tick.load(Ordering::Relaxed));
         now
