@@ -25,13 +25,14 @@ fn full_queue() -> (AdmissionQueue, Permit) {
 }
 
 /// Each waiter expires when its deadline tick begins on the paused clock, before the next
-/// tick, all by one driver.
+/// tick, all by one driver. Deadlines are seconds apart on the paused clock: the queue also
+/// reads real time (`Instant::now()` at registration), which must stay behind them.
 #[tokio::test(start_paused = true)]
 async fn waiters_expire_at_their_deadline_tick_by_one_driver() {
     let (q, _held) = full_queue();
     let mut tasks = Vec::new();
     for k in 1..=5u64 {
-        let deadline = tokio_now() + Duration::from_millis(15 * k);
+        let deadline = tokio_now() + Duration::from_millis(1_000 * k + 5);
         let wake_at = q
             .clock()
             .instant_saturating(q.clock().deadline_tick(deadline));
@@ -55,13 +56,13 @@ async fn waiters_expire_at_their_deadline_tick_by_one_driver() {
 #[tokio::test(start_paused = true)]
 async fn an_earlier_waiter_rearms_the_driver() {
     let (q, _held) = full_queue();
-    let late = tokio::spawn(q.acquire_async(1, tokio_now() + Duration::from_secs(100)));
+    let late = tokio::spawn(q.acquire_async(1, tokio_now() + Duration::from_secs(1_000)));
     tokio::time::sleep(Duration::from_millis(5)).await; // the driver sleeps for it now
     let start = tokio_now();
-    let early = q.acquire_async(1, start + Duration::from_millis(20));
+    let early = q.acquire_async(1, start + Duration::from_secs(2));
     assert_eq!(early.await.unwrap_err(), AcquireError::Expired);
     let took = tokio_now() - start;
-    assert!(took < Duration::from_millis(20) + TICK, "{took:?}");
+    assert!(took < Duration::from_secs(2) + TICK, "{took:?}");
     late.abort();
 }
 
@@ -90,7 +91,7 @@ async fn dropping_the_queue_ends_its_driver() {
 async fn many_waiters_make_one_driver() {
     let (q, _held) = full_queue();
     // Far enough ahead that all 10 000 are registered before it, on a slow machine too.
-    let deadline = Instant::now() + Duration::from_millis(500);
+    let deadline = Instant::now() + Duration::from_secs(1);
     let tasks: Vec<_> = (0..10_000)
         .map(|_| tokio::spawn(q.acquire_async(1, deadline)))
         .collect();
@@ -127,7 +128,7 @@ fn a_runtime_shut_down_under_its_driver_strands_no_waiter() {
     assert!(spawned(1), "the first runtime spawned the driver");
     // Waiting (polled once, its waker recorded) before the first runtime shuts down.
     let polled = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut acquire = Box::pin(q.acquire_async(1, Instant::now() + Duration::from_millis(500)));
+    let mut acquire = Box::pin(q.acquire_async(1, Instant::now() + Duration::from_secs(1)));
     let flag = polled.clone();
     let on_second = second.spawn(std::future::poll_fn(move |cx| {
         let poll = acquire.as_mut().poll(cx);
