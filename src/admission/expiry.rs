@@ -69,9 +69,9 @@ struct Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        self.driver.alive.store(false, Ordering::Release);
-        if let Some(inner) = self.queue.upgrade() {
-            inner.driver_ended();
+        match self.queue.upgrade() {
+            Some(inner) => inner.driver_ended(),
+            None => self.driver.alive.store(false, Ordering::Release),
         }
     }
 }
@@ -124,10 +124,17 @@ impl Inner {
     /// The driver ended with the queue alive (its runtime shut down): nobody is armed, and
     /// every waiting task is woken to spawn a new one where it runs. O(waiting), once per
     /// driver.
+    ///
+    /// All under the queue lock, so that a new driver (which can be spawned once `alive` is
+    /// false) records its armed tick after this one's 0, never before it. `alive` is cleared
+    /// before the wakers are read, each under its cell's lock: a waiter records its waker
+    /// under that lock and then reads `alive`, so it is either woken here or sees `false` and
+    /// spawns the new driver itself.
     fn driver_ended(&self) {
         let mut wakers = Vec::new();
         let core = self.core.lock();
         self.driver.armed.store(0, Ordering::Relaxed);
+        self.driver.alive.store(false, Ordering::Release);
         core.for_each_waiting(|cell| wakers.extend(cell.task_waker()));
         drop(core);
         wakers.into_iter().for_each(std::task::Waker::wake);
