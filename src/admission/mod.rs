@@ -73,13 +73,27 @@
 //! lock is released.
 //!
 //! **The signal.** `register`, `cancel` and giving back capacity resolve what they change
-//! under the lock, at once. Advancing time (blocked threads at their deadline, async
-//! waiters, [`advance`](AdmissionQueue::advance)) and global capacity returned by another
+//! under the lock, at once. Advancing time (blocked threads at their deadline, the
+//! expiry driver, [`advance`](AdmissionQueue::advance)) and global capacity returned by another
 //! queue go through the *signal*, as in Cassandra: an atomic state `IDLE → RUNNING`; a
 //! signal that finds a pass running turns it into `AGAIN` and returns at once; the runner
 //! leaves only by `RUNNING → IDLE`, which fails after such a request, so it runs another
 //! pass. At most one thread runs passes; every signal is followed by a pass that started
 //! after it.
+//!
+//! **The expiry driver** (feature `tokio`). An `acquire_async` future has no timer of its
+//! own: as in Cassandra, where one expiry covers the whole queue, each queue has at most one
+//! tokio task that sleeps until the earliest waiting deadline tick, advances the queue (the
+//! signal above) and wakes the tasks it resolved. The first future that has to wait spawns
+//! it on its own runtime. It holds the queue weakly and ends when the queue is dropped. A
+//! registration with an earlier deadline than the one it sleeps for wakes it to re-arm
+//! (at most one wake-up per new earliest deadline). If the runtime it runs on shuts down
+//! while the queue lives, every waiting task is woken and the next one polled spawns a new
+//! driver on its own runtime, so waiters on other runtimes still expire. A driver whose
+//! runtime lives but is not being run (a current-thread runtime outside `block_on`) expires
+//! nothing until it runs again; grants and cancellations never wait for it. Under a paused
+//! tokio clock (`start_paused`) the driver advances to tokio's `now`, so expiries follow the
+//! paused clock (compute deadlines from `tokio::time::Instant::now()` then).
 //!
 //! **Dropping.** A dropped [`Waiter`] (or `acquire_async` future) cancels its ticket if it
 //! waits and gives its amount back if it was granted: both are decided under the queue
@@ -100,6 +114,12 @@
 
 #[cfg(feature = "tokio")]
 mod acquire_async;
+#[cfg(feature = "tokio")]
+mod driver;
+#[cfg(all(test, feature = "tokio"))]
+mod driver_tests;
+#[cfg(feature = "tokio")]
+mod expiry;
 mod limit;
 mod queue;
 mod shared;

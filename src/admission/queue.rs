@@ -389,6 +389,16 @@ impl<W> WaitQueue<W> {
         }
     }
 
+    /// Calls `f` with the value of every waiting ticket, in FIFO order. O(waiting).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn for_each_waiting(&self, mut f: impl FnMut(&W)) {
+        let mut cur = self.head;
+        while let Some(State::Waiting(w)) = self.slots.get(cur as usize).map(|s| &s.state) {
+            f(&w.waiter);
+            cur = w.next;
+        }
+    }
+
     /// Heap bytes held: slots and the wheel, by capacity.
     pub fn bytes_held(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<Slot<W>>() + self.timers.stats().bytes_held

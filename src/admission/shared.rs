@@ -26,8 +26,9 @@ const AGAIN: u8 = 2;
 /// Deadlines are `Instant`s, converted to ticks of the queue's resolution counted from its
 /// creation (a deadline rounds up, `now` rounds down: never early, and an expiry is seen at
 /// most one tick late by whoever advances the queue then). A thread blocked in
-/// [`acquire`](AdmissionQueue::acquire) or [`Waiter::wait`], and a task awaiting
-/// `acquire_async` (feature `tokio`), advances the queue itself at its deadline; tickets
+/// [`acquire`](AdmissionQueue::acquire) or [`Waiter::wait`] advances the queue itself at its
+/// deadline; tasks awaiting `acquire_async` (feature `tokio`) are expired by the queue's one
+/// expiry driver task (see the module doc); other tickets
 /// registered with [`register`](AdmissionQueue::register) and not waited on expire when
 /// someone calls [`advance`](AdmissionQueue::advance) (a housekeeping thread, every tick).
 ///
@@ -48,10 +49,21 @@ pub struct AdmissionQueue {
 }
 
 pub(crate) struct Inner {
-    core: Mutex<WaitQueue<Arc<Cell>>>,
-    clock: TickClock,
+    pub(super) core: Mutex<WaitQueue<Arc<Cell>>>,
+    pub(super) clock: TickClock,
     /// `IDLE`, `RUNNING` or `AGAIN`: see [`Inner::signal`].
     run: AtomicU8,
+    /// The expiry driver of `acquire_async` waiters (see `expiry.rs`).
+    #[cfg(feature = "tokio")]
+    pub(super) driver: Arc<super::driver::Driver>,
+}
+
+#[cfg(feature = "tokio")]
+impl Drop for Inner {
+    /// The driver task holds only a `Weak`: woken, it finds the queue gone and ends.
+    fn drop(&mut self) {
+        self.driver.wake();
+    }
 }
 
 /// Where one waiter's request stands, as its owner sees it. Written under the queue's lock
@@ -157,9 +169,17 @@ impl AdmissionQueue {
                 core: Mutex::new(core),
                 clock,
                 run: AtomicU8::new(IDLE),
+                #[cfg(feature = "tokio")]
+                driver: Arc::default(),
             }
         });
         AdmissionQueue { inner }
+    }
+
+    /// The queue's expiry driver, for the tests.
+    #[cfg(all(test, feature = "tokio"))]
+    pub(super) fn driver(&self) -> &Arc<super::driver::Driver> {
+        &self.inner.driver
     }
 
     /// The queue's clock (tick ↔ `Instant`).
@@ -210,8 +230,16 @@ impl AdmissionQueue {
         let mut core = self.inner.core.lock();
         core.advance(self.inner.now_tick(), &mut out);
         let ticket = core.register(amount, tick, cell.clone(), &mut out);
+        // A waiting ticket due before the driver's armed tick re-arms it.
+        #[cfg(feature = "tokio")]
+        let rearm = matches!(ticket, Ok(t) if self.inner.driver.rearm(tick)
+            && matches!(core.state(t), Some(super::TicketState::Waiting { .. })));
         let finish = self.inner.settle(&mut core, out);
         drop(core);
+        #[cfg(feature = "tokio")]
+        if rearm {
+            self.inner.driver.wake();
+        }
         finish.run();
         let ticket = ticket.map_err(|e| match e {
             // In the caller's terms: instants, not ticks.
@@ -275,7 +303,12 @@ impl AdmissionQueue {
 
 impl Inner {
     fn now_tick(&self) -> u64 {
-        self.clock.now_tick(Instant::now()).unwrap_or(0)
+        let now = self.clock.now_tick(Instant::now()).unwrap_or(0);
+        // Tokio's clock, as the driver last saw it: ahead of `Instant::now()` only while
+        // paused (see `expiry.rs`, "Clock").
+        #[cfg(feature = "tokio")]
+        let now = now.max(self.driver.tokio_tick.load(Ordering::Relaxed));
+        now
     }
 
     /// Cassandra's signal: at most one thread runs grant passes; a signal that finds one
@@ -377,6 +410,15 @@ impl Finish {
 }
 
 impl Cell {
+    /// The waker of the task waiting on it, if a task waits.
+    #[cfg(feature = "tokio")]
+    pub(super) fn task_waker(&self) -> Option<Waker> {
+        match &*self.state.lock() {
+            CellState::Waiting(Some(Notify::Task(w))) => Some(w.clone()),
+            _ => None,
+        }
+    }
+
     /// Records the outcome of a waiting request; returns who to wake.
     fn resolve(&self, to: CellState) -> Option<Notify> {
         let mut state = self.state.lock();
@@ -468,28 +510,34 @@ impl Waiter {
         }
     }
 
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn set_waker(&self, waker: &Waker) {
-        if let CellState::Waiting(slot) = &mut *self.cell.state.lock() {
-            if !matches!(slot, Some(Notify::Task(w)) if w.will_wake(waker)) {
-                *slot = Some(Notify::Task(waker.clone()));
+    /// For a task: the outcome if it is resolved, taking it (as
+    /// [`try_take`](Waiter::try_take)); else records `waker` to be woken when it resolves
+    /// and answers `None`. One cell lock. After the outcome was taken: `Cancelled`.
+    #[cfg(feature = "tokio")]
+    pub(super) fn poll_take(&self, waker: &Waker) -> Option<Result<Permit, AcquireError>> {
+        let mut state = self.cell.state.lock();
+        let result = match &mut *state {
+            CellState::Waiting(slot) => {
+                if !matches!(slot, Some(Notify::Task(w)) if w.will_wake(waker)) {
+                    *slot = Some(Notify::Task(waker.clone()));
+                }
+                return None;
             }
-        }
+            CellState::Taken => return Some(Err(AcquireError::Cancelled)),
+            CellState::Granted(amount) => Ok(Permit {
+                inner: self.inner.clone(),
+                amount: *amount,
+            }),
+            CellState::Expired => Err(AcquireError::Expired),
+            CellState::Cancelled => Err(AcquireError::Cancelled),
+        };
+        *state = CellState::Taken;
+        Some(result)
     }
 
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn resolution(&self) -> Duration {
-        self.inner.clock.resolution()
-    }
-
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn wake_at(&self) -> Instant {
-        self.wake_at
-    }
-
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn advance(&self) {
-        self.inner.signal();
+    #[cfg(feature = "tokio")]
+    pub(super) fn queue(&self) -> &Arc<Inner> {
+        &self.inner
     }
 }
 

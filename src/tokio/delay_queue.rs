@@ -39,7 +39,8 @@ mod size;
 ///   before it: this API has no "never" value, and the entry does not come out then either.
 /// - **Cost**: insert, remove and reset are O(1) amortised; a poll costs O(1) amortised per
 ///   value it yields, plus, when nothing is due, a [`peek`](Self::peek) (O(1) while its
-///   answer is cached). Memory per value: one wheel entry; about 22 KiB of wheel levels;
+///   answer is cached). Memory per value: one wheel entry; 2 KiB of wheel levels per level
+///   in use (up to 22 KiB);
 ///   one `Sleep`, allocated the first time a poll has to wait, then reset.
 /// - **One consumer**: only the task that polled last is woken.
 ///

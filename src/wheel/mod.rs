@@ -133,7 +133,9 @@ impl<T> Default for Wheel<T> {
 }
 
 impl<T> Wheel<T> {
-    /// An empty wheel at `elapsed() == 0`. Allocates the level table (11 levels × 64 slots × 32 bytes, 22 KiB) only.
+    /// An empty wheel at `elapsed() == 0`. Allocates nothing: the level table grows by a
+    /// level (64 slots × 32 bytes, 2 KiB) the first time a timer files into it, up to 11
+    /// levels (22 KiB) — two levels for deadlines within 4 096 ticks of `elapsed`.
     pub fn new() -> Self {
         Self::with_capacity(0)
     }

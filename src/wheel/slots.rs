@@ -76,9 +76,6 @@ pub(crate) struct Slot {
     pub(crate) live: u32,
 }
 
-/// Slots in all levels: slot `s` of level `l` is at `l * SLOTS + s`.
-const ALL_SLOTS: usize = LEVELS * SLOTS;
-
 /// Where slot `slot` of `level` sits in [`Levels::slots`].
 #[inline]
 fn at(level: usize, slot: usize) -> usize {
@@ -95,8 +92,11 @@ pub(crate) struct Levels {
     /// Bit `l` set iff `occupied[l] != 0`: the lowest occupied level in one instruction.
     levels_occupied: u16,
     /// Every level's slots in one table, level after level (see [`at`]): a pending unlink
-    /// names its slot by that one index.
-    slots: Box<[Slot; ALL_SLOTS]>,
+    /// names its slot by that one index. It covers the levels up to the highest one a timer
+    /// was ever filed into (64 slots, 2 KiB, per level), grown by [`Levels::push`]: a wheel
+    /// whose deadlines stay within 64² ticks of `elapsed` holds two levels, not eleven. Every
+    /// other access is to an occupied or pending slot, so within it.
+    slots: Vec<Slot>,
     /// Live timers filed in the levels as of the last flush: the sum of the slots' live
     /// counts (the unlinks still pending are not taken off either).
     live: usize,
@@ -112,20 +112,24 @@ pub(crate) struct Levels {
 
 impl Levels {
     pub(crate) fn new() -> Self {
-        let slots: Vec<Slot> = (0..ALL_SLOTS).map(|_| Slot::default()).collect();
-        let slots: Box<[Slot; ALL_SLOTS]> = match slots.into_boxed_slice().try_into() {
-            Ok(slots) => slots,
-            Err(_) => unreachable!("exactly ALL_SLOTS slots were built"),
-        };
         Levels {
             occupied: [0; LEVELS],
             levels_occupied: 0,
-            slots,
+            slots: Vec::new(),
             live: 0,
             stale: 0,
             pending: [0; PENDING],
             pending_len: 0,
         }
+    }
+
+    /// Grows the table to cover `level` (and every level below it).
+    #[cold]
+    #[inline(never)]
+    fn add_levels(&mut self, level: usize) {
+        let len = at(level + 1, 0);
+        self.slots.reserve_exact(len - self.slots.len());
+        self.slots.resize_with(len, Slot::default);
     }
 
     #[inline]
@@ -141,7 +145,11 @@ impl Levels {
 
     #[inline]
     pub(crate) fn push(&mut self, level: usize, slot: usize, r: u64) {
-        let s = &mut self.slots[at(level, slot)];
+        let i = at(level, slot);
+        if i >= self.slots.len() {
+            self.add_levels(level);
+        }
+        let s = &mut self.slots[i];
         if s.refs.len() == s.refs.capacity() {
             grow(&mut s.refs, KEEP_CAPACITY);
         }
@@ -356,7 +364,8 @@ impl Levels {
     /// Live timers in a slot, pending unlinks taken off.
     #[cfg(test)]
     pub(crate) fn live_in(&self, level: usize, slot: usize) -> u32 {
-        let s = &self.slots[at(level, slot)];
+        let empty = Slot::default();
+        let s = self.slots.get(at(level, slot)).unwrap_or(&empty);
         let pending = self.pending_in(level, slot);
         assert!(
             s.live >= pending,
@@ -372,7 +381,9 @@ impl Levels {
 
     #[cfg(test)]
     pub(crate) fn refs_in(&self, level: usize, slot: usize) -> &[u64] {
-        &self.slots[at(level, slot)].refs
+        self.slots
+            .get(at(level, slot))
+            .map_or(&[], |s| s.refs.as_slice())
     }
 
     /// The occupancy bitmap of a level with pending unlinks applied: bit `s` iff slot `s`
@@ -420,7 +431,7 @@ impl Levels {
 
     pub(crate) fn bytes_held(&self) -> usize {
         let refs: usize = self.slots.iter().map(|s| s.refs.capacity() * 8).sum();
-        refs + std::mem::size_of::<[Slot; ALL_SLOTS]>()
+        refs + self.slots.capacity() * std::mem::size_of::<Slot>()
     }
 
     pub(crate) fn clear(&mut self) {

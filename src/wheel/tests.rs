@@ -4,6 +4,7 @@
 use super::*;
 
 mod bound_model;
+mod levels_memory;
 mod unlinks;
 
 /// Polls everything due at `now`, checking invariants before and after.
