@@ -1,0 +1,227 @@
+//! Adversarial sequences of flow control with the scheduler's other operations: a throttle
+//! wake-up or a freed slot meeting a hold, reschedules, drains, cancels and retries of
+//! parked and in-flight timers, frozen queues. Each ends by counting every timer once.
+//! Time is simulated: every `now` is an explicit `Instant`.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use tickwheel::sync::{Cancel, RateLimit, Retried, Scheduler};
+
+type Sched = Scheduler<u8, u64, u64>;
+
+fn sched(shards: usize, t0: Instant) -> Sched {
+    Scheduler::builder().shards(shards).origin(t0).build()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Pops at `now` until nothing comes out, finishing each; the ids handed out.
+fn pop_all(s: &Sched, now: Instant) -> Vec<u64> {
+    let mut out = Vec::new();
+    loop {
+        let batch: Vec<u64> = s.pop_due(now, usize::MAX).map(|d| *d.id()).collect();
+        if batch.is_empty() {
+            return out;
+        }
+        out.extend(batch);
+    }
+}
+
+/// A throttle wake-up that comes due while the queue is held hands out nothing.
+#[test]
+fn a_throttle_wake_up_during_a_hold_hands_out_nothing() {
+    let t0 = Instant::now();
+    let s = sched(4, t0);
+    s.set_rate(&1, Some(RateLimit::per_second(1)));
+    for id in 0..3 {
+        s.schedule(1, id, t0, id).unwrap();
+    }
+    assert_eq!(s.pop_due(t0, 10).count(), 1);
+    assert!(s.queue_counts(&1).throttled);
+    s.hold_queue(&1);
+    assert_eq!(s.pop_due(t0 + ms(1000), 10).count(), 0, "held at the wake-up");
+    assert_eq!(s.pop_due(t0 + ms(5000), 10).count(), 0);
+    assert_eq!(s.pop_due_queue(&1, t0 + ms(5000), 10).count(), 0);
+    assert_eq!(s.queue_counts(&1).pending, 2);
+    assert_eq!(s.release_queue(&1), 2);
+    // Released at 5 s: the rate's next hand-out was permitted from 1 s, one now, the
+    // other a second later.
+    assert_eq!(s.pop_due(t0 + ms(5000), 10).count(), 1);
+    assert_eq!(s.pop_due(t0 + ms(5999), 10).count(), 0);
+    assert_eq!(s.pop_due(t0 + ms(6000), 10).count(), 1);
+    assert_eq!(s.len(), 0);
+}
+
+/// A slot freed while the queue is held (a `Due` dropped after the hold) hands out
+/// nothing; the release hands out one per free slot.
+#[test]
+fn a_freed_slot_during_a_hold_hands_out_nothing() {
+    let t0 = Instant::now();
+    let s = sched(3, t0);
+    s.set_concurrency(&1, Some(1));
+    for id in 0..4 {
+        s.schedule(1, id, t0, id).unwrap();
+    }
+    let first: Vec<_> = s.pop_due(t0, 10).collect();
+    assert_eq!(first.len(), 1);
+    s.hold_queue(&1);
+    drop(first);
+    assert_eq!(s.pop_due(t0, 10).count(), 0, "held");
+    assert_eq!(s.pop_due(t0 + ms(10), 10).count(), 0, "held");
+    assert_eq!(s.queue_counts(&1).in_flight, 0);
+    assert_eq!(s.release_queue(&1), 3);
+    let batch: Vec<_> = s.pop_due(t0 + ms(10), 10).collect();
+    assert_eq!(batch.len(), 1, "one slot");
+    drop(batch);
+    assert_eq!(pop_all(&s, t0 + ms(10)).len(), 2);
+}
+
+/// A parked timer rescheduled into the future leaves the parked count, and comes out at its
+/// new deadline once released, not before.
+#[test]
+fn a_parked_timer_rescheduled_waits_for_its_new_deadline() {
+    let t0 = Instant::now();
+    let s = sched(2, t0);
+    s.hold_queue(&1);
+    for id in 0..3 {
+        s.schedule(1, id, t0, id).unwrap();
+    }
+    assert_eq!(s.pop_due(t0, 10).count(), 0);
+    assert_eq!(s.queue_counts(&1).parked, 3);
+    s.reschedule(&1, t0 + ms(100)).unwrap();
+    let c = s.queue_counts(&1);
+    assert_eq!((c.pending, c.parked), (3, 2));
+    assert_eq!(s.release_queue(&1), 2);
+    let early: HashSet<u64> = pop_all(&s, t0 + ms(99)).into_iter().collect();
+    assert_eq!(early, HashSet::from([0, 2]));
+    assert_eq!(pop_all(&s, t0 + ms(100)), [1]);
+    assert_eq!(s.len(), 0);
+}
+
+/// A drain of a limited queue with parked members takes them; the queue then keeps its
+/// limit for new members and no stale parked count wakes anything.
+#[test]
+fn a_drain_of_parked_members_leaves_the_limit_working() {
+    let t0 = Instant::now();
+    let s = sched(4, t0);
+    s.set_concurrency(&1, Some(2));
+    for id in 0..10 {
+        s.schedule(1, id, t0, id).unwrap();
+    }
+    let held: Vec<_> = s.pop_due(t0, 100).collect();
+    assert_eq!(held.len(), 2);
+    assert_eq!(s.queue_counts(&1).parked, 8);
+    let drained = s.drain_queue(&1);
+    assert_eq!(drained.cancelled.len(), 8);
+    assert_eq!(drained.in_flight.len(), 2);
+    let c = s.queue_counts(&1);
+    assert_eq!((c.pending, c.parked, c.in_flight), (0, 0, 2));
+    for id in 10..15 {
+        s.schedule(1, id, t0, id).unwrap();
+    }
+    assert_eq!(s.pop_due(t0, 100).count(), 0, "two still in flight");
+    drop(held);
+    let next: Vec<_> = s.pop_due(t0, 100).collect();
+    assert_eq!(next.len(), 2, "the limit of two");
+    drop(next);
+    assert_eq!(pop_all(&s, t0).len(), 3);
+    assert_eq!(s.len(), 0);
+}
+
+/// Cancelling a parked member works like any pending one; cancelling an in-flight one
+/// reports it in flight and its slot stays taken until its `Due` ends.
+#[test]
+fn cancel_of_parked_and_in_flight_members_under_a_limit() {
+    let t0 = Instant::now();
+    let s = sched(2, t0);
+    s.set_concurrency(&1, Some(1));
+    for id in 0..3 {
+        s.schedule(1, id, t0, id).unwrap();
+    }
+    let due = s.pop_due(t0, 10).next().expect("one");
+    let out = *due.id();
+    assert!(matches!(s.cancel(&out), Cancel::InFlight));
+    let parked: Vec<u64> = (0..3).filter(|&i| i != out).collect();
+    assert!(matches!(s.cancel(&parked[0]), Cancel::Cancelled(v) if v == parked[0]));
+    assert_eq!(s.queue_counts(&1).parked, 1);
+    assert_eq!(s.pop_due(t0, 10).count(), 0, "the slot is still taken");
+    drop(due);
+    assert_eq!(pop_all(&s, t0), [parked[1]]);
+    assert_eq!(s.len(), 0);
+}
+
+/// A retry of a limited queue's `Due` into a frozen queue is forwarded and gives its slot
+/// back; after `take_forwarded` and an unfreeze, new members use the full limit.
+#[test]
+fn a_retry_into_a_frozen_limited_queue_gives_its_slot_back() {
+    let t0 = Instant::now();
+    let s = sched(3, t0);
+    s.set_concurrency(&1, Some(1));
+    for id in 0..3 {
+        s.schedule(1, id, t0, id).unwrap();
+    }
+    let due = s.pop_due(t0, 10).next().expect("one");
+    let frozen = s.freeze_queue(&1);
+    assert_eq!(frozen.pending.len(), 2, "parked ones are pending: frozen away");
+    assert_eq!(frozen.in_flight.len(), 1);
+    assert_eq!(due.retry_at(t0), Ok(Retried::Forwarded));
+    let forwarded = s.take_forwarded(&1);
+    assert_eq!(forwarded.len(), 1);
+    assert_eq!(s.queue_counts(&1), Default::default());
+    assert_eq!(s.unfreeze_queue(&1), 0);
+    assert_eq!(s.import(1u8, frozen.pending).imported, 2);
+    assert_eq!(s.import(1u8, forwarded).imported, 1);
+    let first: Vec<_> = s.pop_due(t0, 10).collect();
+    assert_eq!(first.len(), 1, "the slot came back");
+    drop(first);
+    assert_eq!(pop_all(&s, t0).len(), 2);
+    assert_eq!(s.len(), 0);
+}
+
+/// A lowered concurrency limit under many in flight hands out nothing until the queue is
+/// under it, then one per slot.
+#[test]
+fn a_lowered_limit_waits_until_the_queue_is_under_it() {
+    let t0 = Instant::now();
+    let s = sched(4, t0);
+    s.set_concurrency(&1, Some(5));
+    for id in 0..10 {
+        s.schedule(1, id, t0, id).unwrap();
+    }
+    let mut flying: Vec<_> = s.pop_due(t0, 100).collect();
+    assert_eq!(flying.len(), 5);
+    s.set_concurrency(&1, Some(2));
+    for expect_none in [true, true, true, false] {
+        flying.pop();
+        let n = s.pop_due(t0, 100).count();
+        if expect_none {
+            assert_eq!(n, 0, "{} in flight, limit 2", flying.len());
+        } else {
+            // 1 in flight (the batch above was dropped at once): one slot.
+            assert_eq!(n, 1);
+        }
+    }
+    drop(flying);
+    assert_eq!(pop_all(&s, t0).len(), 4);
+    assert_eq!(s.len(), 0);
+}
+
+/// A flush of a throttled queue moves its future members to now; they still come out at
+/// the rate, not at once.
+#[test]
+fn a_flush_of_a_throttled_queue_keeps_the_rate() {
+    let t0 = Instant::now();
+    let s = sched(2, t0);
+    s.set_rate(&1, Some(RateLimit::per_second(10)));
+    for id in 0..5 {
+        s.schedule(1, id, t0 + Duration::from_secs(3600), id).unwrap();
+    }
+    assert_eq!(s.flush_queue(&1, t0), 5);
+    assert_eq!(s.pop_due(t0, 10).count(), 1);
+    assert_eq!(s.pop_due(t0 + ms(99), 10).count(), 0);
+    assert_eq!(s.pop_due(t0 + ms(100), 10).count(), 1);
+    assert_eq!(s.len(), 3);
+}
