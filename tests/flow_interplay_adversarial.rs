@@ -42,7 +42,11 @@ fn a_throttle_wake_up_during_a_hold_hands_out_nothing() {
     assert_eq!(s.pop_due(t0, 10).count(), 1);
     assert!(s.queue_counts(&1).throttled);
     s.hold_queue(&1);
-    assert_eq!(s.pop_due(t0 + ms(1000), 10).count(), 0, "held at the wake-up");
+    assert_eq!(
+        s.pop_due(t0 + ms(1000), 10).count(),
+        0,
+        "held at the wake-up"
+    );
     assert_eq!(s.pop_due(t0 + ms(5000), 10).count(), 0);
     assert_eq!(s.pop_due_queue(&1, t0 + ms(5000), 10).count(), 0);
     assert_eq!(s.queue_counts(&1).pending, 2);
@@ -165,7 +169,11 @@ fn a_retry_into_a_frozen_limited_queue_gives_its_slot_back() {
     }
     let due = s.pop_due(t0, 10).next().expect("one");
     let frozen = s.freeze_queue(&1);
-    assert_eq!(frozen.pending.len(), 2, "parked ones are pending: frozen away");
+    assert_eq!(
+        frozen.pending.len(),
+        2,
+        "parked ones are pending: frozen away"
+    );
     assert_eq!(frozen.in_flight.len(), 1);
     assert_eq!(due.retry_at(t0), Ok(Retried::Forwarded));
     let forwarded = s.take_forwarded(&1);
@@ -217,7 +225,8 @@ fn a_flush_of_a_throttled_queue_keeps_the_rate() {
     let s = sched(2, t0);
     s.set_rate(&1, Some(RateLimit::per_second(10)));
     for id in 0..5 {
-        s.schedule(1, id, t0 + Duration::from_secs(3600), id).unwrap();
+        s.schedule(1, id, t0 + Duration::from_secs(3600), id)
+            .unwrap();
     }
     assert_eq!(s.flush_queue(&1, t0), 5);
     assert_eq!(s.pop_due(t0, 10).count(), 1);
