@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use tickwheel::sync::RateLimit;
-use tickwheel_journal::{Durability, Durable, Options};
+use tickwheel_journal::{Durability, Durable, Engine, Options};
 
 type J = Durable<String, u64, u64>;
 
@@ -39,23 +39,42 @@ fn show(p: &Policy) -> String {
     format!("{} {c} {r}", u8::from(p.0))
 }
 
+fn engine_named(name: &str) -> Engine {
+    match name {
+        #[cfg(feature = "fjall")]
+        "fjall" => Engine::Fjall,
+        _ => Engine::Redb,
+    }
+}
+
+/// The engine of a round: redb, and fjall every other round where it is built.
+fn engine_of(round: u64) -> &'static str {
+    if cfg!(feature = "fjall") && round % 4 >= 2 {
+        "fjall"
+    } else {
+        "redb"
+    }
+}
+
 #[test]
 fn flow_child() {
     let Ok(spec) = std::env::var(CHILD) else {
         return;
     };
     let parts: Vec<&str> = spec.split(',').collect();
-    let (dir, seed, batched) = (
+    let (dir, seed, batched, engine) = (
         parts[0],
         parts[1].parse::<u64>().expect("seed"),
         parts[2] == "batched",
+        engine_named(parts[3]),
     );
     let durability = if batched {
         Durability::Batched(Duration::from_millis(1))
     } else {
         Durability::Sync
     };
-    let j: J = Durable::open(dir, Options::new().durability(durability)).expect("open");
+    let j: J =
+        Durable::open(dir, Options::new().durability(durability).engine(engine)).expect("open");
     println!("OPEN");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut next_id = seed << 20;
@@ -110,15 +129,26 @@ fn flow_child() {
 
 #[test]
 fn sigkill_keeps_the_last_acknowledged_policy() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dirs = [
+        tempfile::tempdir().expect("temp dir"),
+        tempfile::tempdir().expect("temp dir"),
+    ];
     let exe = std::env::current_exe().expect("the test binary");
     let mut rng = rand::rngs::StdRng::seed_from_u64(0xf10);
     // Per queue: the last acknowledged policy, as shown.
-    let mut acked: HashMap<usize, String> = HashMap::new();
+    let mut acked: HashMap<(usize, usize), String> = HashMap::new();
     let mut changes = 0usize;
     for round in 0..8u64 {
         let mode = if round % 2 == 0 { "batched" } else { "sync" };
-        let spec = format!("{},{},{mode}", dir.path().display(), rng.r#gen::<u32>());
+        // One directory per engine, and one ledger per directory.
+        let d = usize::from(engine_of(round) == "fjall");
+        let dir = &dirs[d];
+        let spec = format!(
+            "{},{},{mode},{}",
+            dir.path().display(),
+            rng.r#gen::<u32>(),
+            engine_of(round)
+        );
         let mut child = Command::new(&exe)
             .args(["--exact", "flow_child", "--nocapture", "--test-threads=1"])
             .env(CHILD, spec)
@@ -156,15 +186,16 @@ fn sigkill_keeps_the_last_acknowledged_policy() {
                 pending = Some((qi.parse().expect("qi"), shown.to_string()));
             } else if line == "A" {
                 let (qi, shown) = pending.take().expect("A after B");
-                acked.insert(qi, shown);
+                acked.insert((d, qi), shown);
                 changes += 1;
             }
         }
-        let j: J = Durable::open(dir.path(), Options::new()).expect("recover");
+        let options = Options::new().engine(engine_named(engine_of(round)));
+        let j: J = Durable::open(dir.path(), options).expect("recover");
         for (qi, q) in QUEUES.iter().enumerate() {
             let now = show(&policy_of(&j, q));
             let last = acked
-                .get(&qi)
+                .get(&(d, qi))
                 .cloned()
                 .unwrap_or_else(|| show(&(false, None, None)));
             let in_progress = pending.as_ref().filter(|(p, _)| *p == qi).map(|(_, s)| s);
@@ -173,7 +204,7 @@ fn sigkill_keeps_the_last_acknowledged_policy() {
                 "round {round}, queue {q:?}: recovered {now}, acknowledged {last}, in progress {in_progress:?}"
             );
             // Whatever was recovered is what the child's next round starts from.
-            acked.insert(qi, now.clone());
+            acked.insert((d, qi), now.clone());
             if j.scheduler().is_held(*q) {
                 let held_out = j
                     .pop_due(Instant::now(), usize::MAX)
