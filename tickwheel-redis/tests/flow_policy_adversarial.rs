@@ -271,3 +271,92 @@ fn odd_valid_policies_round_trip_and_malformed_ones_are_refused() {
         assert!(FlowPolicy::decode(bad).is_err(), "{bad:?} accepted");
     }
 }
+
+/// A claim whose target died, reclaimed by a third member after its lease: the sealed
+/// policy comes with the reclaim ("claim, reclaim, adopt and recover of a sealed offer keep
+/// the field").
+#[tokio::test]
+async fn a_reclaimed_claim_keeps_the_policy() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let url = server.url();
+    let (a, b, c) = (
+        member(&url, "a").await,
+        member(&url, "b").await,
+        member(&url, "c").await,
+    );
+    let q = "q".to_string();
+    let t0 = Instant::now();
+    let src = due_now(&q, 7, t0);
+    src.hold_queue(&q);
+    src.set_rate(&q, Some(RateLimit::per_second(5).with_burst(4)));
+    let sealed = FlowPolicy::of(&src, &q);
+    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    a.offer(&src, q.clone(), epoch, Some("b"))
+        .await
+        .expect("offer");
+    let mut dead = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
+    dead.fetch().await.expect("fetch");
+    drop(dead); // b dies holding the claim
+    common::expire(&url, &a.protocol().keys(q.as_bytes()).owner).await;
+    let mut inc = c
+        .reclaim::<_, u64, String>(q.clone())
+        .await
+        .expect("reclaim");
+    assert_eq!(inc.flow_policy(), Ok(Some(sealed)));
+    inc.fetch().await.expect("fetch");
+    inc.commit().await.expect("commit");
+    let dst: Sched = Scheduler::builder().origin(t0).build();
+    assert_eq!(inc.import(&dst).expect("import").imported.imported, 7);
+    assert_eq!(FlowPolicy::of(&dst, &q), sealed);
+    assert_eq!(dst.pop_due(t0 + Duration::from_secs(1), 100).count(), 0);
+}
+
+/// A source whose queue is at its concurrency limit (one in flight, the rest parked):
+/// the offer takes the parked timers, waits for the in-flight one, which comes back by a
+/// retry and is forwarded; the target gets every timer once, with the limit.
+#[tokio::test]
+async fn parked_and_in_flight_timers_of_a_limited_queue_all_travel_once() {
+    let Some(server) = common::server() else {
+        return;
+    };
+    let url = server.url();
+    let (a, b) = (member(&url, "a").await, member(&url, "b").await);
+    let q = "q".to_string();
+    let t0 = Instant::now();
+    let src = std::sync::Arc::new(due_now(&q, 6, t0));
+    src.set_concurrency(&q, Some(1));
+    let due = src.pop_due(t0, 10).next().expect("one in flight");
+    assert_eq!(src.queue_counts(&q).parked, 5);
+    let retried = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        due.retry_at(t0)
+    });
+    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let offered = a
+        .offer(&*src, q.clone(), epoch, Some("b"))
+        .await
+        .expect("offer");
+    assert_eq!(
+        retried.await.expect("task"),
+        Ok(tickwheel::sync::Retried::Forwarded)
+    );
+    assert_eq!(offered.entries, 6, "five parked and the forwarded one");
+    assert_eq!(src.len() + src.in_flight_len(), 0);
+    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let r = b.receive(&dst, q.clone()).await.expect("receive");
+    assert_eq!(r.imported.imported, 6);
+    assert_eq!(dst.concurrency(&q), Some(1));
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        let batch: Vec<u64> = dst
+            .pop_due(t0 + Duration::from_secs(1), 100)
+            .map(|d| *d.id())
+            .collect();
+        assert!(batch.len() <= 1, "{batch:?}");
+        ids.extend(batch);
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, (0..6).collect::<Vec<u64>>());
+}
