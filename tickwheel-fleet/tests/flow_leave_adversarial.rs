@@ -31,8 +31,8 @@ async fn an_orderly_leave_carries_each_queues_policy() {
     .await;
     // A different policy per queue: held or not, limits or none.
     let policy = |i: usize| FlowPolicy {
-        held: i % 2 == 0,
-        concurrency: (i % 3 != 0).then_some(i),
+        held: i.is_multiple_of(2),
+        concurrency: (!i.is_multiple_of(3)).then_some(i),
         rate: (i % 3 != 1).then(|| {
             let r = RateLimit::per_second(i as u32 + 1).with_burst(i as u32 + 1);
             (r.interval(), i as u64 + 1)

@@ -156,7 +156,7 @@ fn odd_queue_names_round_trip() {
         let j = open(dir.path());
         for (i, q) in names.iter().enumerate() {
             let i = i as u32;
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 j.hold_queue(q).expect("hold");
             }
             j.set_concurrency(q, Some(i as usize + 1))
