@@ -376,3 +376,46 @@ fn racing_holds_limits_and_finishers_keep_exactly_once() {
         most.load(Ordering::SeqCst)
     );
 }
+
+/// A flush whose `now` is earlier than the `now` that parked the queue's members: the
+/// parked members' deadlines are after the flush's tick, yet they are parked, not in the
+/// wheel. Each must still come out exactly once after the release.
+#[test]
+fn a_flush_at_an_earlier_now_than_the_parking_pop() {
+    let t0 = Instant::now();
+    for shards in [1, 4] {
+        let s = sched(shards, t0);
+        s.hold_queue(&1);
+        s.set_concurrency(&2, Some(1));
+        for id in 0..4 {
+            s.schedule(1, id, t0 + ms(10 + id), id).unwrap();
+            s.schedule(2, 100 + id, t0 + ms(10 + id), id).unwrap();
+        }
+        let flying: Vec<_> = s.pop_due(t0 + ms(50), 100).collect();
+        assert_eq!(flying.len(), 1, "one of queue 2");
+        assert_eq!(s.queue_counts(&1).parked, 4);
+        assert_eq!(s.queue_counts(&2).parked, 3);
+        // A `now` before the parking pop's (a second thread's older reading).
+        let moved = s.flush_queue(&1, t0 + ms(5)) + s.flush_queue(&2, t0 + ms(5));
+        let c1 = s.queue_counts(&1);
+        let c2 = s.queue_counts(&2);
+        assert_eq!(
+            (c1.pending, c2.pending + c2.in_flight),
+            (4, 4),
+            "moved {moved}"
+        );
+        drop(flying);
+        s.release_queue(&1);
+        let mut ids = Vec::new();
+        for step in 0..20 {
+            ids.extend(s.pop_due(t0 + ms(50 + step), 100).map(|d| *d.id()));
+        }
+        ids.sort_unstable();
+        let want: Vec<u64> = (0..4).chain(101..104).collect();
+        assert_eq!(
+            ids, want,
+            "shards {shards}: the in-flight 100 ended; the rest once each"
+        );
+        assert_eq!(s.len(), 0);
+    }
+}
