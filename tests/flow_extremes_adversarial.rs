@@ -458,7 +458,11 @@ fn throttled_clears_when_the_rate_is_lifted() {
     assert_eq!(s.pop_due(t0, 10).count(), 1);
     assert!(s.queue_counts(&1).throttled);
     s.set_rate(&1, None);
-    assert_eq!(s.pop_due(t0 + ms(1), 10).count(), 2, "lifted: the rest at once");
+    assert_eq!(
+        s.pop_due(t0 + ms(1), 10).count(),
+        2,
+        "lifted: the rest at once"
+    );
     assert_eq!(s.len(), 0);
     let c = s.queue_counts(&1);
     assert!(!c.throttled, "{c:?}");

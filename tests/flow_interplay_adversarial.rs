@@ -460,6 +460,57 @@ fn released_holds_of_many_queues_leave_nothing_counted() {
     }
     s.shrink_to_fit();
     let after = s.stats();
-    assert!(after.bytes_held <= base.bytes_held, "{base:?} then {after:?}");
+    assert!(
+        after.bytes_held <= base.bytes_held,
+        "{base:?} then {after:?}"
+    );
     assert_eq!(after.queues, base.queues);
+}
+
+/// The dispatcher thread sleeps on a throttle wake-up an hour away; lifting the rate, or
+/// raising a concurrency limit of 0, wakes it for the parked timers ("a raised or lifted
+/// limit makes parked timers due (and wakes a sleeping dispatcher)"). Bounded waits only.
+#[test]
+fn a_lifted_rate_or_raised_limit_wakes_the_dispatcher_thread() {
+    use std::sync::{Arc, mpsc};
+
+    let s: Arc<Sched> = Arc::new(Scheduler::builder().shards(4).build());
+    let hourly = RateLimit {
+        count: 1,
+        per: Duration::from_secs(3600),
+        burst: 1,
+    };
+    s.set_rate(&1, Some(hourly));
+    s.set_concurrency(&2, Some(0));
+    let (tx, rx) = mpsc::channel();
+    let d = s.spawn_dispatcher(move |due| {
+        let _ = tx.send((*due.queue(), *due.id()));
+    });
+    let now = Instant::now();
+    for id in 0..3 {
+        s.schedule(1, id, now, id).unwrap();
+        s.schedule(2, 10 + id, now, id).unwrap();
+    }
+    let first = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("one of queue 1");
+    assert_eq!(first.0, 1);
+    // Queue 1 waits an hour, queue 2 forever: the dispatcher sleeps.
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+    s.set_rate(&1, None);
+    for _ in 0..2 {
+        let got = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("woken by the lift");
+        assert_eq!(got.0, 1);
+    }
+    s.set_concurrency(&2, Some(5));
+    for _ in 0..3 {
+        let got = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("woken by the raise");
+        assert_eq!(got.0, 2);
+    }
+    d.shutdown();
+    assert_eq!(s.len() + s.in_flight_len(), 0);
 }
