@@ -3,11 +3,11 @@
 //! stay on the leaving member until it leaves, and the ones that moved on the join, all
 //! arrive at the other member with the leaving member's policy, replacing the target's own.
 
-mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use common::*;
+use support::*;
 use tickwheel::sync::RateLimit;
 use tickwheel_redis::FlowPolicy;
 

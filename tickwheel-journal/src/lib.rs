@@ -80,7 +80,9 @@
 //! in a third table, and recovery applies them before it schedules a single timer, so a
 //! held queue stays held across a crash (as Postfix's hold queue does). The rate's
 //! position is not recorded: after a crash a rate-limited queue may hand out its burst at
-//! once. Calls made on [`Durable::scheduler`] directly are not recorded.
+//! once. Calls made on [`Durable::scheduler`] directly are not recorded by themselves; but
+//! each recorded change stores the queue's whole policy as the scheduler then has it, so a
+//! hold or limit set directly becomes durable with the next recorded change of that queue.
 //!
 //! **Not recorded:** freeze marks (after a crash a frozen queue comes back unfrozen, its
 //! forwarded timers pending; the pending timers a freeze handed back are the caller's) and

@@ -51,7 +51,11 @@ pub struct FlowPolicy {
     /// The most timers in flight at once; `None`: no limit.
     pub concurrency: Option<usize>,
     /// The rate limit as `(interval between hand-outs, burst)`, as [`Scheduler::rate`]
-    /// reports it; `None`: no limit.
+    /// reports it; `None`: no limit. The scheduler's burst is a `u32`: [`decode`] refuses a
+    /// larger one, and [`apply`] applies one it is given as `u32::MAX`.
+    ///
+    /// [`decode`]: FlowPolicy::decode
+    /// [`apply`]: FlowPolicy::apply
     pub rate: Option<(Duration, u64)>,
 }
 
@@ -172,7 +176,10 @@ impl FlowPolicy {
                         r => {
                             let (ns, burst) = r.split_once('/').ok_or_else(malformed)?;
                             let ns = ns.parse::<u64>().map_err(|_| malformed())?;
-                            let burst = burst.parse::<u64>().map_err(|_| malformed())?;
+                            // The scheduler's burst is a u32: a larger one cannot be
+                            // applied, and is refused rather than cut.
+                            let burst = burst.parse::<u32>().map_err(|_| malformed())?;
+                            let burst = u64::from(burst);
                             if ns == 0 || burst == 0 {
                                 return Err(malformed());
                             }

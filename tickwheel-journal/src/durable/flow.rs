@@ -94,7 +94,9 @@ where
     }
 
     /// Holds `queue`, as [`Scheduler::hold_queue`], and records the hold: after a crash the
-    /// queue comes back held. Returns whether the queue was newly held. O(shards) plus one
+    /// queue comes back held. Like every change of policy here, it records the queue's whole
+    /// policy as the scheduler then has it (with what was set directly on
+    /// [`scheduler`](Self::scheduler)). Returns whether the queue was newly held. O(shards) plus one
     /// record.
     ///
     /// # Errors
