@@ -10,8 +10,9 @@
 //!    live member owns at the end.
 //! 3. **No double delivery.** No `(id, token)` pair was dispatched twice: the same id twice
 //!    is allowed only under two different tokens (a new owner recovering what its
-//!    predecessor dispatched but never confirmed, e.g. across a crash). And every delivery
-//!    the spool confirmed matches a logged dispatch.
+//!    predecessor dispatched but never confirmed, e.g. across a crash), or again under the
+//!    same token once per delivery of it that failed (a Redis error, logged: the owner
+//!    retries). And every delivery the spool confirmed matches a logged dispatch.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -38,6 +39,8 @@ pub struct Inputs {
     pub members: Vec<String>,
     /// Every logged dispatch, in any order.
     pub dispatches: Vec<Dispatch>,
+    /// Every logged failed delivery, as `(id, token)`.
+    pub failed: Vec<(u64, u64)>,
     /// Ids `0..produced` were produced.
     pub produced: u64,
     /// Delivered ids with the token the delivery carried.
@@ -115,6 +118,8 @@ pub struct Counts {
     pub owner_changes: usize,
     /// Ids dispatched under more than one token.
     pub redispatched: usize,
+    /// Dispatches again under the same token after a failed delivery.
+    pub retried: usize,
 }
 
 impl fmt::Display for Counts {
@@ -123,7 +128,8 @@ impl fmt::Display for Counts {
             f,
             "{} produced = {} delivered + {} held by live owners; {} dispatches by {} member \
              processes over {} queues, {} changes of owner, no overlap; {} ids redispatched \
-             under a newer token, none twice under one",
+             under a newer token, {} again under the same token after a failed delivery, none \
+             twice under one otherwise",
             self.produced,
             self.delivered,
             self.held,
@@ -131,7 +137,8 @@ impl fmt::Display for Counts {
             self.members,
             self.queues,
             self.owner_changes,
-            self.redispatched
+            self.redispatched,
+            self.retried
         )
     }
 }
@@ -187,16 +194,31 @@ pub fn check(inputs: &Inputs) -> Result<Counts, Violation> {
             }
         }
     }
-    // Check 3: (id, token) at most once; count ids seen under several tokens.
+    // Check 3: (id, token) once, plus once per logged failed delivery of it; count ids seen
+    // under several tokens.
+    let mut retries: HashMap<(u64, u64), u32> = HashMap::new();
+    for &pair in &inputs.failed {
+        *retries.entry(pair).or_default() += 1;
+    }
     let mut seen: HashMap<(u64, u64), u32> = HashMap::with_capacity(inputs.dispatches.len());
     let mut tokens_of: HashMap<u64, u32> = HashMap::with_capacity(inputs.dispatches.len());
+    let mut retried = 0;
     for d in &inputs.dispatches {
         if let Some(prev) = seen.insert((d.id, d.token), d.member) {
-            return Err(Violation::Twice {
-                id: d.id,
-                token: d.token,
-                by: (label(prev), label(d.member)),
-            });
+            match retries.get_mut(&(d.id, d.token)) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    retried += 1;
+                    continue;
+                }
+                _ => {
+                    return Err(Violation::Twice {
+                        id: d.id,
+                        token: d.token,
+                        by: (label(prev), label(d.member)),
+                    });
+                }
+            }
         }
         *tokens_of.entry(d.id).or_default() += 1;
     }
@@ -235,6 +257,7 @@ pub fn check(inputs: &Inputs) -> Result<Counts, Violation> {
         queues: spans.len(),
         owner_changes,
         redispatched: tokens_of.values().filter(|n| **n > 1).count(),
+        retried,
     })
 }
 
@@ -257,6 +280,7 @@ mod tests {
         Inputs {
             members: vec!["m1#1".into(), "m2#1".into(), "m3#1".into()],
             dispatches,
+            failed: vec![],
             produced,
             delivered,
             leftover: vec![],
@@ -363,6 +387,24 @@ mod tests {
         // Redispatched by the next owner under its larger token: allowed, counted.
         let i = inputs(vec![d(0, 0, 10, 0, 100), d(1, 0, 20, 0, 200)], 1);
         assert_eq!(check(&i).map(|c| c.redispatched), Ok(1));
+    }
+
+    #[test]
+    fn the_same_token_again_needs_a_failed_delivery_each_time() {
+        let three = vec![
+            d(0, 0, 10, 0, 100),
+            d(0, 0, 10, 0, 200),
+            d(0, 0, 10, 0, 300),
+        ];
+        let mut i = inputs(three, 1);
+        i.failed = vec![(0, 10)];
+        // One failure excuses one retry, not two.
+        assert!(matches!(check(&i), Err(Violation::Twice { id: 0, .. })));
+        i.failed = vec![(0, 10), (0, 10)];
+        assert_eq!(check(&i).map(|c| (c.retried, c.redispatched)), Ok((2, 0)));
+        // A failure under another token excuses nothing here.
+        i.failed = vec![(0, 11), (0, 11)];
+        assert!(matches!(check(&i), Err(Violation::Twice { id: 0, .. })));
     }
 
     #[test]

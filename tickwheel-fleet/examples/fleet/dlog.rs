@@ -1,5 +1,7 @@
 //! The dispatch log: one file per member process in the run's directory,
-//! `dispatch-<name>-<pid>.log`, one line per handed-out timer: `queue token id t_ns`.
+//! `dispatch-<name>-<pid>.log`, one line per handed-out timer: `queue token id t_ns`; and one
+//! line `F queue token id t_ns` per id whose delivery failed (a Redis error: the id stays in
+//! the spool, and the member redispatches it under the same token after it re-reads).
 //!
 //! `t_ns` is CLOCK_MONOTONIC in nanoseconds: one clock for every process on a Linux host, so
 //! the parent can order dispatches of different members. A member writes a batch's lines
@@ -49,6 +51,11 @@ impl Writer {
         let _ = writeln!(self.buf, "{queue} {token} {id} {t_ns}");
     }
 
+    /// Adds one failed delivery to the pending batch.
+    pub fn push_failed(&mut self, queue: u32, token: u64, id: u64, t_ns: u64) {
+        let _ = writeln!(self.buf, "F {queue} {token} {id} {t_ns}");
+    }
+
     /// Writes the pending batch with one `write` call (the kernel has it once this returns,
     /// whatever happens to the process next).
     ///
@@ -63,12 +70,15 @@ impl Writer {
     }
 }
 
-/// Every log in `dir`: the member labels (`name#pid`) and all dispatches, labels indexed by
-/// [`Dispatch::member`]. A last line cut short (no newline) is skipped.
+/// What the logs hold: member labels (`name#pid`, indexed by [`Dispatch::member`]), every
+/// dispatch, and every failed delivery as `(id, token)`.
+pub type Logs = (Vec<String>, Vec<Dispatch>, Vec<(u64, u64)>);
+
+/// Every log in `dir`. A last line cut short (no newline) is skipped.
 ///
 /// # Errors
 /// If a file cannot be read, or a complete line is malformed.
-pub fn read_all(dir: &Path) -> io::Result<(Vec<String>, Vec<Dispatch>)> {
+pub fn read_all(dir: &Path) -> io::Result<Logs> {
     let mut paths: Vec<(String, PathBuf)> = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
@@ -86,10 +96,15 @@ pub fn read_all(dir: &Path) -> io::Result<(Vec<String>, Vec<Dispatch>)> {
     paths.sort();
     let mut labels = Vec::with_capacity(paths.len());
     let mut all = Vec::new();
+    let mut failed = Vec::new();
     for (member, (label, path)) in paths.into_iter().enumerate() {
         let text = std::fs::read_to_string(&path)?;
         let complete = text.rfind('\n').map_or("", |end| &text[..end]);
         for (n, line) in complete.lines().enumerate() {
+            let (failure, line) = match line.strip_prefix("F ") {
+                Some(rest) => (true, rest),
+                None => (false, line),
+            };
             let parsed = parse_line(line).ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -97,6 +112,10 @@ pub fn read_all(dir: &Path) -> io::Result<(Vec<String>, Vec<Dispatch>)> {
                 )
             })?;
             let (queue, token, id, t_ns) = parsed;
+            if failure {
+                failed.push((id, token));
+                continue;
+            }
             all.push(Dispatch {
                 member: member as u32,
                 queue,
@@ -107,7 +126,7 @@ pub fn read_all(dir: &Path) -> io::Result<(Vec<String>, Vec<Dispatch>)> {
         }
         labels.push(label);
     }
-    Ok((labels, all))
+    Ok((labels, all, failed))
 }
 
 fn parse_line(line: &str) -> Option<(u32, u64, u64, u64)> {
@@ -134,6 +153,7 @@ mod tests {
         w.flush().unwrap();
         let mut w2 = Writer::create(dir.path(), "m2", 43).unwrap();
         w2.push(3, 200, 9, 200_000);
+        w2.push_failed(3, 200, 9, 200_001);
         w2.flush().unwrap();
         // A line cut by a kill.
         std::fs::OpenOptions::new()
@@ -142,7 +162,8 @@ mod tests {
             .unwrap()
             .write_all(b"3 200 10 2000")
             .unwrap();
-        let (labels, all) = read_all(dir.path()).unwrap();
+        let (labels, all, failed) = read_all(dir.path()).unwrap();
+        assert_eq!(failed, vec![(9, 200)]);
         assert_eq!(labels, vec!["m1#42".to_string(), "m2#43".to_string()]);
         assert_eq!(all.len(), 3);
         assert_eq!(

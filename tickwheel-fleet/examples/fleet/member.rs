@@ -295,7 +295,18 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
                     }
                     refused += ids.len() as u64;
                 }
-                Err(e) => say!("{label}: deliver q{q}: {e}"),
+                Err(e) => {
+                    // The ids stay in the spool: logged as failed, and re-read (under the same
+                    // token, if it still holds) so that this member delivers them again.
+                    say!("{label}: deliver q{q}: {e}");
+                    let t_ns = mono_ns();
+                    for &id in &ids {
+                        log.push_failed(q, token, id, t_ns);
+                    }
+                    log.flush()
+                        .map_err(|e| format!("{label}: dispatch log: {e}"))?;
+                    synced.remove(&q);
+                }
             }
         }
         // Done: each Due dropped after its delivery.

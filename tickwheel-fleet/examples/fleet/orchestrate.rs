@@ -190,11 +190,12 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
             return Ok(false);
         }
     };
-    let (members, dispatches) =
+    let (members, dispatches, failed) =
         dlog::read_all(&logs).map_err(|e| format!("reading the dispatch logs: {e}"))?;
     let inputs = Inputs {
         members,
         dispatches,
+        failed,
         produced,
         delivered: end.delivered,
         leftover: end.leftover,
