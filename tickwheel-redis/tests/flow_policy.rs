@@ -15,15 +15,7 @@ async fn member(url: &str, name: &str) -> Custody {
     support::custody_member(url, name, 3).await
 }
 
-/// `n` timers of `q`, all due at `t0`.
-fn due_now(q: &str, n: u64, t0: Instant) -> Sched {
-    let s = Scheduler::builder().origin(t0).build();
-    for id in 0..n {
-        s.schedule(q.to_string(), id, t0, format!("v{id}"))
-            .expect("schedule");
-    }
-    s
-}
+use support::due_now;
 
 async fn raw(url: &str, cmd: &mut redis::Cmd) {
     let client = redis::Client::open(url).expect("url");

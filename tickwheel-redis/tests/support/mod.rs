@@ -103,6 +103,16 @@ pub fn filled(q: &str, n: u64, t0: Instant) -> Sched {
     filled_with(q, n, t0, |id| format!("v{id}"))
 }
 
+/// A scheduler with `n` timers in queue `q`, ids `0..n`, all due at `t0`, value `v<id>`.
+pub fn due_now(q: &str, n: u64, t0: Instant) -> Sched {
+    let s = Scheduler::builder().origin(t0).build();
+    for id in 0..n {
+        s.schedule(q.to_string(), id, t0, format!("v{id}"))
+            .expect("schedule");
+    }
+    s
+}
+
 /// [`filled`] with values `value(id)`.
 pub fn filled_with(q: &str, n: u64, t0: Instant, value: impl Fn(u64) -> String) -> Sched {
     let s = Scheduler::builder().origin(t0).build();
