@@ -237,7 +237,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// its next wake-up. Nothing, without a lock, while nothing is listed or due (two
     /// atomic loads). Locks every shard, in ascending order, and releases them before the
     /// merge: O(shards × (1 + made due)).
-    pub(crate) fn unpark_ready(&self, now_ns: u64) {
+    pub(crate) fn unpark_ready(&self, now_ns: u128) {
+        self.inner.flows.polled(now_ns);
         let mut ready = self.inner.flows.take_freed();
         self.inner.flows.take_woken(now_ns, &mut ready);
         if ready.is_empty() {
@@ -290,8 +291,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// Registers throttle wake-ups `(queue, time in ns since the origin)` and wakes the
     /// pollers for the earliest (a sleeping poller's target takes the wake-ups into
     /// account, at the first tick at or after them). No lock held.
-    pub(crate) fn throttle(&self, throttles: Vec<(Arc<QueueFlow<Q>>, u64)>) {
-        let mut earliest = None::<u64>;
+    pub(crate) fn throttle(&self, throttles: Vec<(Arc<QueueFlow<Q>>, u128)>) {
+        let mut earliest = None::<u128>;
         for (flow, ns) in throttles {
             if self.inner.flows.throttle(&flow, ns) {
                 earliest = Some(earliest.map_or(ns, |e| e.min(ns)));
@@ -303,9 +304,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// The first tick at or after `ns` nanoseconds since the origin.
-    pub(crate) fn ns_tick(&self, ns: u64) -> u64 {
+    pub(crate) fn ns_tick(&self, ns: u128) -> u64 {
+        const NS_PER_S: u128 = 1_000_000_000;
         let origin = self.inner.clock.origin();
-        match origin.checked_add(std::time::Duration::from_nanos(ns)) {
+        let since = u64::try_from(ns / NS_PER_S).ok().map(|secs| {
+            // The remainder is under 10^9: it fits.
+            let sub = u32::try_from(ns % NS_PER_S).unwrap_or(0);
+            std::time::Duration::new(secs, sub)
+        });
+        match since.and_then(|since| origin.checked_add(since)) {
             Some(at) => self.inner.clock.deadline_tick(at),
             None => u64::MAX,
         }
@@ -359,10 +366,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             None if limit.is_none() => return,
             None => self.inner.flows.record(&queue.to_owned()),
         };
+        let seen = self.inner.flows.seen();
         match limit {
-            Some(limit) => flow.set_rate(limit.interval_ns(), limit.burst),
-            None => flow.set_rate(0, 1),
+            Some(limit) => flow.set_rate(limit.interval_ns(), limit.burst, seen),
+            None => flow.set_rate(0, 1, seen),
         }
+        // A wake-up at the old rate's instant is stale (lifted: none is needed; changed:
+        // the next `pop_due`, with the queue listed freed below, registers the new one).
+        self.inner.flows.unthrottle(&flow);
         for shard in self.inner.shards.iter() {
             shard.lock_unsettled().limit(&flow);
         }
@@ -497,8 +508,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         let Some(tick) = self.inner.clock.now_tick(now).filter(|_| limit > 0) else {
             return DueBatch::new(Arc::clone(&self.inner), items);
         };
-        let now_ns = now.saturating_duration_since(self.inner.clock.origin());
-        let now_ns = u64::try_from(now_ns.as_nanos()).unwrap_or(u64::MAX);
+        let now_ns = (now.saturating_duration_since(self.inner.clock.origin())).as_nanos();
         self.unpark_ready(now_ns);
         let mut trash = Trash::new();
         let mut throttles = Vec::new();
