@@ -341,7 +341,6 @@ impl<Q> FlowTable<Q> {
         u128::from(self.seen.load(Ordering::SeqCst))
     }
 
-
     /// Takes the throttle wake-ups due at `now` (ns; nothing, without a lock, while none
     /// is) into `out`.
     pub(crate) fn take_woken(&self, now: u128, out: &mut Vec<Arc<QueueFlow<Q>>>) {
@@ -432,8 +431,7 @@ impl<Q: Hash + Eq + Clone> FlowTable<Q> {
         // An `Arc`'s allocation: the record and the two counts.
         let record = size_of::<QueueFlow<Q>>() + 2 * size_of::<usize>();
         let freed = self.freed.list.lock().capacity() * size_of::<Arc<QueueFlow<Q>>>();
-        let throttled =
-            self.throttled.lock().capacity() * size_of::<(u128, Arc<QueueFlow<Q>>)>();
+        let throttled = self.throttled.lock().capacity() * size_of::<(u128, Arc<QueueFlow<Q>>)>();
         size_of::<Freed<Q>>() + 2 * size_of::<usize>() + records * record + map + freed + throttled
     }
 

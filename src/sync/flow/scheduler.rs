@@ -327,14 +327,21 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// earliest parked timers due, as many as the rate and the concurrency limit permit.
     /// `queue_counts` shows `throttled` while a wake-up is pending.
     ///
-    /// Changes take effect at once: the queue's GCRA state is brought to the new rate, as
-    /// if its last hand-out had been made under it (the next one is permitted one new
-    /// interval, less the new burst's tolerance, after it: sooner for a raised rate, later
-    /// for a lowered one; a limit set after a lift counts from the last hand-out under the
-    /// earlier one), and a
-    /// throttled queue is looked at again by the next `pop_due`, which registers its
-    /// wake-up at the new permitted instant (an earlier one left over only makes it look
-    /// again). Never more than the new rate allows after the change. Costs as
+    /// The arithmetic is exact over the scheduler's whole tick range: nanoseconds in 128
+    /// bits, so neither a long interval times a large burst nor a `now` centuries after
+    /// the origin saturates (a saturated limit would permit every hand-out).
+    ///
+    /// Changes take effect at once: the queue's backlog (hand-outs its GCRA still counts
+    /// against it, as time) is rescaled to the new interval, measured from the latest `now`
+    /// a `pop_due` ran at (rounded up to a nanosecond). A burst spent under the old rate
+    /// stays spent: a lowered rate permits no second burst, and the next hand-out is
+    /// permitted later; for a raised rate, sooner. Setting the same limit again changes
+    /// nothing. A limit set after a lift rescales the backlog left at the lift (hand-outs
+    /// while lifted do not count). A throttled queue's wake-up is dropped and the queue is
+    /// looked at again by the next `pop_due`, which registers a wake-up at the new
+    /// permitted instant if its parked timers still need one (a lift needs none:
+    /// `queue_counts` then shows it not throttled, and `next_deadline` no longer counts
+    /// it). Never more than the new rate allows after the change. Costs as
     /// [`set_concurrency`](Self::set_concurrency), which shares the queue's flow record:
     /// a hand-out of a limited queue adds one compare-and-swap. The idea is KumoMTA's
     /// `max_message_rate` per ready queue; GCRA is ITU-T I.371's, as in the `governor`
@@ -381,8 +388,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner.signal.deadline_added(0);
     }
 
-    /// The rate limit of `queue`: `(interval between hand-outs, burst)`; `None` without
-    /// one. O(1) expected. `queue` may be any borrowed form of `Q`.
+    /// The rate limit of `queue`: `(interval between hand-outs, burst)`, the interval as
+    /// [`RateLimit::interval`] and the burst as set (0 reads back 1); `None` without one.
+    /// O(1) expected. `queue` may be any borrowed form of `Q`.
     ///
     /// ```
     /// use std::time::Duration;
