@@ -234,8 +234,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// free while a member was parked) and every throttled queue whose wake-up is due,
     /// makes its earliest parked timers due — as many as both its free slots and its rate
     /// permit — in delivery order across shards; a queue the rate still holds back gets
-    /// its next wake-up. Nothing, without a lock, while nothing is listed or due (two
-    /// atomic loads). Locks every shard, in ascending order, and releases them before the
+    /// its next wake-up. Nothing, without a lock, while nothing is listed or due (three
+    /// atomic loads: `now` noted for a rate change, the freed flag, the earliest wake-up). Locks every shard, in ascending order, and releases them before the
     /// merge: O(shards × (1 + made due)).
     pub(crate) fn unpark_ready(&self, now_ns: u128) {
         self.inner.flows.polled(now_ns);
@@ -333,7 +333,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     ///
     /// Changes take effect at once: the queue's backlog (hand-outs its GCRA still counts
     /// against it, as time) is rescaled to the new interval, measured from the latest `now`
-    /// a `pop_due` ran at (rounded up to a nanosecond). A burst spent under the old rate
+    /// a `pop_due` or `pop_due_queue` ran at (rounded up to a nanosecond). A burst spent under the old rate
     /// stays spent: a lowered rate permits no second burst, and the next hand-out is
     /// permitted later; for a raised rate, sooner. Setting the same limit again changes
     /// nothing. A limit set after a lift rescales the backlog left at the lift (hand-outs

@@ -73,7 +73,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             return DueBatch::new(Arc::clone(&self.inner), items);
         }
         // Slots that came free for parked timers, and throttled queues whose next hand-out
-        // is permitted now (two atomic loads while neither happened).
+        // is permitted now (three atomic loads while neither happened).
         // The rate limits' clock: nanoseconds since the origin, exact (`now` is a tick).
         let now_ns = (instant.saturating_duration_since(self.inner.clock.origin())).as_nanos();
         self.unpark_ready(now_ns);
