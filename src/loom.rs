@@ -42,12 +42,14 @@
 #[cfg(not(loom))]
 pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
+pub(crate) use portable_atomic::AtomicU128;
+#[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 #[cfg(loom)]
 pub(crate) use ::loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 #[cfg(loom)]
-pub(crate) use mocked::{Condvar, Mutex, MutexGuard};
+pub(crate) use mocked::{AtomicU128, Condvar, Mutex, MutexGuard};
 
 /// loom's lock and condition variable in `parking_lot`'s shape.
 #[cfg(loom)]
@@ -89,6 +91,51 @@ mod mocked {
             self.0
                 .as_deref_mut()
                 .expect("the guard is back from the wait")
+        }
+    }
+
+    /// `portable_atomic::AtomicU128`'s operations the crate uses, over a loom mutex (loom
+    /// has no 128-bit atomic; every operation is one step of the model, as an atomic's).
+    #[derive(Debug)]
+    pub(crate) struct AtomicU128(::loom::sync::Mutex<u128>);
+
+    impl AtomicU128 {
+        pub(crate) fn new(value: u128) -> Self {
+            AtomicU128(::loom::sync::Mutex::new(value))
+        }
+
+        fn cell(&self) -> ::loom::sync::MutexGuard<'_, u128> {
+            self.0.lock().expect("a model panicked under a lock")
+        }
+
+        pub(crate) fn load(&self, _: super::Ordering) -> u128 {
+            *self.cell()
+        }
+
+        pub(crate) fn store(&self, value: u128, _: super::Ordering) {
+            *self.cell() = value;
+        }
+
+        pub(crate) fn compare_exchange(
+            &self,
+            current: u128,
+            new: u128,
+            _: super::Ordering,
+            _: super::Ordering,
+        ) -> Result<u128, u128> {
+            let mut cell = self.cell();
+            if *cell != current {
+                return Err(*cell);
+            }
+            *cell = new;
+            Ok(current)
+        }
+
+        pub(crate) fn fetch_min(&self, value: u128, _: super::Ordering) -> u128 {
+            let mut cell = self.cell();
+            let old = *cell;
+            *cell = old.min(value);
+            old
         }
     }
 

@@ -23,7 +23,6 @@ const YEAR: Duration = Duration::from_secs(86_400 * 365);
 /// `interval × (burst − 1)` is over `u64::MAX` ns and saturates; a saturated tolerance
 /// must still refuse the fourth.
 #[test]
-#[ignore = "fails: a tolerance that saturates at u64::MAX ns permits every hand-out (no limit at all)"]
 fn burst_with_a_saturated_tolerance_still_limits() {
     let t0 = Instant::now();
     let s = sched(2, t0);
@@ -44,7 +43,6 @@ fn burst_with_a_saturated_tolerance_still_limits() {
 
 /// The same with `Duration::MAX` as the period and a burst of 2.
 #[test]
-#[ignore = "fails: per = Duration::MAX with burst 2 saturates the tolerance and permits every hand-out"]
 fn duration_max_period_with_a_burst_still_limits() {
     let t0 = Instant::now();
     let s = sched(1, t0);
@@ -91,7 +89,6 @@ fn a_long_period_below_saturation_limits_to_its_burst() {
 /// old rate permits the next at 1 s; raised a thousandfold (same burst), the next must
 /// not be later than that.
 #[test]
-#[ignore = "fails: raising the rate after a burst postpones the next hand-out from 1 s to ~9 s"]
 fn raising_the_rate_after_a_burst_is_never_later() {
     let t0 = Instant::now();
     let s = sched(2, t0);
@@ -343,7 +340,6 @@ fn flow_calls_on_a_queue_never_seen() {
 
 /// `rate()` reads back the burst that was set, whatever the interval.
 #[test]
-#[ignore = "fails: a burst of 3 per 300 years reads back as 2 (the saturated tolerance divided back)"]
 fn rate_reads_back_the_burst_set() {
     let s = sched(1, Instant::now());
     for (per, burst) in [(YEAR * 300, 3), (Duration::MAX, 2)] {
@@ -378,7 +374,6 @@ fn rate_reads_back_unsaturated_limits() {
 /// lowering the rate to one per 10 s (same burst) must not permit a second burst at the
 /// same instant: 18 hand-outs at once under a limit whose burst is 10.
 #[test]
-#[ignore = "fails: lowering the rate right after a burst permits 8 more at once (18 at one instant, burst 10)"]
 fn lowering_the_rate_after_a_burst_permits_no_second_burst() {
     let t0 = Instant::now();
     let s = sched(2, t0);
@@ -405,7 +400,6 @@ fn lowering_the_rate_after_a_burst_permits_no_second_burst() {
 /// 2^63) behaves like a fresh one". At 1 ms a tick, 600 years is elapsed ≈ 2^54, yet the
 /// rate's clock (nanoseconds since the origin, in a u64) saturates at 584 years.
 #[test]
-#[ignore = "fails: 584 years after the origin (u64 ns) the rate limit permits every hand-out"]
 fn a_rate_limit_still_limits_after_six_centuries() {
     let t0 = Instant::now();
     let s = sched(2, t0);
@@ -440,7 +434,6 @@ fn a_rate_limit_still_limits_after_five_centuries() {
 /// its next hand-out is not permitted yet and its parked timers wait for that instant".
 /// Once the rate is lifted and every member handed out, the queue waits for nothing.
 #[test]
-#[ignore = "fails: throttled stays true after the rate is lifted and the queue emptied, until the old wake-up instant"]
 fn throttled_clears_when_the_rate_is_lifted() {
     let t0 = Instant::now();
     let s = sched(2, t0);
@@ -470,7 +463,6 @@ fn throttled_clears_when_the_rate_is_lifted() {
 
 /// `next_deadline` after the lift: nothing is pending, so nothing to wake for.
 #[test]
-#[ignore = "fails: next_deadline reports the lifted rate's old wake-up (an hour on) with nothing pending"]
 fn next_deadline_forgets_a_lifted_rates_wake_up() {
     let t0 = Instant::now();
     let s = sched(2, t0);

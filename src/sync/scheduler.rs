@@ -373,6 +373,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             });
             stats.bytes_held += shard.bytes_held();
         }
+        stats.bytes_held += self.inner.flows.bytes_held();
         stats.queues = self.queue_count();
         stats
     }

@@ -232,8 +232,10 @@ pub struct SchedulerStats {
     /// gives it back. It counts the scheduler's shared state and shards, and in each shard
     /// the entry slab (every entry holds an id, a queue name and a value inline), its free
     /// list, the wheel (the sum is `wheel.bytes_held` without the wheels' inline size,
-    /// counted with the shards), the id and queue maps, the queue records, the done list
-    /// and its buffer; the staged set is estimated from its length. Not counted: memory
+    /// counted with the shards), the id and queue maps, the frozen and hold marks, the
+    /// queue records, the done list and its buffer; the staged set is estimated from its
+    /// length; and the flow records of queues that ever had a concurrency or rate limit
+    /// (kept until the scheduler is dropped) with their maps and lists. Not counted: memory
     /// `K`, `Q` and `T` own themselves (a `String`'s bytes), the wake-up signal's wakers, and
     /// the allocator's own overhead. Depends on the shard count and on history.
     pub bytes_held: usize,

@@ -121,25 +121,48 @@ pub enum SchedOp {
     },
 }
 
-/// The model's GCRA of one queue, in nanoseconds since the origin.
+/// The model's GCRA of one queue, in nanoseconds since the origin (`u128`: exact over the
+/// whole tick range).
 #[derive(Debug, Clone, Copy, Default)]
 struct Gcra {
-    emission: u64,
-    tolerance: u64,
-    tat: u64,
+    /// 0: lifted (or never set).
+    emission: u128,
+    /// The last limit set's interval and burst (kept across a lift).
+    basis: u128,
+    burst: u128,
+    tat: u128,
 }
 
 impl Gcra {
-    fn permit(&mut self, now: u64) -> bool {
+    fn permit(&mut self, now: u128) -> bool {
         if self.emission == 0 {
             return true;
         }
         let from = self.tat.max(now);
-        if from - now > self.tolerance {
+        if from - now > self.emission * (self.burst - 1) {
             return false;
         }
-        self.tat = from.saturating_add(self.emission);
+        self.tat = from + self.emission;
         true
+    }
+
+    /// `set_rate` as documented: the backlog at `max(seen, tat − interval × burst)` (the
+    /// latest `now` polled, or the earliest the last hand-out could be) rescaled to the new
+    /// interval, rounded up.
+    fn set(&mut self, emission: u128, burst: u128, seen: u128) {
+        self.emission = emission;
+        if emission == 0 {
+            return;
+        }
+        let (old, old_burst) = (self.basis, self.burst);
+        (self.basis, self.burst) = (emission, burst);
+        if old == 0 || old == emission {
+            return;
+        }
+        let from = seen.max(self.tat.saturating_sub(old * old_burst));
+        if self.tat > from {
+            self.tat = from + ((self.tat - from) * emission).div_ceil(old);
+        }
     }
 }
 
@@ -198,6 +221,9 @@ pub struct SchedHarness {
     slotted: BTreeSet<u8>,
     /// Rate limits (kept when lifted: the GCRA state stays).
     rates: BTreeMap<u8, Gcra>,
+    /// The latest `now` (ns, saturating at `u64::MAX`) a pop ran at, as the scheduler
+    /// keeps it for a rate change.
+    seen: u128,
     next_value: u64,
     step: usize,
     op: Option<SchedOp>,
@@ -262,6 +288,7 @@ impl SchedHarness {
             limits: BTreeMap::new(),
             slotted: BTreeSet::new(),
             rates: BTreeMap::new(),
+            seen: 0,
             next_value: 0,
             step: 0,
             op: None,
@@ -424,15 +451,14 @@ impl SchedHarness {
                     burst: u32::from(burst % 3) + 1,
                 });
                 self.sched.set_rate(&queue, limit);
+                let seen = self.seen;
                 let gcra = self.rates.entry(queue).or_default();
                 match limit {
                     Some(limit) => {
-                        let emission = u64::try_from(limit.per.as_nanos()).unwrap_or(u64::MAX);
-                        gcra.emission = emission;
-                        gcra.tolerance = emission * (u64::from(limit.burst) - 1);
+                        gcra.set(limit.per.as_nanos(), u128::from(limit.burst), seen);
                         self.records.insert(queue);
                     }
-                    None => gcra.emission = 0,
+                    None => gcra.set(0, 1, seen),
                 }
             }
         }
@@ -491,8 +517,7 @@ impl SchedHarness {
     /// queue, and of a limited one no more than its limit leaves beside its slotted
     /// members in flight.
     fn eligible(&mut self, due: &mut Vec<((u64, u64), u8)>, now: Instant, limit: usize) {
-        let now_ns = u64::try_from(now.saturating_duration_since(self.origin).as_nanos())
-            .unwrap_or(u64::MAX);
+        let now_ns = now.saturating_duration_since(self.origin).as_nanos();
         let mut room: BTreeMap<u8, usize> = BTreeMap::new();
         for (&queue, &limit) in &self.limits {
             let flying = (self.slotted.iter())
@@ -660,6 +685,10 @@ impl SchedHarness {
         let now_tick = self.now_tick(now);
         if let Some(tick) = now_tick {
             self.clock = self.clock.max(tick);
+            if limit > 0 {
+                let ns = now.saturating_duration_since(self.origin).as_nanos();
+                self.seen = self.seen.max(ns.min(u128::from(u64::MAX)));
+            }
         }
         let mut due: Vec<((u64, u64), u8)> = match now_tick {
             Some(now_tick) if limit > 0 => self

@@ -10,7 +10,11 @@
 //! `now` is permitted if `now ≥ tat − τ`, and sets `tat = max(tat, now) + T`. One
 //! compare-and-swap per hand-out, no timer per token. Its times are nanoseconds since the
 //! scheduler's origin, taken from the `now` given to `pop_due` (not rounded to ticks: two
-//! hand-outs `T` apart in ticks could be less than `T` apart in the caller's time).
+//! hand-outs `T` apart in ticks could be less than `T` apart in the caller's time), in a
+//! `u128`: `u64` nanoseconds end 584 years after the origin, short of the tick range the
+//! scheduler serves, and `T × (burst − 1)` (up to 2^96 ns) would saturate there — a
+//! saturated tolerance or clock permits every hand-out. In `u128` nothing saturates (a
+//! `now` is under 2^94 ns), so the arithmetic is exact.
 //!
 //! Why atomics, and in which order. A `pop_due` takes a slot under its shard's lock
 //! ([`QueueFlow::acquire`]); a slot is given back by a `Due` that is done, which holds no
@@ -30,7 +34,7 @@ use std::sync::{Arc, Weak};
 
 use hashbrown::HashMap;
 
-use crate::loom::{AtomicBool, AtomicU64, Mutex, Ordering};
+use crate::loom::{AtomicBool, AtomicU64, AtomicU128, Mutex, Ordering};
 
 /// "No limit".
 pub(crate) const UNLIMITED: usize = usize::MAX;
@@ -47,16 +51,17 @@ pub(crate) struct QueueFlow<Q> {
     in_flight: AtomicUsize,
     /// Members parked in some shard, plus merges about to try for a slot.
     parked: AtomicUsize,
-    /// GCRA, in nanoseconds since the origin: per hand-out (0: no rate limit), the
-    /// tolerance, and the theoretical arrival time.
+    /// GCRA, in nanoseconds since the origin: per hand-out (0: no rate limit), the burst
+    /// (as set, at least 1: the tolerance `emission × (burst − 1)` is derived from it, never
+    /// stored, so it reads back exact), and the theoretical arrival time.
     emission: AtomicU64,
-    tolerance: AtomicU64,
-    tat: AtomicU64,
+    burst: AtomicU64,
+    tat: AtomicU128,
     /// The emission `tat` counts in: the last non-zero one set (0: none ever), kept across
-    /// a lift, so that `tat − basis` is the theoretical time of the last hand-out.
+    /// a lift with `burst`, so that a limit set later rescales the same backlog.
     basis: AtomicU64,
     /// The throttle wake-up registered for this queue, ns ([`NEVER`]: none).
-    wake_at: AtomicU64,
+    wake_at: AtomicU128,
     /// The scheduler's freed list, for [`relist`](Self::relist) (weak: the list holds
     /// records while they are listed).
     freed: Weak<Freed<Q>>,
@@ -78,7 +83,7 @@ impl<Q> Freed<Q> {
 }
 
 /// "No wake-up registered".
-pub(crate) const NEVER: u64 = u64::MAX;
+pub(crate) const NEVER: u128 = u128::MAX;
 
 impl<Q> QueueFlow<Q> {
     pub(crate) fn new(name: Q, freed: Weak<Freed<Q>>) -> Self {
@@ -89,21 +94,28 @@ impl<Q> QueueFlow<Q> {
             in_flight: AtomicUsize::new(0),
             parked: AtomicUsize::new(0),
             emission: AtomicU64::new(0),
-            tolerance: AtomicU64::new(0),
-            tat: AtomicU64::new(0),
+            burst: AtomicU64::new(1),
+            tat: AtomicU128::new(0),
             basis: AtomicU64::new(0),
-            wake_at: AtomicU64::new(NEVER),
+            wake_at: AtomicU128::new(NEVER),
         }
     }
 
+    /// The emission (ns, 0: no limit) and the tolerance (ns) in force.
+    fn gcra(&self) -> (u128, u128) {
+        let emission = u128::from(self.emission.load(Ordering::SeqCst));
+        let burst = self.burst.load(Ordering::SeqCst);
+        (emission, emission * u128::from(burst.saturating_sub(1)))
+    }
+
     /// GCRA at `now` (ns): takes one hand-out if permitted, or returns the time (ns) from
-    /// which one is. Lock-free (a compare-and-swap loop on `tat`).
-    pub(crate) fn take_rate(&self, now: u64) -> Result<(), u64> {
-        let emission = self.emission.load(Ordering::SeqCst);
+    /// which one is. Lock-free (a compare-and-swap loop on `tat`); exact (see the module
+    /// doc: nothing saturates in `u128`).
+    pub(crate) fn take_rate(&self, now: u128) -> Result<(), u128> {
+        let (emission, tolerance) = self.gcra();
         if emission == 0 {
             return Ok(());
         }
-        let tolerance = self.tolerance.load(Ordering::SeqCst);
         let mut tat = self.tat.load(Ordering::SeqCst);
         loop {
             let from = tat.max(now);
@@ -124,56 +136,74 @@ impl<Q> QueueFlow<Q> {
 
     /// Hand-outs the rate limit permits at `now` (ns; `usize::MAX` without a limit), and
     /// the time (ns) from which the next one after those is permitted.
-    pub(crate) fn permits(&self, now: u64) -> (usize, u64) {
-        let emission = self.emission.load(Ordering::SeqCst);
+    pub(crate) fn permits(&self, now: u128) -> (usize, u128) {
+        let (emission, tolerance) = self.gcra();
         if emission == 0 {
             return (usize::MAX, now);
         }
-        let tolerance = self.tolerance.load(Ordering::SeqCst);
         let from = self.tat.load(Ordering::SeqCst).max(now);
         let ahead = from - now;
         if ahead > tolerance {
             return (0, from - tolerance);
         }
-        if from == u64::MAX {
-            // Saturated time (584 years on): `take_rate` permits every hand-out there.
-            return (usize::MAX, now);
-        }
+        // At most the burst (a `u64`): no overflow below.
         let n = (tolerance - ahead) / emission + 1;
         let next = from.saturating_add(n.saturating_mul(emission)) - tolerance;
         (usize::try_from(n).unwrap_or(usize::MAX), next)
     }
 
     /// Sets the rate limit: `emission` ns per hand-out (0: none) and a burst of `burst`
-    /// hand-outs at once (at least 1).
+    /// hand-outs at once (at least 1). `now` (ns) is the latest time the scheduler was
+    /// polled at (or earlier).
     ///
-    /// The change takes effect at once: `tat − basis` is the theoretical time of the last
-    /// hand-out (at or after the real one), so `tat` moves to that time plus the new
-    /// emission: as if the last hand-out had been made under the new rate (sooner for a
-    /// raised rate, later for a lowered one). Never more than the new rate allows from
-    /// there on, since that time is not before the last hand-out. A lift leaves `tat` and
-    /// its basis, so a limit set later counts from the same last hand-out. A hand-out
-    /// racing the change counts at the emission it read.
-    pub(crate) fn set_rate(&self, emission: u64, burst: u32) {
-        let tolerance = emission.saturating_mul(u64::from(burst.max(1)) - 1);
+    /// The change takes effect at once, the backlog rescaled: `tat − t`, at
+    /// `t = max(now, tat − old emission × old burst)` (the latter a time the last hand-out
+    /// was not before), is the backlog in old intervals; it becomes as many new intervals,
+    /// rounded up. So a burst spent under the old rate is spent under the new one (a lowered
+    /// rate permits no second burst), and the next permitted instant comes sooner for a
+    /// raised rate, later for a lowered one; never more than the new rate allows from
+    /// there on. Setting the same limit again changes nothing. A lift leaves `tat`, its
+    /// basis and the burst, so a limit set later rescales the backlog left at the lift. A
+    /// hand-out racing the change counts at the emission it read.
+    pub(crate) fn set_rate(&self, emission: u64, burst: u32, now: u128) {
         self.emission.store(emission, Ordering::SeqCst);
-        self.tolerance.store(tolerance, Ordering::SeqCst);
         if emission == 0 {
-            // A lift: `tat` is not read until a limit is set again.
+            // A lift: `tat`, `basis` and `burst` are not read until a limit is set again.
             return;
         }
-        let old = self.basis.swap(emission, Ordering::SeqCst);
-        let _ = (self.tat).fetch_update(Ordering::SeqCst, Ordering::SeqCst, |tat| {
-            // Below `old` (or no basis): no hand-out under a limit yet.
-            (old != 0 && tat >= old).then(|| (tat - old).saturating_add(emission))
-        });
+        let old_burst = u128::from(self.burst.swap(u64::from(burst.max(1)), Ordering::SeqCst));
+        let old = u128::from(self.basis.swap(emission, Ordering::SeqCst));
+        let new = u128::from(emission);
+        if old == 0 || old == new {
+            // No limit before (no hand-out under one: `tat` is 0), or the same interval.
+            return;
+        }
+        let mut tat = self.tat.load(Ordering::SeqCst);
+        loop {
+            let from = now.max(tat.saturating_sub(old * old_burst));
+            if tat <= from {
+                return;
+            }
+            // backlog ≤ old × old burst < 2^96: split so that no product overflows
+            // (quotient < 2^32 times < 2^64; remainder < 2^64 times < 2^64).
+            let backlog = tat - from;
+            let scaled = backlog / old * new + (backlog % old * new).div_ceil(old);
+            match (self.tat).compare_exchange(
+                tat,
+                from.saturating_add(scaled),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return,
+                Err(seen) => tat = seen,
+            }
+        }
     }
 
-    /// `(emission, burst)` of the rate limit; `None` without one.
+    /// `(emission ns, burst)` of the rate limit, as set; `None` without one.
     pub(crate) fn rate(&self) -> Option<(u64, u64)> {
         let emission = self.emission.load(Ordering::SeqCst);
-        let tolerance = self.tolerance.load(Ordering::SeqCst);
-        (emission != 0).then(|| (emission, tolerance / emission + 1))
+        (emission != 0).then(|| (emission, self.burst.load(Ordering::SeqCst)))
     }
 
     /// Lists this queue freed again if it has a free slot and a parked member: for a
@@ -263,8 +293,8 @@ impl<Q> FlowTable<Q> {
     /// Registers a throttle wake-up of `flow` at `tick` (ns), unless one at or before it is
     /// registered. Returns whether it registered one (the caller then wakes the pollers
     /// once no shard lock is held, as for a new deadline).
-    pub(crate) fn throttle(&self, flow: &Arc<QueueFlow<Q>>, tick: u64) -> bool {
-        // A time that saturated is still a wake-up (at the last `now` there is).
+    pub(crate) fn throttle(&self, flow: &Arc<QueueFlow<Q>>, tick: u128) -> bool {
+        // Not reached (times are under 2^97 ns), but `NEVER` is not a wake-up.
         let tick = tick.min(NEVER - 1);
         let mut list = self.throttled.lock();
         if flow.wake_at.load(Ordering::SeqCst) <= tick {
@@ -276,14 +306,44 @@ impl<Q> FlowTable<Q> {
         true
     }
 
+    /// Drops the throttle wake-up of `flow`, if one is registered: for a rate that changed
+    /// or was lifted (the caller lists the queue freed, so the next `pop_due` looks at its
+    /// parked timers and registers a wake-up at the new rate's instant, if one is needed).
+    /// O(throttled queues) under the leaf lock.
+    pub(crate) fn unthrottle(&self, flow: &Arc<QueueFlow<Q>>) {
+        let mut list = self.throttled.lock();
+        if flow.wake_at.load(Ordering::SeqCst) == NEVER {
+            return;
+        }
+        flow.wake_at.store(NEVER, Ordering::SeqCst);
+        list.retain(|(_, listed)| !Arc::ptr_eq(listed, flow));
+        let next = list.iter().map(|&(tick, _)| tick).min().unwrap_or(NEVER);
+        self.next_wake.store(next, Ordering::SeqCst);
+    }
+
     /// The earliest throttle wake-up ([`NEVER`]: none).
-    pub(crate) fn next_wake(&self) -> u64 {
+    pub(crate) fn next_wake(&self) -> u128 {
         self.next_wake.load(Ordering::SeqCst)
+    }
+
+    /// Notes `now` (ns) as a time the scheduler was polled at; [`seen`](Self::seen) is the
+    /// latest. One atomic load while `now` is not later (a store when it is).
+    pub(crate) fn polled(&self, now: u128) {
+        let now = u64::try_from(now).unwrap_or(u64::MAX);
+        if self.seen.load(Ordering::SeqCst) < now {
+            self.seen.fetch_max(now, Ordering::SeqCst);
+        }
+    }
+
+    /// The latest time (ns) the scheduler was polled at (saturating at `u64::MAX` ns: a
+    /// lower bound of it, which is what a rate change needs).
+    pub(crate) fn seen(&self) -> u128 {
+        u128::from(self.seen.load(Ordering::SeqCst))
     }
 
     /// Takes the throttle wake-ups due at `now` (ns; nothing, without a lock, while none
     /// is) into `out`.
-    pub(crate) fn take_woken(&self, now: u64, out: &mut Vec<Arc<QueueFlow<Q>>>) {
+    pub(crate) fn take_woken(&self, now: u128, out: &mut Vec<Arc<QueueFlow<Q>>>) {
         if self.next_wake.load(Ordering::SeqCst) > now {
             return;
         }
@@ -318,10 +378,12 @@ pub(crate) struct FlowTable<Q> {
     /// Throttle wake-ups: `(time, queue)`, a queue's parked timers may go from `time` (ns
     /// since the origin, as the GCRA's).
     /// A leaf lock, like `freed`.
-    throttled: Mutex<Vec<(u64, Arc<QueueFlow<Q>>)>>,
+    throttled: Mutex<Vec<(u128, Arc<QueueFlow<Q>>)>>,
     /// The earliest time in `throttled` ([`NEVER`]: none): `pop_due` and the pollers' sleep
     /// read only this.
-    next_wake: AtomicU64,
+    next_wake: AtomicU128,
+    /// The latest `now` (ns, saturating) `pop_due` ran at, for a rate change's rescaling.
+    seen: AtomicU64,
 }
 
 impl<Q: Hash + Eq + Clone> FlowTable<Q> {
@@ -333,7 +395,8 @@ impl<Q: Hash + Eq + Clone> FlowTable<Q> {
                 any: AtomicBool::new(false),
             }),
             throttled: Mutex::new(Vec::new()),
-            next_wake: AtomicU64::new(NEVER),
+            next_wake: AtomicU128::new(NEVER),
+            seen: AtomicU64::new(0),
         }
     }
 
@@ -354,6 +417,22 @@ impl<Q: Hash + Eq + Clone> FlowTable<Q> {
         Q: std::borrow::Borrow<B>,
     {
         self.records.lock().get(queue).map(Arc::clone)
+    }
+
+    /// Bytes the flow records hold, by capacity: the records themselves (each in its `Arc`),
+    /// the map of them, the freed list and the throttle wake-ups. Not what `Q` owns on the
+    /// heap. O(1); takes the three leaf locks one at a time.
+    pub(crate) fn bytes_held(&self) -> usize {
+        use std::mem::size_of;
+        let (records, map) = {
+            let records = self.records.lock();
+            (records.len(), records.allocation_size())
+        };
+        // An `Arc`'s allocation: the record and the two counts.
+        let record = size_of::<QueueFlow<Q>>() + 2 * size_of::<usize>();
+        let freed = self.freed.list.lock().capacity() * size_of::<Arc<QueueFlow<Q>>>();
+        let throttled = self.throttled.lock().capacity() * size_of::<(u128, Arc<QueueFlow<Q>>)>();
+        size_of::<Freed<Q>>() + 2 * size_of::<usize>() + records * record + map + freed + throttled
     }
 
     /// Takes the freed list (empty, without a lock, while nothing was freed).

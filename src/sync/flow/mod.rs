@@ -15,7 +15,8 @@ use std::time::Duration;
 
 /// A rate limit for one queue: at most `count` hand-outs per `per`, with bursts of up to
 /// `burst` at once after a quiet spell (GCRA; see
-/// [`Scheduler::set_rate`](super::Scheduler::set_rate)).
+/// [`Scheduler::set_rate`](super::Scheduler::set_rate)). Any interval and burst hold
+/// exactly, however long the tolerance `interval × (burst − 1)` (the arithmetic is 128-bit).
 ///
 /// ```
 /// use std::time::Duration;
@@ -51,7 +52,8 @@ impl RateLimit {
     }
 
     /// The least time between two hand-outs at the sustained rate: `per / count`, rounded
-    /// up to a nanosecond (at least one).
+    /// up to a nanosecond (at least one), at most `u64::MAX` ns (about 584 years: a longer
+    /// interval is taken as that one).
     pub fn interval(&self) -> Duration {
         Duration::from_nanos(self.interval_ns())
     }

@@ -234,10 +234,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// free while a member was parked) and every throttled queue whose wake-up is due,
     /// makes its earliest parked timers due — as many as both its free slots and its rate
     /// permit — in delivery order across shards; a queue the rate still holds back gets
-    /// its next wake-up. Nothing, without a lock, while nothing is listed or due (two
-    /// atomic loads). Locks every shard, in ascending order, and releases them before the
+    /// its next wake-up. Nothing, without a lock, while nothing is listed or due (three
+    /// atomic loads: `now` noted for a rate change, the freed flag, the earliest wake-up). Locks every shard, in ascending order, and releases them before the
     /// merge: O(shards × (1 + made due)).
-    pub(crate) fn unpark_ready(&self, now_ns: u64) {
+    pub(crate) fn unpark_ready(&self, now_ns: u128) {
+        self.inner.flows.polled(now_ns);
         let mut ready = self.inner.flows.take_freed();
         self.inner.flows.take_woken(now_ns, &mut ready);
         if ready.is_empty() {
@@ -290,8 +291,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// Registers throttle wake-ups `(queue, time in ns since the origin)` and wakes the
     /// pollers for the earliest (a sleeping poller's target takes the wake-ups into
     /// account, at the first tick at or after them). No lock held.
-    pub(crate) fn throttle(&self, throttles: Vec<(Arc<QueueFlow<Q>>, u64)>) {
-        let mut earliest = None::<u64>;
+    pub(crate) fn throttle(&self, throttles: Vec<(Arc<QueueFlow<Q>>, u128)>) {
+        let mut earliest = None::<u128>;
         for (flow, ns) in throttles {
             if self.inner.flows.throttle(&flow, ns) {
                 earliest = Some(earliest.map_or(ns, |e| e.min(ns)));
@@ -303,9 +304,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// The first tick at or after `ns` nanoseconds since the origin.
-    pub(crate) fn ns_tick(&self, ns: u64) -> u64 {
+    pub(crate) fn ns_tick(&self, ns: u128) -> u64 {
+        const NS_PER_S: u128 = 1_000_000_000;
         let origin = self.inner.clock.origin();
-        match origin.checked_add(std::time::Duration::from_nanos(ns)) {
+        let since = u64::try_from(ns / NS_PER_S).ok().map(|secs| {
+            // The remainder is under 10^9: it fits.
+            let sub = u32::try_from(ns % NS_PER_S).unwrap_or(0);
+            std::time::Duration::new(secs, sub)
+        });
+        match since.and_then(|since| origin.checked_add(since)) {
             Some(at) => self.inner.clock.deadline_tick(at),
             None => u64::MAX,
         }
@@ -320,14 +327,21 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// earliest parked timers due, as many as the rate and the concurrency limit permit.
     /// `queue_counts` shows `throttled` while a wake-up is pending.
     ///
-    /// Changes take effect at once: the queue's GCRA state is brought to the new rate, as
-    /// if its last hand-out had been made under it (the next one is permitted one new
-    /// interval, less the new burst's tolerance, after it: sooner for a raised rate, later
-    /// for a lowered one; a limit set after a lift counts from the last hand-out under the
-    /// earlier one), and a
-    /// throttled queue is looked at again by the next `pop_due`, which registers its
-    /// wake-up at the new permitted instant (an earlier one left over only makes it look
-    /// again). Never more than the new rate allows after the change. Costs as
+    /// The arithmetic is exact over the scheduler's whole tick range: nanoseconds in 128
+    /// bits, so neither a long interval times a large burst nor a `now` centuries after
+    /// the origin saturates (a saturated limit would permit every hand-out).
+    ///
+    /// Changes take effect at once: the queue's backlog (hand-outs its GCRA still counts
+    /// against it, as time) is rescaled to the new interval, measured from the latest `now`
+    /// a `pop_due` or `pop_due_queue` ran at (rounded up to a nanosecond). A burst spent under the old rate
+    /// stays spent: a lowered rate permits no second burst, and the next hand-out is
+    /// permitted later; for a raised rate, sooner. Setting the same limit again changes
+    /// nothing. A limit set after a lift rescales the backlog left at the lift (hand-outs
+    /// while lifted do not count). A throttled queue's wake-up is dropped and the queue is
+    /// looked at again by the next `pop_due`, which registers a wake-up at the new
+    /// permitted instant if its parked timers still need one (a lift needs none:
+    /// `queue_counts` then shows it not throttled, and `next_deadline` no longer counts
+    /// it). Never more than the new rate allows after the change. Costs as
     /// [`set_concurrency`](Self::set_concurrency), which shares the queue's flow record:
     /// a hand-out of a limited queue adds one compare-and-swap. The idea is KumoMTA's
     /// `max_message_rate` per ready queue; GCRA is ITU-T I.371's, as in the `governor`
@@ -359,10 +373,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             None if limit.is_none() => return,
             None => self.inner.flows.record(&queue.to_owned()),
         };
+        let seen = self.inner.flows.seen();
         match limit {
-            Some(limit) => flow.set_rate(limit.interval_ns(), limit.burst),
-            None => flow.set_rate(0, 1),
+            Some(limit) => flow.set_rate(limit.interval_ns(), limit.burst, seen),
+            None => flow.set_rate(0, 1, seen),
         }
+        // A wake-up at the old rate's instant is stale (lifted: none is needed; changed:
+        // the next `pop_due`, with the queue listed freed below, registers the new one).
+        self.inner.flows.unthrottle(&flow);
         for shard in self.inner.shards.iter() {
             shard.lock_unsettled().limit(&flow);
         }
@@ -370,8 +388,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner.signal.deadline_added(0);
     }
 
-    /// The rate limit of `queue`: `(interval between hand-outs, burst)`; `None` without
-    /// one. O(1) expected. `queue` may be any borrowed form of `Q`.
+    /// The rate limit of `queue`: `(interval between hand-outs, burst)`, the interval as
+    /// [`RateLimit::interval`] and the burst as set (0 reads back 1); `None` without one.
+    /// O(1) expected. `queue` may be any borrowed form of `Q`.
     ///
     /// ```
     /// use std::time::Duration;
@@ -497,8 +516,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         let Some(tick) = self.inner.clock.now_tick(now).filter(|_| limit > 0) else {
             return DueBatch::new(Arc::clone(&self.inner), items);
         };
-        let now_ns = now.saturating_duration_since(self.inner.clock.origin());
-        let now_ns = u64::try_from(now_ns.as_nanos()).unwrap_or(u64::MAX);
+        let now_ns = (now.saturating_duration_since(self.inner.clock.origin())).as_nanos();
         self.unpark_ready(now_ns);
         let mut trash = Trash::new();
         let mut throttles = Vec::new();

@@ -73,10 +73,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             return DueBatch::new(Arc::clone(&self.inner), items);
         }
         // Slots that came free for parked timers, and throttled queues whose next hand-out
-        // is permitted now (two atomic loads while neither happened).
+        // is permitted now (three atomic loads while neither happened).
         // The rate limits' clock: nanoseconds since the origin, exact (`now` is a tick).
-        let now_ns = instant.saturating_duration_since(self.inner.clock.origin());
-        let now_ns = u64::try_from(now_ns.as_nanos()).unwrap_or(u64::MAX);
+        let now_ns = (instant.saturating_duration_since(self.inner.clock.origin())).as_nanos();
         self.unpark_ready(now_ns);
         // A shard whose published bound says nothing is due is passed over without its lock
         // (the dispatcher's idle polls then take no lock at all).

@@ -144,8 +144,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     pub(super) fn try_slot(
         &mut self,
         index: u32,
-        now: u64,
-        throttles: &mut Vec<(Arc<QueueFlow<Q>>, u64)>,
+        now: u128,
+        throttles: &mut Vec<(Arc<QueueFlow<Q>>, u128)>,
     ) -> Result<Option<Arc<QueueFlow<Q>>>, ()> {
         let rec = self.entry(index).queue;
         let Some(flow) = self.queue_rec(rec).flow.clone() else {
@@ -275,8 +275,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     pub(crate) fn take_member(
         &mut self,
         index: u32,
-        now_ns: u64,
-        throttles: &mut Vec<(Arc<QueueFlow<Q>>, u64)>,
+        now_ns: u128,
+        throttles: &mut Vec<(Arc<QueueFlow<Q>>, u128)>,
     ) -> Result<Popped<Q, K, T>, bool> {
         if self.queue_rec(self.entry(index).queue).held {
             self.park_member(index);

@@ -22,15 +22,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         self.ids.shrink_to_fit();
         self.queue_ids.shrink_to_fit();
         self.frozen.shrink_to_fit();
+        self.held.shrink_to_fit();
+        self.limited.shrink_to_fit();
         self.done_buffer = Vec::new();
         shrink_slab(&mut self.entries, &mut self.free_entries);
         shrink_slab(&mut self.queue_recs, &mut self.free_queues);
     }
 
     /// Bytes the shard state holds on the heap, by capacity (not length): the entry slab
-    /// and its free list, the wheel, the id and queue maps, the frozen marks, the queue
-    /// records, the done
-    /// buffer, and an estimate of the staged set (a `BTreeMap`: its items' size, nodes'
+    /// and its free list, the wheel, the id and queue maps, the frozen and hold marks, the
+    /// limited queues' map, the queue records, the done buffer, and an estimate of the staged set (a `BTreeMap`: its items' size, nodes'
     /// overhead not counted). Not what `K`, `Q` or `T` themselves own on the heap.
     pub(crate) fn bytes_held(&self) -> usize {
         let wheel_heap = self.wheel.stats().bytes_held - size_of::<Wheel<u32>>();
@@ -40,6 +41,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             + self.ids.bytes_held()
             + self.queue_ids.allocation_size()
             + self.frozen.allocation_size()
+            + self.held.allocation_size()
+            + self.limited.allocation_size()
             + self.queue_recs.capacity() * size_of::<Option<QueueRec<Q>>>()
             + self.free_queues.capacity() * size_of::<u32>()
             + self.done_buffer.capacity() * size_of::<u32>()

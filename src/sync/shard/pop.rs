@@ -61,8 +61,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         &mut self,
         key: (u64, u64),
         cursor: &mut Cursor,
-        now_ns: u64,
-        throttles: &mut Vec<(Arc<QueueFlow<Q>>, u64)>,
+        now_ns: u128,
+        throttles: &mut Vec<(Arc<QueueFlow<Q>>, u128)>,
     ) -> Option<Popped<Q, K, T>> {
         let index = match cursor.wheel_head {
             Some(w) if self.entry(w).order() == key => {

@@ -385,3 +385,30 @@ fn a_release_merges_its_parked_timers_with_those_already_staged_in_delivery_orde
     s.check_invariants();
     assert_eq!(values(&s, ms(t0, 20), 10), [11, 12, 13, 14, 24, 15]);
 }
+
+/// A rate change rescales the backlog as it stands at the latest poll: what is left of the
+/// burst then stays left (in hand-outs), and what is spent stays spent.
+#[test]
+fn a_changed_rate_keeps_the_burst_left_at_the_latest_poll() {
+    let (s, t0) = two_shards();
+    s.set_rate(&0, Some(RateLimit::per_second(1).with_burst(10)));
+    for n in 0..30u64 {
+        s.schedule(0, id_on((n % 2) as usize, n as usize / 2), t0, n)
+            .unwrap();
+    }
+    assert_eq!(s.pop_due(t0, 10).count(), 10, "the burst");
+    // 5 s on, 5 of the burst are back; take 1: 4 left, a backlog of 6 intervals.
+    assert_eq!(s.pop_due(ms(t0, 5000), 1).count(), 1);
+    // Ten times slower: the 6 intervals are 60 s of a 90 s tolerance, 4 hand-outs left.
+    let slower = RateLimit {
+        count: 1,
+        per: Duration::from_secs(10),
+        burst: 10,
+    };
+    s.set_rate(&0, Some(slower));
+    assert_eq!(s.pop_due(ms(t0, 5000), 100).count(), 4);
+    // The next one 10 s after the last permitted instant.
+    assert_eq!(s.pop_due(ms(t0, 14_999), 100).count(), 0);
+    assert_eq!(s.pop_due(ms(t0, 15_000), 100).count(), 1);
+    s.check_invariants();
+}
