@@ -63,7 +63,6 @@ proptest! {
 /// parked by its throttle; its wake-up fired in a `pop_due` with a batch limit of 1, and one
 /// of them stays parked at the next `pop_due` although the GCRA permits it there (the model
 /// hands it out). Late, never early: no hand-out beyond the rate, none twice.
-
 #[test]
 #[ignore = "fails: pop_due hands out one timer fewer than the model after a batch limit of 1 and a throttle (fuzz input)"]
 fn rate_limited_pop_after_a_limited_batch_matches_the_model() {
