@@ -58,8 +58,11 @@ pub enum Delivery {
 /// Deliveries per `HSCAN` page at the end of a run.
 const DELIVERED_PAGE: u64 = 10_000;
 
+// KEYS: spool:q, inbox, delivered. ARGV: id, at, q. Idempotent: a producer retrying a call
+// whose reply it lost (the first call ran) adds nothing, so no id reaches the inbox twice.
 const PRODUCE: &str = r"
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return 0 end
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('XADD', KEYS[2], '*', 'q', ARGV[3], 'id', ARGV[1], 'at', ARGV[2])
 return 1
 ";
@@ -126,14 +129,16 @@ impl Spool {
         format!("{}spool:{q}", self.prefix)
     }
 
-    /// Stores message `id` of queue `q`, due at `at_ns`, and announces it on the inbox.
-    /// Idempotent for the spool (a retry rewrites the same field).
+    /// Stores message `id` of queue `q`, due at `at_ns`, and announces it on the inbox, once:
+    /// a retry of an id already in the spool or delivered adds nothing (a producer whose
+    /// reply was lost retries, and its first call may have run).
     pub async fn produce(&mut self, q: u32, id: u64, at_ns: u64) -> RedisResult<()> {
         let mut conn = self.conn.clone();
         let _: i64 = self
             .produce
             .key(self.spool_key(q))
             .key(self.key("inbox"))
+            .key(self.key("delivered"))
             .arg(id)
             .arg(at_ns)
             .arg(q)
@@ -319,6 +324,34 @@ mod tests {
         assert!(a < b);
         assert_eq!(b.text(), "1000-0");
         assert!(StreamPos::parse("12").is_none() && StreamPos::parse("a-1").is_none());
+    }
+
+    /// A produce repeated (a retry after a lost reply) reaches the inbox once, before its
+    /// delivery and after it.
+    #[test]
+    fn a_repeated_produce_adds_nothing() {
+        let Some(server) = tickwheel_testkit::redis::start_for_test() else {
+            return;
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut s = Spool::connect(&server.url(), "t:", None).await.unwrap();
+            let start = s.inbox_tail().await.unwrap();
+            s.produce(3, 10, 1_000).await.unwrap();
+            s.produce(3, 10, 1_000).await.unwrap();
+            let inbox = s.read_inbox(start, 10).await.unwrap();
+            assert_eq!(inbox.len(), 1, "a retried produce announced twice");
+            assert_eq!(s.deliver(3, 1, &[10]).await.unwrap(), Delivery::Accepted(1));
+            s.produce(3, 10, 1_000).await.unwrap();
+            assert_eq!(s.read_inbox(start, 10).await.unwrap().len(), 1);
+            assert!(
+                s.sync_read(3).await.unwrap().1.is_empty(),
+                "delivered, yet back"
+            );
+        });
     }
 
     /// More deliveries than one `HSCAN` page: every one read back once, with its token.
