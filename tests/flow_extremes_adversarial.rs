@@ -396,9 +396,9 @@ fn lowering_the_rate_after_a_burst_permits_no_second_burst() {
     );
 }
 
-/// DESIGN.md: "a wheel that has run for years of ticks (elapsed near 2^30, 2^32, 2^36,
-/// 2^63) behaves like a fresh one". At 1 ms a tick, 600 years is elapsed ≈ 2^54, yet the
-/// rate's clock (nanoseconds since the origin, in a u64) saturates at 584 years.
+/// docs/design.md's "Whole range": any `u64` deadline is accepted. At 1 ms a tick, 600
+/// years is ≈ 2^54 ticks, well inside that range, yet past where a rate clock of `u64`
+/// nanoseconds would saturate (584 years): the rate limit must still limit there.
 #[test]
 fn a_rate_limit_still_limits_after_six_centuries() {
     let t0 = Instant::now();

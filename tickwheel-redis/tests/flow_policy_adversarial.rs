@@ -151,7 +151,7 @@ async fn a_target_restarted_before_its_commit_still_applies_the_policy() {
     assert_eq!(dst.pop_due(t0 + Duration::from_secs(1), 100).count(), 0);
 }
 
-/// A target restarted between its commit and its import. handoff.md's table says "target
+/// A target restarted between its commit and its import. docs/handoff.md's table says "target
 /// | commit | restart: recover finds the queue OWNED by it …; reload and import | nothing
 /// lost", and "Holds and limits travel with the queue". But the commit deletes the
 /// offer's policy in Redis and the documented spool keeps only the entries: the restarted
