@@ -137,6 +137,13 @@ mod mocked {
             *cell = old.min(value);
             old
         }
+
+        pub(crate) fn fetch_max(&self, value: u128, _: super::Ordering) -> u128 {
+            let mut cell = self.cell();
+            let old = *cell;
+            *cell = old.max(value);
+            old
+        }
     }
 
     /// `parking_lot::Condvar` over `::loom::sync::Condvar`.

@@ -221,8 +221,8 @@ pub struct SchedHarness {
     slotted: BTreeSet<u8>,
     /// Rate limits (kept when lifted: the GCRA state stays).
     rates: BTreeMap<u8, Gcra>,
-    /// The latest `now` (ns, saturating at `u64::MAX`) a pop ran at, as the scheduler
-    /// keeps it for a rate change.
+    /// The latest `now` (ns) a pop ran at: the rate limits' clock, as the scheduler keeps
+    /// it (and where a rate change rescales from).
     seen: u128,
     next_value: u64,
     step: usize,
@@ -517,7 +517,11 @@ impl SchedHarness {
     /// queue, and of a limited one no more than its limit leaves beside its slotted
     /// members in flight.
     fn eligible(&mut self, due: &mut Vec<((u64, u64), u8)>, now: Instant, limit: usize) {
-        let now_ns = now.saturating_duration_since(self.origin).as_nanos();
+        // The rate limits' clock ignores a `now` that goes backwards: the latest pop's.
+        let now_ns = now
+            .saturating_duration_since(self.origin)
+            .as_nanos()
+            .max(self.seen);
         let mut room: BTreeMap<u8, usize> = BTreeMap::new();
         for (&queue, &limit) in &self.limits {
             let flying = (self.slotted.iter())
@@ -687,7 +691,7 @@ impl SchedHarness {
             self.clock = self.clock.max(tick);
             if limit > 0 {
                 let ns = now.saturating_duration_since(self.origin).as_nanos();
-                self.seen = self.seen.max(ns.min(u128::from(u64::MAX)));
+                self.seen = self.seen.max(ns);
             }
         }
         let mut due: Vec<((u64, u64), u8)> = match now_tick {

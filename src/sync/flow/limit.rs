@@ -326,19 +326,23 @@ impl<Q> FlowTable<Q> {
         self.next_wake.load(Ordering::SeqCst)
     }
 
-    /// Notes `now` (ns) as a time the scheduler was polled at; [`seen`](Self::seen) is the
-    /// latest. One atomic load while `now` is not later (a store when it is).
-    pub(crate) fn polled(&self, now: u128) {
-        let now = u64::try_from(now).unwrap_or(u64::MAX);
-        if self.seen.load(Ordering::SeqCst) < now {
+    /// Notes `now` (ns) as a time the scheduler was polled at, and returns the latest such
+    /// time: the rate limits' clock, which, like the wheel's, ignores a `now` that goes
+    /// backwards (a rate never permits more for an earlier `now`, and a wake-up computed
+    /// at a later one stays right). One atomic load while `now` is not later (a
+    /// `fetch_max` when it is).
+    pub(crate) fn polled(&self, now: u128) -> u128 {
+        let seen = self.seen.load(Ordering::SeqCst);
+        if seen < now {
             self.seen.fetch_max(now, Ordering::SeqCst);
+            return now.max(self.seen.load(Ordering::SeqCst));
         }
+        seen
     }
 
-    /// The latest time (ns) the scheduler was polled at (saturating at `u64::MAX` ns: a
-    /// lower bound of it, which is what a rate change needs).
+    /// The latest time (ns) the scheduler was polled at.
     pub(crate) fn seen(&self) -> u128 {
-        u128::from(self.seen.load(Ordering::SeqCst))
+        self.seen.load(Ordering::SeqCst)
     }
 
     /// Takes the throttle wake-ups due at `now` (ns; nothing, without a lock, while none
@@ -382,8 +386,9 @@ pub(crate) struct FlowTable<Q> {
     /// The earliest time in `throttled` ([`NEVER`]: none): `pop_due` and the pollers' sleep
     /// read only this.
     next_wake: AtomicU128,
-    /// The latest `now` (ns, saturating) `pop_due` ran at, for a rate change's rescaling.
-    seen: AtomicU64,
+    /// The latest `now` (ns) `pop_due` ran at: the rate limits' clock, and where a rate
+    /// change rescales from.
+    seen: AtomicU128,
 }
 
 impl<Q: Hash + Eq + Clone> FlowTable<Q> {
@@ -396,7 +401,7 @@ impl<Q: Hash + Eq + Clone> FlowTable<Q> {
             }),
             throttled: Mutex::new(Vec::new()),
             next_wake: AtomicU128::new(NEVER),
-            seen: AtomicU64::new(0),
+            seen: AtomicU128::new(0),
         }
     }
 

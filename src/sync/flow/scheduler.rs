@@ -237,12 +237,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// its next wake-up. Nothing, without a lock, while nothing is listed or due (three
     /// atomic loads: `now` noted for a rate change, the freed flag, the earliest wake-up). Locks every shard, in ascending order, and releases them before the
     /// merge: O(shards × (1 + made due)).
-    pub(crate) fn unpark_ready(&self, now_ns: u128) {
-        self.inner.flows.polled(now_ns);
+    pub(crate) fn unpark_ready(&self, now_ns: u128) -> u128 {
+        let now_ns = self.inner.flows.polled(now_ns);
         let mut ready = self.inner.flows.take_freed();
         self.inner.flows.take_woken(now_ns, &mut ready);
         if ready.is_empty() {
-            return;
+            return now_ns;
         }
         ready.sort_unstable_by_key(|flow| Arc::as_ptr(flow) as usize);
         ready.dedup_by(|a, b| Arc::ptr_eq(a, b));
@@ -286,6 +286,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
+        now_ns
     }
 
     /// Registers throttle wake-ups `(queue, time in ns since the origin)` and wakes the
@@ -341,7 +342,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// looked at again by the next `pop_due`, which registers a wake-up at the new
     /// permitted instant if its parked timers still need one (a lift needs none:
     /// `queue_counts` then shows it not throttled, and `next_deadline` no longer counts
-    /// it). Never more than the new rate allows after the change. Costs as
+    /// it). Never more than the new rate allows after the change. The rate's clock is
+    /// the latest `now` a `pop_due` or `pop_due_queue` ran at: a call with an earlier `now`
+    /// counts at that latest one (a `now` that goes backwards is ignored, as by the wheel),
+    /// so it never permits more than the rate. Costs as
     /// [`set_concurrency`](Self::set_concurrency), which shares the queue's flow record:
     /// a hand-out of a limited queue adds one compare-and-swap. The idea is KumoMTA's
     /// `max_message_rate` per ready queue; GCRA is ITU-T I.371's, as in the `governor`
@@ -517,7 +521,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             return DueBatch::new(Arc::clone(&self.inner), items);
         };
         let now_ns = (now.saturating_duration_since(self.inner.clock.origin())).as_nanos();
-        self.unpark_ready(now_ns);
+        let now_ns = self.unpark_ready(now_ns);
         let mut trash = Trash::new();
         let mut throttles = Vec::new();
         let mut states: Vec<_> = (self.inner.shards.iter())

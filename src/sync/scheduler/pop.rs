@@ -76,7 +76,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         // is permitted now (three atomic loads while neither happened).
         // The rate limits' clock: nanoseconds since the origin, exact (`now` is a tick).
         let now_ns = (instant.saturating_duration_since(self.inner.clock.origin())).as_nanos();
-        self.unpark_ready(now_ns);
+        // The rate limits' clock: the latest `now` any pop ran at (a `now` that goes
+        // backwards is ignored, as by the wheel).
+        let now_ns = self.unpark_ready(now_ns);
         // A shard whose published bound says nothing is due is passed over without its lock
         // (the dispatcher's idle polls then take no lock at all).
         let mut trash = Trash::new();
