@@ -12,6 +12,11 @@
 //! A third figure, **first look**, times the same with the 9 000 queues' timers not parked
 //! yet (all due at once, parked by the timed pops): the one-time cost of parking, paid per
 //! ineligible timer.
+//!
+//! A fourth, **not due**, gives the 9 000 queues as many timers (and as many in flight) as
+//! the flow variant, due an hour later and without flow control: what the same number of
+//! live timers costs the pops (a larger id map and slab, more cache misses), apart from
+//! anything holds or limits do. Flow ÷ not due is what flow control itself costs.
 
 use std::time::{Duration, Instant};
 
@@ -30,6 +35,9 @@ enum Variant {
     Empty,
     Flow,
     FirstLook,
+    /// The 9 000 queues hold as many timers (and as many in flight) as in `Flow`, not due
+    /// and without flow control: what the same number of live timers costs the pops.
+    Waiting,
 }
 
 /// One repetition: ns per timer handed out.
@@ -41,6 +49,9 @@ fn run(variant: Variant) -> f64 {
     let mut open = Vec::new();
     if variant != Variant::Empty {
         for queue in ELIGIBLE..QUEUES {
+            if variant == Variant::Waiting {
+                break;
+            }
             if queue % 2 == 0 {
                 sched.hold_queue(&queue);
             } else {
@@ -54,7 +65,11 @@ fn run(variant: Variant) -> f64 {
         }
         let batch: Vec<_> = sched.pop_due(ms(0), usize::MAX).collect();
         open.extend(batch);
-        let at = if variant == Variant::Flow { 1 } else { 2 };
+        let at = match variant {
+            Variant::Flow => 1,
+            Variant::Waiting => 3_600_000,
+            _ => 2,
+        };
         for queue in ELIGIBLE..QUEUES {
             for _ in 0..PER_QUEUE {
                 sched.schedule(queue, id, ms(at), 0).expect("a new id");
@@ -101,13 +116,16 @@ fn median(mut xs: Vec<f64>) -> f64 {
 /// ratios.
 pub fn report(reps: usize) {
     let (mut empty, mut flow, mut first) = (Vec::new(), Vec::new(), Vec::new());
-    let mut ratios = Vec::new();
+    let (mut ratios, mut waiting, mut flow_by_waiting) = (Vec::new(), Vec::new(), Vec::new());
     run(Variant::Empty); // warm-up
     for _ in 0..reps {
         let e = run(Variant::Empty);
         let f = run(Variant::Flow);
+        let w = run(Variant::Waiting);
         first.push(run(Variant::FirstLook) / e);
         ratios.push(f / e);
+        waiting.push(w / e);
+        flow_by_waiting.push(f / w);
         empty.push(e);
         flow.push(f);
     }
@@ -122,6 +140,12 @@ pub fn report(reps: usize) {
         "  9 000 queues held or at their limit, parked {:>8.1}  ({:.2}× empty, target ≤ 1.5×)",
         median(flow),
         median(ratios)
+    );
+    println!(
+        "  9 000 queues with as many timers, not due  {:>8}  ({:.2}× empty; parked ÷ this: {:.2}×)",
+        "",
+        median(waiting),
+        median(flow_by_waiting)
     );
     println!(
         "  the same, not parked yet (first look)       {:>8}  ({:.2}× empty: parking {} timers once)",
