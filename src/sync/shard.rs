@@ -225,6 +225,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
 
     /// [`schedule`](Self::schedule), giving a refused timer back whole (for `import`, which
     /// hands the id back too).
+    #[inline]
     pub(crate) fn insert(
         &mut self,
         id: K,

@@ -108,37 +108,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         self.held.is_empty() && self.limited.is_empty()
     }
 
-    /// The merge's candidate `key` (the order key `head` found: the cursor's wheel timer or
-    /// the first staged one): if its queue is held, parks it and returns `true`, for `head`
-    /// to look again. Called only while something is held here.
-    pub(super) fn park_if_held(&mut self, key: (u64, u64), cursor: &mut Cursor) -> bool {
-        let index = match cursor.wheel_head {
-            Some(w) if self.entry(w).order() == key => w,
-            _ => match self.staged.get(&key) {
-                Some(&index) => index,
-                None => return false,
-            },
-        };
-        let rec = self.entry(index).queue;
-        if !self.queue_rec(rec).held {
-            return false;
-        }
-        if cursor.wheel_head == Some(index) {
-            cursor.wheel_head = None;
-        } else {
-            self.staged.remove(&key);
-        }
-        if let Some(flow) = &self.queue_rec(rec).flow {
-            flow.parking(1);
-        }
-        self.park(index);
-        true
-    }
-
-    /// For `take` at `now` (ns since the origin): timer `index` (out of its store, about to go in flight)
-    /// takes a slot of its queue's concurrency limit and one hand-out of its rate limit, if
-    /// the queue has a flow record: `Ok` with the record to carry (or `None`). Otherwise
-    /// the timer is parked and `Err` returned; if the rate refused, `(record, time in ns the
+    /// For `take` at `now` (ns since the origin): timer `index` (out of its store, about to
+    /// go in flight) is parked if its queue is held; else it takes a slot of its queue's
+    /// concurrency limit and one hand-out of its rate limit, if the queue has a flow
+    /// record: `Ok` with the record to carry (or `None`). Otherwise the timer is parked
+    /// and `Err` returned; if the rate refused, `(record, time in ns the
     /// next hand-out is permitted at)` is pushed on `throttles`, for the caller to register.
     /// See `flow/limit.rs` for why it counts itself parked before it tries.
     pub(super) fn try_slot(
@@ -148,6 +122,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         throttles: &mut Vec<(Arc<QueueFlow<Q>>, u128)>,
     ) -> Result<Option<Arc<QueueFlow<Q>>>, ()> {
         let rec = self.entry(index).queue;
+        if self.queue_rec(rec).held {
+            if let Some(flow) = &self.queue_rec(rec).flow {
+                flow.parking(1);
+            }
+            self.park(index);
+            return Err(());
+        }
         let Some(flow) = self.queue_rec(rec).flow.clone() else {
             return Ok(None);
         };

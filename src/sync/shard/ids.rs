@@ -46,6 +46,7 @@ impl<K: Hash + Eq> IdMap<K> {
     }
 
     /// Looks `id` up, ready to insert it if absent.
+    #[inline]
     pub(super) fn slot(&mut self, id: &K) -> Slot<'_, K> {
         let hasher = &self.hasher;
         let hash = hasher.hash_one(id);

@@ -10,26 +10,10 @@ use crate::sync::trash::Trash;
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// The delivery-order key of this shard's next due timer at `now`, polling the wheel
-    /// into the cursor if needed; `None` when nothing more is due.
-    /// A due timer of a held queue is parked on the way (see `flow.rs`), never returned.
+    /// into the cursor if needed; `None` when nothing more is due. A due timer of a held
+    /// queue is returned like any other: [`take`](Self::take) parks it (one look at the
+    /// timer the merge takes anyway, rather than one more per head).
     pub(crate) fn head(&mut self, now: u64, cursor: &mut Cursor) -> Option<(u64, u64)> {
-        let key = self.next_due(now, cursor);
-        // One branch while nothing is held here.
-        if self.held.is_empty() {
-            return key;
-        }
-        let mut key = key;
-        while let Some(k) = key {
-            if !self.park_if_held(k, cursor) {
-                break;
-            }
-            key = self.next_due(now, cursor);
-        }
-        key
-    }
-
-    /// [`head`](Self::head) without looking at holds.
-    fn next_due(&mut self, now: u64, cursor: &mut Cursor) -> Option<(u64, u64)> {
         if cursor.wheel_head.is_none() && !cursor.wheel_done {
             match self.wheel.poll(now) {
                 // The wheel's clock never goes back: after a poll at a later `now` it also
@@ -54,8 +38,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// Takes the timer whose order key `key` the last [`head`](Self::head) returned, and
-    /// marks it in flight. A timer of a limited queue that finds no slot, or no hand-out of its rate, is parked
-    /// instead and `None` returned (a throttled one's wake-up goes on `throttles`). `now_ns`:
+    /// marks it in flight. A timer of a held queue, or of a limited queue that finds no
+    /// slot or no hand-out of its rate, is parked instead and `None` returned (a throttled one's wake-up goes on `throttles`). `now_ns`:
     /// the `pop_due`'s `now` in nanoseconds since the origin, for the rate limits.
     pub(crate) fn take(
         &mut self,
