@@ -24,7 +24,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Cursor, NIL, Place, Popped, ShardState};
+use super::{NIL, Place, Popped, ShardState};
 use crate::sync::flow::QueueFlow;
 use crate::sync::trash::Trash;
 
