@@ -29,9 +29,10 @@
 //! | `loom_poller_going_to_sleep_is_woken_by_an_earlier_schedule` | `Signal::wait` checks the epoch and sleeps in two critical sections | deadlock: a lost wake-up |
 //! | `loom_stream_replacing_its_waker_racing_a_wake` | `arm_waker` reads the epoch and replaces the waker in two critical sections | the replaced waker woken, the new one not |
 //! | `loom_shutdown_racing_a_schedule` | the stop flag stored after the notify | deadlock: the dispatcher sleeps through its stop |
+//! | `loom_end_racing_a_pop_at_the_limit` | a merge that found no slot counts itself parked after its second try | timer 2 parked for good: a lost wake-up |
 //!
 //! Weakening every ordering of the due bound (`Release`/`Acquire`), the watermark and the
-//! stop flag (`SeqCst`) to `Relaxed` at once passes all five: in these protocols every
+//! stop flag (`SeqCst`) to `Relaxed` at once passes the first five: in these protocols every
 //! lock-free read that decides anything is ordered by a lock taken on both sides (the
 //! shard lock for the bound, the signal lock for the watermark, the epoch and the flag).
 //! The stronger orderings are kept as they were: the models show them not needed here, not
@@ -44,10 +45,10 @@ pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::AtomicU128;
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 #[cfg(loom)]
-pub(crate) use ::loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+pub(crate) use ::loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(loom)]
 pub(crate) use mocked::{AtomicU128, Condvar, Mutex, MutexGuard};
 
@@ -189,3 +190,16 @@ pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
 
 #[cfg(all(test, loom))]
 pub(crate) use ::loom::thread;
+
+/// Between a `SeqCst` write and a `SeqCst` read of another location, in a handshake that
+/// relies on their single total order (Dekker: of two threads each writing one location
+/// and then reading the other's, one reads the other's write). C11 gives that to `SeqCst`
+/// accesses, so a normal build needs nothing here (this compiles away). loom treats
+/// `SeqCst` accesses as `AcqRel` (its README, "Unsupported features"; loom #180), which
+/// lets both reads miss and reports a lost wake-up that cannot happen; a `SeqCst` fence,
+/// which loom does model, restores the order under `--cfg loom`.
+#[inline(always)]
+pub(crate) fn dekker_fence() {
+    #[cfg(loom)]
+    ::loom::sync::atomic::fence(Ordering::SeqCst);
+}

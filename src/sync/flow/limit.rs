@@ -21,20 +21,21 @@
 //! lock ([`QueueFlow::end`]), or by a retry or a put-back. A timer that finds no slot is
 //! parked in its shard. The lost wake-up to avoid: the merge fails to take a slot, the last
 //! in-flight `Due` ends and sees nothing parked, and then the merge parks its timer — which
-//! nobody would make due again. So the merge counts itself parked **before** it tries for a
-//! slot (and uncounts itself on success), and an end gives its slot back **before** it
-//! looks at the parked count, all four `SeqCst`: of two threads each writing one location
-//! and then reading the other's, one reads the other's write (Dekker). Either the merge
-//! takes the slot just given back, or the end sees the parked timer and lists the queue as
-//! freed, for the next `pop_due` to make one of its parked timers due.
+//! nobody would make due again. So a merge whose first try fails counts itself parked and
+//! **then** tries again (uncounting itself if that succeeds), and an end gives its slot back
+//! **before** it looks at the parked count, all four `SeqCst`: of two threads each writing
+//! one location and then reading the other's, one reads the other's write (Dekker). Either
+//! the second try takes the slot just given back, or the end sees the parked timer and lists
+//! the queue as freed, for the next `pop_due` to make one of its parked timers due. (An end
+//! before the count was made left its slot for the second try.) A first try that succeeds,
+//! the usual case, costs one compare-and-swap and no count.
 
 use std::hash::Hash;
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Weak};
 
 use hashbrown::HashMap;
 
-use crate::loom::{AtomicBool, AtomicU64, AtomicU128, Mutex, Ordering};
+use crate::loom::{AtomicBool, AtomicU64, AtomicU128, AtomicUsize, Mutex, Ordering, dekker_fence};
 
 /// "No limit".
 pub(crate) const UNLIMITED: usize = usize::MAX;
@@ -234,7 +235,8 @@ impl<Q> QueueFlow<Q> {
         f(&self.name.lock())
     }
 
-    /// Takes a slot if one is free. Called under a shard lock, after [`parking`](Self::parking).
+    /// Takes a slot if one is free. Called under a shard lock; a second try after a failed
+    /// one comes after [`parking`](Self::parking) (see the module doc).
     pub(crate) fn acquire(&self) -> bool {
         let limit = self.limit.load(Ordering::SeqCst);
         self.in_flight
@@ -249,12 +251,14 @@ impl<Q> QueueFlow<Q> {
     /// limit, what holds parked timers back is the rate, whose wake-up makes them due).
     pub(crate) fn end(&self) -> bool {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        dekker_fence();
         self.parked.load(Ordering::SeqCst) > 0 && self.limit.load(Ordering::SeqCst) != UNLIMITED
     }
 
     /// Counts `n` members parked (before trying for a slot: see the module doc).
     pub(crate) fn parking(&self, n: usize) {
         self.parked.fetch_add(n, Ordering::SeqCst);
+        dekker_fence();
     }
 
     /// Counts `n` members no longer parked.

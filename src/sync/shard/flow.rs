@@ -114,7 +114,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// record: `Ok` with the record to carry (or `None`). Otherwise the timer is parked
     /// and `Err` returned; if the rate refused, `(record, time in ns the
     /// next hand-out is permitted at)` is pushed on `throttles`, for the caller to register.
-    /// See `flow/limit.rs` for why it counts itself parked before it tries.
+    /// See `flow/limit.rs` for why it counts itself parked before it tries again.
     pub(super) fn try_slot(
         &mut self,
         index: u32,
@@ -132,19 +132,24 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         let Some(flow) = self.queue_rec(rec).flow.clone() else {
             return Ok(None);
         };
-        flow.parking(1);
         if !flow.acquire() {
-            self.park(index);
-            return Err(());
+            // Counted parked before the second try (see `flow/limit.rs`): an end between
+            // the two tries either left the slot the second takes, or sees this one parked.
+            flow.parking(1);
+            if !flow.acquire() {
+                self.park(index);
+                return Err(());
+            }
+            flow.unparked(1);
         }
         if let Err(from) = flow.take_rate(now) {
             // Its throttle wake-up makes the parked timers due, slots permitting.
+            flow.parking(1);
             flow.give_back();
             self.park(index);
             throttles.push((flow, from));
             return Err(());
         }
-        flow.unparked(1);
         Ok(Some(flow))
     }
 

@@ -219,3 +219,41 @@ mod signal {
         });
     }
 }
+
+/// loom: a queue's concurrency slot given back by a `Due` that ends while a `pop_due` finds
+/// the queue at its limit (the handshake in `sync/flow/limit.rs`).
+mod flow {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use crate::loom::{model, thread};
+    use crate::sync::Scheduler;
+
+    /// Queue 0 has a concurrency limit of 1 and timer 1 in flight; timer 2 is due. One
+    /// thread drops timer 1's `Due` while another pops. The pop takes timer 2 (the slot
+    /// was given back first) or parks it, and then the end lists the queue freed, so the
+    /// next pop hands timer 2 out: never lost (a lost wake-up leaves it parked for good).
+    #[test]
+    fn loom_end_racing_a_pop_at_the_limit() {
+        model(|| {
+            let t0 = Instant::now();
+            let sched = Arc::new(Scheduler::builder().shards(1).origin(t0).build());
+            sched.set_concurrency(&0u8, Some(1));
+            sched.schedule(0u8, 1u32, t0, 1u32).unwrap();
+            let due = sched.pop_due(t0, 1).next().expect("timer 1 is due");
+            sched.schedule(0, 2, t0, 2).unwrap();
+            let dropper = thread::spawn(move || drop(due));
+            let popper = {
+                let sched = Arc::clone(&sched);
+                thread::spawn(move || {
+                    let batch = sched.pop_due(t0, 8);
+                    batch.map(|due| due.into_value()).collect::<Vec<u32>>()
+                })
+            };
+            dropper.join().unwrap();
+            let mut values = popper.join().unwrap();
+            values.extend(sched.pop_due(t0, 8).map(|due| due.into_value()));
+            assert_eq!(values, [2], "timer 2 handed out once, after timer 1 ended");
+        });
+    }
+}
