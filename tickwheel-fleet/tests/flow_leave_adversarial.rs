@@ -39,8 +39,8 @@ async fn an_orderly_leave_carries_each_queues_policy() {
         }),
     };
     for (i, q) in qs.iter().enumerate() {
-        policy(i).apply(a.scheduler(), q);
-        assert_eq!(FlowPolicy::of(a.scheduler(), q), policy(i));
+        a.scheduler().apply_flow_policy(q, &policy(i));
+        assert_eq!(a.scheduler().flow_policy(q), policy(i));
     }
     let b = join(&opts, "b", 0).await;
     // b's own policies for every queue, which the arrivals must replace.
@@ -65,7 +65,7 @@ async fn an_orderly_leave_carries_each_queues_policy() {
     )
     .await;
     for (i, q) in qs.iter().enumerate() {
-        assert_eq!(FlowPolicy::of(b.scheduler(), q), policy(i), "{q}");
+        assert_eq!(b.scheduler().flow_policy(q), policy(i), "{q}");
     }
     // Held queues hand out nothing; the others as their limits permit (the store's timers
     // are an hour away: due at `later`).

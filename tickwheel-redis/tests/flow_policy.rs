@@ -7,7 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::{RateLimit, Scheduler};
-use tickwheel_redis::{Custody, CustodyError, FlowPolicy, Rejection, State, Token};
+use tickwheel_redis::{Custody, CustodyError, FlowPolicy, PolicyText, Rejection, State, Token};
 
 type Sched = Scheduler<String, u64, String>;
 
@@ -39,7 +39,7 @@ async fn a_held_limited_queue_arrives_held_with_its_limits() {
     src.hold_queue(&q);
     src.set_concurrency(&q, Some(2));
     src.set_rate(&q, Some(RateLimit::per_second(4).with_burst(3)));
-    let sent = FlowPolicy::of(&src, &q);
+    let sent = src.flow_policy(&q);
     let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
     let offered = a
         .offer(&src, q.clone(), epoch, Some("b"))
@@ -209,7 +209,7 @@ async fn an_adopted_leftover_offer_brings_its_policy() {
     let src = due_now(&q, 5, t0);
     src.hold_queue(&q);
     src.set_rate(&q, Some(RateLimit::per_second(2)));
-    let sent = FlowPolicy::of(&src, &q);
+    let sent = src.flow_policy(&q);
     // External epochs, as a coordinator hands them out; the sealed offer is never claimed.
     let epoch = match c.adopt::<_, u64, String>(q.clone(), 10).await {
         Ok(tickwheel_redis::Adopted::Owned(a)) => a.record.epoch,

@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::{RateLimit, Scheduler};
-use tickwheel_redis::{Custody, FlowPolicy, State};
+use tickwheel_redis::{Custody, FlowPolicy, PolicyText, State};
 
 type Sched = Scheduler<String, u64, String>;
 
@@ -32,7 +32,7 @@ async fn a_change_on_the_source_after_the_seal_does_not_travel() {
     let src = due_now(&q, 5, t0);
     src.hold_queue(&q);
     src.set_concurrency(&q, Some(1));
-    let sealed = FlowPolicy::of(&src, &q);
+    let sealed = src.flow_policy(&q);
     let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
     a.offer(&src, q.clone(), epoch, Some("b"))
         .await
@@ -43,7 +43,7 @@ async fn a_change_on_the_source_after_the_seal_does_not_travel() {
     let dst: Sched = Scheduler::builder().origin(t0).build();
     let r = b.receive(&dst, q.clone()).await.expect("receive");
     assert_eq!(r.imported.imported, 5);
-    assert_eq!(FlowPolicy::of(&dst, &q), sealed);
+    assert_eq!(dst.flow_policy(&q), sealed);
     assert_eq!(dst.pop_due(t0 + Duration::from_secs(1), 100).count(), 0);
 }
 
@@ -75,7 +75,7 @@ async fn a_hold_on_the_target_before_the_import_is_replaced() {
     assert_eq!(dst.queue_counts(&q).parked, 1);
     let r = b.receive(&dst, q.clone()).await.expect("receive");
     assert_eq!(r.imported.imported, 6);
-    assert_eq!(FlowPolicy::of(&dst, &q), FlowPolicy::default());
+    assert_eq!(dst.flow_policy(&q), FlowPolicy::default());
     let out = dst.pop_due(t0 + Duration::from_secs(1), 100).count();
     assert_eq!(out, 7, "released and unlimited: the parked one and the six");
 }
@@ -93,7 +93,7 @@ async fn a_source_restarted_after_the_seal_leaves_the_policy() {
     let src = due_now(&q, 4, t0);
     src.hold_queue(&q);
     src.set_rate(&q, Some(RateLimit::per_second(3).with_burst(2)));
-    let sealed = FlowPolicy::of(&src, &q);
+    let sealed = src.flow_policy(&q);
     {
         let a = member(&url, "a").await;
         let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
@@ -109,7 +109,7 @@ async fn a_source_restarted_after_the_seal_leaves_the_policy() {
     let b = member(&url, "b").await;
     let dst: Sched = Scheduler::builder().origin(t0).build();
     b.receive(&dst, q.clone()).await.expect("receive");
-    assert_eq!(FlowPolicy::of(&dst, &q), sealed);
+    assert_eq!(dst.flow_policy(&q), sealed);
     assert_eq!(dst.pop_due(t0 + Duration::from_secs(9), 100).count(), 0);
 }
 
@@ -127,7 +127,7 @@ async fn a_target_restarted_before_its_commit_still_applies_the_policy() {
     let src = due_now(&q, 4, t0);
     src.hold_queue(&q);
     src.set_concurrency(&q, Some(2));
-    let sealed = FlowPolicy::of(&src, &q);
+    let sealed = src.flow_policy(&q);
     let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
     a.offer(&src, q.clone(), epoch, Some("b"))
         .await
@@ -147,7 +147,7 @@ async fn a_target_restarted_before_its_commit_still_applies_the_policy() {
     inc.commit().await.expect("commit");
     let dst: Sched = Scheduler::builder().origin(t0).build();
     inc.import(&dst).expect("import");
-    assert_eq!(FlowPolicy::of(&dst, &q), sealed);
+    assert_eq!(dst.flow_policy(&q), sealed);
     assert_eq!(dst.pop_due(t0 + Duration::from_secs(1), 100).count(), 0);
 }
 
@@ -231,8 +231,8 @@ fn odd_valid_policies_round_trip_and_malformed_ones_are_refused() {
         let text = p.encode();
         assert_eq!(FlowPolicy::decode(&text), Ok(p), "{text}");
         let s: Sched = Scheduler::new();
-        p.apply(&s, "q");
-        assert_eq!(FlowPolicy::of(&s, "q"), p, "{text}");
+        s.apply_flow_policy("q", &p);
+        assert_eq!(s.flow_policy("q"), p, "{text}");
     }
     assert_eq!(
         FlowPolicy::decode("v1;rate=-;concurrency=3;held=1"),
@@ -282,7 +282,7 @@ async fn a_reclaimed_claim_keeps_the_policy() {
     let src = due_now(&q, 7, t0);
     src.hold_queue(&q);
     src.set_rate(&q, Some(RateLimit::per_second(5).with_burst(4)));
-    let sealed = FlowPolicy::of(&src, &q);
+    let sealed = src.flow_policy(&q);
     let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
     a.offer(&src, q.clone(), epoch, Some("b"))
         .await
@@ -300,7 +300,7 @@ async fn a_reclaimed_claim_keeps_the_policy() {
     inc.commit().await.expect("commit");
     let dst: Sched = Scheduler::builder().origin(t0).build();
     assert_eq!(inc.import(&dst).expect("import").imported.imported, 7);
-    assert_eq!(FlowPolicy::of(&dst, &q), sealed);
+    assert_eq!(dst.flow_policy(&q), sealed);
     assert_eq!(dst.pop_due(t0 + Duration::from_secs(1), 100).count(), 0);
 }
 
