@@ -5,25 +5,10 @@
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::RateLimit;
-use tickwheel_journal::{Durability, Durable, Engine, Options};
 
-type J = Durable<String, u64, String>;
+mod support;
 
-fn engines() -> Vec<Engine> {
-    #[cfg_attr(not(feature = "fjall"), allow(unused_mut))]
-    let mut all = vec![Engine::Redb];
-    #[cfg(feature = "fjall")]
-    all.push(Engine::Fjall);
-    all
-}
-
-fn open(dir: &std::path::Path, engine: Engine) -> J {
-    Durable::open(
-        dir,
-        Options::new().engine(engine).durability(Durability::Sync),
-    )
-    .expect("open the journal")
-}
+use support::{J, engines, open};
 
 fn q(name: &str) -> String {
     name.to_string()

@@ -5,23 +5,9 @@ use std::time::{Duration, Instant};
 use tickwheel::sync::{Cancel, FrozenEntry, ScheduleError};
 use tickwheel_journal::{Durability, Durable, Engine, Options};
 
-type J = Durable<String, u64, String>;
+mod support;
 
-fn engines() -> Vec<Engine> {
-    #[cfg_attr(not(feature = "fjall"), allow(unused_mut))]
-    let mut all = vec![Engine::Redb];
-    #[cfg(feature = "fjall")]
-    all.push(Engine::Fjall);
-    all
-}
-
-fn open(dir: &std::path::Path, engine: Engine) -> J {
-    Durable::open(
-        dir,
-        Options::new().engine(engine).durability(Durability::Sync),
-    )
-    .expect("open the journal")
-}
+use support::{J, engines, open};
 
 /// (queue, id, value, attempt) of every pending timer, sorted by id, by draining a copy of
 /// the view through `pop_due` far in the future and retrying nothing.
