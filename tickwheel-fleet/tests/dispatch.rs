@@ -76,9 +76,7 @@ async fn tokens_order_dispatches_and_nothing_is_lost_or_doubled() {
         return;
     };
     let qs = queues(8);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
+    register(&opts, &qs).await;
     // Timers due over the next 8 s, 20 a queue.
     let t0 = Instant::now();
     let store: BTreeMap<String, Vec<FrozenEntry<u64, String>>> = qs

@@ -27,9 +27,7 @@ async fn an_etcd_restart_fences_every_member_then_they_rejoin() {
         return;
     };
     let qs = queues(8);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
+    register(&opts, &qs).await;
     let a = join(&opts, "a", 2).await;
     let b = join(&opts, "b", 2).await;
     let (mut ra, mut rb) = (a.events(), b.events());

@@ -13,14 +13,11 @@ use tickwheel_redis::FlowPolicy;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_orderly_leave_carries_each_queues_policy() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let opts = options(&etcd, &redis);
     let qs = queues(6);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
+    register(&opts, &qs).await;
     let per_queue = 3;
     let a = join(&opts, "a", per_queue).await;
     wait_for(Duration::from_secs(20), "a owns every queue", || async {

@@ -21,9 +21,7 @@ async fn an_owner_key_created_with_a_lost_answer_does_not_strand_its_queue() {
         return;
     };
     let qs = queues(1);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
+    register(&opts, &qs).await;
     let a = join(&opts, "a", 2).await;
     wait_until(Duration::from_secs(20), "a owns q0", || {
         a.owned().len() == 1

@@ -96,9 +96,7 @@ async fn a_killed_member_is_adopted_within_lease_and_grace() {
         return;
     };
     let qs = queues(6);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
+    register(&opts, &qs).await;
     let mut probe = spawn_probe(&etcd.url(), &redis.url(), "p");
     wait_for(Duration::from_secs(30), "p owns every queue", || async {
         acquired(&probe).len() == qs.len()
@@ -138,9 +136,7 @@ async fn a_paused_member_is_fenced_and_its_writes_are_rejected_when_it_wakes() {
         return;
     };
     let qs = queues(4);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
+    register(&opts, &qs).await;
     let probe = spawn_probe(&etcd.url(), &redis.url(), "p");
     wait_for(Duration::from_secs(30), "p owns every queue", || async {
         acquired(&probe).len() == qs.len()

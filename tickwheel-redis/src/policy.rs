@@ -158,8 +158,6 @@ impl PolicyText for FlowPolicy {
 
 #[cfg(test)]
 mod tests {
-    use tickwheel::sync::{RateLimit, Scheduler};
-
     use super::*;
 
     #[test]
@@ -193,15 +191,5 @@ mod tests {
         ] {
             assert!(FlowPolicy::decode(bad).is_err(), "{bad:?} accepted");
         }
-    }
-
-    #[test]
-    fn apply_replaces_the_targets_policy() {
-        let s: Scheduler<String, u64, ()> = Scheduler::new();
-        s.hold_queue("q");
-        s.set_concurrency("q", Some(2));
-        s.set_rate("q", Some(RateLimit::per_second(1)));
-        s.apply_flow_policy("q", &FlowPolicy::default());
-        assert_eq!(s.flow_policy("q"), FlowPolicy::default());
     }
 }

@@ -103,32 +103,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     where
         Q: Borrow<B>,
     {
-        let (count, earliest) = self.each_shard(|index| self.release_shard(index, queue));
+        let (count, earliest) = self
+            .each_shard(|index| self.in_shard(index, |state, trash| state.release(queue, trash)));
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
         count
-    }
-
-    /// One shard's part of [`release_queue`](Self::release_queue), without the wake-up:
-    /// how many parked timers were released there, and the earliest tick among them.
-    pub(crate) fn release_shard<B: Hash + Eq + ?Sized>(
-        &self,
-        index: usize,
-        queue: &B,
-    ) -> (usize, Option<u64>)
-    where
-        Q: Borrow<B>,
-    {
-        let Some(shard) = self.inner.shards.get(index) else {
-            return (0, None);
-        };
-        let mut trash = Trash::new();
-        let mut state = shard.lock_unsettled();
-        let result = state.release(queue, &mut trash);
-        drop(state);
-        drop(trash);
-        result
     }
 
     /// Whether `queue` is held: `true` from the moment a [`hold_queue`](Self::hold_queue)
