@@ -176,19 +176,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         B: Hash + Eq + ToOwned<Owned = Q> + ?Sized,
         Q: Borrow<B>,
     {
-        let flow = match self.inner.flows.get(queue) {
-            Some(flow) => flow,
-            None if limit.is_none() => return,
-            None => self.inner.flows.record(&queue.to_owned()),
-        };
-        flow.set_limit(limit);
-        for shard in self.inner.shards.iter() {
-            shard.lock_unsettled().limit(&flow);
-        }
-        // Slots may have come free for parked timers (always try: cheap, and it also
-        // covers a raise racing a pop that parked).
-        self.inner.flows.freed(&flow);
-        self.inner.signal.deadline_added(0);
+        self.change_flow(queue, limit.is_none(), |flow| flow.set_limit(limit));
     }
 
     /// The concurrency limit of `queue` (`None`: none, or `usize::MAX` was set, which is
@@ -352,19 +340,36 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         B: Hash + Eq + ToOwned<Owned = Q> + ?Sized,
         Q: Borrow<B>,
     {
+        self.change_flow(queue, limit.is_none(), |flow| {
+            let seen = self.inner.flows.seen();
+            match limit {
+                Some(limit) => flow.set_rate(limit.interval_ns(), limit.burst, seen),
+                None => flow.set_rate(0, 1, seen),
+            }
+            // A wake-up at the old rate's instant is stale (lifted: none is needed;
+            // changed: the next `pop_due`, with the queue listed freed, registers the new
+            // one).
+            self.inner.flows.unthrottle(flow);
+        });
+    }
+
+    /// The common part of [`set_concurrency`](Self::set_concurrency) and
+    /// [`set_rate`](Self::set_rate): `change`s `queue`'s flow record (made on the first
+    /// limit; a `lifting` change of a queue without one changes nothing), then has every
+    /// shard take the new limits (one shard lock at a time), lists the queue freed and
+    /// wakes a sleeping dispatcher: slots may have come free for parked timers (always
+    /// tried: cheap, and it also covers a raise racing a pop that parked). O(shards).
+    fn change_flow<B>(&self, queue: &B, lifting: bool, change: impl FnOnce(&Arc<QueueFlow<Q>>))
+    where
+        B: Hash + Eq + ToOwned<Owned = Q> + ?Sized,
+        Q: Borrow<B>,
+    {
         let flow = match self.inner.flows.get(queue) {
             Some(flow) => flow,
-            None if limit.is_none() => return,
+            None if lifting => return,
             None => self.inner.flows.record(&queue.to_owned()),
         };
-        let seen = self.inner.flows.seen();
-        match limit {
-            Some(limit) => flow.set_rate(limit.interval_ns(), limit.burst, seen),
-            None => flow.set_rate(0, 1, seen),
-        }
-        // A wake-up at the old rate's instant is stale (lifted: none is needed; changed:
-        // the next `pop_due`, with the queue listed freed below, registers the new one).
-        self.inner.flows.unthrottle(&flow);
+        change(&flow);
         for shard in self.inner.shards.iter() {
             shard.lock_unsettled().limit(&flow);
         }
