@@ -7,6 +7,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::sync::core::StateGuard;
 use crate::sync::due::DueBatch;
 use crate::sync::flow::{QueueFlow, RateLimit};
 use crate::sync::scheduler::Scheduler;
@@ -446,18 +447,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         let mut states: Vec<_> = (self.inner.shards.iter())
             .map(|shard| shard.lock_settled(&mut trash))
             .collect();
-        let mut members = Vec::new();
-        for (shard, state) in states.iter().enumerate() {
-            let mut found = Vec::new();
-            state.pending_of(queue, None, &mut found);
-            members.extend(
-                found
-                    .into_iter()
-                    .filter(|&(t, _, _)| t > tick)
-                    .map(|(t, seq, index)| (t, seq, shard, index)),
-            );
-        }
-        members.sort_unstable();
+        let mut members = members_of(&states, queue, None);
+        members.retain(|&(t, _, _, _)| t > tick);
         // The start of `now`'s tick: due at any `now` in that tick, never early.
         let at = self.inner.clock.instant_saturating(tick);
         for &(_, _, shard, index) in &members {
@@ -512,13 +503,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         let mut states: Vec<_> = (self.inner.shards.iter())
             .map(|shard| shard.lock_settled(&mut trash))
             .collect();
-        let mut members = Vec::new();
-        for (shard, state) in states.iter().enumerate() {
-            let mut found = Vec::new();
-            state.pending_of(queue, Some(tick), &mut found);
-            members.extend(found.into_iter().map(|(t, seq, i)| (t, seq, shard, i)));
-        }
-        members.sort_unstable();
+        let members = members_of(&states, queue, Some(tick));
         let mut refused = false;
         for (_, _, shard, index) in members {
             if items.len() == limit {
@@ -548,4 +533,27 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner.observer.popped(now, deadlines);
         DueBatch::new(Arc::clone(&self.inner), items)
     }
+}
+
+/// `queue`'s pending members in every shard of `states` (all of them, or those due by the
+/// tick `due_by`), as `(tick, seq, shard, index)` in delivery order (deadline, then
+/// schedule order). O(members × log members).
+fn members_of<Q, K, T, B>(
+    states: &[StateGuard<'_, Q, K, T>],
+    queue: &B,
+    due_by: Option<u64>,
+) -> Vec<(u64, u64, usize, u32)>
+where
+    Q: Hash + Eq + Clone + Borrow<B>,
+    K: Hash + Eq + Clone,
+    B: Hash + Eq + ?Sized,
+{
+    let mut members = Vec::new();
+    for (shard, state) in states.iter().enumerate() {
+        let mut found = Vec::new();
+        state.pending_of(queue, due_by, &mut found);
+        members.extend(found.into_iter().map(|(t, seq, i)| (t, seq, shard, i)));
+    }
+    members.sort_unstable();
+    members
 }
