@@ -104,6 +104,9 @@ mod tests {
         assert_eq!(slot_start(7360, 0, 1), 7361);
     }
 
+    /// Elapsed ticks at the edges of the first two levels.
+    const EDGES: [u64; 6] = [0, 1, 63, 64, 4095, 4096];
+
     /// Runs `check(elapsed, deadline, level)` for every elapsed tick of `samples` and
     /// deadline `extra` ticks later (those that do not saturate), at the level the wheel
     /// files that deadline in.
@@ -120,17 +123,7 @@ mod tests {
 
     #[test]
     fn slot_start_is_never_before_elapsed_for_the_filed_slot() {
-        let samples = [
-            0u64,
-            1,
-            63,
-            64,
-            4095,
-            4096,
-            1 << 30,
-            (1 << 32) + 7,
-            (1 << 36) - 1,
-        ];
+        let samples = [&EDGES[..], &[1 << 30, (1 << 32) + 7, (1 << 36) - 1]].concat();
         let extra = [1u64, 2, 63, 64, 65, 4096, 1 << 20, 1 << 40, u64::MAX];
         each_filing(&samples, &extra, |e, deadline, level| {
             let start = slot_start(e, level, slot_for(deadline, level));
@@ -144,18 +137,7 @@ mod tests {
 
     #[test]
     fn filed_slot_start_matches_slot_start() {
-        let samples = [
-            0u64,
-            1,
-            63,
-            64,
-            4095,
-            4096,
-            7342,
-            1 << 30,
-            (1 << 36) - 1,
-            1 << 63,
-        ];
+        let samples = [&EDGES[..], &[7342, 1 << 30, (1 << 36) - 1, 1 << 63]].concat();
         let extra = [1u64, 2, 19, 63, 64, 65, 4096, 1 << 20, 1 << 40, u64::MAX];
         each_filing(&samples, &extra, |e, deadline, level| {
             assert_eq!(

@@ -185,14 +185,7 @@ async fn the_same_name_joined_twice_at_once_admits_exactly_one() {
     let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let j = || {
-        Member::<String, u64, String>::join(
-            opts.clone(),
-            "twin",
-            Arc::new(Sched::new()),
-            |_q: String| async { Ok::<_, RecoveryError>(Vec::new()) },
-        )
-    };
+    let j = || try_join(&opts, "twin");
     let (x, y) = tokio::join!(j(), j());
     let ok = [x.is_ok(), y.is_ok()];
     let taken = [&x, &y]
@@ -774,10 +767,7 @@ async fn leave_while_etcd_is_down_returns_instead_of_hanging() {
     let Some((mut etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(8);
-    register(&opts, &qs).await;
-    let a = join(&opts, "a", 2).await;
-    let b = join(&opts, "b", 2).await;
+    let (qs, a, b) = a_and_b(&opts, 8, 2).await;
     wait_for(Duration::from_secs(30), "a and b share", || async {
         exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty()
     })

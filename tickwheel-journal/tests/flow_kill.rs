@@ -58,15 +58,14 @@ fn engine_of(round: u64) -> &'static str {
 
 #[test]
 fn flow_child() {
-    let Ok(spec) = std::env::var(CHILD) else {
+    let Some(parts) = support::child_args(CHILD) else {
         return;
     };
-    let parts: Vec<&str> = spec.split(',').collect();
     let (dir, seed, batched, engine) = (
-        parts[0],
+        parts[0].as_str(),
         parts[1].parse::<u64>().expect("seed"),
         parts[2] == "batched",
-        engine_named(parts[3]),
+        engine_named(&parts[3]),
     );
     let durability = if batched {
         Durability::Batched(Duration::from_millis(1))

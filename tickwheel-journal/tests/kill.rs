@@ -27,12 +27,11 @@ const CHILD: &str = "TICKWHEEL_KILL_CHILD";
 
 #[test]
 fn child_process() {
-    let Ok(spec) = std::env::var(CHILD) else {
+    let Some(parts) = support::child_args(CHILD) else {
         return;
     };
-    let parts: Vec<&str> = spec.split(',').collect();
     let (dir, base, seed, batched) = (
-        parts[0],
+        parts[0].as_str(),
         parts[1].parse::<u64>().expect("base"),
         parts[2].parse::<u64>().expect("seed"),
         parts[3] == "batched",

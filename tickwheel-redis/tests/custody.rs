@@ -165,14 +165,7 @@ async fn a_fenced_source_gets_exactly_its_unsent_values_back() {
     // Two chunks in by hand (what a source killed mid-append leaves), then reclaimed.
     let keys = a.protocol().keys(b"q2");
     out.append_pending().await.expect("append");
-    let mut raw = support::raw(&url).await;
-    let _: () = redis::cmd("HDEL")
-        .arg(&keys.data)
-        .arg("2")
-        .arg("3")
-        .query_async(&mut raw)
-        .await
-        .expect("hdel");
+    support::command(&url, redis::cmd("HDEL").arg(&keys.data).arg("2").arg("3")).await;
     support::expire(&url, &keys.owner).await;
     let got = c
         .reclaim::<_, u64, String>(q2.clone())
@@ -238,14 +231,11 @@ async fn a_corrupt_chunk_is_an_error_and_the_claim_stays() {
     let epoch = a.acquire(b"q").await.expect("acquire").record.epoch;
     a.offer(&src, q.clone(), epoch, None).await.expect("offer");
     let keys = a.protocol().keys(b"q");
-    let mut raw = support::raw(&url).await;
-    let _: () = redis::cmd("HSET")
-        .arg(&keys.data)
-        .arg("1")
-        .arg("garbage")
-        .query_async(&mut raw)
-        .await
-        .expect("hset");
+    support::command(
+        &url,
+        redis::cmd("HSET").arg(&keys.data).arg("1").arg("garbage"),
+    )
+    .await;
     let mut inc = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
     assert!(matches!(
         inc.fetch().await,

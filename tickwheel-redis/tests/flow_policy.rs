@@ -15,14 +15,7 @@ async fn member(url: &str, name: &str) -> Custody {
 
 use support::due_now;
 
-async fn raw(url: &str, cmd: &mut redis::Cmd) {
-    let client = redis::Client::open(url).expect("url");
-    let mut c = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
-    let _: redis::Value = cmd.query_async(&mut c).await.expect("raw command");
-}
+use support::command as raw;
 
 #[tokio::test]
 async fn a_held_limited_queue_arrives_held_with_its_limits() {

@@ -18,6 +18,12 @@ async fn member(url: &str, name: &str) -> Custody {
 
 use support::due_now;
 
+/// The target has the sealed (held) policy for `q` and hands nothing out at `later`.
+fn arrived_held(dst: &support::Sched, q: &str, sealed: FlowPolicy, later: Instant) {
+    assert_eq!(dst.flow_policy(q), sealed);
+    assert_eq!(dst.pop_due(later, 100).count(), 0);
+}
+
 /// Documented: "Outgoing::seal reads the policy from the source's scheduler at that
 /// moment". A release on the source after the seal does not reach the target.
 #[tokio::test]
@@ -41,8 +47,7 @@ async fn a_change_on_the_source_after_the_seal_does_not_travel() {
     let dst = support::empty(t0);
     let r = b.receive(&dst, q.clone()).await.expect("receive");
     assert_eq!(r.imported.imported, 5);
-    assert_eq!(dst.flow_policy(&q), sealed);
-    assert_eq!(dst.pop_due(t0 + Duration::from_secs(1), 100).count(), 0);
+    arrived_held(&dst, &q, sealed, t0 + Duration::from_secs(1));
 }
 
 /// Documented: "The policy replaces what the target had for that queue". A target that
@@ -105,8 +110,7 @@ async fn a_source_restarted_after_the_seal_leaves_the_policy() {
     let b = member(&url, "b").await;
     let dst = support::empty(t0);
     b.receive(&dst, q.clone()).await.expect("receive");
-    assert_eq!(dst.flow_policy(&q), sealed);
-    assert_eq!(dst.pop_due(t0 + Duration::from_secs(9), 100).count(), 0);
+    arrived_held(&dst, &q, sealed, t0 + Duration::from_secs(9));
 }
 
 /// A target restarted after its claim and fetch (before the commit): `recover` keeps the
@@ -143,8 +147,7 @@ async fn a_target_restarted_before_its_commit_still_applies_the_policy() {
     inc.commit().await.expect("commit");
     let dst = support::empty(t0);
     inc.import(&dst).expect("import");
-    assert_eq!(dst.flow_policy(&q), sealed);
-    assert_eq!(dst.pop_due(t0 + Duration::from_secs(1), 100).count(), 0);
+    arrived_held(&dst, &q, sealed, t0 + Duration::from_secs(1));
 }
 
 /// A target restarted between its commit and its import. docs/handoff.md's table says "target
@@ -296,8 +299,7 @@ async fn a_reclaimed_claim_keeps_the_policy() {
     inc.commit().await.expect("commit");
     let dst = support::empty(t0);
     assert_eq!(inc.import(&dst).expect("import").imported.imported, 7);
-    assert_eq!(dst.flow_policy(&q), sealed);
-    assert_eq!(dst.pop_due(t0 + Duration::from_secs(1), 100).count(), 0);
+    arrived_held(&dst, &q, sealed, t0 + Duration::from_secs(1));
 }
 
 /// A source whose queue is at its concurrency limit (one in flight, the rest parked):

@@ -108,6 +108,35 @@ pub async fn join(opts: &FleetOptions, name: &str, per_queue: u64) -> FleetMembe
     }
 }
 
+/// [`Member::join`] with a fresh scheduler and a recovery that restores nothing: the join's
+/// own result (a test of what `join` refuses).
+pub async fn try_join(
+    opts: &FleetOptions,
+    name: &str,
+) -> Result<FleetMember, tickwheel_fleet::Error> {
+    Member::join(
+        opts.clone(),
+        name,
+        Arc::new(Sched::new()),
+        |_q: String| async { Ok::<_, RecoveryError>(Vec::new()) },
+    )
+    .await
+}
+
+/// Registers `n` queues and joins members `a` and `b`, `per_queue` timers a queue: the
+/// queues and the two members (who owns what is not waited for).
+pub async fn a_and_b(
+    opts: &FleetOptions,
+    n: usize,
+    per_queue: u64,
+) -> (Vec<String>, FleetMember, FleetMember) {
+    let qs = queues(n);
+    register(opts, &qs).await;
+    let a = join(opts, "a", per_queue).await;
+    let b = join(opts, "b", per_queue).await;
+    (qs, a, b)
+}
+
 /// Waits up to `limit` for `cond`, polling every 50 ms; panics with `what` if it never holds.
 pub async fn wait_for<F, Fut>(limit: Duration, what: &str, mut cond: F)
 where

@@ -23,6 +23,14 @@ pub fn engines() -> Vec<Engine> {
     all
 }
 
+/// Runs `test` once per engine of [`engines`], each with a fresh temporary directory.
+pub fn each_engine(mut test: impl FnMut(Engine, &Path)) {
+    for engine in engines() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        test(engine, dir.path());
+    }
+}
+
 /// Opens (recovers) the journal in `dir` on `engine`, every change synced. Panics if it
 /// cannot.
 pub fn open(dir: &Path, engine: Engine) -> J {
@@ -31,6 +39,13 @@ pub fn open(dir: &Path, engine: Engine) -> J {
         Options::new().engine(engine).durability(Durability::Sync),
     )
     .expect("open the journal")
+}
+
+/// In a child process (see [`run_and_kill`]), the comma-separated arguments the parent put
+/// in the environment variable `env`; `None` in the parent's own run of the child test.
+pub fn child_args(env: &str) -> Option<Vec<String>> {
+    let spec = std::env::var(env).ok()?;
+    Some(spec.split(',').map(str::to_owned).collect())
 }
 
 /// Runs the test `child` of this test binary as a child process with `env = spec`, waits

@@ -52,6 +52,13 @@ pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
         .expect("connect")
 }
 
+/// Runs `cmd` on `url` over a connection of its own, its reply ignored (what a test plants).
+/// Panics if the command fails.
+pub async fn command(url: &str, cmd: &mut redis::Cmd) {
+    let mut c = raw(url).await;
+    let _: redis::Value = cmd.query_async(&mut c).await.expect("raw command");
+}
+
 /// Moves the record's deadline into the past with a raw command (tests only): what waiting
 /// out a lease would do, without timing in the test.
 pub async fn expire(url: &str, owner_key: &str) {
