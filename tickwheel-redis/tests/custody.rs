@@ -16,7 +16,7 @@ async fn prepared<'a>(
     src: &'a Sched,
     q: &str,
 ) -> (u64, Outgoing<'a, String, u64, String>) {
-    let epoch = support::acquire(&a, &q).await;
+    let epoch = support::acquire(a, q).await;
     let mut out = a.outgoing(src, q.to_owned(), epoch);
     out.freeze().expect("freeze");
     out.prepare(None).await.expect("prepare");
