@@ -72,6 +72,36 @@ fn dispatch(m: &FleetMember, log: Arc<Mutex<Vec<Record>>>, stop: Arc<Mutex<bool>
     });
 }
 
+/// Members `a` and `b` each dispatching into one log (see [`dispatch`]) and their fences
+/// watched (see [`watch_fences`]), all until `stop`; returns once they share every queue of
+/// `qs` (30 s at most): the log, the stop flag and the fence watcher.
+async fn dispatch_both(
+    a: &FleetMember,
+    b: &FleetMember,
+    qs: &[String],
+) -> (
+    Arc<Mutex<Vec<Record>>>,
+    Arc<Mutex<bool>>,
+    std::thread::JoinHandle<Option<String>>,
+) {
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    let stop: Arc<Mutex<bool>> = Arc::default();
+    dispatch(a, Arc::clone(&log), Arc::clone(&stop));
+    dispatch(b, Arc::clone(&log), Arc::clone(&stop));
+    let fences = watch_fences(
+        vec![("a".into(), a.fence()), ("b".into(), b.fence())],
+        qs.to_vec(),
+        Arc::clone(&stop),
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "a and b share every queue",
+        || async { exactly_one(&[a, b], qs) && !a.owned().is_empty() && !b.owned().is_empty() },
+    )
+    .await;
+    (log, stop, fences)
+}
+
 /// Per queue, a hand-out by one member under token `T` must not come after a hand-out by
 /// another member under a larger token: that would be two dispatchers of one queue. Returns
 /// the first violation.
@@ -150,21 +180,7 @@ async fn two_members_joining_at_once_never_hand_out_one_queue_together() {
         join_spread(&opts, "a", 40, Duration::from_secs(8)),
         join_spread(&opts, "b", 40, Duration::from_secs(8))
     );
-    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
-    let stop: Arc<Mutex<bool>> = Arc::default();
-    dispatch(&a, Arc::clone(&log), Arc::clone(&stop));
-    dispatch(&b, Arc::clone(&log), Arc::clone(&stop));
-    let fences = watch_fences(
-        vec![("a".into(), a.fence()), ("b".into(), b.fence())],
-        qs.clone(),
-        Arc::clone(&stop),
-    );
-    wait_for(
-        Duration::from_secs(30),
-        "a and b share every queue",
-        || async { exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty() },
-    )
-    .await;
+    let (log, stop, fences) = dispatch_both(&a, &b, &qs).await;
     // Let the spread timers come due.
     tokio::time::sleep(Duration::from_secs(9)).await;
     if let Ok(mut s) = stop.lock() {
@@ -636,21 +652,7 @@ async fn etcd_frozen_past_the_lease_fences_everyone_then_the_queues_return_once(
     register(&opts, &qs).await;
     let a = join_spread(&opts, "a", 30, Duration::from_secs(12)).await;
     let b = join_spread(&opts, "b", 30, Duration::from_secs(12)).await;
-    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
-    let stop: Arc<Mutex<bool>> = Arc::default();
-    dispatch(&a, Arc::clone(&log), Arc::clone(&stop));
-    dispatch(&b, Arc::clone(&log), Arc::clone(&stop));
-    let fences = watch_fences(
-        vec![("a".into(), a.fence()), ("b".into(), b.fence())],
-        qs.clone(),
-        Arc::clone(&stop),
-    );
-    wait_for(
-        Duration::from_secs(30),
-        "a and b share every queue",
-        || async { exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty() },
-    )
-    .await;
+    let (log, stop, fences) = dispatch_both(&a, &b, &qs).await;
     if let Err(e) = tickwheel_testkit::send_signal(pid, "STOP") {
         panic!("stop etcd: {e}");
     }
