@@ -171,11 +171,9 @@ fn watch_fences(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_members_joining_at_once_never_hand_out_one_queue_together() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(24).await else {
         return;
     };
-    let qs = queues(24);
-    register(&opts, &qs).await;
     let (a, b) = tokio::join!(
         join_spread(&opts, "a", 40, Duration::from_secs(8)),
         join_spread(&opts, "b", 40, Duration::from_secs(8))
@@ -219,11 +217,9 @@ async fn the_same_name_joined_twice_at_once_admits_exactly_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_leaving_while_another_joins_loses_no_timer() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(16).await else {
         return;
     };
-    let qs = queues(16);
-    register(&opts, &qs).await;
     let per = 4;
     let total = qs.len() * per as usize;
     let a = join(&opts, "a", per).await;
@@ -565,11 +561,9 @@ async fn a_member_killed_right_after_joining_has_its_queues_adopted_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = fleet_with(40).await else {
         return;
     };
-    let qs = queues(40);
-    register(&opts, &qs).await;
     let total = qs.len() * 3;
     let mut x = child_member(&etcd.url(), &redis.url(), "x");
     wait_until(Duration::from_secs(40), "x owns every queue", || {
@@ -593,11 +587,9 @@ async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
 /// key (two members whose names differ only in such bytes both join).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn odd_member_names_join_as_separate_members_or_are_refused() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(6).await else {
         return;
     };
-    let qs = queues(6);
-    register(&opts, &qs).await;
     let long = "n".repeat(4096);
     let names: Vec<&str> = vec![
         "",
@@ -719,11 +711,9 @@ async fn fleets_with_nested_prefixes_own_only_their_own_queues() {
 /// member fences itself and takes its share back by handoff, still every timer once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer() {
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = fleet_with(40).await else {
         return;
     };
-    let qs = queues(40);
-    register(&opts, &qs).await;
     let mut x = child_member(&etcd.url(), &redis.url(), "x");
     wait_until(Duration::from_secs(40), "x owns every queue", || {
         x.count("ACQUIRED") >= qs.len()

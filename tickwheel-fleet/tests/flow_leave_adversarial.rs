@@ -13,11 +13,9 @@ use tickwheel_redis::FlowPolicy;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_orderly_leave_carries_each_queues_policy() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(6).await else {
         return;
     };
-    let qs = queues(6);
-    register(&opts, &qs).await;
     let per_queue = 3;
     let a = join(&opts, "a", per_queue).await;
     wait_for(Duration::from_secs(20), "a owns every queue", || async {

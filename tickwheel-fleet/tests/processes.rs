@@ -92,11 +92,9 @@ async fn a_killed_member_is_adopted_within_lease_and_grace() {
     if std::env::var_os(PROBE).is_some() {
         return;
     }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = fleet_with(6).await else {
         return;
     };
-    let qs = queues(6);
-    register(&opts, &qs).await;
     let mut probe = spawn_probe(&etcd.url(), &redis.url(), "p");
     wait_for(Duration::from_secs(30), "p owns every queue", || async {
         acquired(&probe).len() == qs.len()
@@ -132,11 +130,9 @@ async fn a_paused_member_is_fenced_and_its_writes_are_rejected_when_it_wakes() {
     if std::env::var_os(PROBE).is_some() {
         return;
     }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = fleet_with(4).await else {
         return;
     };
-    let qs = queues(4);
-    register(&opts, &qs).await;
     let probe = spawn_probe(&etcd.url(), &redis.url(), "p");
     wait_for(Duration::from_secs(30), "p owns every queue", || async {
         acquired(&probe).len() == qs.len()

@@ -74,6 +74,14 @@ pub fn fleet() -> Option<(EtcdServer, RedisServer, FleetOptions)> {
     Some((etcd, redis, opts))
 }
 
+/// [`fleet`] with `n` queues ([`queues`]) registered.
+pub async fn fleet_with(n: usize) -> Option<(EtcdServer, RedisServer, FleetOptions, Vec<String>)> {
+    let (etcd, redis, opts) = fleet()?;
+    let qs = queues(n);
+    register(&opts, &qs).await;
+    Some((etcd, redis, opts, qs))
+}
+
 pub fn options(etcd: &EtcdServer, redis: &RedisServer) -> FleetOptions {
     let mut o = FleetOptions::new(etcd.url(), redis.url()).with_lease_ttl(Duration::from_secs(2));
     o.poll_interval = Duration::from_millis(100);
