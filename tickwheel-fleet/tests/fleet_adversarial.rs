@@ -515,11 +515,9 @@ const CHILD: &str = "TICKWHEEL_FLEET_ADVERSARIAL_CHILD";
 /// `ACQUIRED <queue>` lines.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adversarial_child() {
-    let Ok(spec) = std::env::var(CHILD) else {
+    let Some(m) = join_child(CHILD).await else {
         return;
     };
-    let (opts, name) = child_spec(&spec);
-    let m = join(&opts, &name, 3).await;
     let mut events = m.events();
     println!("JOINED");
     loop {

@@ -21,11 +21,9 @@ const PROBE: &str = "TICKWHEEL_FLEET_PROBE";
 /// The child member: runs only when the parent set `TICKWHEEL_FLEET_PROBE`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_child() {
-    let Ok(spec) = std::env::var(PROBE) else {
+    let Some(m) = join_child(PROBE).await else {
         return;
     };
-    let (opts, name) = child_spec(&spec);
-    let m = join(&opts, &name, 3).await;
     let mut events = m.events();
     let held: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
     let h = Arc::clone(&held);

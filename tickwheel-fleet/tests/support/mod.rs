@@ -261,6 +261,15 @@ pub fn child_spec(spec: &str) -> (FleetOptions, String) {
     (opts, name.to_owned())
 }
 
+/// In a child process: the member named by the [`child_spec`] the parent put in the
+/// environment variable `env`, joined with 3 timers a queue; `None` in the parent's own run
+/// of the child test.
+pub async fn join_child(env: &str) -> Option<FleetMember> {
+    let spec = std::env::var(env).ok()?;
+    let (opts, name) = child_spec(&spec);
+    Some(join(&opts, &name, 3).await)
+}
+
 /// Turns etcd authentication on at `url`: a `root` user with `password` and the root role,
 /// then `auth_enable`; connecting with `connect` (TLS, say). Panics on any refusal.
 pub async fn enable_etcd_auth(
