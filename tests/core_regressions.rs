@@ -4,6 +4,15 @@
 
 use tickwheel::Wheel;
 
+/// Inserts and cancels a timer at `deadline` 2^19 − 1 times: the next insert reuses the
+/// freed index with its stamp epoch wrapped (what both faults below needed).
+fn churn(w: &mut Wheel<&'static str>, deadline: u64) {
+    for _ in 0..(1u32 << 19) - 1 {
+        let k = w.insert(deadline, "churn");
+        w.cancel(k);
+    }
+}
+
 /// 20-bit stamp epochs wrapped after 2^19 insert/cancel cycles on one index, and a stale
 /// due-queue reference then named the new timer with the old timer's deadline as its sort
 /// key. Fixed for every container by sweeping stale references whenever an epoch reaches a
@@ -14,10 +23,7 @@ fn epoch_wrap_stale_due_ref_keeps_deadline_order() {
     let a = w.insert(10, "A"); // past: due queue
     w.insert(20, "L"); // keeps the due queue non-empty
     assert_eq!(w.cancel(a), Some("A"));
-    for _ in 0..(1u32 << 19) - 1 {
-        let k = w.insert(5000, "churn");
-        w.cancel(k);
-    }
+    churn(&mut w, 5000);
     let b = w.insert(30, "B");
     assert_eq!(b.index(), a.index());
     let mut got = Vec::new();
@@ -35,10 +41,7 @@ fn epoch_wrap_stale_slot_ref_keeps_insertion_order() {
     let a = w.insert(100, "A"); // level 1
     w.insert(100, "C");
     assert_eq!(w.cancel(a), Some("A"));
-    for _ in 0..(1u32 << 19) - 1 {
-        let k = w.insert(5, "churn");
-        w.cancel(k);
-    }
+    churn(&mut w, 5);
     let b = w.insert(100, "B");
     assert_eq!(b.index(), a.index());
     let mut got = Vec::new();

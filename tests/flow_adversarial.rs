@@ -11,15 +11,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tickwheel::sync::{Cancel, RateLimit, Scheduler};
 
-type Sched = Scheduler<u8, u64, u64>;
+mod support;
 
-fn sched(shards: usize, t0: Instant) -> Sched {
-    Scheduler::builder().shards(shards).origin(t0).build()
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use support::flow::{Sched, every, fill, ms, rated, sched};
 
 #[test]
 fn held_queue_hands_out_nothing_then_release_in_deadline_order() {
@@ -117,9 +111,7 @@ fn dispatcher_delivers_nothing_of_a_held_queue_until_release() {
         let _ = tx.send(());
     });
     let now = Instant::now();
-    for id in 0..20 {
-        s.schedule(1, id, now, id).unwrap();
-    }
+    fill(&s, 1, 20, now);
     // A marker in another queue: once it is delivered, the dispatcher has polled past the
     // held ones.
     s.schedule(2, 99, now, 0).unwrap();
@@ -312,9 +304,7 @@ fn concurrency_edge_values() {
     let t0 = Instant::now();
     let s = sched(2, t0);
     s.set_concurrency(&1, Some(usize::MAX));
-    for id in 0..50 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 50, t0);
     let all: Vec<_> = s.pop_due(t0, usize::MAX).collect();
     assert_eq!(all.len(), 50);
     drop(all);
@@ -328,9 +318,7 @@ fn concurrency_usize_max_is_no_limit() {
     let t0 = Instant::now();
     let s = sched(2, t0);
     s.set_concurrency(&1, Some(usize::MAX));
-    for id in 0..50 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 50, t0);
     assert_eq!(s.concurrency(&1), None);
     s.set_concurrency(&1, Some(usize::MAX - 1));
     assert_eq!(s.concurrency(&1), Some(usize::MAX - 1));
@@ -453,18 +441,10 @@ fn rate_limit_edge_values_do_not_panic() {
             burst: 1,
         },
         RateLimit::per_second(u32::MAX).with_burst(u32::MAX),
-        RateLimit {
-            count: 1,
-            per: Duration::from_secs(86_400 * 365 * 100),
-            burst: 2,
-        },
+        every(Duration::from_secs(86_400 * 365 * 100), 2),
     ];
     for (i, limit) in cases.into_iter().enumerate() {
-        let s = sched(2, t0);
-        s.set_rate(&1, Some(limit));
-        for id in 0..5 {
-            s.schedule(1, id, t0, id).unwrap();
-        }
+        let s = rated(2, t0, limit, 5);
         let _ = s.queue_counts(&1);
         let _ = s.rate(&1);
         let (out, stuck) = drive(&s, t0, 50);
@@ -482,18 +462,7 @@ fn rate_limit_edge_values_do_not_panic() {
 #[test]
 fn rate_limit_with_duration_max_period() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_rate(
-        &1,
-        Some(RateLimit {
-            count: 1,
-            per: Duration::MAX,
-            burst: 1,
-        }),
-    );
-    for id in 0..5 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(2, t0, every(Duration::MAX, 1), 5);
     assert_eq!(s.pop_due(t0, 100).count(), 1);
     let year = Duration::from_secs(86_400 * 365);
     // The interval saturates (documented: `interval_nanos` saturates at u64::MAX ns, about
@@ -991,9 +960,7 @@ fn release_under_a_concurrency_limit_and_rate_changes_at_run_time() {
     let s = sched(8, t0);
     s.hold_queue(&1);
     s.set_concurrency(&1, Some(1));
-    for id in 0..4 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 4, t0);
     assert_eq!(s.pop_due(t0, 10).len(), 0);
     s.release_queue(&1);
     let first: Vec<_> = s.pop_due(t0, 10).collect();
@@ -1018,18 +985,7 @@ fn release_under_a_concurrency_limit_and_rate_changes_at_run_time() {
 #[test]
 fn raising_the_rate_takes_effect_at_once() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_rate(
-        &1,
-        Some(RateLimit {
-            count: 1,
-            per: Duration::from_secs(3600),
-            burst: 1,
-        }),
-    );
-    for id in 0..4 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(2, t0, every(Duration::from_secs(3600), 1), 4);
     assert_eq!(s.pop_due(t0, 10).count(), 1);
     s.set_rate(&1, Some(RateLimit::per_second(1000).with_burst(10)));
     // Documented: changes take effect at once. Within a second at the
@@ -1050,15 +1006,9 @@ fn raising_the_rate_takes_effect_at_once() {
 fn a_raised_rate_hands_out_no_more_than_its_allowance() {
     let t0 = Instant::now();
     let s = sched(2, t0);
-    let hourly = RateLimit {
-        count: 1,
-        per: Duration::from_secs(3600),
-        burst: 1,
-    };
+    let hourly = every(Duration::from_secs(3600), 1);
     s.set_rate(&1, Some(hourly));
-    for id in 0..6 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 6, t0);
     assert_eq!(s.pop_due(t0, 10).count(), 1);
     s.set_rate(&1, Some(RateLimit::per_second(10).with_burst(2)));
     assert_eq!(
@@ -1077,11 +1027,7 @@ fn a_raised_rate_hands_out_no_more_than_its_allowance() {
 #[test]
 fn lowering_the_rate_takes_effect_at_once() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_rate(&1, Some(RateLimit::per_second(1000)));
-    for id in 0..4 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(2, t0, RateLimit::per_second(1000), 4);
     assert_eq!(s.pop_due(t0, 10).count(), 1);
     s.set_rate(&1, Some(RateLimit::per_second(1)));
     assert_eq!(
@@ -1260,11 +1206,7 @@ fn counts_of_unknown_queue_and_rate_through_pop_due_queue() {
 #[test]
 fn pop_due_queue_parks_a_throttled_member() {
     let t0 = Instant::now();
-    let s = sched(4, t0);
-    s.set_rate(&1, Some(RateLimit::per_second(10)));
-    for id in 0..3 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(4, t0, RateLimit::per_second(10), 3);
     assert_eq!(s.pop_due_queue(&1, t0, 10).count(), 1);
     let c = s.queue_counts(&1);
     assert_eq!((c.parked, c.throttled), (2, true));

@@ -5,17 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use tickwheel::sync::{FrozenEntry, RateLimit, Retried, Scheduler};
+use tickwheel::sync::{FrozenEntry, RateLimit, Retried};
 
-type Sched = Scheduler<u8, u64, u64>;
+mod support;
 
-fn sched(shards: usize, t0: Instant) -> Sched {
-    Scheduler::builder().shards(shards).origin(t0).build()
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use support::flow::{every, fill, ms, rated, sched};
 
 const YEAR: Duration = Duration::from_secs(86_400 * 365);
 
@@ -25,18 +19,7 @@ const YEAR: Duration = Duration::from_secs(86_400 * 365);
 #[test]
 fn burst_with_a_saturated_tolerance_still_limits() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_rate(
-        &1,
-        Some(RateLimit {
-            count: 1,
-            per: YEAR * 300,
-            burst: 3,
-        }),
-    );
-    for id in 0..10 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(2, t0, every(YEAR * 300, 3), 10);
     let out = s.pop_due(t0, 100).count();
     assert_eq!(out, 3, "burst of 3, then one per 300 years");
 }
@@ -45,18 +28,7 @@ fn burst_with_a_saturated_tolerance_still_limits() {
 #[test]
 fn duration_max_period_with_a_burst_still_limits() {
     let t0 = Instant::now();
-    let s = sched(1, t0);
-    s.set_rate(
-        &1,
-        Some(RateLimit {
-            count: 1,
-            per: Duration::MAX,
-            burst: 2,
-        }),
-    );
-    for id in 0..10 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(1, t0, every(Duration::MAX, 2), 10);
     assert_eq!(s.pop_due(t0, 100).count(), 2);
 }
 
@@ -65,18 +37,7 @@ fn duration_max_period_with_a_burst_still_limits() {
 #[test]
 fn a_long_period_below_saturation_limits_to_its_burst() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_rate(
-        &1,
-        Some(RateLimit {
-            count: 1,
-            per: YEAR * 100,
-            burst: 5,
-        }),
-    );
-    for id in 0..10 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(2, t0, every(YEAR * 100, 5), 10);
     assert_eq!(s.pop_due(t0, 100).count(), 5);
     assert_eq!(s.pop_due(t0 + YEAR * 99, 100).count(), 0);
     assert_eq!(s.pop_due(t0 + YEAR * 100, 100).count(), 1);
@@ -91,11 +52,7 @@ fn a_long_period_below_saturation_limits_to_its_burst() {
 #[test]
 fn raising_the_rate_after_a_burst_is_never_later() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_rate(&1, Some(RateLimit::per_second(1).with_burst(10)));
-    for id in 0..20 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(2, t0, RateLimit::per_second(1).with_burst(10), 20);
     assert_eq!(s.pop_due(t0, 100).count(), 10, "the burst");
     assert_eq!(s.pop_due(t0 + ms(999), 100).count(), 0);
     // Unchanged, the old rate hands one out at 1 s; the raised one must not be later.
@@ -113,11 +70,7 @@ fn raising_the_rate_after_a_burst_is_never_later() {
 #[test]
 fn the_old_rate_after_a_burst_permits_one_a_second() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_rate(&1, Some(RateLimit::per_second(1).with_burst(10)));
-    for id in 0..20 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(2, t0, RateLimit::per_second(1).with_burst(10), 20);
     assert_eq!(s.pop_due(t0, 100).count(), 10);
     assert_eq!(s.pop_due(t0 + ms(999), 100).count(), 0);
     assert_eq!(s.pop_due(t0 + ms(1000), 100).count(), 1);
@@ -131,9 +84,7 @@ fn setting_the_same_rate_again_changes_nothing() {
     let s = sched(2, t0);
     let limit = RateLimit::per_second(1).with_burst(10);
     s.set_rate(&1, Some(limit));
-    for id in 0..20 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 20, t0);
     assert_eq!(s.pop_due(t0, 100).count(), 10);
     s.set_rate(&1, Some(limit));
     s.set_rate(&1, Some(limit));
@@ -153,9 +104,7 @@ fn a_retry_into_a_held_limited_queue_stays_held_and_frees_its_slot() {
     let t0 = Instant::now();
     let s = sched(4, t0);
     s.set_concurrency(&1, Some(1));
-    for id in 0..3 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 3, t0);
     let due = s.pop_due(t0, 10).next().expect("one in flight");
     assert_eq!(s.queue_counts(&1).in_flight, 1);
     assert!(s.hold_queue(&1));
@@ -180,9 +129,7 @@ fn a_batch_dropped_untaken_gives_its_slots_back() {
     let t0 = Instant::now();
     let s = sched(3, t0);
     s.set_concurrency(&1, Some(2));
-    for id in 0..6 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 6, t0);
     let mut batch = s.pop_due(t0, 10);
     assert_eq!(batch.len(), 2);
     let first = batch.next().expect("one");
@@ -256,11 +203,7 @@ fn a_limited_due_outliving_its_scheduler() {
 #[test]
 fn rate_with_now_going_backwards_hands_out_no_extra() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_rate(&1, Some(RateLimit::per_second(1).with_burst(2)));
-    for id in 0..10 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(2, t0, RateLimit::per_second(1).with_burst(2), 10);
     assert_eq!(s.pop_due(t0 + YEAR, 100).count(), 2);
     assert_eq!(s.pop_due(t0, 100).count(), 0, "now went backwards");
     assert_eq!(s.pop_due(t0 + ms(500), 100).count(), 0);
@@ -278,9 +221,7 @@ fn zero_concurrency_with_a_rate_then_lifted() {
         &1,
         Some(RateLimit::per_second(u32::MAX).with_burst(u32::MAX)),
     );
-    for id in 0..10 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 10, t0);
     assert_eq!(s.pop_due(t0, 100).count(), 0);
     assert_eq!(s.pop_due_queue(&1, t0, 100).count(), 0);
     assert!(
@@ -376,18 +317,10 @@ fn rate_reads_back_unsaturated_limits() {
 #[test]
 fn lowering_the_rate_after_a_burst_permits_no_second_burst() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_rate(&1, Some(RateLimit::per_second(1).with_burst(10)));
-    for id in 0..30 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(2, t0, RateLimit::per_second(1).with_burst(10), 30);
     assert_eq!(s.pop_due(t0, 100).count(), 10, "the burst");
     assert_eq!(s.pop_due(t0, 100).count(), 0, "spent");
-    let slower = RateLimit {
-        count: 1,
-        per: Duration::from_secs(10),
-        burst: 10,
-    };
+    let slower = every(Duration::from_secs(10), 10);
     s.set_rate(&1, Some(slower));
     assert_eq!(
         s.pop_due(t0, 100).count(),
@@ -407,9 +340,7 @@ fn a_rate_limit_still_limits_after_six_centuries() {
         return; // this platform's Instant cannot be that far
     };
     s.set_rate(&1, Some(RateLimit::per_second(1)));
-    for id in 0..10 {
-        s.schedule(1, id, far, id).unwrap();
-    }
+    fill(&s, 1, 10, far);
     assert_eq!(s.pop_due(far, 100).count(), 1);
 }
 
@@ -422,9 +353,7 @@ fn a_rate_limit_still_limits_after_five_centuries() {
         return;
     };
     s.set_rate(&1, Some(RateLimit::per_second(1)));
-    for id in 0..10 {
-        s.schedule(1, id, far, id).unwrap();
-    }
+    fill(&s, 1, 10, far);
     assert_eq!(s.pop_due(far, 100).count(), 1);
     assert_eq!(s.pop_due(far + ms(999), 100).count(), 0);
     assert_eq!(s.pop_due(far + ms(1000), 100).count(), 1);
@@ -436,18 +365,7 @@ fn a_rate_limit_still_limits_after_five_centuries() {
 #[test]
 fn throttled_clears_when_the_rate_is_lifted() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_rate(
-        &1,
-        Some(RateLimit {
-            count: 1,
-            per: Duration::from_secs(3600),
-            burst: 1,
-        }),
-    );
-    for id in 0..3 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(2, t0, every(Duration::from_secs(3600), 1), 3);
     assert_eq!(s.pop_due(t0, 10).count(), 1);
     assert!(s.queue_counts(&1).throttled);
     s.set_rate(&1, None);
@@ -465,18 +383,7 @@ fn throttled_clears_when_the_rate_is_lifted() {
 #[test]
 fn next_deadline_forgets_a_lifted_rates_wake_up() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_rate(
-        &1,
-        Some(RateLimit {
-            count: 1,
-            per: Duration::from_secs(3600),
-            burst: 1,
-        }),
-    );
-    for id in 0..3 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(2, t0, every(Duration::from_secs(3600), 1), 3);
     assert_eq!(s.pop_due(t0, 10).count(), 1);
     s.set_rate(&1, None);
     assert_eq!(s.pop_due(t0 + ms(1), 10).count(), 2);

@@ -8,15 +8,9 @@ use std::time::{Duration, Instant};
 
 use tickwheel::sync::{Cancel, RateLimit, Retried, Scheduler};
 
-type Sched = Scheduler<u8, u64, u64>;
+mod support;
 
-fn sched(shards: usize, t0: Instant) -> Sched {
-    Scheduler::builder().shards(shards).origin(t0).build()
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use support::flow::{Sched, every, fill, ms, rated, sched};
 
 /// Pops at `now` until nothing comes out, finishing each; the ids handed out.
 fn pop_all(s: &Sched, now: Instant) -> Vec<u64> {
@@ -34,11 +28,7 @@ fn pop_all(s: &Sched, now: Instant) -> Vec<u64> {
 #[test]
 fn a_throttle_wake_up_during_a_hold_hands_out_nothing() {
     let t0 = Instant::now();
-    let s = sched(4, t0);
-    s.set_rate(&1, Some(RateLimit::per_second(1)));
-    for id in 0..3 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    let s = rated(4, t0, RateLimit::per_second(1), 3);
     assert_eq!(s.pop_due(t0, 10).count(), 1);
     assert!(s.queue_counts(&1).throttled);
     s.hold_queue(&1);
@@ -66,9 +56,7 @@ fn a_freed_slot_during_a_hold_hands_out_nothing() {
     let t0 = Instant::now();
     let s = sched(3, t0);
     s.set_concurrency(&1, Some(1));
-    for id in 0..4 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 4, t0);
     let first: Vec<_> = s.pop_due(t0, 10).collect();
     assert_eq!(first.len(), 1);
     s.hold_queue(&1);
@@ -90,9 +78,7 @@ fn a_parked_timer_rescheduled_waits_for_its_new_deadline() {
     let t0 = Instant::now();
     let s = sched(2, t0);
     s.hold_queue(&1);
-    for id in 0..3 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 3, t0);
     assert_eq!(s.pop_due(t0, 10).count(), 0);
     assert_eq!(s.queue_counts(&1).parked, 3);
     s.reschedule(&1, t0 + ms(100)).unwrap();
@@ -112,9 +98,7 @@ fn a_drain_of_parked_members_leaves_the_limit_working() {
     let t0 = Instant::now();
     let s = sched(4, t0);
     s.set_concurrency(&1, Some(2));
-    for id in 0..10 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 10, t0);
     let held: Vec<_> = s.pop_due(t0, 100).collect();
     assert_eq!(held.len(), 2);
     assert_eq!(s.queue_counts(&1).parked, 8);
@@ -142,9 +126,7 @@ fn cancel_of_parked_and_in_flight_members_under_a_limit() {
     let t0 = Instant::now();
     let s = sched(2, t0);
     s.set_concurrency(&1, Some(1));
-    for id in 0..3 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 3, t0);
     let due = s.pop_due(t0, 10).next().expect("one");
     let out = *due.id();
     assert!(matches!(s.cancel(&out), Cancel::InFlight));
@@ -164,9 +146,7 @@ fn a_retry_into_a_frozen_limited_queue_gives_its_slot_back() {
     let t0 = Instant::now();
     let s = sched(3, t0);
     s.set_concurrency(&1, Some(1));
-    for id in 0..3 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 3, t0);
     let due = s.pop_due(t0, 10).next().expect("one");
     let frozen = s.freeze_queue(&1);
     assert_eq!(
@@ -196,9 +176,7 @@ fn a_lowered_limit_waits_until_the_queue_is_under_it() {
     let t0 = Instant::now();
     let s = sched(4, t0);
     s.set_concurrency(&1, Some(5));
-    for id in 0..10 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 10, t0);
     let mut flying: Vec<_> = s.pop_due(t0, 100).collect();
     assert_eq!(flying.len(), 5);
     s.set_concurrency(&1, Some(2));
@@ -242,9 +220,7 @@ fn a_hold_outlives_a_freeze_and_unfreeze() {
     let t0 = Instant::now();
     let s = sched(4, t0);
     s.hold_queue(&1);
-    for id in 0..5 {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, 5, t0);
     let frozen = s.freeze_queue(&1);
     assert!(s.is_held(&1));
     assert_eq!(s.unfreeze_queue(&1), 0);
@@ -269,9 +245,7 @@ fn racing_holds_limits_and_finishers_keep_exactly_once() {
     let s = Arc::new(sched(8, t0));
     let n = 3000u64;
     s.set_concurrency(&1, Some(3));
-    for id in 0..n {
-        s.schedule(1, id, t0, id).unwrap();
-    }
+    fill(&s, 1, n, t0);
     let in_flight = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -474,11 +448,7 @@ fn a_lifted_rate_or_raised_limit_wakes_the_dispatcher_thread() {
     use std::sync::{Arc, mpsc};
 
     let s: Arc<Sched> = Arc::new(Scheduler::builder().shards(4).build());
-    let hourly = RateLimit {
-        count: 1,
-        per: Duration::from_secs(3600),
-        burst: 1,
-    };
+    let hourly = every(Duration::from_secs(3600), 1);
     s.set_rate(&1, Some(hourly));
     s.set_concurrency(&2, Some(0));
     let (tx, rx) = mpsc::channel();

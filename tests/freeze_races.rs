@@ -532,19 +532,25 @@ fn import_of_an_id_in_flight_or_forwarded_is_present() {
     assert_eq!(got.imported, 1, "delivered: free again");
 }
 
+/// The latest `Instant` the platform holds, from `from` on.
+fn latest(from: Instant) -> Instant {
+    let mut at = from;
+    let mut step = Duration::MAX;
+    while !step.is_zero() {
+        while let Some(l) = at.checked_add(step) {
+            at = l;
+        }
+        step /= 2;
+    }
+    at
+}
+
 #[test]
 fn instant_extremes_do_not_panic_or_drop() {
     let t0 = Instant::now() + Duration::from_secs(1000);
     let s = sched(t0);
     // Far future: the latest Instant the platform holds.
-    let mut far = t0;
-    let mut step = Duration::MAX;
-    while !step.is_zero() {
-        while let Some(l) = far.checked_add(step) {
-            far = l;
-        }
-        step /= 2;
-    }
+    let far = latest(t0);
     // Before the origin.
     let early = Instant::now()
         .checked_sub(Duration::from_secs(1))
@@ -609,18 +615,6 @@ mod snapshots {
     use tickwheel::sync::snapshot::{
         SNAPSHOT_VERSION, Snapshot, SnapshotError, from_reference, to_reference,
     };
-
-    fn latest(from: Instant) -> Instant {
-        let mut at = from;
-        let mut step = Duration::MAX;
-        while !step.is_zero() {
-            while let Some(l) = at.checked_add(step) {
-                at = l;
-            }
-            step /= 2;
-        }
-        at
-    }
 
     #[test]
     fn to_reference_extremes() {

@@ -96,40 +96,29 @@ fn frozen_string_queue_is_handled_by_str() {
 /// `import` takes the queue as `schedule` does: with `Q = &'static str` (the README's type),
 /// `import("q", ..)` compiles and lands in the queue `schedule("q", ..)` filled; the
 /// reference forms (`&"q"`, and `"q"` for a `String` name) still work.
+/// A frozen timer `id` due `at`, its value its id.
+fn frozen(id: u32, at: Instant) -> tickwheel::sync::FrozenEntry<u32, u32> {
+    tickwheel::sync::FrozenEntry { id, at, value: id }
+}
+
 #[test]
 fn import_takes_the_queue_as_schedule_does() {
     let t0 = Instant::now();
     let at = t0 + Duration::from_secs(60);
     let sched: Scheduler<&'static str, u32, u32> = Scheduler::builder().origin(t0).build();
     sched.schedule("q", 1, at, 1).unwrap();
-    let entry = tickwheel::sync::FrozenEntry {
-        id: 5,
-        at,
-        value: 5,
-    };
+    let entry = frozen(5, at);
     assert_eq!(sched.import("q", vec![entry]).imported, 1);
-    let entry = tickwheel::sync::FrozenEntry {
-        id: 2,
-        at,
-        value: 2,
-    };
+    let entry = frozen(2, at);
     #[allow(clippy::needless_borrows_for_generic_args)] // the form that had to be written
     let imported = sched.import(&"q", vec![entry]).imported;
     assert_eq!(imported, 1);
     assert_eq!(sched.queue_len("q"), 3);
 
     let owned: Scheduler<String, u32, u32> = Scheduler::builder().origin(t0).build();
-    let entry = tickwheel::sync::FrozenEntry {
-        id: 3,
-        at,
-        value: 3,
-    };
+    let entry = frozen(3, at);
     assert_eq!(owned.import("q", vec![entry]).imported, 1);
-    let entry = tickwheel::sync::FrozenEntry {
-        id: 4,
-        at,
-        value: 4,
-    };
+    let entry = frozen(4, at);
     assert_eq!(owned.import(String::from("q"), vec![entry]).imported, 1);
     assert_eq!(owned.queue_len("q"), 2);
 }

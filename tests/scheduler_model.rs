@@ -66,354 +66,246 @@ proptest! {
 /// does, in the scheduler and the model alike.
 #[test]
 fn rate_limited_pop_after_a_limited_batch_matches_the_model() {
+    // The input as the fuzzer wrote it repeats two runs of steps: each is spelled once.
+    let ahead_run = [
+        SchedOp::Schedule {
+            queue: 255,
+            id: 255,
+            at: At::Ahead {
+                ticks: 7,
+                sub: 2550202384,
+            },
+        },
+        SchedOp::Schedule {
+            queue: 9,
+            id: 63,
+            at: At::Ahead {
+                ticks: 0,
+                sub: 16842755,
+            },
+        },
+        SchedOp::Schedule {
+            queue: 0,
+            id: 0,
+            at: At::Ahead {
+                ticks: 0,
+                sub: 4127195400,
+            },
+        },
+        SchedOp::Schedule {
+            queue: 0,
+            id: 0,
+            at: At::Ahead {
+                ticks: 1,
+                sub: 1074204677,
+            },
+        },
+        SchedOp::Finish {
+            due: 238,
+            consume: false,
+        },
+        SchedOp::Take { batch: 19, n: 3 },
+        SchedOp::Schedule {
+            queue: 16,
+            id: 7,
+            at: At::Far { shift: 30 },
+        },
+        SchedOp::Flush {
+            queue: 132,
+            now: At::BeforeOrigin { ns: 33606298 },
+        },
+        SchedOp::Schedule {
+            queue: 5,
+            id: 60,
+            at: At::Ahead { ticks: 2, sub: 1 },
+        },
+        SchedOp::Take { batch: 19, n: 4 },
+    ];
+    let drop_run = [
+        &[SchedOp::DropBatch(145); 11][..],
+        &[
+            SchedOp::Schedule {
+                queue: 19,
+                id: 19,
+                at: At::Far { shift: 15 },
+            },
+            SchedOp::PopDue {
+                now: At::Far { shift: 58 },
+                limit: 4,
+            },
+            SchedOp::Schedule {
+                queue: 3,
+                id: 20,
+                at: At::Far { shift: 19 },
+            },
+            SchedOp::DropBatch(232),
+            SchedOp::DropBatch(139),
+            SchedOp::Schedule {
+                queue: 0,
+                id: 0,
+                at: At::Ahead {
+                    ticks: 0,
+                    sub: 772014080,
+                },
+            },
+            SchedOp::Finish {
+                due: 232,
+                consume: false,
+            },
+            SchedOp::PopDue {
+                now: At::Far { shift: 19 },
+                limit: 4,
+            },
+            SchedOp::PopDue {
+                now: At::Far { shift: 58 },
+                limit: 4,
+            },
+            SchedOp::Schedule {
+                queue: 1,
+                id: 2,
+                at: At::Far { shift: 57 },
+            },
+            SchedOp::Hold(162),
+        ],
+    ]
+    .concat();
     let ops = [
-        SchedOp::Rate {
-            queue: 0,
-            interval: 236,
-            burst: 237,
-        },
-        SchedOp::Rate {
-            queue: 236,
-            interval: 236,
-            burst: 32,
-        },
-        SchedOp::Rate {
-            queue: 23,
-            interval: 203,
-            burst: 19,
-        },
-        SchedOp::Schedule {
-            queue: 255,
-            id: 255,
-            at: At::Ahead {
-                ticks: 7,
-                sub: 2550202384,
+        &[
+            SchedOp::Rate {
+                queue: 0,
+                interval: 236,
+                burst: 237,
             },
-        },
-        SchedOp::Schedule {
-            queue: 9,
-            id: 63,
-            at: At::Ahead {
-                ticks: 0,
-                sub: 16842755,
+            SchedOp::Rate {
+                queue: 236,
+                interval: 236,
+                burst: 32,
             },
-        },
-        SchedOp::Schedule {
-            queue: 0,
-            id: 0,
-            at: At::Ahead {
-                ticks: 0,
-                sub: 4127195400,
+            SchedOp::Rate {
+                queue: 23,
+                interval: 203,
+                burst: 19,
             },
-        },
-        SchedOp::Schedule {
-            queue: 0,
-            id: 0,
-            at: At::Ahead {
-                ticks: 1,
-                sub: 1074204677,
+        ][..],
+        &ahead_run,
+        &[
+            SchedOp::Rate {
+                queue: 236,
+                interval: 32,
+                burst: 236,
             },
-        },
-        SchedOp::Finish {
-            due: 238,
-            consume: false,
-        },
-        SchedOp::Take { batch: 19, n: 3 },
-        SchedOp::Schedule {
-            queue: 16,
-            id: 7,
-            at: At::Far { shift: 30 },
-        },
-        SchedOp::Flush {
-            queue: 132,
-            now: At::BeforeOrigin { ns: 33606298 },
-        },
-        SchedOp::Schedule {
-            queue: 5,
-            id: 60,
-            at: At::Ahead { ticks: 2, sub: 1 },
-        },
-        SchedOp::Take { batch: 19, n: 4 },
-        SchedOp::Rate {
-            queue: 236,
-            interval: 32,
-            burst: 236,
-        },
-        SchedOp::Take { batch: 203, n: 4 },
-        SchedOp::Schedule {
-            queue: 255,
-            id: 255,
-            at: At::Ahead {
-                ticks: 7,
-                sub: 2550202384,
+            SchedOp::Take { batch: 203, n: 4 },
+        ],
+        &ahead_run,
+        &[
+            SchedOp::DropBatch(232),
+            SchedOp::Schedule {
+                queue: 139,
+                id: 46,
+                at: At::Ahead {
+                    ticks: 37352,
+                    sub: 2442236305,
+                },
             },
-        },
-        SchedOp::Schedule {
-            queue: 9,
-            id: 63,
-            at: At::Ahead {
-                ticks: 0,
-                sub: 16842755,
-            },
-        },
-        SchedOp::Schedule {
-            queue: 0,
-            id: 0,
-            at: At::Ahead {
-                ticks: 0,
-                sub: 4127195400,
-            },
-        },
-        SchedOp::Schedule {
-            queue: 0,
-            id: 0,
-            at: At::Ahead {
-                ticks: 1,
-                sub: 1074204677,
-            },
-        },
-        SchedOp::Finish {
-            due: 238,
-            consume: false,
-        },
-        SchedOp::Take { batch: 19, n: 3 },
-        SchedOp::Schedule {
-            queue: 16,
-            id: 7,
-            at: At::Far { shift: 30 },
-        },
-        SchedOp::Flush {
-            queue: 132,
-            now: At::BeforeOrigin { ns: 33606298 },
-        },
-        SchedOp::Schedule {
-            queue: 5,
-            id: 60,
-            at: At::Ahead { ticks: 2, sub: 1 },
-        },
-        SchedOp::Take { batch: 19, n: 4 },
-        SchedOp::DropBatch(232),
-        SchedOp::Schedule {
-            queue: 139,
-            id: 46,
-            at: At::Ahead {
-                ticks: 37352,
-                sub: 2442236305,
-            },
-        },
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::Schedule {
-            queue: 19,
-            id: 19,
-            at: At::Far { shift: 15 },
-        },
-        SchedOp::PopDue {
-            now: At::Far { shift: 58 },
-            limit: 4,
-        },
-        SchedOp::Schedule {
-            queue: 3,
-            id: 20,
-            at: At::Far { shift: 19 },
-        },
-        SchedOp::DropBatch(232),
-        SchedOp::DropBatch(139),
-        SchedOp::Schedule {
-            queue: 0,
-            id: 0,
-            at: At::Ahead {
-                ticks: 0,
-                sub: 772014080,
-            },
-        },
-        SchedOp::Finish {
-            due: 232,
-            consume: false,
-        },
-        SchedOp::PopDue {
-            now: At::Far { shift: 19 },
-            limit: 4,
-        },
-        SchedOp::PopDue {
-            now: At::Far { shift: 58 },
-            limit: 4,
-        },
-        SchedOp::Schedule {
-            queue: 1,
-            id: 2,
-            at: At::Far { shift: 57 },
-        },
-        SchedOp::Hold(162),
-        SchedOp::PopDue {
+        ],
+        &drop_run,
+        &[SchedOp::PopDue {
             now: At::Ahead {
                 ticks: 59578,
                 sub: 2442236305,
             },
             limit: 1,
-        },
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::DropBatch(145),
-        SchedOp::Schedule {
-            queue: 19,
-            id: 19,
-            at: At::Far { shift: 15 },
-        },
-        SchedOp::PopDue {
-            now: At::Far { shift: 58 },
-            limit: 4,
-        },
-        SchedOp::Schedule {
-            queue: 3,
-            id: 20,
-            at: At::Far { shift: 19 },
-        },
-        SchedOp::DropBatch(232),
-        SchedOp::DropBatch(139),
-        SchedOp::Schedule {
-            queue: 0,
-            id: 0,
-            at: At::Ahead {
-                ticks: 0,
-                sub: 772014080,
+        }],
+        &drop_run,
+        &[
+            SchedOp::PopDue {
+                now: At::Ahead {
+                    ticks: 4922,
+                    sub: 3399105043,
+                },
+                limit: 1,
             },
-        },
-        SchedOp::Finish {
-            due: 232,
-            consume: false,
-        },
-        SchedOp::PopDue {
-            now: At::Far { shift: 19 },
-            limit: 4,
-        },
-        SchedOp::PopDue {
-            now: At::Far { shift: 58 },
-            limit: 4,
-        },
-        SchedOp::Schedule {
-            queue: 1,
-            id: 2,
-            at: At::Far { shift: 57 },
-        },
-        SchedOp::Hold(162),
-        SchedOp::PopDue {
-            now: At::Ahead {
-                ticks: 4922,
-                sub: 3399105043,
+            SchedOp::Schedule {
+                queue: 19,
+                id: 185,
+                at: At::Ahead {
+                    ticks: 2,
+                    sub: 3904515723,
+                },
             },
-            limit: 1,
-        },
-        SchedOp::Schedule {
-            queue: 19,
-            id: 185,
-            at: At::Ahead {
-                ticks: 2,
-                sub: 3904515723,
+            SchedOp::Schedule {
+                queue: 19,
+                id: 19,
+                at: At::Ahead {
+                    ticks: 2,
+                    sub: 3267543746,
+                },
             },
-        },
-        SchedOp::Schedule {
-            queue: 19,
-            id: 19,
-            at: At::Ahead {
-                ticks: 2,
-                sub: 3267543746,
+            SchedOp::Limit {
+                queue: 194,
+                limit: 255,
             },
-        },
-        SchedOp::Limit {
+            SchedOp::PopDue {
+                now: At::Behind { ticks: 3 },
+                limit: 1,
+            },
+            SchedOp::PopDue {
+                now: At::Ahead {
+                    ticks: 2,
+                    sub: 320017411,
+                },
+                limit: 255,
+            },
+            SchedOp::Hold(162),
+            SchedOp::PopDue {
+                now: At::Ahead {
+                    ticks: 0,
+                    sub: 3305,
+                },
+                limit: 0,
+            },
+            SchedOp::PopDue {
+                now: At::Ahead {
+                    ticks: 7,
+                    sub: 268498434,
+                },
+                limit: 2,
+            },
+            SchedOp::PopDue {
+                now: At::Far { shift: 19 },
+                limit: 1,
+            },
+            SchedOp::Limit {
+                queue: 115,
+                limit: 2,
+            },
+            SchedOp::Rate {
+                queue: 117,
+                interval: 117,
+                burst: 117,
+            },
+            SchedOp::Rate {
+                queue: 117,
+                interval: 194,
+                burst: 194,
+            },
+        ],
+        &[SchedOp::Limit {
             queue: 194,
             limit: 255,
-        },
-        SchedOp::PopDue {
-            now: At::Behind { ticks: 3 },
-            limit: 1,
-        },
-        SchedOp::PopDue {
-            now: At::Ahead {
-                ticks: 2,
-                sub: 320017411,
+        }; 5],
+        &[
+            SchedOp::PopDue {
+                now: At::Behind { ticks: 0 },
+                limit: 1,
             },
-            limit: 255,
-        },
-        SchedOp::Hold(162),
-        SchedOp::PopDue {
-            now: At::Ahead {
-                ticks: 0,
-                sub: 3305,
+            SchedOp::Drain(19),
+            SchedOp::PopDue {
+                now: At::Ahead { ticks: 0, sub: 0 },
+                limit: 0,
             },
-            limit: 0,
-        },
-        SchedOp::PopDue {
-            now: At::Ahead {
-                ticks: 7,
-                sub: 268498434,
-            },
-            limit: 2,
-        },
-        SchedOp::PopDue {
-            now: At::Far { shift: 19 },
-            limit: 1,
-        },
-        SchedOp::Limit {
-            queue: 115,
-            limit: 2,
-        },
-        SchedOp::Rate {
-            queue: 117,
-            interval: 117,
-            burst: 117,
-        },
-        SchedOp::Rate {
-            queue: 117,
-            interval: 194,
-            burst: 194,
-        },
-        SchedOp::Limit {
-            queue: 194,
-            limit: 255,
-        },
-        SchedOp::Limit {
-            queue: 194,
-            limit: 255,
-        },
-        SchedOp::Limit {
-            queue: 194,
-            limit: 255,
-        },
-        SchedOp::Limit {
-            queue: 194,
-            limit: 255,
-        },
-        SchedOp::Limit {
-            queue: 194,
-            limit: 255,
-        },
-        SchedOp::PopDue {
-            now: At::Behind { ticks: 0 },
-            limit: 1,
-        },
-        SchedOp::Drain(19),
-        SchedOp::PopDue {
-            now: At::Ahead { ticks: 0, sub: 0 },
-            limit: 0,
-        },
-    ];
+        ],
+    ]
+    .concat();
     SchedHarness::run(7, 3, &ops);
 }

@@ -194,17 +194,30 @@ fn assert_each_once_on_time(n: u64, finished: bool, out: &[(u64, Duration)]) {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn actor_loop_with_a_burst_of_requests_gets_every_timeout() {
-    let (finished, out) = actor_loop!(DelayQueue::new(), 300);
-    assert_each_once_on_time(300, finished, &out);
+/// Two tests of one burst scenario (a macro taking the queue): `$ours` against this crate's
+/// `DelayQueue`, `$theirs` against tokio-util's; each must get all 300 timeouts, once, on
+/// time.
+macro_rules! burst_against_both {
+    ($scenario:ident, $ours:ident, $theirs:ident) => {
+        #[tokio::test(start_paused = true)]
+        async fn $ours() {
+            let (finished, out) = $scenario!(DelayQueue::new(), 300);
+            assert_each_once_on_time(300, finished, &out);
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn $theirs() {
+            let (finished, out) = $scenario!(tokio_util::time::DelayQueue::new(), 300);
+            assert_each_once_on_time(300, finished, &out);
+        }
+    };
 }
 
-#[tokio::test(start_paused = true)]
-async fn actor_loop_with_a_burst_of_requests_tokio_util() {
-    let (finished, out) = actor_loop!(tokio_util::time::DelayQueue::new(), 300);
-    assert_each_once_on_time(300, finished, &out);
-}
+burst_against_both!(
+    actor_loop,
+    actor_loop_with_a_burst_of_requests_gets_every_timeout,
+    actor_loop_with_a_burst_of_requests_tokio_util
+);
 
 /// The actor loop on a multi-thread runtime and the real clock: the wake-up is lost there
 /// too (the bound is 5 s for deadlines of 10 to 16 ms).
@@ -270,17 +283,11 @@ macro_rules! futures_select_loop {
     }};
 }
 
-#[tokio::test(start_paused = true)]
-async fn futures_select_with_a_burst_of_requests_gets_every_timeout() {
-    let (finished, out) = futures_select_loop!(DelayQueue::new(), 300);
-    assert_each_once_on_time(300, finished, &out);
-}
-
-#[tokio::test(start_paused = true)]
-async fn futures_select_with_a_burst_of_requests_tokio_util() {
-    let (finished, out) = futures_select_loop!(tokio_util::time::DelayQueue::new(), 300);
-    assert_each_once_on_time(300, finished, &out);
-}
+burst_against_both!(
+    futures_select_loop,
+    futures_select_with_a_burst_of_requests_gets_every_timeout,
+    futures_select_with_a_burst_of_requests_tokio_util
+);
 
 // ---------------------------------------------------------------------------------------
 // Wakers swapped between polls, around the idle-poll shortcut

@@ -286,7 +286,7 @@ pub use crate::admission;
 pub use builder::SchedulerBuilder;
 pub use dispatcher::DispatcherHandle;
 pub use due::{Due, DueBatch};
-pub use flow::RateLimit;
+pub use flow::{FlowPolicy, RateLimit};
 pub use freeze::{Frozen, FrozenEntry, Imported, IntoQueue, Retried, RetryError};
 pub use inspect::{IdInfo, IdState, Member, QueueCounts};
 pub use scheduler::Scheduler;

@@ -496,6 +496,24 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         each.fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2))
     }
 
+    /// Runs `op` on shard `index`'s state, locked without settling, with a trash for what
+    /// it removes (emptied after the unlock, see `trash.rs`): one shard's part of an
+    /// operation [`each_shard`](Self::each_shard) sums, without the wake-up (the release of
+    /// a hold, the lift of a freeze). `(0, None)` for an index past the last shard.
+    pub(crate) fn in_shard(
+        &self,
+        index: usize,
+        op: impl FnOnce(&mut ShardState<Q, K, T>, &mut Trash<Q, K>) -> (usize, Option<u64>),
+    ) -> (usize, Option<u64>) {
+        let Some(shard) = self.inner.shards.get(index) else {
+            return (0, None);
+        };
+        let mut trash = Trash::new();
+        let result = op(&mut shard.lock_unsettled(), &mut trash);
+        drop(trash);
+        result
+    }
+
     /// Runs `per_shard` on each shard index in ascending order (one shard lock at a time, as
     /// the lock order asks) and sums what it moved back to pending: the count, and the
     /// earliest tick among them, for the caller's one wake-up.

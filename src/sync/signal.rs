@@ -198,6 +198,17 @@ mod tests {
     #[derive(Default)]
     struct CountWaker(AtomicUsize);
 
+    /// A signal with two pollers, each with a counting waker (not armed yet).
+    fn two_pollers() -> (Signal, [(Arc<CountWaker>, Waker, PollerId); 2]) {
+        let s = Signal::default();
+        let each = [(); 2].map(|()| {
+            let count = Arc::new(CountWaker::default());
+            let waker = Waker::from(Arc::clone(&count));
+            (count, waker, s.new_poller())
+        });
+        (s, each)
+    }
+
     impl Wake for CountWaker {
         fn wake(self: Arc<Self>) {
             self.0.fetch_add(1, Ordering::SeqCst);
@@ -228,13 +239,7 @@ mod tests {
 
     #[test]
     fn wakers_are_replaced_per_poller_and_taken_by_notify() {
-        let s = Signal::default();
-        let (a, b) = (
-            Arc::new(CountWaker::default()),
-            Arc::new(CountWaker::default()),
-        );
-        let (wa, wb) = (Waker::from(Arc::clone(&a)), Waker::from(Arc::clone(&b)));
-        let (p, q) = (s.new_poller(), s.new_poller());
+        let (s, [(a, wa, p), (b, wb, q)]) = two_pollers();
         assert_ne!(p, q);
         s.arm_waker(p, &wa);
         s.arm_waker(p, &wa.clone());
@@ -261,13 +266,7 @@ mod tests {
 
     #[test]
     fn forget_waker_removes_that_poller_only_and_wakes_nobody() {
-        let s = Signal::default();
-        let (a, b) = (
-            Arc::new(CountWaker::default()),
-            Arc::new(CountWaker::default()),
-        );
-        let (wa, wb) = (Waker::from(Arc::clone(&a)), Waker::from(Arc::clone(&b)));
-        let (p, q) = (s.new_poller(), s.new_poller());
+        let (s, [(a, wa, p), (b, wb, q)]) = two_pollers();
         s.arm_waker(p, &wa);
         s.arm_waker(q, &wb);
         assert!(s.forget_waker(p));

@@ -104,66 +104,48 @@ mod tests {
         assert_eq!(slot_start(7360, 0, 1), 7361);
     }
 
-    #[test]
-    fn slot_start_is_never_before_elapsed_for_the_filed_slot() {
-        let samples = [
-            0u64,
-            1,
-            63,
-            64,
-            4095,
-            4096,
-            1 << 30,
-            (1 << 32) + 7,
-            (1 << 36) - 1,
-        ];
-        let extra = [1u64, 2, 63, 64, 65, 4096, 1 << 20, 1 << 40, u64::MAX];
-        for &e in &samples {
-            for &d in &extra {
+    /// Elapsed ticks at the edges of the first two levels.
+    const EDGES: [u64; 6] = [0, 1, 63, 64, 4095, 4096];
+
+    /// Runs `check(elapsed, deadline, level)` for every elapsed tick of `samples` and
+    /// deadline `extra` ticks later (those that do not saturate), at the level the wheel
+    /// files that deadline in.
+    fn each_filing(samples: &[u64], extra: &[u64], mut check: impl FnMut(u64, u64, usize)) {
+        for &e in samples {
+            for &d in extra {
                 let deadline = e.saturating_add(d);
-                if deadline <= e {
-                    continue;
+                if deadline > e {
+                    check(e, deadline, level_for(e, deadline));
                 }
-                let level = level_for(e, deadline);
-                let start = slot_start(e, level, slot_for(deadline, level));
-                assert!(start > e, "slot start {start:#b} not after elapsed {e:#b}");
-                assert!(
-                    start <= deadline,
-                    "slot start {start:#b} after deadline {deadline:#b}"
-                );
             }
         }
     }
 
     #[test]
+    fn slot_start_is_never_before_elapsed_for_the_filed_slot() {
+        let samples = [&EDGES[..], &[1 << 30, (1 << 32) + 7, (1 << 36) - 1]].concat();
+        let extra = [1u64, 2, 63, 64, 65, 4096, 1 << 20, 1 << 40, u64::MAX];
+        each_filing(&samples, &extra, |e, deadline, level| {
+            let start = slot_start(e, level, slot_for(deadline, level));
+            assert!(start > e, "slot start {start:#b} not after elapsed {e:#b}");
+            assert!(
+                start <= deadline,
+                "slot start {start:#b} after deadline {deadline:#b}"
+            );
+        });
+    }
+
+    #[test]
     fn filed_slot_start_matches_slot_start() {
-        let samples = [
-            0u64,
-            1,
-            63,
-            64,
-            4095,
-            4096,
-            7342,
-            1 << 30,
-            (1 << 36) - 1,
-            1 << 63,
-        ];
+        let samples = [&EDGES[..], &[7342, 1 << 30, (1 << 36) - 1, 1 << 63]].concat();
         let extra = [1u64, 2, 19, 63, 64, 65, 4096, 1 << 20, 1 << 40, u64::MAX];
-        for &e in &samples {
-            for &d in &extra {
-                let deadline = e.saturating_add(d);
-                if deadline <= e {
-                    continue;
-                }
-                let level = level_for(e, deadline);
-                assert_eq!(
-                    filed_slot_start(deadline, level),
-                    slot_start(e, level, slot_for(deadline, level)),
-                    "elapsed {e:#b}, deadline {deadline:#b}, level {level}"
-                );
-            }
-        }
+        each_filing(&samples, &extra, |e, deadline, level| {
+            assert_eq!(
+                filed_slot_start(deadline, level),
+                slot_start(e, level, slot_for(deadline, level)),
+                "elapsed {e:#b}, deadline {deadline:#b}, level {level}"
+            );
+        });
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! What the integration tests share, included by each as `mod support;`: the reference
 //! models the proptests (and, by `#[path]`, the fuzz targets) check against, their input
-//! strategies, and the helpers of the `DelayQueue` and `due_stream` tests (tokio's paused
+//! strategies, the flow-control tests' scheduler set-ups, and the helpers of the `DelayQueue` and `due_stream` tests (tokio's paused
 //! clock; feature `tokio`).
 // Each test uses its own subset (the re-exports too).
 #![allow(dead_code, unused_imports)]
@@ -11,6 +11,7 @@ pub mod delay_queue;
 pub mod delay_queue_model;
 #[cfg(feature = "tokio")]
 pub mod due_stream;
+pub mod flow;
 pub mod indexed_model;
 pub mod model;
 pub mod scheduler_model;

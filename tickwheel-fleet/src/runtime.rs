@@ -393,7 +393,7 @@ where
         if let Adopted::Leftover(inc) = &adopted
             && let Ok(Some(policy)) = inc.flow_policy()
         {
-            policy.apply(&*s.scheduler, q);
+            s.scheduler.apply_flow_policy(q, &policy);
         }
         let entries = s
             .recovery

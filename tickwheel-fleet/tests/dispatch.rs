@@ -72,13 +72,9 @@ async fn dispatching_member(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tokens_order_dispatches_and_nothing_is_lost_or_doubled() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(8).await else {
         return;
     };
-    let qs = queues(8);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
     // Timers due over the next 8 s, 20 a queue.
     let t0 = Instant::now();
     let store: BTreeMap<String, Vec<FrozenEntry<u64, String>>> = qs

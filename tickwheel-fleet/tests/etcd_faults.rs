@@ -26,12 +26,7 @@ async fn an_etcd_restart_fences_every_member_then_they_rejoin() {
     let Some((mut etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(8);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
-    let a = join(&opts, "a", 2).await;
-    let b = join(&opts, "b", 2).await;
+    let (qs, a, b) = a_and_b(&opts, 8, 2).await;
     let (mut ra, mut rb) = (a.events(), b.events());
     let (mut sa, mut sb) = (Vec::new(), Vec::new());
     wait_for(Duration::from_secs(30), "the queues are shared", || async {

@@ -72,6 +72,36 @@ fn dispatch(m: &FleetMember, log: Arc<Mutex<Vec<Record>>>, stop: Arc<Mutex<bool>
     });
 }
 
+/// Members `a` and `b` each dispatching into one log (see [`dispatch`]) and their fences
+/// watched (see [`watch_fences`]), all until `stop`; returns once they share every queue of
+/// `qs` (30 s at most): the log, the stop flag and the fence watcher.
+async fn dispatch_both(
+    a: &FleetMember,
+    b: &FleetMember,
+    qs: &[String],
+) -> (
+    Arc<Mutex<Vec<Record>>>,
+    Arc<Mutex<bool>>,
+    std::thread::JoinHandle<Option<String>>,
+) {
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    let stop: Arc<Mutex<bool>> = Arc::default();
+    dispatch(a, Arc::clone(&log), Arc::clone(&stop));
+    dispatch(b, Arc::clone(&log), Arc::clone(&stop));
+    let fences = watch_fences(
+        vec![("a".into(), a.fence()), ("b".into(), b.fence())],
+        qs.to_vec(),
+        Arc::clone(&stop),
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "a and b share every queue",
+        || async { exactly_one(&[a, b], qs) && !a.owned().is_empty() && !b.owned().is_empty() },
+    )
+    .await;
+    (log, stop, fences)
+}
+
 /// Per queue, a hand-out by one member under token `T` must not come after a hand-out by
 /// another member under a larger token: that would be two dispatchers of one queue. Returns
 /// the first violation.
@@ -141,30 +171,14 @@ fn watch_fences(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_members_joining_at_once_never_hand_out_one_queue_together() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(24).await else {
         return;
     };
-    let qs = queues(24);
-    register(&opts, &qs).await;
     let (a, b) = tokio::join!(
         join_spread(&opts, "a", 40, Duration::from_secs(8)),
         join_spread(&opts, "b", 40, Duration::from_secs(8))
     );
-    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
-    let stop: Arc<Mutex<bool>> = Arc::default();
-    dispatch(&a, Arc::clone(&log), Arc::clone(&stop));
-    dispatch(&b, Arc::clone(&log), Arc::clone(&stop));
-    let fences = watch_fences(
-        vec![("a".into(), a.fence()), ("b".into(), b.fence())],
-        qs.clone(),
-        Arc::clone(&stop),
-    );
-    wait_for(
-        Duration::from_secs(30),
-        "a and b share every queue",
-        || async { exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty() },
-    )
-    .await;
+    let (log, stop, fences) = dispatch_both(&a, &b, &qs).await;
     // Let the spread timers come due.
     tokio::time::sleep(Duration::from_secs(9)).await;
     if let Ok(mut s) = stop.lock() {
@@ -185,14 +199,7 @@ async fn the_same_name_joined_twice_at_once_admits_exactly_one() {
     let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let j = || {
-        Member::<String, u64, String>::join(
-            opts.clone(),
-            "twin",
-            Arc::new(Sched::new()),
-            |_q: String| async { Ok::<_, RecoveryError>(Vec::new()) },
-        )
-    };
+    let j = || try_join(&opts, "twin");
     let (x, y) = tokio::join!(j(), j());
     let ok = [x.is_ok(), y.is_ok()];
     let taken = [&x, &y]
@@ -210,11 +217,9 @@ async fn the_same_name_joined_twice_at_once_admits_exactly_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_leaving_while_another_joins_loses_no_timer() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(16).await else {
         return;
     };
-    let qs = queues(16);
-    register(&opts, &qs).await;
     let per = 4;
     let total = qs.len() * per as usize;
     let a = join(&opts, "a", per).await;
@@ -510,11 +515,9 @@ const CHILD: &str = "TICKWHEEL_FLEET_ADVERSARIAL_CHILD";
 /// `ACQUIRED <queue>` lines.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adversarial_child() {
-    let Ok(spec) = std::env::var(CHILD) else {
+    let Some(m) = join_child(CHILD).await else {
         return;
     };
-    let (opts, name) = child_spec(&spec);
-    let m = join(&opts, &name, 3).await;
     let mut events = m.events();
     println!("JOINED");
     loop {
@@ -556,11 +559,9 @@ async fn a_member_killed_right_after_joining_has_its_queues_adopted_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = fleet_with(40).await else {
         return;
     };
-    let qs = queues(40);
-    register(&opts, &qs).await;
     let total = qs.len() * 3;
     let mut x = child_member(&etcd.url(), &redis.url(), "x");
     wait_until(Duration::from_secs(40), "x owns every queue", || {
@@ -584,11 +585,9 @@ async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
 /// key (two members whose names differ only in such bytes both join).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn odd_member_names_join_as_separate_members_or_are_refused() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(6).await else {
         return;
     };
-    let qs = queues(6);
-    register(&opts, &qs).await;
     let long = "n".repeat(4096);
     let names: Vec<&str> = vec![
         "",
@@ -643,21 +642,7 @@ async fn etcd_frozen_past_the_lease_fences_everyone_then_the_queues_return_once(
     register(&opts, &qs).await;
     let a = join_spread(&opts, "a", 30, Duration::from_secs(12)).await;
     let b = join_spread(&opts, "b", 30, Duration::from_secs(12)).await;
-    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
-    let stop: Arc<Mutex<bool>> = Arc::default();
-    dispatch(&a, Arc::clone(&log), Arc::clone(&stop));
-    dispatch(&b, Arc::clone(&log), Arc::clone(&stop));
-    let fences = watch_fences(
-        vec![("a".into(), a.fence()), ("b".into(), b.fence())],
-        qs.clone(),
-        Arc::clone(&stop),
-    );
-    wait_for(
-        Duration::from_secs(30),
-        "a and b share every queue",
-        || async { exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty() },
-    )
-    .await;
+    let (log, stop, fences) = dispatch_both(&a, &b, &qs).await;
     if let Err(e) = tickwheel_testkit::send_signal(pid, "STOP") {
         panic!("stop etcd: {e}");
     }
@@ -724,11 +709,9 @@ async fn fleets_with_nested_prefixes_own_only_their_own_queues() {
 /// member fences itself and takes its share back by handoff, still every timer once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer() {
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = fleet_with(40).await else {
         return;
     };
-    let qs = queues(40);
-    register(&opts, &qs).await;
     let mut x = child_member(&etcd.url(), &redis.url(), "x");
     wait_until(Duration::from_secs(40), "x owns every queue", || {
         x.count("ACQUIRED") >= qs.len()
@@ -774,10 +757,7 @@ async fn leave_while_etcd_is_down_returns_instead_of_hanging() {
     let Some((mut etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(8);
-    register(&opts, &qs).await;
-    let a = join(&opts, "a", 2).await;
-    let b = join(&opts, "b", 2).await;
+    let (qs, a, b) = a_and_b(&opts, 8, 2).await;
     wait_for(Duration::from_secs(30), "a and b share", || async {
         exactly_one(&[&a, &b], &qs) && !a.owned().is_empty() && !b.owned().is_empty()
     })

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use support::*;
-use tickwheel_fleet::{Error, Member, RecoveryError};
+use tickwheel_fleet::Error;
 
 const ETCD_PASSWORD: &str = "etcd-pw/?#@7f3a";
 const REDIS_PASSWORD: &str = "redis-pw-9c1e";
@@ -80,13 +80,7 @@ async fn passwords_never_reach_a_log_line_through_outages() {
     // A wrong etcd password: the error names no password.
     let mut wrong = opts.clone();
     wrong.etcd_user = Some(("root".into(), format!("{ETCD_PASSWORD}x")));
-    let r = Member::<String, u64, String>::join(
-        wrong,
-        "w",
-        Arc::new(Sched::new()),
-        |_q: String| async { Ok::<_, RecoveryError>(Vec::new()) },
-    )
-    .await;
+    let r = try_join(&wrong, "w").await;
     match r {
         Err(e) => {
             let s = format!("{e} {e:?}");
@@ -115,13 +109,7 @@ async fn passwords_never_reach_a_log_line_through_outages() {
     // Let the member log its failures for a while (whether it rejoins is the next test's).
     tokio::time::sleep(Duration::from_secs(6)).await;
     let b = join(&opts, "b", 2).await;
-    let r = Member::<String, u64, String>::join(
-        opts.clone(),
-        "b",
-        Arc::new(Sched::new()),
-        |_q: String| async { Ok::<_, RecoveryError>(Vec::new()) },
-    )
-    .await;
+    let r = try_join(&opts, "b").await;
     if let Err(e @ Error::NameTaken { .. }) = &r {
         assert!(!format!("{e} {e:?}").contains(ETCD_PASSWORD));
     }

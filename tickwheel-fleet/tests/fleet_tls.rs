@@ -7,11 +7,10 @@
 mod support;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use support::*;
-use tickwheel_fleet::{FleetOptions, Member, RecoveryError};
+use tickwheel_fleet::FleetOptions;
 use tickwheel_redis::{ClientIdentity, TlsOptions};
 use tickwheel_testkit::etcd::EtcdServer;
 use tickwheel_testkit::pki::{Leaf, Pki};
@@ -108,13 +107,7 @@ async fn two_members_share_queues_over_tls_with_users_and_passwords() {
     let other = Pki::new("another CA").expect("ca");
     let mut wrong = opts.clone();
     wrong.etcd_tls = Some(etcd_tls(&other.ca_pem, &client));
-    let r = Member::<String, u64, String>::join(
-        wrong,
-        "w",
-        Arc::new(Sched::new()),
-        |_q: String| async { Ok::<_, RecoveryError>(Vec::new()) },
-    )
-    .await;
+    let r = try_join(&wrong, "w").await;
     match r {
         Ok(_) => panic!("joined through an etcd whose CA it does not trust"),
         Err(e) => {

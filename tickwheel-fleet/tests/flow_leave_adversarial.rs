@@ -13,14 +13,9 @@ use tickwheel_redis::FlowPolicy;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_orderly_leave_carries_each_queues_policy() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(6).await else {
         return;
     };
-    let opts = options(&etcd, &redis);
-    let qs = queues(6);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
     let per_queue = 3;
     let a = join(&opts, "a", per_queue).await;
     wait_for(Duration::from_secs(20), "a owns every queue", || async {
@@ -39,8 +34,8 @@ async fn an_orderly_leave_carries_each_queues_policy() {
         }),
     };
     for (i, q) in qs.iter().enumerate() {
-        policy(i).apply(a.scheduler(), q);
-        assert_eq!(FlowPolicy::of(a.scheduler(), q), policy(i));
+        a.scheduler().apply_flow_policy(q, &policy(i));
+        assert_eq!(a.scheduler().flow_policy(q), policy(i));
     }
     let b = join(&opts, "b", 0).await;
     // b's own policies for every queue, which the arrivals must replace.
@@ -65,7 +60,7 @@ async fn an_orderly_leave_carries_each_queues_policy() {
     )
     .await;
     for (i, q) in qs.iter().enumerate() {
-        assert_eq!(FlowPolicy::of(b.scheduler(), q), policy(i), "{q}");
+        assert_eq!(b.scheduler().flow_policy(q), policy(i), "{q}");
     }
     // Held queues hand out nothing; the others as their limits permit (the store's timers
     // are an hour away: due at `later`).

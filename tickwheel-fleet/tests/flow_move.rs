@@ -41,14 +41,9 @@ fn owns(m: &FleetMember, qs: &[String]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_members_fenced_hand_out_keeps_holds_and_concurrency_limits() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(2).await else {
         return;
     };
-    let opts = options(&etcd, &redis);
-    let qs = queues(2);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
     let a = join_due(&opts, "a", 4).await;
     wait_for(Duration::from_secs(20), "a owns both queues", || async {
         owns(&a, &qs) && qs.iter().all(|q| a.fence().token(q.as_bytes()).is_some())
@@ -115,14 +110,9 @@ async fn a_members_fenced_hand_out_keeps_holds_and_concurrency_limits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_queue_moved_on_a_join_arrives_held_with_its_limits() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(8).await else {
         return;
     };
-    let opts = options(&etcd, &redis);
-    let qs = queues(8);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
     let per_queue = 5;
     let a = join_due(&opts, "a", per_queue).await;
     wait_for(Duration::from_secs(20), "a owns every queue", || async {
@@ -184,14 +174,9 @@ async fn a_queue_moved_on_a_join_arrives_held_with_its_limits() {
 async fn due_stream_behind_the_fence_keeps_holds_and_concurrency_limits() {
     use futures_util::StreamExt;
 
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(2).await else {
         return;
     };
-    let opts = options(&etcd, &redis);
-    let qs = queues(2);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
     let a = join_due(&opts, "a", 3).await;
     wait_for(Duration::from_secs(20), "a owns both queues", || async {
         owns(&a, &qs) && qs.iter().all(|q| a.fence().token(q.as_bytes()).is_some())

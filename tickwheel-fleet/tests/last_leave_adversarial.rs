@@ -52,9 +52,7 @@ async fn two_members_leaving_together_both_leave_without_the_timeout() {
     };
     let opts = slow_handoffs(&etcd, &redis);
     let qs = queues(6);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
+    register(&opts, &qs).await;
     let per_queue = 2;
     let a = join(&opts, "a", per_queue).await;
     let b = join(&opts, "b", per_queue).await;

@@ -17,13 +17,9 @@ fn hex(bytes: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_owner_key_created_with_a_lost_answer_does_not_strand_its_queue() {
-    let Some((etcd, _redis, opts)) = fleet() else {
+    let Some((etcd, _redis, opts, _qs)) = fleet_with(1).await else {
         return;
     };
-    let qs = queues(1);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
     let a = join(&opts, "a", 2).await;
     wait_until(Duration::from_secs(20), "a owns q0", || {
         a.owned().len() == 1

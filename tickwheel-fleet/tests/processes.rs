@@ -21,11 +21,9 @@ const PROBE: &str = "TICKWHEEL_FLEET_PROBE";
 /// The child member: runs only when the parent set `TICKWHEEL_FLEET_PROBE`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_child() {
-    let Ok(spec) = std::env::var(PROBE) else {
+    let Some(m) = join_child(PROBE).await else {
         return;
     };
-    let (opts, name) = child_spec(&spec);
-    let m = join(&opts, &name, 3).await;
     let mut events = m.events();
     let held: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
     let h = Arc::clone(&held);
@@ -92,13 +90,9 @@ async fn a_killed_member_is_adopted_within_lease_and_grace() {
     if std::env::var_os(PROBE).is_some() {
         return;
     }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = fleet_with(6).await else {
         return;
     };
-    let qs = queues(6);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
     let mut probe = spawn_probe(&etcd.url(), &redis.url(), "p");
     wait_for(Duration::from_secs(30), "p owns every queue", || async {
         acquired(&probe).len() == qs.len()
@@ -134,13 +128,9 @@ async fn a_paused_member_is_fenced_and_its_writes_are_rejected_when_it_wakes() {
     if std::env::var_os(PROBE).is_some() {
         return;
     }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = fleet_with(4).await else {
         return;
     };
-    let qs = queues(4);
-    if let Err(e) = tickwheel_fleet::register_queues(&opts, &qs).await {
-        panic!("register: {e}");
-    }
     let probe = spawn_probe(&etcd.url(), &redis.url(), "p");
     wait_for(Duration::from_secs(30), "p owns every queue", || async {
         acquired(&probe).len() == qs.len()

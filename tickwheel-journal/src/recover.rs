@@ -34,7 +34,8 @@ where
     // Flow control first: a held queue hands out none of its timers, from the first.
     store.scan(Table::Queues, &mut |k, v| {
         let queue: Q = codec::decode(k)?;
-        codec::decode::<Policy>(v)?.apply(sched, &queue);
+        // A fresh scheduler: applying the policy exactly only sets what it has.
+        sched.apply_flow_policy(&queue, &codec::decode::<Policy>(v)?.into());
         Ok(())
     })?;
     let mut meta: HashMap<Vec<u8>, (u32, u64)> = HashMap::new();

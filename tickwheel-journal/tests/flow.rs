@@ -5,25 +5,10 @@
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::RateLimit;
-use tickwheel_journal::{Durability, Durable, Engine, Options};
 
-type J = Durable<String, u64, String>;
+mod support;
 
-fn engines() -> Vec<Engine> {
-    #[cfg_attr(not(feature = "fjall"), allow(unused_mut))]
-    let mut all = vec![Engine::Redb];
-    #[cfg(feature = "fjall")]
-    all.push(Engine::Fjall);
-    all
-}
-
-fn open(dir: &std::path::Path, engine: Engine) -> J {
-    Durable::open(
-        dir,
-        Options::new().engine(engine).durability(Durability::Sync),
-    )
-    .expect("open the journal")
-}
+use support::{J, each_engine, open};
 
 fn q(name: &str) -> String {
     name.to_string()
@@ -46,11 +31,10 @@ fn pop_ids(j: &J, now: Instant) -> Vec<u64> {
 
 #[test]
 fn a_held_queue_is_held_after_a_restart() {
-    for engine in engines() {
-        let dir = tempfile::tempdir().expect("temp dir");
+    each_engine(|engine, dir| {
         let t0 = Instant::now();
         {
-            let j = open(dir.path(), engine);
+            let j = open(dir, engine);
             assert!(j.hold_queue(&q("held")).expect("hold"));
             for id in 0..3 {
                 j.schedule(q("held"), id, t0, format!("h{id}"))
@@ -62,7 +46,7 @@ fn a_held_queue_is_held_after_a_restart() {
                 .expect("schedule");
             j.close().expect("close");
         }
-        let j = open(dir.path(), engine);
+        let j = open(dir, engine);
         assert!(j.scheduler().is_held(&q("held")), "{engine:?}: hold lost");
         assert_eq!(pop_ids(&j, Instant::now()), [10], "{engine:?}");
         assert_eq!(j.scheduler().queue_counts(&q("held")).parked, 3);
@@ -70,20 +54,19 @@ fn a_held_queue_is_held_after_a_restart() {
         assert_eq!(pop_ids(&j, Instant::now()), [0, 1, 2], "{engine:?}");
         drop(j);
         // The release was recorded too.
-        let j = open(dir.path(), engine);
+        let j = open(dir, engine);
         assert!(
             !j.scheduler().is_held(&q("held")),
             "{engine:?}: release lost"
         );
-    }
+    });
 }
 
 #[test]
 fn limits_survive_a_restart_and_a_lifted_limit_stays_lifted() {
-    for engine in engines() {
-        let dir = tempfile::tempdir().expect("temp dir");
+    each_engine(|engine, dir| {
         {
-            let j = open(dir.path(), engine);
+            let j = open(dir, engine);
             j.set_concurrency(&q("a"), Some(2)).expect("concurrency");
             j.set_rate(&q("a"), Some(RateLimit::per_second(4).with_burst(3)))
                 .expect("rate");
@@ -93,7 +76,7 @@ fn limits_survive_a_restart_and_a_lifted_limit_stays_lifted() {
             j.hold_queue(&q("c")).expect("hold");
         }
         {
-            let j = open(dir.path(), engine);
+            let j = open(dir, engine);
             let s = j.scheduler();
             assert_eq!(s.concurrency(&q("a")), Some(2), "{engine:?}");
             assert_eq!(s.rate(&q("a")), Some((Duration::from_millis(250), 3)));
@@ -105,7 +88,7 @@ fn limits_survive_a_restart_and_a_lifted_limit_stays_lifted() {
             j.set_rate(&q("a"), None).expect("lift");
             j.release_queue(&q("c")).expect("release");
         }
-        let j = open(dir.path(), engine);
+        let j = open(dir, engine);
         let s = j.scheduler();
         assert_eq!(
             s.concurrency(&q("a")),
@@ -116,16 +99,15 @@ fn limits_survive_a_restart_and_a_lifted_limit_stays_lifted() {
         assert_eq!(s.concurrency(&q("b")), Some(5), "{engine:?}");
         assert!(!s.is_held(&q("c")), "{engine:?}");
         assert_eq!(s.rate(&q("c")), Some((Duration::from_secs(1), 1)));
-    }
+    });
 }
 
 #[test]
 fn a_concurrency_limit_holds_from_the_first_pop_after_a_restart() {
-    for engine in engines() {
-        let dir = tempfile::tempdir().expect("temp dir");
+    each_engine(|engine, dir| {
         let t0 = Instant::now();
         {
-            let j = open(dir.path(), engine);
+            let j = open(dir, engine);
             j.set_concurrency(&q("a"), Some(1)).expect("concurrency");
             for id in 0..4 {
                 j.schedule(q("a"), id, t0, String::new())
@@ -133,12 +115,12 @@ fn a_concurrency_limit_holds_from_the_first_pop_after_a_restart() {
                     .expect("schedule");
             }
         }
-        let j = open(dir.path(), engine);
+        let j = open(dir, engine);
         let first: Vec<_> = j.pop_due(Instant::now(), 100).expect("pop").collect();
         assert_eq!(
             first.len(),
             1,
             "{engine:?}: the limit of one was not applied"
         );
-    }
+    });
 }

@@ -8,13 +8,13 @@
 //! interval ns and burst or `-`) and `A` once the change returned (durable).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use tickwheel::sync::RateLimit;
 use tickwheel_journal::{Durability, Durable, Engine, Options};
+
+mod support;
 
 type J = Durable<String, u64, u64>;
 
@@ -58,15 +58,14 @@ fn engine_of(round: u64) -> &'static str {
 
 #[test]
 fn flow_child() {
-    let Ok(spec) = std::env::var(CHILD) else {
+    let Some(parts) = support::child_args(CHILD) else {
         return;
     };
-    let parts: Vec<&str> = spec.split(',').collect();
     let (dir, seed, batched, engine) = (
-        parts[0],
+        parts[0].as_str(),
         parts[1].parse::<u64>().expect("seed"),
         parts[2] == "batched",
-        engine_named(parts[3]),
+        engine_named(&parts[3]),
     );
     let durability = if batched {
         Durability::Batched(Duration::from_millis(1))
@@ -133,7 +132,6 @@ fn sigkill_keeps_the_last_acknowledged_policy() {
         tempfile::tempdir().expect("temp dir"),
         tempfile::tempdir().expect("temp dir"),
     ];
-    let exe = std::env::current_exe().expect("the test binary");
     let mut rng = rand::rngs::StdRng::seed_from_u64(0xf10);
     // Per queue: the last acknowledged policy, as shown.
     let mut acked: HashMap<(usize, usize), String> = HashMap::new();
@@ -149,35 +147,8 @@ fn sigkill_keeps_the_last_acknowledged_policy() {
             rng.r#gen::<u32>(),
             engine_of(round)
         );
-        let mut child = Command::new(&exe)
-            .args(["--exact", "flow_child", "--nocapture", "--test-threads=1"])
-            .env(CHILD, spec)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn the child");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut lines = Vec::new();
-            let mut opened = Some(tx);
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.ends_with("OPEN")
-                    && let Some(tx) = opened.take()
-                {
-                    let _ = tx.send(());
-                }
-                lines.push(line);
-            }
-            lines
-        });
-        rx.recv_timeout(Duration::from_secs(60))
-            .expect("the child opened the journal");
-        std::thread::sleep(Duration::from_millis(rng.gen_range(5..120)));
-        child.kill().expect("SIGKILL");
-        let _ = child.wait();
-        let lines = reader.join().expect("reader");
+        let run_for = Duration::from_millis(rng.gen_range(5..120));
+        let lines = support::run_and_kill("flow_child", CHILD, spec, run_for);
         // The change in progress at the kill, if any.
         let mut pending: Option<(usize, String)> = None;
         for line in &lines {

@@ -13,13 +13,13 @@
 //! against what is on disk. `TICKWHEEL_KILL_ROUNDS` sets the rounds (default 20).
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use tickwheel::sync::Cancel;
 use tickwheel_journal::{Durability, Durable, Options};
+
+mod support;
 
 type J = Durable<u8, u64, u64>;
 
@@ -27,12 +27,11 @@ const CHILD: &str = "TICKWHEEL_KILL_CHILD";
 
 #[test]
 fn child_process() {
-    let Ok(spec) = std::env::var(CHILD) else {
+    let Some(parts) = support::child_args(CHILD) else {
         return;
     };
-    let parts: Vec<&str> = spec.split(',').collect();
     let (dir, base, seed, batched) = (
-        parts[0],
+        parts[0].as_str(),
         parts[1].parse::<u64>().expect("base"),
         parts[2].parse::<u64>().expect("seed"),
         parts[3] == "batched",
@@ -153,7 +152,6 @@ fn sigkill_loses_no_acknowledged_change() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(20);
     let dir = tempfile::tempdir().expect("temp dir");
-    let exe = std::env::current_exe().expect("the test binary");
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
     let mut ledger = Ledger::default();
     let mut steps = 0usize;
@@ -165,41 +163,9 @@ fn sigkill_loses_no_acknowledged_change() {
             round * 10_000_000,
             rng.r#gen::<u64>()
         );
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "child_process",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD, spec)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn the child");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut lines = Vec::new();
-            let mut opened = Some(tx);
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.ends_with("OPEN")
-                    && let Some(tx) = opened.take()
-                {
-                    let _ = tx.send(());
-                }
-                lines.push(line);
-            }
-            lines
-        });
         // Kill at a random point after recovery finished.
-        rx.recv_timeout(Duration::from_secs(60))
-            .expect("the child opened the journal");
-        std::thread::sleep(Duration::from_millis(rng.gen_range(1..150)));
-        child.kill().expect("SIGKILL");
-        let _ = child.wait();
-        let lines = reader.join().expect("reader");
+        let run_for = Duration::from_millis(rng.gen_range(1..150));
+        let lines = support::run_and_kill("child_process", CHILD, spec, run_for);
         steps += lines.len();
         for line in &lines {
             ledger.line(line);

@@ -5,23 +5,9 @@ use std::time::{Duration, Instant};
 use tickwheel::sync::{Cancel, FrozenEntry, ScheduleError};
 use tickwheel_journal::{Durability, Durable, Engine, Options};
 
-type J = Durable<String, u64, String>;
+mod support;
 
-fn engines() -> Vec<Engine> {
-    #[cfg_attr(not(feature = "fjall"), allow(unused_mut))]
-    let mut all = vec![Engine::Redb];
-    #[cfg(feature = "fjall")]
-    all.push(Engine::Fjall);
-    all
-}
-
-fn open(dir: &std::path::Path, engine: Engine) -> J {
-    Durable::open(
-        dir,
-        Options::new().engine(engine).durability(Durability::Sync),
-    )
-    .expect("open the journal")
-}
+use support::{J, each_engine, open};
 
 /// (queue, id, value, attempt) of every pending timer, sorted by id, by draining a copy of
 /// the view through `pop_due` far in the future and retrying nothing.
@@ -50,12 +36,11 @@ fn contents(j: &J) -> Vec<(String, u64, String)> {
 
 #[test]
 fn every_operation_round_trips() {
-    for engine in engines() {
-        let dir = tempfile::tempdir().expect("temp dir");
+    each_engine(|engine, dir| {
         let t0 = Instant::now();
         let later = t0 + Duration::from_secs(3600);
         {
-            let j = open(dir.path(), engine);
+            let j = open(dir, engine);
             for id in 0..10u64 {
                 let q = format!("q{}", id % 3);
                 j.schedule(q, id, later, format!("v{id}"))
@@ -101,7 +86,7 @@ fn every_operation_round_trips() {
             assert_eq!((imported.imported, imported.present.len()), (1, 1));
             j.close().expect("close");
         }
-        let j = open(dir.path(), engine);
+        let j = open(dir, engine);
         let got = contents(&j);
         let want: Vec<(String, u64, String)> = vec![
             ("q0".into(), 0, "v0".into()),
@@ -120,17 +105,16 @@ fn every_operation_round_trips() {
             let at = j.scheduler().lookup(&id).expect("recovered").deadline;
             assert!(at + Duration::from_secs(2) >= later && at <= later + Duration::from_secs(2));
         }
-    }
+    });
 }
 
 #[test]
 fn reschedule_and_retry_deadlines_survive() {
-    for engine in engines() {
-        let dir = tempfile::tempdir().expect("temp dir");
+    each_engine(|engine, dir| {
         let t0 = Instant::now();
         let hour = t0 + Duration::from_secs(3600);
         {
-            let j = open(dir.path(), engine);
+            let j = open(dir, engine);
             j.schedule("q".into(), 1, hour, "a".into())
                 .expect("journal")
                 .expect("new");
@@ -151,7 +135,7 @@ fn reschedule_and_retry_deadlines_survive() {
             }
             j.close().expect("close");
         }
-        let j = open(dir.path(), engine);
+        let j = open(dir, engine);
         assert_eq!(j.len(), 1);
         assert_eq!(
             j.pop_due(Instant::now(), 10).expect("journal").len(),
@@ -167,16 +151,15 @@ fn reschedule_and_retry_deadlines_survive() {
             (*due.id(), due.attempt(), due.value().as_str()),
             (2, 2, "b")
         );
-    }
+    });
 }
 
 #[test]
 fn in_flight_comes_back_pending_with_its_attempt() {
-    for engine in engines() {
-        let dir = tempfile::tempdir().expect("temp dir");
+    each_engine(|engine, dir| {
         let t0 = Instant::now();
         for round in 1..=3u32 {
-            let j = open(dir.path(), engine);
+            let j = open(dir, engine);
             if round == 1 {
                 j.schedule("q".into(), 7, t0, "x".into())
                     .expect("journal")
@@ -198,14 +181,14 @@ fn in_flight_comes_back_pending_with_its_attempt() {
             j.close().expect("close");
         }
         // Done at last: gone for good.
-        let j = open(dir.path(), engine);
+        let j = open(dir, engine);
         for due in j.pop_due(Instant::now(), 10).expect("journal") {
             assert_eq!(due.attempt(), 4);
             due.done().expect("journal");
         }
         j.close().expect("close");
-        assert!(open(dir.path(), engine).is_empty());
-    }
+        assert!(open(dir, engine).is_empty());
+    });
 }
 
 #[test]

@@ -123,7 +123,7 @@ pub use custody::{
 };
 pub use error::{Error, Rejection};
 pub use external::Adopted;
-pub use policy::{FlowPolicy, POLICY_VERSION, PolicyError};
+pub use policy::{FlowPolicy, POLICY_VERSION, PolicyError, PolicyText};
 pub use protocol::{Applied, Effect, Options, Protocol, STEPS, View};
 pub use record::{Member, Record, State, Token};
 pub use tls::{ClientIdentity, TlsOptions};

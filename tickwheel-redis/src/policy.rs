@@ -14,49 +14,51 @@
 //! reader refuses a version or a field it does not know ([`PolicyError`]) rather than drop a
 //! hold or a limit it cannot read.
 
-use std::borrow::Borrow;
-use std::hash::Hash;
 use std::time::Duration;
-
-use tickwheel::sync::{RateLimit, Scheduler};
 
 /// The policy format this crate writes and reads.
 pub const POLICY_VERSION: u32 = 1;
 
-/// A queue's flow policy: what [`Scheduler::is_held`], [`Scheduler::concurrency`] and
-/// [`Scheduler::rate`] report for it.
+/// A queue's flow policy: the core's [`tickwheel::sync::FlowPolicy`], under the name this
+/// crate has always exported it by. Read it with
+/// [`Scheduler::flow_policy`](tickwheel::sync::Scheduler::flow_policy), apply it with
+/// [`Scheduler::apply_flow_policy`](tickwheel::sync::Scheduler::apply_flow_policy) (hold
+/// first, then the limits, a release last), store it as text with [`PolicyText`].
+pub use tickwheel::sync::FlowPolicy;
+
+/// The format this crate writes and reads: [`FlowPolicy`] as the owner record's `policy`
+/// text (see the module doc).
 ///
 /// ```
 /// use std::time::Duration;
 /// use tickwheel::sync::{RateLimit, Scheduler};
-/// use tickwheel_redis::FlowPolicy;
+/// use tickwheel_redis::{FlowPolicy, PolicyText};
 ///
 /// let src: Scheduler<String, u64, ()> = Scheduler::new();
 /// src.hold_queue("q");
 /// src.set_concurrency("q", Some(4));
 /// src.set_rate("q", Some(RateLimit::per_second(4).with_burst(2)));
-/// let policy = FlowPolicy::of(&src, "q");
+/// let policy = src.flow_policy("q");
 /// assert_eq!(policy.encode(), "v1;held=1;concurrency=4;rate=250000000/2");
 ///
 /// let dst: Scheduler<String, u64, ()> = Scheduler::new();
-/// FlowPolicy::decode(&policy.encode()).unwrap().apply(&dst, "q");
+/// dst.apply_flow_policy("q", &FlowPolicy::decode(&policy.encode()).unwrap());
 /// assert!(dst.is_held("q"));
 /// assert_eq!(dst.concurrency("q"), Some(4));
 /// assert_eq!(dst.rate("q"), Some((Duration::from_millis(250), 2)));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct FlowPolicy {
-    /// Whether the queue is held (nothing of it handed out until released).
-    pub held: bool,
-    /// The most timers in flight at once; `None`: no limit.
-    pub concurrency: Option<usize>,
-    /// The rate limit as `(interval between hand-outs, burst)`, as [`Scheduler::rate`]
-    /// reports it; `None`: no limit. The scheduler's burst is a `u32`: [`decode`] refuses a
-    /// larger one, and [`apply`] applies one it is given as `u32::MAX`.
+pub trait PolicyText: Sized {
+    /// The stored text (see the module doc). Never fails. O(1).
+    fn encode(&self) -> String;
+
+    /// Reads a stored text. O(length of `text`).
     ///
-    /// [`decode`]: FlowPolicy::decode
-    /// [`apply`]: FlowPolicy::apply
-    pub rate: Option<(Duration, u64)>,
+    /// # Errors
+    /// [`PolicyError::UnknownVersion`] unless it starts with `v1;`;
+    /// [`PolicyError::Malformed`] if a field is missing, unknown, repeated or not a number
+    /// in range (a burst over `u32::MAX`, which the scheduler cannot apply, is refused
+    /// rather than cut; an interval or a burst of 0 is refused).
+    fn decode(text: &str) -> Result<Self, PolicyError>;
 }
 
 /// Why a stored policy could not be read. Reading changes nothing anywhere.
@@ -77,52 +79,8 @@ pub enum PolicyError {
     },
 }
 
-impl FlowPolicy {
-    /// The policy `queue` has in `scheduler` now. O(shards) (see [`Scheduler::is_held`]).
-    pub fn of<Q, K, T, B>(scheduler: &Scheduler<Q, K, T>, queue: &B) -> FlowPolicy
-    where
-        Q: Hash + Eq + Clone + Borrow<B>,
-        K: Hash + Eq + Clone,
-        B: Hash + Eq + ?Sized,
-    {
-        FlowPolicy {
-            held: scheduler.is_held(queue),
-            concurrency: scheduler.concurrency(queue),
-            rate: scheduler.rate(queue),
-        }
-    }
-
-    /// Makes `queue`'s policy in `scheduler` this one, exactly: held or released, the
-    /// concurrency limit and the rate limit set or lifted (a policy replaces what the
-    /// scheduler had for the queue). The hold is applied first, so a caller that imports
-    /// timers after this call has none handed out in between. Returns how many parked
-    /// timers a release made due (0 unless the queue was held there and this policy is not).
-    /// O(shards) per part.
-    pub fn apply<Q, K, T, B>(&self, scheduler: &Scheduler<Q, K, T>, queue: &B) -> usize
-    where
-        Q: Hash + Eq + Clone + Borrow<B>,
-        K: Hash + Eq + Clone,
-        B: Hash + Eq + ToOwned<Owned = Q> + ?Sized,
-    {
-        let mut released = 0;
-        if self.held {
-            scheduler.hold_queue(queue);
-        }
-        scheduler.set_concurrency(queue, self.concurrency);
-        let rate = self.rate.map(|(interval, burst)| RateLimit {
-            count: 1,
-            per: interval,
-            burst: u32::try_from(burst).unwrap_or(u32::MAX),
-        });
-        scheduler.set_rate(queue, rate);
-        if !self.held {
-            released = scheduler.release_queue(queue);
-        }
-        released
-    }
-
-    /// The stored text (see the module doc). Never fails.
-    pub fn encode(&self) -> String {
+impl PolicyText for FlowPolicy {
+    fn encode(&self) -> String {
         let concurrency = self
             .concurrency
             .map_or_else(|| "-".to_owned(), |n| n.to_string());
@@ -136,13 +94,7 @@ impl FlowPolicy {
         )
     }
 
-    /// Reads a stored text.
-    ///
-    /// # Errors
-    /// [`PolicyError::UnknownVersion`] unless it starts with `v1;`;
-    /// [`PolicyError::Malformed`] if a field is missing, unknown, repeated or not a number
-    /// in range.
-    pub fn decode(text: &str) -> Result<FlowPolicy, PolicyError> {
+    fn decode(text: &str) -> Result<FlowPolicy, PolicyError> {
         let malformed = || PolicyError::Malformed {
             text: text.chars().take(200).collect(),
         };
@@ -239,15 +191,5 @@ mod tests {
         ] {
             assert!(FlowPolicy::decode(bad).is_err(), "{bad:?} accepted");
         }
-    }
-
-    #[test]
-    fn apply_replaces_the_targets_policy() {
-        let s: Scheduler<String, u64, ()> = Scheduler::new();
-        s.hold_queue("q");
-        s.set_concurrency("q", Some(2));
-        s.set_rate("q", Some(RateLimit::per_second(1)));
-        FlowPolicy::default().apply(&s, "q");
-        assert_eq!(FlowPolicy::of(&s, "q"), FlowPolicy::default());
     }
 }

@@ -3,7 +3,7 @@
 use crate::connect::{durability_problems, redact_url, scrub, typed_password, unsafe_server};
 use crate::error::{Error, Rejection};
 use crate::keys::{DEFAULT_PREFIX, QueueKeys, validate_prefix};
-use crate::policy::FlowPolicy;
+use crate::policy::{FlowPolicy, PolicyText};
 use crate::record::{Member, Record, Token};
 use crate::tls::TlsOptions;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};

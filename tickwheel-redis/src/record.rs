@@ -133,7 +133,7 @@ pub struct Record {
     /// The raw queue name the record belongs to.
     pub queue: Vec<u8>,
     /// The flow policy the offer was sealed with, as stored (decode it with
-    /// [`FlowPolicy::decode`](crate::FlowPolicy::decode)); kept through
+    /// [`PolicyText::decode`](crate::PolicyText::decode)); kept through
     /// [`State::Claimed`], `None` in [`State::Owned`] and [`State::Preparing`], and for an
     /// offer sealed without one (nothing is applied then).
     pub policy: Option<String>,

@@ -16,7 +16,7 @@ async fn prepared<'a>(
     src: &'a Sched,
     q: &str,
 ) -> (u64, Outgoing<'a, String, u64, String>) {
-    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let epoch = support::acquire(a, q).await;
     let mut out = a.outgoing(src, q.to_owned(), epoch);
     out.freeze().expect("freeze");
     out.prepare(None).await.expect("prepare");
@@ -32,17 +32,15 @@ async fn sealed(out: &mut Outgoing<'_, String, u64, String>) {
 
 #[tokio::test]
 async fn a_queue_moves_whole_and_no_deadline_gets_earlier() {
-    let Some(server) = support::server() else {
+    let Some((_server, _url, a, b)) = support::custody_pair(7).await else {
         return;
     };
-    let url = server.url();
-    let (a, b) = (member(&url, "a", 7).await, member(&url, "b", 7).await);
     let q = "example.com".to_string();
     let t0 = Instant::now();
     let src = filled(&q, 50, t0);
     let before = contents(&src, &q);
-    let dst: Sched = Scheduler::builder().origin(t0).build();
-    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let dst = support::empty(t0);
+    let epoch = support::acquire(&a, &q).await;
     let offered = a
         .offer(&src, q.clone(), epoch, Some("b"))
         .await
@@ -76,14 +74,12 @@ async fn a_queue_moves_whole_and_no_deadline_gets_earlier() {
 
 #[tokio::test]
 async fn an_in_flight_timer_that_comes_back_is_forwarded() {
-    let Some(server) = support::server() else {
+    let Some((_server, _url, a, b)) = support::custody_pair(100).await else {
         return;
     };
-    let url = server.url();
-    let (a, b) = (member(&url, "a", 100).await, member(&url, "b", 100).await);
     let q = "q".to_string();
     let t0 = Instant::now();
-    let src: Sched = Scheduler::builder().origin(t0).build();
+    let src = support::empty(t0);
     src.schedule(q.clone(), 1, t0, "due".into())
         .expect("schedule");
     src.schedule(q.clone(), 2, t0 + Duration::from_secs(60), "later".into())
@@ -103,7 +99,7 @@ async fn an_in_flight_timer_that_comes_back_is_forwarded() {
     sealed(&mut out).await;
     let offered = out.finish().expect("finish");
     assert_eq!(offered.entries, 2);
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     let r = b.receive(&dst, q.clone()).await.expect("receive");
     assert_eq!(r.imported.imported, 2);
     assert_eq!(
@@ -169,14 +165,7 @@ async fn a_fenced_source_gets_exactly_its_unsent_values_back() {
     // Two chunks in by hand (what a source killed mid-append leaves), then reclaimed.
     let keys = a.protocol().keys(b"q2");
     out.append_pending().await.expect("append");
-    let mut raw = support::raw(&url).await;
-    let _: () = redis::cmd("HDEL")
-        .arg(&keys.data)
-        .arg("2")
-        .arg("3")
-        .query_async(&mut raw)
-        .await
-        .expect("hdel");
+    support::command(&url, redis::cmd("HDEL").arg(&keys.data).arg("2").arg("3")).await;
     support::expire(&url, &keys.owner).await;
     let got = c
         .reclaim::<_, u64, String>(q2.clone())
@@ -234,24 +223,19 @@ async fn abort_gives_every_value_back_to_the_scheduler() {
 
 #[tokio::test]
 async fn a_corrupt_chunk_is_an_error_and_the_claim_stays() {
-    let Some(server) = support::server() else {
+    let Some((_server, url, a, b)) = support::custody_pair(5).await else {
         return;
     };
-    let url = server.url();
-    let (a, b) = (member(&url, "a", 5).await, member(&url, "b", 5).await);
     let q = "q".to_string();
     let src = filled(&q, 10, Instant::now());
     let epoch = a.acquire(b"q").await.expect("acquire").record.epoch;
     a.offer(&src, q.clone(), epoch, None).await.expect("offer");
     let keys = a.protocol().keys(b"q");
-    let mut raw = support::raw(&url).await;
-    let _: () = redis::cmd("HSET")
-        .arg(&keys.data)
-        .arg("1")
-        .arg("garbage")
-        .query_async(&mut raw)
-        .await
-        .expect("hset");
+    support::command(
+        &url,
+        redis::cmd("HSET").arg(&keys.data).arg("1").arg("garbage"),
+    )
+    .await;
     let mut inc = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
     assert!(matches!(
         inc.fetch().await,
@@ -297,11 +281,9 @@ async fn redis_gone_is_a_retryable_error_and_the_step_resumes() {
 /// on a second call, and the chunks sent are exactly those.
 #[tokio::test]
 async fn stage_names_each_chunk_before_it_is_sent() {
-    let Some(server) = support::server() else {
+    let Some((_server, _url, a, b)) = support::custody_pair(3).await else {
         return;
     };
-    let url = server.url();
-    let (a, b) = (member(&url, "a", 3).await, member(&url, "b", 3).await);
     let q = "q".to_string();
     let t0 = Instant::now();
     let src = filled(&q, 7, t0);
@@ -342,7 +324,7 @@ async fn stage_names_each_chunk_before_it_is_sent() {
     out.forward().await.expect("forward");
     out.seal().await.expect("seal");
     assert_eq!(out.finish().expect("finish").entries, 8);
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     let r = b.receive(&dst, q.clone()).await.expect("receive");
     assert_eq!(r.imported.imported, 8);
 }

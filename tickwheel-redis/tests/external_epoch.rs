@@ -6,9 +6,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use support::filled;
 use support::rejection;
-use support::{Sched, filled};
-use tickwheel::sync::{FrozenEntry, Scheduler};
+use tickwheel::sync::FrozenEntry;
 use tickwheel_redis::{Adopted, Effect, Error, Rejection, State, Token};
 
 #[tokio::test]
@@ -116,7 +116,7 @@ async fn a_leftover_sealed_offer_is_claimed_by_the_adopter_and_imported_once() {
         .await
         .expect("offer");
     // The source is gone and its target never came: b adopts with a larger token.
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     // What the durable store gave back first (some ids overlap the offer).
     let recovered: Vec<_> = (5..12)
         .map(|id| FrozenEntry {
@@ -189,7 +189,7 @@ async fn claim_at_and_reclaim_at_take_the_given_epoch() {
         .await
         .expect("reclaim_at");
     assert_eq!(inc.epoch(), 50);
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     let received = a.complete(inc, &dst).await.expect("complete");
     assert_eq!(received.imported.imported, 5);
     // b's commit at 44 is fenced.

@@ -6,10 +6,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use tickwheel::sync::{RateLimit, Scheduler};
-use tickwheel_redis::{Custody, CustodyError, FlowPolicy, Rejection, State, Token};
-
-type Sched = Scheduler<String, u64, String>;
+use tickwheel::sync::RateLimit;
+use tickwheel_redis::{Custody, CustodyError, FlowPolicy, PolicyText, Rejection, State, Token};
 
 async fn member(url: &str, name: &str) -> Custody {
     support::custody_member(url, name, 3).await
@@ -17,30 +15,21 @@ async fn member(url: &str, name: &str) -> Custody {
 
 use support::due_now;
 
-async fn raw(url: &str, cmd: &mut redis::Cmd) {
-    let client = redis::Client::open(url).expect("url");
-    let mut c = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
-    let _: redis::Value = cmd.query_async(&mut c).await.expect("raw command");
-}
+use support::command as raw;
 
 #[tokio::test]
 async fn a_held_limited_queue_arrives_held_with_its_limits() {
-    let Some(server) = support::server() else {
+    let Some((_server, _url, a, b)) = support::custody_pair(3).await else {
         return;
     };
-    let url = server.url();
-    let (a, b) = (member(&url, "a").await, member(&url, "b").await);
     let q = "example.com".to_string();
     let t0 = Instant::now();
     let src = due_now(&q, 10, t0);
     src.hold_queue(&q);
     src.set_concurrency(&q, Some(2));
     src.set_rate(&q, Some(RateLimit::per_second(4).with_burst(3)));
-    let sent = FlowPolicy::of(&src, &q);
-    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let sent = src.flow_policy(&q);
+    let epoch = support::acquire(&a, &q).await;
     let offered = a
         .offer(&src, q.clone(), epoch, Some("b"))
         .await
@@ -50,7 +39,7 @@ async fn a_held_limited_queue_arrives_held_with_its_limits() {
     let stored = offered.record.policy.as_deref().expect("a policy sealed");
     assert_eq!(FlowPolicy::decode(stored), Ok(sent));
 
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     let mut inc = b.claim(q.clone()).await.expect("claim");
     assert_eq!(inc.flow_policy(), Ok(Some(sent)));
     inc.fetch().await.expect("fetch");
@@ -81,21 +70,19 @@ async fn a_held_limited_queue_arrives_held_with_its_limits() {
 
 #[tokio::test]
 async fn an_offer_without_a_policy_applies_none() {
-    let Some(server) = support::server() else {
+    let Some((_server, url, a, b)) = support::custody_pair(3).await else {
         return;
     };
-    let url = server.url();
-    let (a, b) = (member(&url, "a").await, member(&url, "b").await);
     let q = "q".to_string();
     let t0 = Instant::now();
     let src = due_now(&q, 4, t0);
     src.hold_queue(&q);
-    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let epoch = support::acquire(&a, &q).await;
     a.offer(&src, q.clone(), epoch, None).await.expect("offer");
     // What an offer sealed by a build without policies looks like.
     let owner = a.protocol().keys(q.as_bytes()).owner;
     raw(&url, redis::cmd("HDEL").arg(&owner).arg("policy")).await;
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     dst.set_concurrency(&q, Some(3));
     let r = b.receive(&dst, q.clone()).await.expect("receive");
     assert_eq!(r.imported.imported, 4);
@@ -111,15 +98,13 @@ async fn an_offer_without_a_policy_applies_none() {
 
 #[tokio::test]
 async fn a_policy_of_an_unknown_format_is_refused_before_the_commit() {
-    let Some(server) = support::server() else {
+    let Some((_server, url, a, b)) = support::custody_pair(3).await else {
         return;
     };
-    let url = server.url();
-    let (a, b) = (member(&url, "a").await, member(&url, "b").await);
     let q = "q".to_string();
     let t0 = Instant::now();
     let src = due_now(&q, 4, t0);
-    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let epoch = support::acquire(&a, &q).await;
     a.offer(&src, q.clone(), epoch, None).await.expect("offer");
     let owner = a.protocol().keys(q.as_bytes()).owner;
     raw(
@@ -130,7 +115,7 @@ async fn a_policy_of_an_unknown_format_is_refused_before_the_commit() {
             .arg("v9;paused=1"),
     )
     .await;
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     match b.receive(&dst, q.clone()).await {
         Err(CustodyError::Policy { .. }) => {}
         other => panic!("{other:?}"),
@@ -209,7 +194,7 @@ async fn an_adopted_leftover_offer_brings_its_policy() {
     let src = due_now(&q, 5, t0);
     src.hold_queue(&q);
     src.set_rate(&q, Some(RateLimit::per_second(2)));
-    let sent = FlowPolicy::of(&src, &q);
+    let sent = src.flow_policy(&q);
     // External epochs, as a coordinator hands them out; the sealed offer is never claimed.
     let epoch = match c.adopt::<_, u64, String>(q.clone(), 10).await {
         Ok(tickwheel_redis::Adopted::Owned(a)) => a.record.epoch,
@@ -228,7 +213,7 @@ async fn an_adopted_leftover_offer_brings_its_policy() {
         other => panic!("{other:?}"),
     };
     assert_eq!(inc.flow_policy(), Ok(Some(sent)));
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     let r = c.complete(inc, &dst).await.expect("complete");
     assert_eq!(r.imported.imported, 5);
     assert!(dst.is_held(&q));

@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::{RateLimit, Scheduler};
-use tickwheel_redis::{Custody, FlowPolicy, State};
+use tickwheel_redis::{Custody, FlowPolicy, PolicyText, State};
 
 type Sched = Scheduler<String, u64, String>;
 
@@ -18,33 +18,36 @@ async fn member(url: &str, name: &str) -> Custody {
 
 use support::due_now;
 
+/// The target has the sealed (held) policy for `q` and hands nothing out at `later`.
+fn arrived_held(dst: &support::Sched, q: &str, sealed: FlowPolicy, later: Instant) {
+    assert_eq!(dst.flow_policy(q), sealed);
+    assert_eq!(dst.pop_due(later, 100).count(), 0);
+}
+
 /// Documented: "Outgoing::seal reads the policy from the source's scheduler at that
 /// moment". A release on the source after the seal does not reach the target.
 #[tokio::test]
 async fn a_change_on_the_source_after_the_seal_does_not_travel() {
-    let Some(server) = support::server() else {
+    let Some((_server, _url, a, b)) = support::custody_pair(3).await else {
         return;
     };
-    let url = server.url();
-    let (a, b) = (member(&url, "a").await, member(&url, "b").await);
     let q = "q".to_string();
     let t0 = Instant::now();
     let src = due_now(&q, 5, t0);
     src.hold_queue(&q);
     src.set_concurrency(&q, Some(1));
-    let sealed = FlowPolicy::of(&src, &q);
-    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let sealed = src.flow_policy(&q);
+    let epoch = support::acquire(&a, &q).await;
     a.offer(&src, q.clone(), epoch, Some("b"))
         .await
         .expect("offer");
     src.release_queue(&q);
     src.set_concurrency(&q, None);
     src.set_rate(&q, Some(RateLimit::per_second(1)));
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     let r = b.receive(&dst, q.clone()).await.expect("receive");
     assert_eq!(r.imported.imported, 5);
-    assert_eq!(FlowPolicy::of(&dst, &q), sealed);
-    assert_eq!(dst.pop_due(t0 + Duration::from_secs(1), 100).count(), 0);
+    arrived_held(&dst, &q, sealed, t0 + Duration::from_secs(1));
 }
 
 /// Documented: "The policy replaces what the target had for that queue". A target that
@@ -52,19 +55,17 @@ async fn a_change_on_the_source_after_the_seal_does_not_travel() {
 /// limit, and every timer comes out.
 #[tokio::test]
 async fn a_hold_on_the_target_before_the_import_is_replaced() {
-    let Some(server) = support::server() else {
+    let Some((_server, _url, a, b)) = support::custody_pair(3).await else {
         return;
     };
-    let url = server.url();
-    let (a, b) = (member(&url, "a").await, member(&url, "b").await);
     let q = "q".to_string();
     let t0 = Instant::now();
     let src = due_now(&q, 6, t0);
-    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let epoch = support::acquire(&a, &q).await;
     a.offer(&src, q.clone(), epoch, Some("b"))
         .await
         .expect("offer");
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     // The target had the queue held with a parked timer of its own, and limited.
     dst.hold_queue(&q);
     dst.set_concurrency(&q, Some(1));
@@ -75,7 +76,7 @@ async fn a_hold_on_the_target_before_the_import_is_replaced() {
     assert_eq!(dst.queue_counts(&q).parked, 1);
     let r = b.receive(&dst, q.clone()).await.expect("receive");
     assert_eq!(r.imported.imported, 6);
-    assert_eq!(FlowPolicy::of(&dst, &q), FlowPolicy::default());
+    assert_eq!(dst.flow_policy(&q), FlowPolicy::default());
     let out = dst.pop_due(t0 + Duration::from_secs(1), 100).count();
     assert_eq!(out, 7, "released and unlimited: the parked one and the six");
 }
@@ -93,10 +94,10 @@ async fn a_source_restarted_after_the_seal_leaves_the_policy() {
     let src = due_now(&q, 4, t0);
     src.hold_queue(&q);
     src.set_rate(&q, Some(RateLimit::per_second(3).with_burst(2)));
-    let sealed = FlowPolicy::of(&src, &q);
+    let sealed = src.flow_policy(&q);
     {
         let a = member(&url, "a").await;
-        let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+        let epoch = support::acquire(&a, &q).await;
         a.offer(&src, q.clone(), epoch, Some("b"))
             .await
             .expect("offer");
@@ -107,10 +108,9 @@ async fn a_source_restarted_after_the_seal_leaves_the_policy() {
     assert_eq!(rec.state, State::Offered);
     assert_eq!(rec.policy.as_deref(), Some(sealed.encode().as_str()));
     let b = member(&url, "b").await;
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     b.receive(&dst, q.clone()).await.expect("receive");
-    assert_eq!(FlowPolicy::of(&dst, &q), sealed);
-    assert_eq!(dst.pop_due(t0 + Duration::from_secs(9), 100).count(), 0);
+    arrived_held(&dst, &q, sealed, t0 + Duration::from_secs(9));
 }
 
 /// A target restarted after its claim and fetch (before the commit): `recover` keeps the
@@ -127,8 +127,8 @@ async fn a_target_restarted_before_its_commit_still_applies_the_policy() {
     let src = due_now(&q, 4, t0);
     src.hold_queue(&q);
     src.set_concurrency(&q, Some(2));
-    let sealed = FlowPolicy::of(&src, &q);
-    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let sealed = src.flow_policy(&q);
+    let epoch = support::acquire(&a, &q).await;
     a.offer(&src, q.clone(), epoch, Some("b"))
         .await
         .expect("offer");
@@ -145,10 +145,9 @@ async fn a_target_restarted_before_its_commit_still_applies_the_policy() {
     assert_eq!(inc.flow_policy(), Ok(Some(sealed)));
     inc.fetch().await.expect("fetch");
     inc.commit().await.expect("commit");
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     inc.import(&dst).expect("import");
-    assert_eq!(FlowPolicy::of(&dst, &q), sealed);
-    assert_eq!(dst.pop_due(t0 + Duration::from_secs(1), 100).count(), 0);
+    arrived_held(&dst, &q, sealed, t0 + Duration::from_secs(1));
 }
 
 /// A target restarted between its commit and its import. docs/handoff.md's table says "target
@@ -168,7 +167,7 @@ async fn a_target_restarted_between_commit_and_import_keeps_the_hold() {
     let t0 = Instant::now();
     let src = due_now(&q, 4, t0);
     src.hold_queue(&q);
-    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let epoch = support::acquire(&a, &q).await;
     a.offer(&src, q.clone(), epoch, Some("b"))
         .await
         .expect("offer");
@@ -231,8 +230,8 @@ fn odd_valid_policies_round_trip_and_malformed_ones_are_refused() {
         let text = p.encode();
         assert_eq!(FlowPolicy::decode(&text), Ok(p), "{text}");
         let s: Sched = Scheduler::new();
-        p.apply(&s, "q");
-        assert_eq!(FlowPolicy::of(&s, "q"), p, "{text}");
+        s.apply_flow_policy("q", &p);
+        assert_eq!(s.flow_policy("q"), p, "{text}");
     }
     assert_eq!(
         FlowPolicy::decode("v1;rate=-;concurrency=3;held=1"),
@@ -282,8 +281,8 @@ async fn a_reclaimed_claim_keeps_the_policy() {
     let src = due_now(&q, 7, t0);
     src.hold_queue(&q);
     src.set_rate(&q, Some(RateLimit::per_second(5).with_burst(4)));
-    let sealed = FlowPolicy::of(&src, &q);
-    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let sealed = src.flow_policy(&q);
+    let epoch = support::acquire(&a, &q).await;
     a.offer(&src, q.clone(), epoch, Some("b"))
         .await
         .expect("offer");
@@ -298,10 +297,9 @@ async fn a_reclaimed_claim_keeps_the_policy() {
     assert_eq!(inc.flow_policy(), Ok(Some(sealed)));
     inc.fetch().await.expect("fetch");
     inc.commit().await.expect("commit");
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     assert_eq!(inc.import(&dst).expect("import").imported.imported, 7);
-    assert_eq!(FlowPolicy::of(&dst, &q), sealed);
-    assert_eq!(dst.pop_due(t0 + Duration::from_secs(1), 100).count(), 0);
+    arrived_held(&dst, &q, sealed, t0 + Duration::from_secs(1));
 }
 
 /// A source whose queue is at its concurrency limit (one in flight, the rest parked):
@@ -309,11 +307,9 @@ async fn a_reclaimed_claim_keeps_the_policy() {
 /// retry and is forwarded; the target gets every timer once, with the limit.
 #[tokio::test]
 async fn parked_and_in_flight_timers_of_a_limited_queue_all_travel_once() {
-    let Some(server) = support::server() else {
+    let Some((_server, _url, a, b)) = support::custody_pair(3).await else {
         return;
     };
-    let url = server.url();
-    let (a, b) = (member(&url, "a").await, member(&url, "b").await);
     let q = "q".to_string();
     let t0 = Instant::now();
     let src = std::sync::Arc::new(due_now(&q, 6, t0));
@@ -324,7 +320,7 @@ async fn parked_and_in_flight_timers_of_a_limited_queue_all_travel_once() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         due.retry_at(t0)
     });
-    let epoch = a.acquire(q.as_bytes()).await.expect("acquire").record.epoch;
+    let epoch = support::acquire(&a, &q).await;
     let offered = a
         .offer(&*src, q.clone(), epoch, Some("b"))
         .await
@@ -335,7 +331,7 @@ async fn parked_and_in_flight_timers_of_a_limited_queue_all_travel_once() {
     );
     assert_eq!(offered.entries, 6, "five parked and the forwarded one");
     assert_eq!(src.len() + src.in_flight_len(), 0);
-    let dst: Sched = Scheduler::builder().origin(t0).build();
+    let dst = support::empty(t0);
     let r = b.receive(&dst, q.clone()).await.expect("receive");
     assert_eq!(r.imported.imported, 6);
     assert_eq!(dst.concurrency(&q), Some(1));

@@ -81,6 +81,14 @@ fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(ToString::to_string).collect()
 }
 
+/// The first line of `stderr` holding `needle`; panics with `what` and `stderr` if none.
+fn line_with<'a>(stderr: &'a str, needle: &str, what: &str) -> &'a str {
+    stderr
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{what}:\n{stderr}"))
+}
+
 /// A zombie source: stopped (SIGSTOP) while PREPARING, past its lease; the spare reclaims,
 /// fetches, commits and imports; the source resumes (SIGCONT), its next write is fenced and
 /// the values no claimer took come back to it. The ledger is exact.
@@ -96,18 +104,20 @@ fn a_zombie_source_is_fenced_and_gets_its_unsent_values_back() {
         "--lease-ms",
         "1500",
     ]));
-    let fenced = stderr
-        .lines()
-        .find(|l| l.contains("fenced at append of dest-0.example"))
-        .unwrap_or_else(|| panic!("the source was not fenced:\n{stderr}"));
+    let fenced = line_with(
+        &stderr,
+        "fenced at append of dest-0.example",
+        "the source was not fenced",
+    );
     assert!(fenced.contains("0 chunk(s) taken"), "{fenced}");
     assert!(!fenced.contains(" 0 value(s) handed back"), "{fenced}");
     // Stopped after its chunks: the spare took them all, nothing comes back.
     let (_, stderr) = custody_ok_with(&strings(&["--stop", "source:append", "--lease-ms", "1500"]));
-    let fenced = stderr
-        .lines()
-        .find(|l| l.contains("fenced at seal of dest-0.example"))
-        .unwrap_or_else(|| panic!("the source was not fenced:\n{stderr}"));
+    let fenced = line_with(
+        &stderr,
+        "fenced at seal of dest-0.example",
+        "the source was not fenced",
+    );
     assert!(fenced.contains("0 value(s) handed back"), "{fenced}");
 }
 
@@ -127,10 +137,11 @@ fn a_source_restarted_after_a_reclaim_keeps_what_was_not_taken() {
             "--lease-ms",
             "1500",
         ]));
-        let line = stderr
-            .lines()
-            .find(|l| l.contains("source#2: dest-0.example was taken over"))
-            .unwrap_or_else(|| panic!("{step}: no takeover seen:\n{stderr}"));
+        let line = line_with(
+            &stderr,
+            "source#2: dest-0.example was taken over",
+            &format!("{step}: no takeover seen"),
+        );
         assert!(line.contains(taken), "{step}: {line}");
         if step == "prepare" {
             // Nothing was appended: every frozen value is the source's again.

@@ -2,14 +2,17 @@
 //! suspensions): [`Scheduler::hold_queue`](super::Scheduler::hold_queue) and
 //! [`release_queue`](super::Scheduler::release_queue), a concurrency limit per queue
 //! ([`set_concurrency`](super::Scheduler::set_concurrency)) and a rate limit
-//! ([`set_rate`](super::Scheduler::set_rate), [`RateLimit`]). The shard's side (the marks
+//! ([`set_rate`](super::Scheduler::set_rate), [`RateLimit`]), and the three as one value
+//! ([`FlowPolicy`]). The shard's side (the marks
 //! and the parked timers) is in `shard/flow.rs`; the shared per-queue record of a limit in
 //! `limit.rs`.
 
 mod limit;
+mod policy;
 mod scheduler;
 
 pub(crate) use limit::{FlowTable, NEVER, QueueFlow};
+pub use policy::FlowPolicy;
 
 use std::time::Duration;
 

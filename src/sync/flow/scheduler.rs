@@ -7,6 +7,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::sync::core::StateGuard;
 use crate::sync::due::DueBatch;
 use crate::sync::flow::{QueueFlow, RateLimit};
 use crate::sync::scheduler::Scheduler;
@@ -103,32 +104,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     where
         Q: Borrow<B>,
     {
-        let (count, earliest) = self.each_shard(|index| self.release_shard(index, queue));
+        let (count, earliest) = self
+            .each_shard(|index| self.in_shard(index, |state, trash| state.release(queue, trash)));
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
         count
-    }
-
-    /// One shard's part of [`release_queue`](Self::release_queue), without the wake-up:
-    /// how many parked timers were released there, and the earliest tick among them.
-    pub(crate) fn release_shard<B: Hash + Eq + ?Sized>(
-        &self,
-        index: usize,
-        queue: &B,
-    ) -> (usize, Option<u64>)
-    where
-        Q: Borrow<B>,
-    {
-        let Some(shard) = self.inner.shards.get(index) else {
-            return (0, None);
-        };
-        let mut trash = Trash::new();
-        let mut state = shard.lock_unsettled();
-        let result = state.release(queue, &mut trash);
-        drop(state);
-        drop(trash);
-        result
     }
 
     /// Whether `queue` is held: `true` from the moment a [`hold_queue`](Self::hold_queue)
@@ -196,19 +177,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         B: Hash + Eq + ToOwned<Owned = Q> + ?Sized,
         Q: Borrow<B>,
     {
-        let flow = match self.inner.flows.get(queue) {
-            Some(flow) => flow,
-            None if limit.is_none() => return,
-            None => self.inner.flows.record(&queue.to_owned()),
-        };
-        flow.set_limit(limit);
-        for shard in self.inner.shards.iter() {
-            shard.lock_unsettled().limit(&flow);
-        }
-        // Slots may have come free for parked timers (always try: cheap, and it also
-        // covers a raise racing a pop that parked).
-        self.inner.flows.freed(&flow);
-        self.inner.signal.deadline_added(0);
+        self.change_flow(queue, limit.is_none(), |flow| flow.set_limit(limit));
     }
 
     /// The concurrency limit of `queue` (`None`: none, or `usize::MAX` was set, which is
@@ -372,19 +341,36 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         B: Hash + Eq + ToOwned<Owned = Q> + ?Sized,
         Q: Borrow<B>,
     {
+        self.change_flow(queue, limit.is_none(), |flow| {
+            let seen = self.inner.flows.seen();
+            match limit {
+                Some(limit) => flow.set_rate(limit.interval_ns(), limit.burst, seen),
+                None => flow.set_rate(0, 1, seen),
+            }
+            // A wake-up at the old rate's instant is stale (lifted: none is needed;
+            // changed: the next `pop_due`, with the queue listed freed, registers the new
+            // one).
+            self.inner.flows.unthrottle(flow);
+        });
+    }
+
+    /// The common part of [`set_concurrency`](Self::set_concurrency) and
+    /// [`set_rate`](Self::set_rate): `change`s `queue`'s flow record (made on the first
+    /// limit; a `lifting` change of a queue without one changes nothing), then has every
+    /// shard take the new limits (one shard lock at a time), lists the queue freed and
+    /// wakes a sleeping dispatcher: slots may have come free for parked timers (always
+    /// tried: cheap, and it also covers a raise racing a pop that parked). O(shards).
+    fn change_flow<B>(&self, queue: &B, lifting: bool, change: impl FnOnce(&Arc<QueueFlow<Q>>))
+    where
+        B: Hash + Eq + ToOwned<Owned = Q> + ?Sized,
+        Q: Borrow<B>,
+    {
         let flow = match self.inner.flows.get(queue) {
             Some(flow) => flow,
-            None if limit.is_none() => return,
+            None if lifting => return,
             None => self.inner.flows.record(&queue.to_owned()),
         };
-        let seen = self.inner.flows.seen();
-        match limit {
-            Some(limit) => flow.set_rate(limit.interval_ns(), limit.burst, seen),
-            None => flow.set_rate(0, 1, seen),
-        }
-        // A wake-up at the old rate's instant is stale (lifted: none is needed; changed:
-        // the next `pop_due`, with the queue listed freed below, registers the new one).
-        self.inner.flows.unthrottle(&flow);
+        change(&flow);
         for shard in self.inner.shards.iter() {
             shard.lock_unsettled().limit(&flow);
         }
@@ -461,18 +447,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         let mut states: Vec<_> = (self.inner.shards.iter())
             .map(|shard| shard.lock_settled(&mut trash))
             .collect();
-        let mut members = Vec::new();
-        for (shard, state) in states.iter().enumerate() {
-            let mut found = Vec::new();
-            state.pending_of(queue, None, &mut found);
-            members.extend(
-                found
-                    .into_iter()
-                    .filter(|&(t, _, _)| t > tick)
-                    .map(|(t, seq, index)| (t, seq, shard, index)),
-            );
-        }
-        members.sort_unstable();
+        let mut members = members_of(&states, queue, None);
+        members.retain(|&(t, _, _, _)| t > tick);
         // The start of `now`'s tick: due at any `now` in that tick, never early.
         let at = self.inner.clock.instant_saturating(tick);
         for &(_, _, shard, index) in &members {
@@ -527,13 +503,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         let mut states: Vec<_> = (self.inner.shards.iter())
             .map(|shard| shard.lock_settled(&mut trash))
             .collect();
-        let mut members = Vec::new();
-        for (shard, state) in states.iter().enumerate() {
-            let mut found = Vec::new();
-            state.pending_of(queue, Some(tick), &mut found);
-            members.extend(found.into_iter().map(|(t, seq, i)| (t, seq, shard, i)));
-        }
-        members.sort_unstable();
+        let members = members_of(&states, queue, Some(tick));
         let mut refused = false;
         for (_, _, shard, index) in members {
             if items.len() == limit {
@@ -563,4 +533,27 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner.observer.popped(now, deadlines);
         DueBatch::new(Arc::clone(&self.inner), items)
     }
+}
+
+/// `queue`'s pending members in every shard of `states` (all of them, or those due by the
+/// tick `due_by`), as `(tick, seq, shard, index)` in delivery order (deadline, then
+/// schedule order). O(members × log members).
+fn members_of<Q, K, T, B>(
+    states: &[StateGuard<'_, Q, K, T>],
+    queue: &B,
+    due_by: Option<u64>,
+) -> Vec<(u64, u64, usize, u32)>
+where
+    Q: Hash + Eq + Clone + Borrow<B>,
+    K: Hash + Eq + Clone,
+    B: Hash + Eq + ?Sized,
+{
+    let mut members = Vec::new();
+    for (shard, state) in states.iter().enumerate() {
+        let mut found = Vec::new();
+        state.pending_of(queue, due_by, &mut found);
+        members.extend(found.into_iter().map(|(t, seq, i)| (t, seq, shard, i)));
+    }
+    members.sort_unstable();
+    members
 }

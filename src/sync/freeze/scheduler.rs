@@ -222,33 +222,13 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     where
         Q: Borrow<B>,
     {
-        let (count, earliest) = self.each_shard(|index| self.unfreeze_shard(index, queue));
+        let (count, earliest) = self
+            .each_shard(|index| self.in_shard(index, |state, trash| state.unfreeze(queue, trash)));
         self.inner.observer.unfrozen(count);
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
         count
-    }
-
-    /// One shard's part of [`unfreeze_queue`](Self::unfreeze_queue), without the wake-up:
-    /// how many went back, and the earliest tick among them.
-    pub(crate) fn unfreeze_shard<B: Hash + Eq + ?Sized>(
-        &self,
-        index: usize,
-        queue: &B,
-    ) -> (usize, Option<u64>)
-    where
-        Q: Borrow<B>,
-    {
-        let Some(shard) = self.inner.shards.get(index) else {
-            return (0, None);
-        };
-        let mut trash = Trash::new();
-        let mut state = shard.lock_unsettled();
-        let result = state.unfreeze(queue, &mut trash);
-        drop(state);
-        drop(trash);
-        result
     }
 
     /// Schedules each entry into `queue`, in the order given (equal deadlines are delivered

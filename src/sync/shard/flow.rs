@@ -278,16 +278,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// `unfile`, it does not list the queue freed: the member leaves no slot behind.
     /// O(log staged + log parked).
     pub(crate) fn park_member(&mut self, index: u32) {
-        let entry = self.entry(index);
-        match entry.place {
-            Place::Wheel(key) => {
-                self.wheel.cancel(key);
-            }
-            Place::Staged => {
-                let order = entry.order();
-                self.staged.remove(&order);
-            }
-            _ => return,
+        if !self.take_from_store(index) {
+            return;
         }
         if let Some(flow) = &self.queue_rec(self.entry(index).queue).flow {
             flow.parking(1);

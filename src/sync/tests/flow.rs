@@ -6,16 +6,7 @@ use std::time::{Duration, Instant};
 use super::interleave::id_on;
 use crate::sync::{Cancel, IdState, RateLimit, Retried, Scheduler};
 
-type Sched = Scheduler<u8, u64, u64>;
-
-fn ms(t0: Instant, n: u64) -> Instant {
-    t0 + Duration::from_millis(n)
-}
-
-fn two_shards() -> (Sched, Instant) {
-    let t0 = Instant::now();
-    (Scheduler::builder().shards(2).origin(t0).build(), t0)
-}
+use super::{Sched, ms, two_shards};
 
 fn values(s: &Sched, now: Instant, limit: usize) -> Vec<u64> {
     s.pop_due(now, limit).map(|d| d.into_value()).collect()

@@ -1,23 +1,10 @@
 //! Freezing a queue: `freeze_queue`, `take_forwarded`, `unfreeze_queue`, `import` and
 //! `Due::retry_at`, each operation and its edges.
 
-use std::time::{Duration, Instant};
-
 use super::interleave::id_on;
-use crate::sync::{
-    Cancel, FrozenEntry, RescheduleError, Retried, RetryError, ScheduleError, Scheduler,
-};
+use crate::sync::{Cancel, FrozenEntry, RescheduleError, Retried, RetryError, ScheduleError};
 
-type Sched = Scheduler<u8, u64, u64>;
-
-fn ms(t0: Instant, n: u64) -> Instant {
-    t0 + Duration::from_millis(n)
-}
-
-fn two_shards() -> (Sched, Instant) {
-    let t0 = Instant::now();
-    (Scheduler::builder().shards(2).origin(t0).build(), t0)
-}
+use super::{ms, two_shards};
 
 fn ids_values(entries: &[FrozenEntry<u64, u64>]) -> Vec<(u64, u64)> {
     entries.iter().map(|e| (e.id, e.value)).collect()

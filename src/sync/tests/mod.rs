@@ -22,6 +22,17 @@ mod tracing;
 
 type Sched = Scheduler<u8, u64, u64>;
 
+/// `n` milliseconds after `t0`.
+fn ms(t0: Instant, n: u64) -> Instant {
+    t0 + Duration::from_millis(n)
+}
+
+/// A scheduler of two shards whose origin is now, and that origin.
+fn two_shards() -> (Sched, Instant) {
+    let t0 = Instant::now();
+    (Scheduler::builder().shards(2).origin(t0).build(), t0)
+}
+
 /// Runs `f` on another thread; fails if it has not finished after 20 s (a `pop_due` that
 /// waits for a lock held by this test never would).
 fn finishes<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ::metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
@@ -71,9 +71,7 @@ impl Recorder for Store {
     }
 }
 
-fn ms(t0: Instant, n: u64) -> Instant {
-    t0 + Duration::from_millis(n)
-}
+use super::ms;
 
 fn check_gauges(store: &Store, sched: &Scheduler<u8, u32, char>) {
     assert_eq!(

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ::tracing::field::{Field, Visit};
 use ::tracing::span::{Attributes, Id, Record};
@@ -88,9 +88,7 @@ fn fresh_interest() {
     ::tracing::callsite::rebuild_interest_cache();
 }
 
-fn ms(t0: Instant, n: u64) -> Instant {
-    t0 + Duration::from_millis(n)
-}
+use super::ms;
 
 /// The one event `seen` must hold: `op` as its message, the scheduler's name, and `fields`.
 fn expect_one(seen: &[Seen], op: &str, name: &str, fields: &[(&str, &str)]) {

@@ -93,58 +93,52 @@ pub trait DelayQueueApi {
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<u64>>;
 }
 
-impl DelayQueueApi for tokio_util::time::DelayQueue<u64> {
-    const NAME: &'static str = "DelayQueue";
-    type Key = tokio_util::time::delay_queue::Key;
-    #[inline]
-    fn with_capacity(capacity: usize) -> Self {
-        tokio_util::time::DelayQueue::with_capacity(capacity)
-    }
-    #[inline]
-    fn insert_at(&mut self, lane: u64, when: tokio::time::Instant) -> Self::Key {
-        tokio_util::time::DelayQueue::insert_at(self, lane, when)
-    }
-    #[inline]
-    fn try_remove(&mut self, key: &Self::Key) -> bool {
-        tokio_util::time::DelayQueue::try_remove(self, key).is_some()
-    }
-    #[inline]
-    fn reset_at(&mut self, key: &Self::Key, when: tokio::time::Instant) {
-        tokio_util::time::DelayQueue::reset_at(self, key, when);
-    }
-    #[inline]
-    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<u64>> {
-        tokio_util::time::DelayQueue::poll_expired(self, cx)
-            .map(|e| e.map(tokio_util::time::delay_queue::Expired::into_inner))
-    }
+/// [`DelayQueueApi`] for a queue with tokio-util's `DelayQueue` methods: `$q`, its name, its
+/// key type and its `Expired`'s `into_inner`. The two queues share one API by design (the
+/// tickwheel one is a drop-in), so their adapters are one.
+macro_rules! delay_queue_api {
+    ($q:ty, $name:literal, $key:ty, $into_inner:expr) => {
+        impl DelayQueueApi for $q {
+            const NAME: &'static str = $name;
+            type Key = $key;
+            #[inline]
+            fn with_capacity(capacity: usize) -> Self {
+                <$q>::with_capacity(capacity)
+            }
+            #[inline]
+            fn insert_at(&mut self, lane: u64, when: tokio::time::Instant) -> Self::Key {
+                <$q>::insert_at(self, lane, when)
+            }
+            #[inline]
+            fn try_remove(&mut self, key: &Self::Key) -> bool {
+                <$q>::try_remove(self, key).is_some()
+            }
+            #[inline]
+            fn reset_at(&mut self, key: &Self::Key, when: tokio::time::Instant) {
+                <$q>::reset_at(self, key, when);
+            }
+            #[inline]
+            fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<u64>> {
+                <$q>::poll_expired(self, cx).map(|e| e.map($into_inner))
+            }
+        }
+    };
 }
 
+delay_queue_api!(
+    tokio_util::time::DelayQueue<u64>,
+    "DelayQueue",
+    tokio_util::time::delay_queue::Key,
+    tokio_util::time::delay_queue::Expired::into_inner
+);
+
 #[cfg(feature = "tokio")]
-impl DelayQueueApi for tickwheel::tokio::DelayQueue<u64> {
-    const NAME: &'static str = "tickwheel DelayQueue";
-    type Key = tickwheel::tokio::Key;
-    #[inline]
-    fn with_capacity(capacity: usize) -> Self {
-        tickwheel::tokio::DelayQueue::with_capacity(capacity)
-    }
-    #[inline]
-    fn insert_at(&mut self, lane: u64, when: tokio::time::Instant) -> Self::Key {
-        tickwheel::tokio::DelayQueue::insert_at(self, lane, when)
-    }
-    #[inline]
-    fn try_remove(&mut self, key: &Self::Key) -> bool {
-        tickwheel::tokio::DelayQueue::try_remove(self, key).is_some()
-    }
-    #[inline]
-    fn reset_at(&mut self, key: &Self::Key, when: tokio::time::Instant) {
-        tickwheel::tokio::DelayQueue::reset_at(self, key, when);
-    }
-    #[inline]
-    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<u64>> {
-        tickwheel::tokio::DelayQueue::poll_expired(self, cx)
-            .map(|e| e.map(tickwheel::tokio::Expired::into_inner))
-    }
-}
+delay_queue_api!(
+    tickwheel::tokio::DelayQueue<u64>,
+    "tickwheel DelayQueue",
+    tickwheel::tokio::Key,
+    tickwheel::tokio::Expired::into_inner
+);
 
 /// A `DelayQueue<u64>` (tokio-util's or tickwheel's drop-in) on a paused current-thread
 /// runtime.

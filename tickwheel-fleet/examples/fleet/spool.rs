@@ -326,10 +326,9 @@ mod tests {
         assert!(StreamPos::parse("12").is_none() && StreamPos::parse("a-1").is_none());
     }
 
-    /// A produce repeated (a retry after a lost reply) reaches the inbox once, before its
-    /// delivery and after it.
-    #[test]
-    fn a_repeated_produce_adds_nothing() {
+    /// Runs `test` on a spool (prefix `t:`) of a redis-server of its own, on a runtime of
+    /// its own; nothing where redis-server is missing outside CI.
+    fn on_spool<F: std::future::Future<Output = ()>>(test: impl FnOnce(Spool) -> F) {
         let Some(server) = tickwheel_testkit::redis::start_for_test() else {
             return;
         };
@@ -338,7 +337,16 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let mut s = Spool::connect(&server.url(), "t:", None).await.unwrap();
+            let s = Spool::connect(&server.url(), "t:", None).await.unwrap();
+            test(s).await;
+        });
+    }
+
+    /// A produce repeated (a retry after a lost reply) reaches the inbox once, before its
+    /// delivery and after it.
+    #[test]
+    fn a_repeated_produce_adds_nothing() {
+        on_spool(|mut s| async move {
             let start = s.inbox_tail().await.unwrap();
             s.produce(3, 10, 1_000).await.unwrap();
             s.produce(3, 10, 1_000).await.unwrap();
@@ -357,15 +365,7 @@ mod tests {
     /// More deliveries than one `HSCAN` page: every one read back once, with its token.
     #[test]
     fn every_delivery_is_read_across_pages() {
-        let Some(server) = tickwheel_testkit::redis::start_for_test() else {
-            return;
-        };
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let mut s = Spool::connect(&server.url(), "t:", None).await.unwrap();
+        on_spool(|mut s| async move {
             let n = 3 * DELIVERED_PAGE + 7;
             let mut conn = s.conn.clone();
             for start in (0..n).step_by(5_000) {
@@ -385,15 +385,7 @@ mod tests {
     /// The scripts against a real redis-server (skipped outside CI when it is missing).
     #[test]
     fn delivery_refuses_a_lower_token_and_moves_ids_once() {
-        let Some(server) = tickwheel_testkit::redis::start_for_test() else {
-            return;
-        };
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let mut s = Spool::connect(&server.url(), "t:", None).await.unwrap();
+        on_spool(|mut s| async move {
             assert_eq!(s.inbox_tail().await.unwrap(), StreamPos::default());
             s.produce(3, 10, 1_000).await.unwrap();
             let (mid, _) = s.sync_read(3).await.unwrap();

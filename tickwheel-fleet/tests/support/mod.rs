@@ -74,6 +74,14 @@ pub fn fleet() -> Option<(EtcdServer, RedisServer, FleetOptions)> {
     Some((etcd, redis, opts))
 }
 
+/// [`fleet`] with `n` queues ([`queues`]) registered.
+pub async fn fleet_with(n: usize) -> Option<(EtcdServer, RedisServer, FleetOptions, Vec<String>)> {
+    let (etcd, redis, opts) = fleet()?;
+    let qs = queues(n);
+    register(&opts, &qs).await;
+    Some((etcd, redis, opts, qs))
+}
+
 pub fn options(etcd: &EtcdServer, redis: &RedisServer) -> FleetOptions {
     let mut o = FleetOptions::new(etcd.url(), redis.url()).with_lease_ttl(Duration::from_secs(2));
     o.poll_interval = Duration::from_millis(100);
@@ -106,6 +114,35 @@ pub async fn join(opts: &FleetOptions, name: &str, per_queue: u64) -> FleetMembe
         Ok(m) => m,
         Err(e) => panic!("join {name}: {e}"),
     }
+}
+
+/// [`Member::join`] with a fresh scheduler and a recovery that restores nothing: the join's
+/// own result (a test of what `join` refuses).
+pub async fn try_join(
+    opts: &FleetOptions,
+    name: &str,
+) -> Result<FleetMember, tickwheel_fleet::Error> {
+    Member::join(
+        opts.clone(),
+        name,
+        Arc::new(Sched::new()),
+        |_q: String| async { Ok::<_, RecoveryError>(Vec::new()) },
+    )
+    .await
+}
+
+/// Registers `n` queues and joins members `a` and `b`, `per_queue` timers a queue: the
+/// queues and the two members (who owns what is not waited for).
+pub async fn a_and_b(
+    opts: &FleetOptions,
+    n: usize,
+    per_queue: u64,
+) -> (Vec<String>, FleetMember, FleetMember) {
+    let qs = queues(n);
+    register(opts, &qs).await;
+    let a = join(opts, "a", per_queue).await;
+    let b = join(opts, "b", per_queue).await;
+    (qs, a, b)
 }
 
 /// Waits up to `limit` for `cond`, polling every 50 ms; panics with `what` if it never holds.
@@ -222,6 +259,15 @@ pub fn child_spec(spec: &str) -> (FleetOptions, String) {
     opts.poll_interval = Duration::from_millis(100);
     opts.custody.retry_for = Duration::from_secs(2);
     (opts, name.to_owned())
+}
+
+/// In a child process: the member named by the [`child_spec`] the parent put in the
+/// environment variable `env`, joined with 3 timers a queue; `None` in the parent's own run
+/// of the child test.
+pub async fn join_child(env: &str) -> Option<FleetMember> {
+    let spec = std::env::var(env).ok()?;
+    let (opts, name) = child_spec(&spec);
+    Some(join(&opts, &name, 3).await)
 }
 
 /// Turns etcd authentication on at `url`: a `root` user with `password` and the root role,

@@ -6,14 +6,17 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tickwheel::sync::{RateLimit, Scheduler};
+#[cfg(doc)]
+use tickwheel::sync::Scheduler;
+use tickwheel::sync::{FlowPolicy, RateLimit};
 
 use super::Durable;
 use crate::codec;
 use crate::error::Result;
 use crate::store::{Op, Table};
 
-/// A queue's flow control as the `queues` table keeps it.
+/// A queue's [`FlowPolicy`] as the `queues` table keeps it (postcard; the field order and
+/// types are the record format, kept as they were when `FlowPolicy` was this crate's own).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub(crate) struct Policy {
     held: bool,
@@ -22,17 +25,12 @@ pub(crate) struct Policy {
     rate: Option<(u64, u64)>,
 }
 
-impl Policy {
-    /// The policy `sched` applies to `queue` now.
-    fn of<Q, K, V>(sched: &Scheduler<Q, K, V>, queue: &Q) -> Self
-    where
-        Q: Hash + Eq + Clone,
-        K: Hash + Eq + Clone,
-    {
+impl From<FlowPolicy> for Policy {
+    fn from(p: FlowPolicy) -> Self {
         Policy {
-            held: sched.is_held(queue),
-            concurrency: sched.concurrency(queue).map(|n| n as u64),
-            rate: sched.rate(queue).map(|(interval, burst)| {
+            held: p.held,
+            concurrency: p.concurrency.map(|n| n as u64),
+            rate: p.rate.map(|(interval, burst)| {
                 (
                     u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
                     burst,
@@ -40,28 +38,18 @@ impl Policy {
             }),
         }
     }
+}
 
-    /// Applies a recovered policy to `queue` (before any of its timers is scheduled).
-    pub(crate) fn apply<Q, K, V>(self, sched: &Scheduler<Q, K, V>, queue: &Q)
-    where
-        Q: Hash + Eq + Clone,
-        K: Hash + Eq + Clone,
-    {
-        if self.held {
-            sched.hold_queue(queue);
-        }
-        if let Some(n) = self.concurrency {
-            sched.set_concurrency(queue, Some(usize::try_from(n).unwrap_or(usize::MAX)));
-        }
-        if let Some((interval_ns, burst)) = self.rate {
-            // One hand-out per interval is the same limit as `count` per `per`: the
-            // scheduler keeps only the interval (`per / count`, rounded up).
-            let limit = RateLimit {
-                count: 1,
-                per: Duration::from_nanos(interval_ns),
-                burst: u32::try_from(burst).unwrap_or(u32::MAX),
-            };
-            sched.set_rate(queue, Some(limit));
+impl From<Policy> for FlowPolicy {
+    fn from(p: Policy) -> Self {
+        FlowPolicy {
+            held: p.held,
+            concurrency: p
+                .concurrency
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            rate: p
+                .rate
+                .map(|(interval_ns, burst)| (Duration::from_nanos(interval_ns), burst)),
         }
     }
 }
@@ -81,7 +69,7 @@ where
         let guard = self.policy.lock();
         self.core.shared.check()?;
         let out = change();
-        let policy = Policy::of(&self.sched, queue);
+        let policy = Policy::from(self.sched.flow_policy(queue));
         let op = if policy == Policy::default() {
             Op::Delete(Table::Queues, key)
         } else {

@@ -10,7 +10,7 @@ use tickwheel::sync::{FrozenEntry, Imported, Scheduler};
 use super::{Custody, CustodyError};
 use crate::chunk::{Chunk, SnapshotEntry};
 use crate::error::{Error, Rejection};
-use crate::policy::{FlowPolicy, PolicyError};
+use crate::policy::{FlowPolicy, PolicyError, PolicyText};
 use crate::record::{Record, State, Token};
 
 /// Fetched entries, the reference clock at the fetch (µs) and the local `Instant` after it.
@@ -96,7 +96,7 @@ impl<'a, Q: AsRef<[u8]>, K, T> Incoming<'a, Q, K, T> {
     /// limits), which [`import`](Self::import) applies before it imports a timer; `Ok(None)`
     /// for an offer sealed without one (nothing is applied). A caller that puts timers of
     /// the queue into the scheduler before the import (e.g. from its own store) applies it
-    /// first with [`FlowPolicy::apply`]. O(1).
+    /// first with [`Scheduler::apply_flow_policy`]. O(1).
     ///
     /// # Errors
     /// [`PolicyError`] for a policy this build cannot read (a newer format):
@@ -204,7 +204,7 @@ where
 
     /// Puts the committed entries into `scheduler` ([`Scheduler::import`], idempotent by id),
     /// each deadline converted with [`from_reference`] against the fetch's reading, after
-    /// applying the offer's flow policy to the queue there ([`FlowPolicy::apply`]: a held
+    /// applying the offer's flow policy to the queue there ([`Scheduler::apply_flow_policy`]: a held
     /// queue is held before its first timer arrives, so none is handed out in between; the
     /// concurrency and rate limits replace the scheduler's; nothing for an offer without a
     /// policy) and unfreezing it (a queue this member offered away before is frozen until it
@@ -241,7 +241,7 @@ where
         // The hold and limits first: no timer of a held queue may be handed out here.
         // Checked at fetch, so this decodes.
         if let Ok(Some(policy)) = self.flow_policy() {
-            policy.apply(scheduler, &self.queue);
+            scheduler.apply_flow_policy(&self.queue, &policy);
         }
         // A queue this member offered away earlier is still frozen here (to refuse its
         // producers); committed, it is this member's again.

@@ -10,7 +10,6 @@ use tickwheel::sync::{FrozenEntry, Imported, Scheduler};
 use super::{Custody, CustodyError, fenced_of};
 use crate::chunk::{CHUNK_VERSION, Chunk, SnapshotEntry};
 use crate::error::Error;
-use crate::policy::FlowPolicy;
 use crate::record::{Record, Token};
 
 /// The source's steps, in order.
@@ -300,7 +299,7 @@ where
 
     /// Step 6: `seal` (PREPARING → OFFERED): Redis checks it holds every chunk and timer.
     /// From here a claimer takes the whole offer. The queue's flow policy in the scheduler
-    /// now ([`FlowPolicy::of`]: held or not, its concurrency and rate limits) is stored with
+    /// now ([`Scheduler::flow_policy`]: held or not, its concurrency and rate limits) is stored with
     /// the offer in the same script call ([`Protocol::seal_with_policy`](crate::Protocol::seal_with_policy));
     /// the target applies it before it imports a timer. A retry after a lost reply keeps
     /// the policy the first call stored.
@@ -312,7 +311,7 @@ where
         let t = self.token.get_or_insert_with(Token::generate).clone();
         let (c, q, e) = (self.custody, self.queue.as_ref(), self.epoch);
         let (chunks, entries) = (self.sent as u64, self.entries);
-        let policy = FlowPolicy::of(self.scheduler, &self.queue);
+        let policy = self.scheduler.flow_policy(&self.queue);
         let r = c
             .retrying(|| {
                 c.protocol

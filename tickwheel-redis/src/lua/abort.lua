@@ -1,7 +1,4 @@
 -- abort: PREPARING -> OWNED; the unsealed offer goes (the source still holds its copy).
 if not held() then return fenced() end
 if field('state') ~= 'PREPARING' then return reply('STATE') end
-redis.call('DEL', DATA)
-redis.call('HDEL', OWNER, 'target', 'deadline_ms', 'source', 'source_boot', 'source_epoch', 'policy')
-redis.call('HSET', OWNER, 'state', 'OWNED', 'chunks', '0', 'entries', '0', 'token', TOKEN, 'token_step', STEP)
-return reply('OK')
+return to_owned()

@@ -5,13 +5,8 @@ if not EXISTS then return reply('ABSENT') end
 if field('state') ~= 'OFFERED' then return reply('NOT_OFFERED') end
 local target = field('target')
 if target ~= '' and target ~= NAME and not expired() then return reply('NOT_OFFERED') end
-local next_epoch = tonumber(field('epoch')) + 1
-if EPOCH ~= '' then
-  local e = tonumber(EPOCH)
-  if e == nil or e < 1 then return reply('BAD_EPOCH') end
-  if e <= tonumber(field('epoch')) then return fenced() end
-  next_epoch = e
-end
+local next_epoch, refused = claim_epoch()
+if not next_epoch then return refused end
 redis.call('HSET', OWNER, 'state', 'CLAIMED', 'owner', NAME, 'boot', BOOT,
   'epoch', num(next_epoch), 'deadline_ms', num(NOW + LEASE), 'token', TOKEN, 'token_step', STEP)
 return reply('OK')

@@ -35,6 +35,24 @@ local function expired()
   local d = tonumber(field('deadline_ms'))
   return d ~= nil and NOW >= d
 end
+-- The epoch a claim or a reclaim takes: the record's + 1, or EPOCH when the caller gives one
+-- (an external fencing token; it must exceed the record's). It, or nil and the refusal.
+local function claim_epoch()
+  local epoch = tonumber(field('epoch'))
+  if EPOCH == '' then return epoch + 1 end
+  local e = tonumber(EPOCH)
+  if e == nil or e < 1 then return nil, reply('BAD_EPOCH') end
+  if e <= epoch then return nil, fenced() end
+  return e
+end
+-- The end of an offer, committed or aborted: its data and its fields go, and the record is
+-- OWNED, with no chunks, under this call's token.
+local function to_owned()
+  redis.call('DEL', DATA)
+  redis.call('HDEL', OWNER, 'target', 'deadline_ms', 'source', 'source_boot', 'source_epoch', 'policy')
+  redis.call('HSET', OWNER, 'state', 'OWNED', 'chunks', '0', 'entries', '0', 'token', TOKEN, 'token_step', STEP)
+  return reply('OK')
+end
 
 if EXISTS and field('queue') ~= QUEUE then return reply('OTHER_QUEUE') end
 -- A retry of the last mutating call (its reply was lost): report, change nothing. The token

@@ -4,13 +4,8 @@ if not EXISTS then return reply('ABSENT') end
 local state = field('state')
 if state == 'OWNED' then return reply('STATE') end
 if not expired() then return reply('NOT_EXPIRED') end
-local next_epoch = tonumber(field('epoch')) + 1
-if EPOCH ~= '' then
-  local e = tonumber(EPOCH)
-  if e == nil or e < 1 then return reply('BAD_EPOCH') end
-  if e <= tonumber(field('epoch')) then return fenced() end
-  next_epoch = e
-end
+local next_epoch, refused = claim_epoch()
+if not next_epoch then return refused end
 if state == 'PREPARING' then
   -- The source's unsealed offer: what is in is taken, the source gets the rest back.
   local n = redis.call('HLEN', DATA)

@@ -52,6 +52,13 @@ pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
         .expect("connect")
 }
 
+/// Runs `cmd` on `url` over a connection of its own, its reply ignored (what a test plants).
+/// Panics if the command fails.
+pub async fn command(url: &str, cmd: &mut redis::Cmd) {
+    let mut c = raw(url).await;
+    let _: redis::Value = cmd.query_async(&mut c).await.expect("raw command");
+}
+
 /// Moves the record's deadline into the past with a raw command (tests only): what waiting
 /// out a lease would do, without timing in the test.
 pub async fn expire(url: &str, owner_key: &str) {
@@ -154,4 +161,30 @@ pub fn rejection<T: std::fmt::Debug>(r: Result<T, Error>) -> Rejection {
         Err(Error::Rejected(r)) => *r,
         other => panic!("expected a rejection, got {other:?}"),
     }
+}
+
+/// A server of the test's own with `Custody` members `a` and `b` on it
+/// ([`custody_member`], `chunk_entries` timers a chunk), and its URL (`None`: skip, see
+/// [`server`]). Keep the server: dropping it stops redis-server.
+pub async fn custody_pair(chunk_entries: usize) -> Option<(RedisServer, String, Custody, Custody)> {
+    let server = server()?;
+    let url = server.url();
+    let a = custody_member(&url, "a", chunk_entries).await;
+    let b = custody_member(&url, "b", chunk_entries).await;
+    Some((server, url, a, b))
+}
+
+/// The epoch `member` gets acquiring queue `q`. Panics if refused.
+pub async fn acquire(member: &Custody, q: &str) -> u64 {
+    member
+        .acquire(q.as_bytes())
+        .await
+        .expect("acquire")
+        .record
+        .epoch
+}
+
+/// An empty scheduler whose origin is `t0` (a target).
+pub fn empty(t0: Instant) -> Sched {
+    Scheduler::builder().origin(t0).build()
 }

@@ -21,7 +21,9 @@ impl World {
     /// that stopped at its limit parks fewer). The shard's invariants (checked after every
     /// step) tie each parked entry to its hold.
     pub(super) fn release_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
-        let (real, _) = self.sched.release_shard(shard, &queue);
+        let (real, _) = self
+            .sched
+            .in_shard(shard, |state, trash| state.release(&queue, trash));
         if !self.holds.remove(&(queue, shard)) {
             return expect("release of an unheld queue", real, 0);
         }

@@ -56,7 +56,9 @@ impl World {
     }
 
     pub(super) fn unfreeze_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
-        let (real, _) = self.sched.unfreeze_shard(shard, &queue);
+        let (real, _) = self
+            .sched
+            .in_shard(shard, |state, trash| state.unfreeze(&queue, trash));
         let mut model = 0;
         if self.frozen.remove(&(queue, shard)) {
             for (id, _) in self.members(queue, shard) {
