@@ -7,6 +7,7 @@ use tokio::time::{Duration, Instant};
 
 pub use super::key::{Expired, Key};
 use super::one_sleep::OneSleep;
+use super::parts::{self, Parts};
 use super::peek::PeekCache;
 use super::ticks;
 use super::waiter::Waiter;
@@ -116,6 +117,9 @@ pub struct DelayQueue<T> {
     wheel: Wheel<T>,
     /// Tick 0: the instant the queue was created.
     origin: Instant,
+    /// `origin` as read by [`Parts::read`], for converting deadlines without std's
+    /// subtraction; `None` where this platform's `Instant` does not read back (`parts.rs`).
+    origin_parts: Option<Parts>,
     /// Armed by `poll_expired` only, for the tick it recorded in `waiter`. Created on the first
     /// `Pending` (creating a `Sleep` needs a runtime; creating a queue does not), then reset.
     sleep: OneSleep,
@@ -191,9 +195,11 @@ impl<T> DelayQueue<T> {
     /// assert!(queue.capacity() >= 10);
     /// ```
     pub fn with_capacity(capacity: usize) -> Self {
+        let origin = Instant::now();
         DelayQueue {
             wheel: Wheel::with_capacity(capacity),
-            origin: Instant::now(),
+            origin,
+            origin_parts: parts::origin_parts(origin),
             sleep: OneSleep::default(),
             waiter: Waiter::default(),
             quiet_until: None,
@@ -231,7 +237,7 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn insert_at(&mut self, value: T, when: Instant) -> Key {
-        self.insert_tick(value, ticks::deadline_tick(self.origin, when))
+        self.insert_tick(value, self.deadline_tick(when))
     }
 
     /// Inserts `value`, to come out once `timeout` has elapsed from now, and returns its key.
@@ -264,8 +270,14 @@ impl<T> DelayQueue<T> {
     /// ```
     #[track_caller]
     pub fn insert(&mut self, value: T, timeout: Duration) -> Key {
-        let tick = ticks::timeout_tick(self.origin, Instant::now(), timeout);
+        let tick = ticks::timeout_tick(self.origin, self.origin_parts, Instant::now(), timeout);
         self.insert_tick(value, tick)
+    }
+
+    /// The tick of a deadline `when` (milliseconds since the origin, rounded up).
+    #[inline]
+    fn deadline_tick(&self, when: Instant) -> u64 {
+        ticks::deadline_tick_from(self.origin, self.origin_parts, when)
     }
 
     #[track_caller]
@@ -462,14 +474,14 @@ impl<T> DelayQueue<T> {
     /// (and a foreign one, but for the rare pair of queues [`Key`] describes). Not in
     /// tokio-util.
     pub fn try_reset_at(&mut self, key: &Key, when: Instant) -> bool {
-        self.reset_tick(key, ticks::deadline_tick(self.origin, when))
+        self.reset_tick(key, self.deadline_tick(when))
     }
 
     /// [`reset`](Self::reset) that returns `false` (and changes nothing) for a stale key
     /// (and a foreign one, but for the rare pair of queues [`Key`] describes). Not in
     /// tokio-util.
     pub fn try_reset(&mut self, key: &Key, timeout: Duration) -> bool {
-        let tick = ticks::timeout_tick(self.origin, Instant::now(), timeout);
+        let tick = ticks::timeout_tick(self.origin, self.origin_parts, Instant::now(), timeout);
         self.reset_tick(key, tick)
     }
 

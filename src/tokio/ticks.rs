@@ -16,15 +16,23 @@
 
 use tokio::time::{Duration, Instant};
 
+use super::parts::Parts;
+
 const NANOS_PER_MS: u32 = 1_000_000;
 const MS_PER_SEC: u64 = 1_000;
 
 /// Whole milliseconds in `d`, rounded up; saturates at `u64::MAX`.
 #[inline]
 fn ms_up(d: Duration) -> u64 {
-    let sub = d.subsec_nanos().div_ceil(NANOS_PER_MS);
-    d.as_secs()
-        .saturating_mul(MS_PER_SEC)
+    ms_up_parts(d.as_secs(), d.subsec_nanos())
+}
+
+/// Whole milliseconds in `secs` seconds and `nanos` nanoseconds (below 10^9), rounded up;
+/// saturates at `u64::MAX`.
+#[inline]
+fn ms_up_parts(secs: u64, nanos: u32) -> u64 {
+    let sub = nanos.div_ceil(NANOS_PER_MS);
+    secs.saturating_mul(MS_PER_SEC)
         .saturating_add(u64::from(sub))
 }
 
@@ -43,12 +51,34 @@ pub(super) fn deadline_tick(origin: Instant, when: Instant) -> u64 {
     ms_up(when.saturating_duration_since(origin))
 }
 
+/// [`deadline_tick`], with the origin's [`Parts`] read beforehand (`None`: std's path): the
+/// same tick for every `when`, without std's out-of-line subtraction.
+#[inline]
+pub(super) fn deadline_tick_from(origin: Instant, parts: Option<Parts>, when: Instant) -> u64 {
+    if when <= origin {
+        return 0;
+    }
+    match (parts, Parts::read(when)) {
+        (Some(o), Some(w)) => {
+            let (secs, nanos) = w.since(o);
+            ms_up_parts(secs, nanos)
+        }
+        _ => deadline_tick(origin, when),
+    }
+}
+
 /// The tick of a deadline `timeout` after `now`; `u64::MAX` when `now + timeout` is past the
 /// end of `Instant`'s range (a `Duration::MAX` timeout means "never", not a panic).
+/// `parts` as for [`deadline_tick_from`].
 #[inline]
-pub(super) fn timeout_tick(origin: Instant, now: Instant, timeout: Duration) -> u64 {
+pub(super) fn timeout_tick(
+    origin: Instant,
+    parts: Option<Parts>,
+    now: Instant,
+    timeout: Duration,
+) -> u64 {
     now.checked_add(timeout)
-        .map_or(u64::MAX, |when| deadline_tick(origin, when))
+        .map_or(u64::MAX, |when| deadline_tick_from(origin, parts, when))
 }
 
 /// The last tick a `now` reaches: one below the never-due tick.
@@ -123,6 +153,45 @@ mod tests {
         }
     }
 
+    /// The conversion through the origin's parts rounds as `deadline_tick` does: a deadline
+    /// one nanosecond past a millisecond is the next tick, one exactly on it is that tick,
+    /// whatever the origin's nanoseconds (every borrow between the two readings), and a
+    /// deadline at or before the origin is tick 0.
+    #[test]
+    fn deadlines_through_parts_round_up() {
+        let ns = Duration::from_nanos;
+        let base = Instant::now();
+        // Origins whose nanoseconds fall all over the second, near its ends included.
+        for shift in [0, 1, 333_333_337, 999_999_999, 999_000_001, 500_000_000] {
+            let o = base + ns(shift);
+            let parts = super::super::parts::origin_parts(o);
+            assert!(parts.is_some(), "the platform's instants read back");
+            let tick = |when| deadline_tick_from(o, parts, when);
+            assert_eq!(tick(o), 0);
+            assert_eq!(tick(o - ns(1)), 0, "before the origin");
+            assert_eq!(
+                tick(o + ns(1)),
+                1,
+                "1 ns after the origin is tick 1, never 0"
+            );
+            for k in [1u64, 2, 999, 1_000, 1_001, 59_999, 3_600_000, 1 << 36] {
+                let at = o + ms(k);
+                assert_eq!(tick(at - ns(1)), k, "{shift}: {k} ms less 1 ns");
+                assert_eq!(tick(at), k, "{shift}: {k} ms");
+                assert_eq!(tick(at + ns(1)), k + 1, "{shift}: {k} ms and 1 ns");
+                for when in [
+                    at - ns(1),
+                    at,
+                    at + ns(1),
+                    at + ns(999_999),
+                    at + ns(999_999_999),
+                ] {
+                    assert_eq!(tick(when), deadline_tick(o, when), "{shift}: {when:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn now_never_reaches_the_never_due_tick() {
         let o = Instant::now();
@@ -131,9 +200,13 @@ mod tests {
             return; // `Instant` ends before: no `now` can get there at all.
         };
         assert_eq!(deadline_tick(o, end), u64::MAX);
+        let parts = super::super::parts::origin_parts(o);
+        assert_eq!(deadline_tick_from(o, parts, end), u64::MAX);
+        assert_eq!(deadline_tick_from(o, parts, end - ms(1)), u64::MAX - 1);
         assert_eq!(now_tick(o, end), MAX_NOW_TICK, "saturates one tick lower");
         if let Some(later) = end.checked_add(Duration::from_secs(3600)) {
             assert_eq!(deadline_tick(o, later), u64::MAX);
+            assert_eq!(deadline_tick_from(o, parts, later), u64::MAX, "saturates");
             assert_eq!(now_tick(o, later), MAX_NOW_TICK);
         }
         assert_eq!(now_tick(o, end - ms(1)), MAX_NOW_TICK);
@@ -155,10 +228,13 @@ mod tests {
             deadline_tick(o, o + three_years),
             three_years.as_secs() * 1000
         );
-        assert_eq!(timeout_tick(o, o, Duration::MAX), u64::MAX);
+        assert_eq!(timeout_tick(o, None, o, Duration::MAX), u64::MAX);
         assert_eq!(ms_up(Duration::MAX), u64::MAX);
         assert_eq!(ms_down(Duration::MAX), u64::MAX);
-        assert_eq!(timeout_tick(o, o + ms(7), ms(3)), 10);
+        assert_eq!(timeout_tick(o, None, o + ms(7), ms(3)), 10);
+        let parts = super::super::parts::origin_parts(o);
+        assert_eq!(timeout_tick(o, parts, o, Duration::MAX), u64::MAX);
+        assert_eq!(timeout_tick(o, parts, o + ms(7), ms(3)), 10);
     }
 
     #[test]

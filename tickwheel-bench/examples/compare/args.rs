@@ -56,6 +56,10 @@ pub struct Args {
     /// Skip workload 8 (memory).
     #[arg(long)]
     pub no_memory: bool,
+    /// Leave out the floor column (a bare random read-modify-write loop over memory as large
+    /// as the wheel's entries, beside insert, cancel and expiry; see `floor.rs`).
+    #[arg(long)]
+    pub no_floor: bool,
     /// Skip workload 7 (the concurrent scheduler).
     #[arg(long)]
     pub no_scheduler: bool,

@@ -157,7 +157,11 @@ impl<'a> Received<'a> {
         let scaled = self.scaling.iter().map(Vec::len).sum::<usize>();
         let scaling = plan.producers.len() * CONTENDERS.len();
         if let Some(&w) = plan.workloads.get(self.rows) {
-            (w.short().to_string(), plan.peers[self.row.len()].name)
+            let name = match plan.peers.get(self.row.len()) {
+                Some(peer) => peer.name,
+                None => crate::floor::NAME, // the floor comes after the peers
+            };
+            (w.short().to_string(), name)
         } else if plan.scheduler_at(self.n) && self.scheduler.len() < CONTENDERS.len() {
             (
                 Line::SCHEDULER.to_string(),
@@ -176,7 +180,8 @@ impl<'a> Received<'a> {
         }
     }
 
-    /// Takes the next line; returns a workload's row once its last cell is in.
+    /// Takes the next line; returns a workload's row once its last cell is in: the peers'
+    /// cells in the plan's order, then the floor's where the plan measures it.
     pub fn take(&mut self, line: Line) -> Result<Option<(Workload, Vec<Cell>)>, String> {
         if self.done {
             return Err("a line after the done line".to_string());
@@ -190,10 +195,10 @@ impl<'a> Received<'a> {
                 cell,
             } if s == section && c == name && self.rows < plan.workloads.len() => {
                 self.row.push(cell);
-                if self.row.len() < plan.peers.len() {
+                let w = plan.workloads[self.rows];
+                if self.row.len() < plan.peers.len() + usize::from(plan.floor_at(w)) {
                     return Ok(None);
                 }
-                let w = plan.workloads[self.rows];
                 self.rows += 1;
                 Ok(Some((w, std::mem::take(&mut self.row))))
             }
@@ -404,6 +409,7 @@ mod tests {
         let script = [
             cell("insert", "tickwheel"),
             cell("insert", "BTreeMap"),
+            cell("insert", crate::floor::NAME),
             memory("tickwheel"),
             memory("BTreeMap"),
             Line::Done { n: 1000 },
@@ -411,29 +417,79 @@ mod tests {
         let mut received = Received::new(&plan, 1000);
         let rows: Vec<_> = script
             .iter()
-            .map(|line| received.take(line.clone()).map(|row| row.is_some()))
+            .map(|line| {
+                received
+                    .take(line.clone())
+                    .map(|row| row.map(|(_, r)| r.len()))
+            })
             .collect();
-        assert_eq!(rows, [Ok(false), Ok(true), Ok(false), Ok(false), Ok(false)]);
+        // The row, floor last, once the floor's cell is in.
+        assert_eq!(
+            rows,
+            [
+                Ok(None),
+                Ok(None),
+                Ok(Some(3)),
+                Ok(None),
+                Ok(None),
+                Ok(None)
+            ]
+        );
         assert_eq!(received.memory.len(), 2);
         assert!(received.take(Line::Done { n: 1000 }).is_err());
 
         // Each of these, somewhere in the script, is rejected: the row of another workload,
-        // a peer out of order, a cell where memory is due, the scheduler (switched off), an
-        // early or foreign done line.
+        // a peer out of order, the floor before the peers, memory before the floor, a cell
+        // where memory is due, the scheduler (switched off), an early or foreign done line.
         for (at, wrong) in [
             (0, cell("cancel", "tickwheel")),
             (0, cell("insert", "BTreeMap")),
-            (2, cell("memory", "tickwheel")),
-            (2, cell(Line::SCHEDULER, "tickwheel")),
+            (1, cell("insert", crate::floor::NAME)),
+            (2, memory("tickwheel")),
+            (3, cell("memory", "tickwheel")),
+            (3, cell("insert", crate::floor::NAME)),
+            (3, cell(Line::SCHEDULER, "tickwheel")),
             (1, Line::Done { n: 1000 }),
-            (4, Line::Done { n: 100_000 }),
-            (4, cell("done", "")),
+            (5, Line::Done { n: 100_000 }),
+            (5, cell("done", "")),
         ] {
             let mut received = Received::new(&plan, 1000);
             for line in &script[..at] {
                 assert!(received.take(line.clone()).is_ok());
             }
             assert!(received.take(wrong.clone()).is_err(), "{wrong:?} at {at}");
+        }
+
+        // Without the floor (`--no-floor`, or a workload it does not apply to) the row ends
+        // with the last peer, and a floor cell is rejected.
+        for extra in [
+            ["--no-floor", "--workloads", "insert"],
+            ["--workloads", "churn", "--quick"],
+        ] {
+            let mut argv = vec![
+                "compare",
+                "--peers",
+                "BTreeMap",
+                "--no-scheduler",
+                "--no-memory",
+            ];
+            argv.extend(extra);
+            let plan = Plan::new(&crate::Args::parse_from(argv));
+            let section = plan.workloads[0].short();
+            let mut received = Received::new(&plan, 1000);
+            assert_eq!(
+                received
+                    .take(cell(section, "tickwheel"))
+                    .map(|r| r.is_some()),
+                Ok(false)
+            );
+            assert_eq!(
+                received
+                    .take(cell(section, "BTreeMap"))
+                    .map(|r| r.is_some()),
+                Ok(true)
+            );
+            assert!(received.take(cell(section, crate::floor::NAME)).is_err());
         }
     }
 

@@ -40,6 +40,11 @@
 //! queue's cost above the bare `Sleep` of the same repetition, and their ratio, or "bound by
 //! tokio's timer" when the drop-in's cost above it is within 5 % of it.
 //!
+//! Beside the core wheel, for insert, cancel and the two expiry workloads, the `floor` column
+//! (`floor.rs`): a bare random read-modify-write loop over an array as large as the wheel's
+//! entries at that size, measured in the same rotation, with the ratio core ÷ floor; the
+//! summary lists those ratios per size (`--no-floor` leaves it out).
+//!
 //! The last lines (`summary.rs`) name the slowest ratio of each comparison over every
 //! workload and size run: tokio-util's `DelayQueue` ÷ tickwheel's drop-in `DelayQueue` (API
 //! for API, workloads 1–6 and the idle poll), each workload-7 contender ÷ tickwheel's
@@ -55,7 +60,8 @@
 //!
 //! Modules: `args` (the command line, each value checked while parsing), `bound` (the
 //! table above tokio's timer), `measure` (the child's side: samples, workloads 7 and 8),
-//! `child` (running a child, the lines it prints, the parent's check of their order).
+//! `child` (running a child, the lines it prints, the parent's check of their order), `floor`
+//! (the floor column).
 
 #[path = "../../benches/peers/mod.rs"]
 mod peers;
@@ -64,6 +70,7 @@ mod args;
 mod bound;
 mod chart;
 mod child;
+mod floor;
 mod flow;
 mod measure;
 mod scaling;
@@ -231,6 +238,8 @@ struct Plan {
     /// Producer counts of workload 7's scaling figure (`--producers`).
     producers: Vec<usize>,
     memory: bool,
+    /// Whether the floor column (`floor.rs`) is measured beside the workloads it applies to.
+    floor: bool,
 }
 
 impl Plan {
@@ -261,7 +270,18 @@ impl Plan {
             scheduler: !args.no_scheduler,
             producers: args.producers.clone(),
             memory: !args.no_memory && !args.scheduler_only,
+            floor: !args.no_floor,
         }
+    }
+
+    /// Whether the floor is measured beside workload `w` (its row has one cell more).
+    fn floor_at(&self, w: Workload) -> bool {
+        self.floor && floor::applies(w)
+    }
+
+    /// Whether any workload of the plan has the floor column.
+    fn has_floor(&self) -> bool {
+        self.workloads.iter().any(|&w| self.floor_at(w))
     }
 
     /// Whether workload 7 runs at `n` timers (from 100 000 on).
@@ -340,19 +360,39 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
     for &n in &sizes {
         println!();
         println!("n = {n} timers, {} repetitions", plan.reps);
-        let mut table = Table::new(args.markdown, "workload", &names);
+        // The floor's column goes beside the core wheel's, in the rows that have it.
+        let mut columns = names.clone();
+        if plan.has_floor() {
+            columns.insert(1, floor::NAME);
+        }
+        let mut table = Table::new(args.markdown, "workload", &columns);
         let mut received = child::Received::new(plan, n);
         let mut bound_rows = Vec::new();
         let outcome = child::run(n, |line| {
-            let Some((w, cells)) = received.take(line)? else {
+            let Some((w, mut cells)) = received.take(line)? else {
                 return Ok(());
             };
+            let floor_cell = if plan.floor_at(w) { cells.pop() } else { None };
             let base = &cells[0];
-            let texts: Vec<String> = cells
+            let mut texts: Vec<String> = cells
                 .iter()
                 .enumerate()
                 .map(|(i, c)| fmt_cell(c, base, i == 0))
                 .collect();
+            if plan.has_floor() {
+                let text = match &floor_cell {
+                    Some(f) => {
+                        summary.floor(w.short(), n, base, f);
+                        format!(
+                            "{} (tickwheel {:.1}×)",
+                            fmt_ns(f.median()),
+                            base.ratio_to(f)
+                        )
+                    }
+                    None => "–".to_string(),
+                };
+                texts.insert(1, text);
+            }
             table.row(w.label(), texts);
             for (peer, cell) in names.iter().zip(&cells) {
                 points.add(w.label(), peer, n, cell.median());

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::child::Line;
+use crate::floor;
 use crate::peers::scheduler::{self as sched, Contender};
 use crate::peers::{Input, Peer, Tickwheel, Workload, median};
 use crate::{Entry, Plan, counting, live_heap};
@@ -65,9 +66,14 @@ pub fn child(plan: &Plan, n: usize) {
     };
     let input = Input::new(n);
     for &w in &plan.workloads {
-        let cells = measure(&plan.peers, w, &input, plan.reps, plan.budget);
+        let floor = plan.floor_at(w);
+        let mut cells = measure(&plan.peers, w, &input, plan.reps, plan.budget, floor);
+        let floor = floor.then(|| cells.pop()).flatten();
         for (peer, cell) in plan.peers.iter().zip(cells) {
             emit(w.short(), peer.name, cell);
+        }
+        if let Some(cell) = floor {
+            emit(w.short(), floor::NAME, cell);
         }
     }
     if plan.scheduler_at(n) {
@@ -142,15 +148,18 @@ fn sample(peer: &Entry, workload: Workload, input: &Input, budget: Duration) -> 
     }
 }
 
+/// The cells of one workload, one per peer in order, then the floor's (`floor.rs`) when
+/// `with_floor`: every repetition runs each once, the floor in the rotation like a peer.
 fn measure(
     peers: &[Entry],
     workload: Workload,
     input: &Input,
     reps: usize,
     budget: Duration,
+    with_floor: bool,
 ) -> Vec<Cell> {
-    let mut cells: Vec<Cell> = peers
-        .iter()
+    let columns = peers.len() + usize::from(with_floor);
+    let mut cells: Vec<Cell> = (0..columns)
         .map(|_| Cell {
             ns: Vec::new(),
             estimate: false,
@@ -165,8 +174,13 @@ fn measure(
     }
     for rep in 0..reps {
         // Rotate the order each repetition so no peer always runs first (warm caches, turbo).
-        for k in 0..peers.len() {
-            let i = (k + rep) % peers.len();
+        for k in 0..columns {
+            let i = (k + rep) % columns;
+            if i == peers.len() {
+                let ns = floor::sample(input.n, MIN_SAMPLE, MAX_SAMPLE_WALL);
+                cells[i].ns.push(ns);
+                continue;
+            }
             if cells[i].estimate {
                 continue; // one estimate is enough for a run that blows its budget
             }

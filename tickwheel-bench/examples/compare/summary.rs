@@ -6,6 +6,10 @@
 //! `DelayQueue` ÷ the drop-in in heap bytes per timer. A comparison that was not run says
 //! `n/a`. The very last line keeps its fixed format for scripts:
 //! `slowest ratio vs tokio DelayQueue: X.XX`.
+//!
+//! Before them, where the floor was measured (`floor.rs`), one line per size gives the core
+//! wheel ÷ the floor for insert, cancel and the two expiry workloads, after a line naming
+//! the targets at 1 M timers.
 
 use crate::measure::{CONTENDERS, Cell, Memory};
 
@@ -21,7 +25,18 @@ pub struct Summary {
     /// Per workload-7 contender after tickwheel's own (the order of `CONTENDERS`).
     scheduler: [Option<Slowest>; 2],
     memory: Option<Slowest>,
+    /// Core wheel ÷ floor, per size in the order measured: (timers, [(workload, ratio)]).
+    floor: Vec<(usize, Vec<(&'static str, f64)>)>,
 }
+
+/// The targets of the core wheel against the floor at 1 M timers, by workload: at most this
+/// many times the floor.
+pub const FLOOR_TARGETS: [(&str, f64); 4] = [
+    ("insert", 2.0),
+    ("cancel", 2.0),
+    ("expire_once", 2.5),
+    ("expire_ticks", 2.5),
+];
 
 impl Summary {
     /// One row of workloads 1–6 or the idle poll: `cells[0]` is the core wheel; `dq` and
@@ -46,6 +61,16 @@ impl Summary {
                 &mut self.dq_vs_drop_in,
                 (dq.ratio_to(ours), workload, n, mark(&[dq, ours])),
             );
+        }
+    }
+
+    /// The core wheel's cell `core` of `workload` at `n` timers against the floor measured
+    /// beside it: the median of the per-repetition ratios core ÷ floor.
+    pub fn floor(&mut self, workload: &'static str, n: usize, core: &Cell, floor: &Cell) {
+        let ratio = (workload, core.ratio_to(floor));
+        match self.floor.last_mut() {
+            Some((m, row)) if *m == n => row.push(ratio),
+            _ => self.floor.push((n, vec![ratio])),
         }
     }
 
@@ -80,11 +105,34 @@ impl Summary {
 
     /// The last lines, in print order.
     pub fn lines(&self) -> Vec<String> {
-        let mut lines = vec![format!(
+        let mut lines = Vec::new();
+        if !self.floor.is_empty() {
+            let targets: Vec<String> = FLOOR_TARGETS
+                .iter()
+                .map(|(w, t)| format!("{w} ≤ {t}"))
+                .collect();
+            lines.push(format!(
+                "tickwheel ÷ floor (targets at 1000000 timers: {})",
+                targets.join(", ")
+            ));
+            for (n, row) in &self.floor {
+                let ratios: Vec<String> = row
+                    .iter()
+                    .map(|(w, r)| {
+                        let missed = FLOOR_TARGETS
+                            .iter()
+                            .any(|(t, most)| t == w && *n == 1_000_000 && r > most);
+                        format!("{w} {r:.2}×{}", if missed { " (missed)" } else { "" })
+                    })
+                    .collect();
+                lines.push(format!("  n = {n}: {}", ratios.join(", ")));
+            }
+        }
+        lines.push(format!(
             "slowest ratio, tokio-util DelayQueue vs tickwheel's DelayQueue: {}{}",
             ratio(self.dq_vs_drop_in),
             cell(self.dq_vs_drop_in)
-        )];
+        ));
         for (name, slowest) in CONTENDERS.iter().skip(1).zip(self.scheduler) {
             lines.push(format!(
                 "slowest ratio, {name} vs tickwheel's scheduler (workload 7): {}{}",
@@ -214,6 +262,30 @@ mod tests {
             lines.last().map(String::as_str),
             Some("slowest ratio vs tokio DelayQueue: 6.00")
         );
+    }
+
+    /// Each size's ratios core ÷ floor get a line of their own, in the order measured, and a
+    /// ratio over its target at 1 M timers is marked; the fixed last line stays last.
+    #[test]
+    fn floor_ratios_by_size() {
+        let mut s = Summary::default();
+        s.floor("insert", 1000, &cell(6.0), &cell(2.0));
+        s.floor("cancel", 1000, &cell(3.0), &cell(2.0));
+        s.floor("insert", 1_000_000, &cell(30.0), &cell(10.0));
+        s.floor("expire_once", 1_000_000, &cell(20.0), &cell(10.0));
+        let lines = s.lines();
+        assert!(
+            lines[0].starts_with("tickwheel ÷ floor (targets"),
+            "{}",
+            lines[0]
+        );
+        assert_eq!(lines[1], "  n = 1000: insert 3.00×, cancel 1.50×");
+        assert_eq!(
+            lines[2],
+            "  n = 1000000: insert 3.00× (missed), expire_once 2.00×"
+        );
+        assert_eq!(lines.len(), 3 + 6);
+        assert_eq!(lines[8], "slowest ratio vs tokio DelayQueue: n/a");
     }
 
     #[test]
