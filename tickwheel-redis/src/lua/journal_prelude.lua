@@ -1,0 +1,35 @@
+-- Shared head of the journal's scripts. KEYS[1]: the queue's owner record, KEYS[2]: the
+-- journal's meta hash (n: live records, level, split: the linear hashing state). ARGV[1]: the
+-- bucket keys' common prefix (same hash tag; the bucket's decimal index is appended), ARGV[2]:
+-- the writer's token, the epoch it holds. The bucket keys are not declared: they share the
+-- queue's hash tag, so on Redis Cluster they live on the declared keys' slot.
+local OWNER, META, BASE, TOKEN = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+-- Fenced unless the owner record's epoch is the writer's token: the check every handoff
+-- step makes, made here before anything is read or written.
+local current = redis.call('HGET', OWNER, 'epoch')
+if current ~= TOKEN then return {'FENCED', current or ''} end
+
+local m = redis.call('HMGET', META, 'n', 'level', 'split')
+local n, level, split = tonumber(m[1]) or 0, tonumber(m[2]) or 0, tonumber(m[3]) or 0
+
+-- FNV-1a over the id's bytes, 32 bits, with every product exact in Lua's doubles
+-- (h * 16777619 mod 2^32 = h * 403 + (h mod 2^8) * 2^24 mod 2^32), then the high half
+-- folded into the low one: the bucket is taken from the low bits.
+local function h32(s)
+  local h = 2166136261
+  for i = 1, #s do
+    h = bit.bxor(h, string.byte(s, i)) % 4294967296
+    h = (h * 403 + (h % 256) * 16777216) % 4294967296
+  end
+  return bit.bxor(h, math.floor(h / 65536)) % 4294967296
+end
+-- Linear hashing (Litwin 1980): buckets 0 .. 2^level + split - 1; a bucket below `split`
+-- has been split and is addressed with one more bit.
+local function bucket(h)
+  local size = 2 ^ level
+  local b = h % size
+  if b < split then b = h % (size * 2) end
+  return b
+end
+local function key(b) return BASE .. string.format('%d', b) end
+local function buckets() return 2 ^ level + split end
