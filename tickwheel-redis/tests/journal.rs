@@ -219,12 +219,19 @@ async fn a_writer_racing_an_adoption_is_fenced_from_the_adoption_on() {
     let q = b"raced";
     adopt(&a, q, 10).await;
     let ja = start(&a);
+    let adopted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = std::sync::Arc::clone(&adopted);
     let writer = tokio::spawn(async move {
         let mut results = Vec::new();
         let mut fenced_seen = 0;
+        let mut after = 0;
         let mut next = 0u64;
-        // Rounds of concurrent single-put submits, until enough rounds were fenced.
-        while fenced_seen < 3 {
+        // Rounds of concurrent single-put submits, until enough rounds were fenced (or, if
+        // none ever is, 20 rounds past the adoption).
+        while fenced_seen < 3 && after < 20 {
+            if seen.load(std::sync::atomic::Ordering::SeqCst) {
+                after += 1;
+            }
             let round: Vec<_> = (0..50)
                 .map(|k| (next + k, ja.submit(q, 10, vec![put(next + k, 1, "a")])))
                 .collect();
@@ -245,6 +252,7 @@ async fn a_writer_racing_an_adoption_is_fenced_from_the_adoption_on() {
     // adoption falls).
     tokio::time::sleep(std::time::Duration::from_millis(30)).await;
     adopt(&b, q, 11).await;
+    adopted.store(true, std::sync::atomic::Ordering::SeqCst);
     let results = writer.await.expect("writer");
     let jb = start(&b);
     let held = as_map(jb.load(q, 11).await.expect("load"));
@@ -269,7 +277,7 @@ async fn a_writer_racing_an_adoption_is_fenced_from_the_adoption_on() {
         }
     }
     assert_eq!(held.len(), acked);
-    assert!(fenced_from.is_some());
+    assert!(fenced_from.is_some(), "no put fenced after the adoption");
     // The new holder writes on.
     jb.write(q, 11, vec![end(0)]).await.expect("new holder");
 }
