@@ -37,13 +37,25 @@ struct Call {
     ops: usize,
 }
 
+/// A batch encoded as one pipeline, waiting for its turn on the connection.
+struct Prepared {
+    pipe: redis::Pipeline,
+    /// Per script call, in pipeline order: the requests it carries, its queue and token.
+    calls: Vec<(Vec<usize>, Vec<u8>, u64)>,
+    batch: Vec<Request>,
+}
+
 /// Runs until every [`Journal`](super::Journal) handle is dropped, after answering what was
-/// sent before.
+/// sent before. Two stages, so that encoding the next batch overlaps Redis applying this one:
+/// this task gathers and encodes; a second sends one pipeline at a time, in order, and
+/// answers. While a pipeline is in flight the next batch keeps gathering (group commit).
 pub(crate) async fn run(
     mut rx: mpsc::UnboundedReceiver<Request>,
     protocol: Protocol,
     options: JournalOptions,
 ) {
+    let (tx, ready) = mpsc::channel::<Prepared>(1);
+    let sender = tokio::spawn(deliver_all(ready, protocol.clone()));
     let mut checked = Instant::now();
     while let Some(first) = rx.recv().await {
         // Nothing else waiting: wait the window so that concurrent callers share this batch.
@@ -71,39 +83,57 @@ pub(crate) async fn run(
             }
             checked = Instant::now();
         }
-        send(&protocol, &options, batch).await;
+        if tx.send(prepare(&protocol, &options, batch)).await.is_err() {
+            break;
+        }
+    }
+    drop(tx);
+    let _ = sender.await;
+}
+
+async fn deliver_all(mut ready: mpsc::Receiver<Prepared>, protocol: Protocol) {
+    while let Some(p) = ready.recv().await {
+        deliver(&protocol, p).await;
     }
 }
 
-/// Sends one batch as one pipeline and answers every request in it.
-async fn send(protocol: &Protocol, options: &JournalOptions, batch: Vec<Request>) {
-    // Group by (queue, token), each group in arrival order; a request is never split.
-    let mut groups: Vec<(usize, JournalKeys, String)> = Vec::new();
-    let mut index: HashMap<(&[u8], u64), usize> = HashMap::new();
+/// Encodes one batch as one pipeline: grouped by (queue, token), each group in arrival
+/// order, a request never split across calls.
+fn prepare(protocol: &Protocol, options: &JournalOptions, batch: Vec<Request>) -> Prepared {
     let mut calls: Vec<Call> = Vec::new();
-    let mut open: HashMap<usize, usize> = HashMap::new();
-    for (i, r) in batch.iter().enumerate() {
-        let g = *index.entry((&r.queue, r.token)).or_insert_with(|| {
-            let prefix = &protocol.options().prefix;
-            groups.push((
-                i,
-                JournalKeys::new(prefix, &r.queue),
-                protocol.keys(&r.queue).owner,
-            ));
-            groups.len() - 1
-        });
-        match open.get(&g) {
-            Some(&c) if calls[c].ops + r.ops.len() <= options.max_call_ops => {
-                calls[c].ops += r.ops.len();
-                calls[c].requests.push(i);
-            }
-            _ => {
-                open.insert(g, calls.len());
-                calls.push(Call {
-                    group: g,
-                    requests: vec![i],
-                    ops: r.ops.len(),
-                });
+    let mut groups: Vec<(usize, JournalKeys, String)> = Vec::new();
+    {
+        let mut index: HashMap<(&[u8], u64), usize> = HashMap::new();
+        let mut open: HashMap<usize, usize> = HashMap::new();
+        let mut last: Option<(&[u8], u64, usize)> = None;
+        for (i, r) in batch.iter().enumerate() {
+            // Most batches carry runs of one queue: skip the map for a run.
+            let g = match last {
+                Some((q, t, g)) if q == r.queue.as_slice() && t == r.token => g,
+                _ => *index.entry((&r.queue, r.token)).or_insert_with(|| {
+                    let prefix = &protocol.options().prefix;
+                    groups.push((
+                        i,
+                        JournalKeys::new(prefix, &r.queue),
+                        protocol.keys(&r.queue).owner,
+                    ));
+                    groups.len() - 1
+                }),
+            };
+            last = Some((&r.queue, r.token, g));
+            match open.get(&g) {
+                Some(&c) if calls[c].ops + r.ops.len() <= options.max_call_ops => {
+                    calls[c].ops += r.ops.len();
+                    calls[c].requests.push(i);
+                }
+                _ => {
+                    open.insert(g, calls.len());
+                    calls.push(Call {
+                        group: g,
+                        requests: vec![i],
+                        ops: r.ops.len(),
+                    });
+                }
             }
         }
     }
@@ -114,9 +144,11 @@ async fn send(protocol: &Protocol, options: &JournalOptions, batch: Vec<Request>
     // restarted server) harmless: no EVALSHA of this pipeline can meet NOSCRIPT.
     pipe.load_script(&WRITE);
     let load = options.bucket_load.to_string();
-    for call in &calls {
+    let mut routed = Vec::with_capacity(calls.len());
+    for call in calls {
         let (first, keys, owner) = &groups[call.group];
-        let token = batch[*first].token.to_string();
+        let r = &batch[*first];
+        let token = r.token.to_string();
         let cmd = pipe
             .cmd("EVALSHA")
             .arg(WRITE.get_hash())
@@ -126,8 +158,8 @@ async fn send(protocol: &Protocol, options: &JournalOptions, batch: Vec<Request>
             .arg(&keys.bucket_prefix)
             .arg(&token)
             .arg(&load);
-        for &r in &call.requests {
-            for op in &batch[r].ops {
+        for &i in &call.requests {
+            for op in &batch[i].ops {
                 match op {
                     Op::Put {
                         id,
@@ -145,18 +177,27 @@ async fn send(protocol: &Protocol, options: &JournalOptions, batch: Vec<Request>
                 }
             }
         }
+        routed.push((call.requests, r.queue.clone(), r.token));
     }
+    Prepared {
+        pipe,
+        calls: routed,
+        batch,
+    }
+}
+
+/// Sends one pipeline and answers every request in it.
+async fn deliver(protocol: &Protocol, prepared: Prepared) {
+    let Prepared { pipe, calls, batch } = prepared;
     let mut conn = protocol.conn.clone();
     let replies: Result<Vec<Value>, _> = pipe.query_async(&mut conn).await;
     let mut answers: Vec<Option<Result<Written, JournalError>>> =
         batch.iter().map(|_| None).collect();
     match replies {
         Ok(values) if values.len() == calls.len() + 1 => {
-            for (call, value) in calls.iter().zip(values.into_iter().skip(1)) {
-                let (first, _, _) = &groups[call.group];
-                let r = &batch[*first];
-                for &i in &call.requests {
-                    answers[i] = Some(answer(protocol, &r.queue, r.token, &value));
+            for ((requests, queue, token), value) in calls.iter().zip(values.into_iter().skip(1)) {
+                for &i in requests {
+                    answers[i] = Some(answer(protocol, queue, *token, &value));
                 }
             }
         }

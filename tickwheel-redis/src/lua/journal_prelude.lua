@@ -24,12 +24,22 @@ local function h32(s)
   return bit.bxor(h, math.floor(h / 65536)) % 4294967296
 end
 -- Linear hashing (Litwin 1980): buckets 0 .. 2^level + split - 1; a bucket below `split`
--- has been split and is addressed with one more bit.
+-- has been split and is addressed with one more bit. SIZE is 2^level, kept beside it.
+local SIZE = 2 ^ level
 local function bucket(h)
-  local size = 2 ^ level
-  local b = h % size
-  if b < split then b = h % (size * 2) end
+  local b = h % SIZE
+  if b < split then b = h % (SIZE * 2) end
   return b
 end
-local function key(b) return BASE .. string.format('%d', b) end
-local function buckets() return 2 ^ level + split end
+-- Key names made once per script call and bucket: formatting a number costs more than the
+-- HSET it names. A bucket number is an integer-valued double: Lua 5.1 prints it whole.
+local names = {}
+local function key(b)
+  local k = names[b]
+  if not k then
+    k = BASE .. b
+    names[b] = k
+  end
+  return k
+end
+local function buckets() return SIZE + split end

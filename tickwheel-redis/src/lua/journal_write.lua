@@ -2,11 +2,12 @@
 -- 'P' id record (put: insert or replace), 'D' id (delete), 'C' (clear every record).
 -- Answers {'OK', live records} or {'FENCED', current epoch or ''} or {'BAD_OP', index}.
 local LOAD = tonumber(ARGV[3])
+local NARGS = #ARGV
 local i = 4
-while i <= #ARGV do
+while i <= NARGS do
   local op = ARGV[i]
-  if op == 'P' and i + 2 <= #ARGV then i = i + 3
-  elseif op == 'D' and i + 1 <= #ARGV then i = i + 2
+  if op == 'P' and i + 2 <= NARGS then i = i + 3
+  elseif op == 'D' and i + 1 <= NARGS then i = i + 2
   elseif op == 'C' then i = i + 1
   else return {'BAD_OP', i} end
 end
@@ -14,7 +15,7 @@ end
 -- Moves the records of bucket `split` whose next address bit is set to the new bucket
 -- split + 2^level: half of one bucket, so each put does O(bucket) work at most.
 local function split_one()
-  local size = 2 ^ level
+  local size = SIZE
   local all = redis.call('HGETALL', key(split))
   local moved, gone = {}, {}
   for j = 1, #all, 2 do
@@ -29,11 +30,11 @@ local function split_one()
     redis.call('HDEL', key(split), unpack(gone))
   end
   split = split + 1
-  if split == size then level, split = level + 1, 0 end
+  if split == size then level, split, SIZE = level + 1, 0, SIZE * 2 end
 end
 
 i = 4
-while i <= #ARGV do
+while i <= NARGS do
   local op = ARGV[i]
   if op == 'P' then
     local id = ARGV[i + 1]
@@ -46,7 +47,7 @@ while i <= #ARGV do
     i = i + 2
   else
     for b = 0, buckets() - 1 do redis.call('DEL', key(b)) end
-    n, level, split = 0, 0, 0
+    n, level, split, SIZE = 0, 0, 0, 1
     i = i + 1
   end
 end
