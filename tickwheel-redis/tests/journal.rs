@@ -141,6 +141,14 @@ async fn typed_entries_round_trip() {
     let back = j.load(b"q", 3).await.expect("load");
     assert_eq!(back.len(), 1);
     assert_eq!(back[0].entry::<u64, String>().expect("decode"), entry);
+    assert_eq!(
+        j.load_entries::<u64, String>(b"q", 3).await.expect("load"),
+        vec![entry.clone()]
+    );
+    match j.load_entries::<String, String>(b"q", 3).await {
+        Err(JournalError::Corrupt { queue, .. }) => assert_eq!(queue, b"q"),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
     j.write(b"q", 3, vec![Op::end_id(&42u64).expect("encode")])
         .await
         .expect("end");
@@ -319,4 +327,45 @@ async fn buckets_stay_listpack_encoded() {
     // Split as the queue grew: about n / 32 buckets.
     assert!(buckets >= n / 128, "{buckets} buckets for {n} timers");
     assert_eq!(j.load(q, 2).await.expect("load").len() as u64, n);
+}
+
+/// A server that lost `appendfsync always` after the connect: the next batch is refused with
+/// nothing sent, not acknowledged without the fsync the answer stands for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_fsync_always_gets_no_batch() {
+    let Some((server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    adopt(&p, b"q", 4).await;
+    let options = JournalOptions {
+        durability_recheck: std::time::Duration::ZERO,
+        ..JournalOptions::default()
+    };
+    let j = Journal::start(p.clone(), options).expect("runtime");
+    j.write(b"q", 4, vec![put(1, 1, "a")])
+        .await
+        .expect("durable server");
+    let mut c = raw(&server.url()).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendfsync")
+        .arg("everysec")
+        .query_async(&mut c)
+        .await
+        .expect("config set");
+    match j.write(b"q", 4, vec![put(2, 2, "b")]).await {
+        Err(JournalError::Redis(tickwheel_redis::Error::UnsafeServer { problems, .. })) => {
+            assert!(problems.contains("appendfsync"), "{problems}");
+        }
+        other => panic!("expected UnsafeServer, got {other:?}"),
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendfsync")
+        .arg("always")
+        .query_async(&mut c)
+        .await
+        .expect("config set");
+    let back = as_map(j.load(b"q", 4).await.expect("load"));
+    assert_eq!(back, BTreeMap::from([(1, (1, "a".to_owned()))]));
 }

@@ -57,6 +57,17 @@
 //! answered call survives a crash of Redis, and a crash of the writer loses nothing that was
 //! answered.
 //!
+//! # Across a handoff and an adoption
+//!
+//! The records are the queue's, not the writer's: a handoff's claimer finds them in place.
+//! A source that journals every change until its seal leaves exactly the offer's timers
+//! in the journal (deadlines on the same reference clock), so the claimer need not write them
+//! again; it must not [`Op::Clear`] them either, or an adopter after its death would find
+//! nothing. An adopter loads the journal under its new token and imports the records
+//! beside a leftover sealed offer, if `adopt` found one: both carry the ids, and
+//! `Scheduler::import` is idempotent by id. A timer the old holder ended but whose end was
+//! refused ([`JournalError::Fenced`]) or never sent is loaded and fires again: at least once.
+//!
 //! # Retries
 //!
 //! [`JournalError::is_retryable`] (Redis unreachable, a response timeout) leaves the outcome
@@ -91,6 +102,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
+use tickwheel::sync::snapshot::SnapshotEntry;
 use tokio::sync::{mpsc, oneshot};
 
 pub use error::JournalError;
@@ -252,6 +265,33 @@ impl Journal {
     /// deadline; [`JournalError::Redis`] as for a write (a read: retry at will).
     pub async fn load(&self, queue: &[u8], token: u64) -> Result<Vec<JournalRecord>, JournalError> {
         load::load(&self.protocol, queue, token, self.options.load_page_buckets).await
+    }
+
+    /// [`Journal::load`], each record decoded as [`JournalRecord::entry`] does (id and value
+    /// in MessagePack, as [`Op::put_entry`] wrote them): the entries an adopter converts with
+    /// `snapshot::from_reference` and hands to `Scheduler::import`. O(live records + buckets).
+    ///
+    /// # Errors
+    /// As [`Journal::load`]; [`JournalError::Corrupt`] (naming the queue) for a record whose
+    /// id is not a `K` or whose value is not a `T`.
+    pub async fn load_entries<K: DeserializeOwned, T: DeserializeOwned>(
+        &self,
+        queue: &[u8],
+        token: u64,
+    ) -> Result<Vec<SnapshotEntry<K, T>>, JournalError> {
+        self.load(queue, token)
+            .await?
+            .iter()
+            .map(|r| {
+                r.entry().map_err(|e| match e {
+                    JournalError::Corrupt { message, .. } => JournalError::Corrupt {
+                        queue: queue.to_vec(),
+                        message,
+                    },
+                    other => other,
+                })
+            })
+            .collect()
     }
 
     /// The connection the journal writes through.
