@@ -369,3 +369,48 @@ async fn a_server_without_fsync_always_gets_no_batch() {
     let back = as_map(j.load(b"q", 4).await.expect("load"));
     assert_eq!(back, BTreeMap::from([(1, (1, "a".to_owned()))]));
 }
+
+/// The scripts' id hash (FNV-1a, 32 bits, high half folded into the low one), to pick ids
+/// by where they land.
+fn h32(id: &[u8]) -> u32 {
+    let mut h: u32 = 2_166_136_261;
+    for &b in id {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(16_777_619);
+    }
+    h ^ (h >> 16)
+}
+
+/// A split that moves more records than Lua can `unpack` at once (a few thousand: a large
+/// `bucket_load`, or ids that hash alike) moves them in slices, and the call succeeds whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_of_a_crowded_bucket_moves_it_whole() {
+    let Some((server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    adopt(&p, b"q", 6).await;
+    let options = JournalOptions {
+        bucket_load: 5000,
+        max_call_ops: 10_000,
+        ..JournalOptions::default()
+    };
+    let j = Journal::start(p.clone(), options).expect("runtime");
+    // 5 001 ids with an odd hash: all in bucket 0 until the put that splits it, then all
+    // moved to bucket 1 by that one split.
+    let ids: Vec<u64> = (0u64..)
+        .filter(|id| h32(&id.to_be_bytes()) % 2 == 1)
+        .take(5001)
+        .collect();
+    let ops: Vec<Op> = ids.iter().map(|&id| put(id, id, "x")).collect();
+    assert_eq!(j.write(b"q", 6, ops).await.expect("put").live, 5001);
+    let k = JournalKeys::new("tickwheel", b"q");
+    let mut c = raw(&server.url()).await;
+    let in_1: u64 = redis::cmd("HLEN")
+        .arg(k.bucket(1))
+        .query_async(&mut c)
+        .await
+        .expect("hlen");
+    assert_eq!(in_1, 5001, "every record moved by the split");
+    let back = as_map(j.load(b"q", 6).await.expect("load"));
+    assert_eq!(back.keys().copied().collect::<Vec<_>>(), ids);
+}

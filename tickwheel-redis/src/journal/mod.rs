@@ -48,7 +48,9 @@
 //! [`JournalOptions::window`] (when nothing else is waiting), groups them by (queue, token)
 //! and sends the whole batch as one pipeline: one `EVALSHA` per group (split at
 //! [`JournalOptions::max_call_ops`], never inside a request), each applying its ops in order,
-//! all or none. The [`Pending`] a submit returned resolves once Redis answered that call. The
+//! atomically (no other client sees part of a call; a fenced call writes nothing; Redis does
+//! not roll back a script that fails midway, which these scripts avoid: every op is checked
+//! before the first write). The [`Pending`] a submit returned resolves once Redis answered that call. The
 //! server must run `appendonly yes` and `appendfsync always` (checked by
 //! [`Protocol::connect`] and again before a batch once [`JournalOptions::durability_recheck`]
 //! has passed, refused unless
@@ -212,7 +214,7 @@ impl Journal {
     }
 
     /// Queues `ops` for `queue` under `token` (the epoch the caller holds) and returns at
-    /// once, without waiting; the ops are applied in order, all or none, after every earlier
+    /// once, without waiting; the ops are applied in order, in one atomic script call, after every earlier
     /// submit of this handle's task for the same queue. O(1) here; in Redis O(1) per put or
     /// end on a bucket of at most a few dozen records (a split moves half a bucket), and
     /// O(buckets) for [`Op::Clear`]. The queue is unbounded: a caller that submits faster

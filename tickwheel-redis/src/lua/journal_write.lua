@@ -1,4 +1,5 @@
--- journal write: ARGV[3..] is a list of ops applied in order, all or none (checked first):
+-- journal write: ARGV[3] the split load, ARGV[4..] a list of ops applied in order, every op
+-- checked before the first write:
 -- 'P' id record (put: insert or replace), 'D' id (delete), 'C' (clear every record).
 -- Answers {'OK', live records} or {'FENCED', current epoch or ''} or {'BAD_OP', index}.
 local LOAD = tonumber(ARGV[3])
@@ -25,9 +26,12 @@ local function split_one()
       gone[#gone + 1] = all[j]
     end
   end
-  if #gone > 0 then
-    redis.call('HSET', key(split + size), unpack(moved))
-    redis.call('HDEL', key(split), unpack(gone))
+  -- In slices: ids that all hash alike make one bucket as large as they are, and `unpack`
+  -- of more than a few thousand values fails (a script error after some writes, not before).
+  for j = 1, #gone, 500 do
+    local last = math.min(j + 499, #gone)
+    redis.call('HSET', key(split + size), unpack(moved, 2 * j - 1, 2 * last))
+    redis.call('HDEL', key(split), unpack(gone, j, last))
   end
   split = split + 1
   if split == size then level, split, SIZE = level + 1, 0, SIZE * 2 end
