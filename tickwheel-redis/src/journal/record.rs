@@ -46,6 +46,23 @@ impl Op {
         })
     }
 
+    /// [`Op::Put`] of a typed id and value, encoded as [`Op::put_entry`] encodes them, without
+    /// taking them (a caller that hands the value to its scheduler next).
+    ///
+    /// # Errors
+    /// [`JournalError::Corrupt`] (empty queue name) if either does not serialize.
+    pub fn put<K: Serialize, T: Serialize>(
+        id: &K,
+        deadline_us: u64,
+        value: &T,
+    ) -> Result<Op, JournalError> {
+        Ok(Op::Put {
+            id: to_bytes(id)?,
+            deadline_us,
+            value: to_bytes(value)?,
+        })
+    }
+
     /// [`Op::End`] of a typed id, encoded as [`Op::put_entry`] encodes it.
     ///
     /// # Errors
