@@ -40,6 +40,9 @@ struct Args {
     /// Most puts submitted and not yet answered.
     #[arg(long, default_value_t = 100_000)]
     outstanding: usize,
+    /// Most ops in one script call (`JournalOptions::max_call_ops`).
+    #[arg(long, default_value_t = 2048)]
+    max_call_ops: usize,
     /// Group-commit window, µs.
     #[arg(long, default_value_t = 1000)]
     window_us: u64,
@@ -98,6 +101,7 @@ async fn run(args: &Args, url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let before = used_memory(&mut c).await?;
     let options = JournalOptions {
         window: std::time::Duration::from_micros(args.window_us),
+        max_call_ops: args.max_call_ops,
         ..JournalOptions::default()
     };
     let j = Journal::start(p, options)?;
