@@ -15,13 +15,15 @@ local n, level, split = tonumber(m[1]) or 0, tonumber(m[2]) or 0, tonumber(m[3])
 -- FNV-1a over the id's bytes, 32 bits, with every product exact in Lua's doubles
 -- (h * 16777619 mod 2^32 = h * 403 + (h mod 2^8) * 2^24 mod 2^32), then the high half
 -- folded into the low one: the bucket is taken from the low bits.
+-- Globals cost a table lookup each use: the hot ones as locals.
+local bxor, byte, floor, call = bit.bxor, string.byte, math.floor, redis.call
 local function h32(s)
   local h = 2166136261
   for i = 1, #s do
-    h = bit.bxor(h, string.byte(s, i)) % 4294967296
+    h = bxor(h, byte(s, i)) % 4294967296
     h = (h * 403 + (h % 256) * 16777216) % 4294967296
   end
-  return bit.bxor(h, math.floor(h / 65536)) % 4294967296
+  return bxor(h, floor(h / 65536)) % 4294967296
 end
 -- Linear hashing (Litwin 1980): buckets 0 .. 2^level + split - 1; a bucket below `split`
 -- has been split and is addressed with one more bit. SIZE is 2^level, kept beside it.

@@ -42,12 +42,12 @@ while i <= NARGS do
   local op = ARGV[i]
   if op == 'P' then
     local id = ARGV[i + 1]
-    n = n + redis.call('HSET', key(bucket(h32(id))), id, ARGV[i + 2])
+    n = n + call('HSET', key(bucket(h32(id))), id, ARGV[i + 2])
     if n > LOAD * buckets() then split_one() end
     i = i + 3
   elseif op == 'D' then
     local id = ARGV[i + 1]
-    n = n - redis.call('HDEL', key(bucket(h32(id))), id)
+    n = n - call('HDEL', key(bucket(h32(id))), id)
     i = i + 2
   else
     for b = 0, buckets() - 1 do redis.call('DEL', key(b)) end
