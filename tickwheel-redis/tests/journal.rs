@@ -414,3 +414,116 @@ async fn a_split_of_a_crowded_bucket_moves_it_whole() {
     let back = as_map(j.load(b"q", 6).await.expect("load"));
     assert_eq!(back.keys().copied().collect::<Vec<_>>(), ids);
 }
+
+/// One step of the model test: queue index, op.
+#[derive(Debug, Clone)]
+enum Step {
+    Put(usize, u64, u64),
+    End(usize, u64),
+    Clear(usize),
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    // Few ids, so puts replace and ends hit; clears rare.
+    prop_oneof![
+        6 => (0..2usize, 0..400u64, any::<u64>()).prop_map(|(q, id, d)| Step::Put(q, id, d)),
+        3 => (0..2usize, 0..400u64).prop_map(|(q, id)| Step::End(q, id)),
+        1 => (0..2usize).prop_map(Step::Clear),
+    ]
+}
+
+/// Any sequence of puts, ends and clears over two queues, sent in requests of any size, loads
+/// back as a map of the last put of each id not ended or cleared since; the live count each
+/// write reports is that map's size, and the buckets stay listpack-encoded.
+#[test]
+fn any_sequence_loads_back_as_the_model() {
+    use proptest::test_runner::{Config, TestRunner};
+    let Some(server) = server() else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let url = server.url();
+    let (p, j) = rt.block_on(async {
+        let p = member(&server, "mx1").await;
+        for q in [&b"m0"[..], b"m1"] {
+            adopt(&p, q, 1).await;
+        }
+        let options = JournalOptions {
+            bucket_load: 4,
+            ..JournalOptions::default()
+        };
+        let j = Journal::start(p.clone(), options).expect("runtime");
+        (p, j)
+    });
+    let mut runner = TestRunner::new(Config {
+        cases: 24,
+        ..Config::default()
+    });
+    let strategy = (proptest::collection::vec(step(), 0..600), 1usize..50);
+    let result = runner.run(&strategy, |(steps, per_request)| {
+        rt.block_on(async {
+            let names: [&[u8]; 2] = [b"m0", b"m1"];
+            for q in names {
+                j.write(q, 1, vec![Op::Clear]).await.expect("clear");
+            }
+            let mut model: [BTreeMap<u64, (u64, String)>; 2] = Default::default();
+            let mut pending = Vec::new();
+            for chunk in steps.chunks(per_request) {
+                // One request per queue per chunk, in order.
+                let mut ops: [Vec<Op>; 2] = Default::default();
+                for s in chunk {
+                    match *s {
+                        Step::Put(q, id, d) => {
+                            model[q].insert(id, (d, format!("v{d}")));
+                            ops[q].push(put(id, d, &format!("v{d}")));
+                        }
+                        Step::End(q, id) => {
+                            model[q].remove(&id);
+                            ops[q].push(end(id));
+                        }
+                        Step::Clear(q) => {
+                            model[q].clear();
+                            ops[q].push(Op::Clear);
+                        }
+                    }
+                }
+                for (q, ops) in ops.into_iter().enumerate() {
+                    if !ops.is_empty() {
+                        pending.push(j.submit(names[q], 1, ops));
+                    }
+                }
+            }
+            for w in pending {
+                w.await.expect("write");
+            }
+            for q in 0..2 {
+                let back = as_map(j.load(names[q], 1).await.expect("load"));
+                assert_eq!(back, model[q], "queue {q}");
+                let w = j.write(names[q], 1, Vec::new()).await.expect("count");
+                assert_eq!(w.live, model[q].len() as u64);
+            }
+            let mut c = raw(&url).await;
+            for q in names {
+                for k in journal_keys(&url, q)
+                    .await
+                    .iter()
+                    .filter(|k| !k.ends_with(":jm"))
+                {
+                    let enc: String = redis::cmd("OBJECT")
+                        .arg("ENCODING")
+                        .arg(k)
+                        .query_async(&mut c)
+                        .await
+                        .expect("encoding");
+                    assert_eq!(enc, "listpack", "{k}");
+                }
+            }
+        });
+        Ok(())
+    });
+    drop(p);
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}

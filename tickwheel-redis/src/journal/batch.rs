@@ -143,7 +143,7 @@ fn prepare(protocol: &Protocol, options: &JournalOptions, batch: Vec<Request>) -
     // Cheap when the script is cached (a hash lookup), and it makes a flushed cache (a
     // restarted server) harmless: no EVALSHA of this pipeline can meet NOSCRIPT.
     pipe.load_script(&WRITE);
-    let load = options.bucket_load.to_string();
+    let load = options.bucket_load.max(1).to_string();
     let mut routed = Vec::with_capacity(calls.len());
     for call in calls {
         let (first, keys, owner) = &groups[call.group];

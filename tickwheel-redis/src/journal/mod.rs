@@ -130,7 +130,8 @@ pub struct JournalOptions {
     /// Average records per bucket before a bucket splits (default 32; the buckets not yet
     /// split in a round hold about twice that). Keep `2 × bucket_load` well under the
     /// server's `hash-max-listpack-entries` (128 by default) or buckets leave the listpack
-    /// encoding. Writers of one queue may differ: the layout does not depend on it.
+    /// encoding. Writers of one queue may differ: the layout does not depend on it. 0 counts
+    /// as 1.
     pub bucket_load: u32,
     /// How often the batching task checks again that the server runs `appendonly yes` and
     /// `appendfsync always` (default 1 s); a failed check fails the batch with nothing sent.
