@@ -35,8 +35,10 @@ where
     /// (`scheduler().schedule(..)`, `reschedule`, a retry); treat the timer as accepted once
     /// the returned [`Pending`] resolves `Ok`: it is then durable in Redis, and the queue's
     /// next owner loads it if this member dies. The deadline goes to Redis on the reference
-    /// clock, through an anchor read at join (it can come out later by the drift of the two
-    /// clocks since then, never earlier by more). O(size of id and value); group-committed.
+    /// clock (Redis `TIME`) through an anchor read at join, a local `Instant` and then `TIME`:
+    /// it comes out later by the anchor's round trip, and off by however far Redis's clock
+    /// drifted or was stepped from this host's monotonic clock since the join. O(size of id
+    /// and value); group-committed.
     ///
     /// # Errors
     /// [`Error::JournalOff`] without [`FleetOptions::journal`](crate::FleetOptions::journal);
