@@ -5,7 +5,9 @@
 
 use std::hash::Hash;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -16,11 +18,14 @@ use tickwheel_redis::journal::{Journal, Op, Pending};
 use crate::runtime::Shared;
 use crate::{Error, Member, QueueName};
 
+/// How old the clock anchor may grow before the placement loop reads it again.
+const ANCHOR_AGE: Duration = Duration::from_secs(60);
+
 /// The journal of a member and its anchor on the reference clock (Redis `TIME`): a local
 /// `Instant` read before a reading of the reference clock, µs since the Unix epoch.
 pub(crate) struct MemberJournal {
     pub journal: Journal,
-    pub anchor: (Instant, u64),
+    pub anchor: Mutex<(Instant, u64)>,
 }
 
 impl<Q, K, T> Member<Q, K, T>
@@ -35,10 +40,10 @@ where
     /// (`scheduler().schedule(..)`, `reschedule`, a retry); treat the timer as accepted once
     /// the returned [`Pending`] resolves `Ok`: it is then durable in Redis, and the queue's
     /// next owner loads it if this member dies. The deadline goes to Redis on the reference
-    /// clock (Redis `TIME`) through an anchor read at join, a local `Instant` and then `TIME`:
-    /// it comes out later by the anchor's round trip, and off by however far Redis's clock
-    /// drifted or was stepped from this host's monotonic clock since the join. O(size of id
-    /// and value); group-committed.
+    /// clock (Redis `TIME`) through an anchor, a local `Instant` and then `TIME`, read at join
+    /// and again by the placement loop once a minute: it comes out later by the anchor's round
+    /// trip, and off by however far Redis's clock drifted or was stepped from this host's
+    /// monotonic clock since the anchor. O(size of id and value); group-committed.
     ///
     /// # Errors
     /// [`Error::JournalOff`] without [`FleetOptions::journal`](crate::FleetOptions::journal);
@@ -47,7 +52,8 @@ where
     /// `tickwheel_redis::journal::JournalError::Fenced` once another member holds the queue.
     pub fn journal_put(&self, queue: &Q, id: &K, at: Instant, value: &T) -> Result<Pending, Error> {
         let (j, token) = self.journal_for(queue)?;
-        let deadline_us = to_reference(at, j.anchor.0, j.anchor.1);
+        let (local, reference) = *j.anchor.lock();
+        let deadline_us = to_reference(at, local, reference);
         Ok(j.journal.submit(
             queue.as_ref(),
             token,
@@ -74,6 +80,21 @@ where
         let j = self.shared.journal.as_ref().ok_or(Error::JournalOff)?;
         let token = self.shared.owned.lock().get(queue).copied();
         Ok((j, token.ok_or(Error::NotOwned)?))
+    }
+}
+
+/// Reads the clock anchor again once it is [`ANCHOR_AGE`] old; keeps the old one if Redis does
+/// not answer.
+pub(crate) async fn refresh_anchor<Q: QueueName, K, T>(shared: &Shared<Q, K, T>) {
+    let Some(j) = &shared.journal else {
+        return;
+    };
+    if j.anchor.lock().0.elapsed() < ANCHOR_AGE {
+        return;
+    }
+    let before = Instant::now();
+    if let Ok(reference) = shared.custody.reference_now_us().await {
+        *j.anchor.lock() = (before, reference);
     }
 }
 

@@ -118,7 +118,7 @@ where
                 )?;
                 Some(crate::journal::MemberJournal {
                     journal,
-                    anchor: (before, reference),
+                    anchor: parking_lot::Mutex::new((before, reference)),
                 })
             }
             None => None,

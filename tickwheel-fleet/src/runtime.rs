@@ -154,6 +154,7 @@ where
             } else if let Err(e) = self.round().await {
                 tracing::warn!(member = %s.name, error = %e, "placement round failed; retrying");
             }
+            crate::journal::refresh_anchor(&s).await;
             if s.leaving.load(Ordering::SeqCst) && self.leave_started.is_none() {
                 self.leave_started = Some(Instant::now());
             }
