@@ -29,8 +29,8 @@
 //! costs its id, its varint deadline and its value plus a few bytes of listpack framing,
 //! instead of the ~70–100 bytes of a field in a hashtable-encoded hash. (A field or record
 //! longer than `hash-max-listpack-value`, 64 bytes by default, turns its bucket into a
-//! hashtable: still correct, larger.) The `journal` example measures the bytes per timer.
-//! Buckets never merge back while records remain; when the last record goes, the meta goes
+//! hashtable: still correct, larger.) The `journal_figures` example measures the bytes per
+//! timer: about 22 plus the value's. Buckets never merge back while records remain; when the last record goes, the meta goes
 //! too and the queue starts over at one bucket.
 //!
 //! # Fencing
