@@ -46,6 +46,16 @@ pub enum Error {
     /// Redis for the next claimer).
     #[error("handoff: {0}")]
     Handoff(String),
+    /// A journal call failed (see `tickwheel_redis::journal::JournalError`; `Fenced`: another
+    /// member holds the queue now, with a larger token).
+    #[error("journal: {0}")]
+    Journal(#[from] tickwheel_redis::journal::JournalError),
+    /// [`FleetOptions::journal`](crate::FleetOptions::journal) is off: nothing to journal.
+    #[error("the journal is off (FleetOptions::journal)")]
+    JournalOff,
+    /// This member does not own the queue now (never did, or it was handed away or lost).
+    #[error("this member does not own the queue")]
+    NotOwned,
     /// The member has left (or its background task ended); the call cannot proceed.
     #[error("the member has left the fleet")]
     Left,

@@ -46,9 +46,12 @@ pub enum FleetEvent<Q> {
 /// How a queue was acquired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquisition {
-    /// It had no live owner: the recovery hook rebuilt it, plus a leftover offer in Redis.
+    /// It had no live owner: the recovery hook rebuilt it (after the queue's journal in Redis
+    /// when [`FleetOptions::journal`](crate::FleetOptions::journal) is on), plus a leftover
+    /// offer in Redis.
     Adopted {
-        /// Timers the recovery hook returned that were imported.
+        /// Timers imported from the journal and from what the recovery hook returned (an id
+        /// the journal already gave counts once).
         recovered: usize,
         /// Timers of a leftover sealed offer that were imported.
         leftover: usize,

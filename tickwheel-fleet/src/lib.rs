@@ -60,6 +60,7 @@ pub mod assign;
 mod error;
 mod event;
 pub mod fence;
+mod journal;
 pub mod keys;
 pub mod lease;
 mod member;

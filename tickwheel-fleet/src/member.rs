@@ -33,7 +33,7 @@ use crate::{
 /// after the grace); [`Member::leave`] hands them over first.
 #[must_use = "dropping the member stops its dispatch and revokes its lease at once"]
 pub struct Member<Q: QueueName, K, T> {
-    shared: Arc<Shared<Q, K, T>>,
+    pub(crate) shared: Arc<Shared<Q, K, T>>,
     task: Option<JoinHandle<()>>,
     left: Option<oneshot::Receiver<Result<(), Error>>>,
 }
@@ -108,6 +108,21 @@ where
             options.custody.clone(),
         )
         .await?;
+        let journal = match &options.journal {
+            Some(o) => {
+                let before = Instant::now();
+                let reference = custody.reference_now_us().await?;
+                let journal = tickwheel_redis::journal::Journal::start(
+                    custody.protocol().clone(),
+                    o.clone(),
+                )?;
+                Some(crate::journal::MemberJournal {
+                    journal,
+                    anchor: parking_lot::Mutex::new((before, reference)),
+                })
+            }
+            None => None,
+        };
         let (events, _) = broadcast::channel(1024);
         let shared = Arc::new(Shared {
             keys: Keys::new(options.prefix.clone()),
@@ -117,6 +132,7 @@ where
             scheduler,
             recovery: Arc::new(recovery),
             custody,
+            journal,
             fence: Fence::default(),
             events,
             owned: Mutex::new(BTreeMap::new()),

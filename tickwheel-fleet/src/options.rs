@@ -64,6 +64,12 @@ pub struct FleetOptions {
     /// [`Member::leave`](crate::Member::leave) returns at once (see its docs for what becomes
     /// of its queues then).
     pub handoff_timeout: Duration,
+    /// Keep each owned queue's live timers in Redis (`tickwheel_redis::journal`) with these
+    /// settings (default `None`: off). On, [`Member::journal_put`](crate::Member::journal_put) and
+    /// [`Member::journal_end`](crate::Member::journal_end) record changes under the queue's
+    /// token, and an adoption loads the queue's journal before it calls the recovery hook, which
+    /// may then return nothing.
+    pub journal: Option<tickwheel_redis::journal::JournalOptions>,
 }
 
 impl FleetOptions {
@@ -85,6 +91,7 @@ impl FleetOptions {
             custody: CustodyOptions::default(),
             poll_interval: Duration::from_millis(200),
             handoff_timeout: Duration::from_secs(30),
+            journal: None,
             join_wait: Duration::ZERO,
         }
     }
@@ -153,6 +160,7 @@ impl fmt::Debug for FleetOptions {
             .field("redis_url", &redact_url(&self.redis_url))
             .field("poll_interval", &self.poll_interval)
             .field("handoff_timeout", &self.handoff_timeout)
+            .field("journal", &self.journal)
             .field("join_wait", &self.join_wait)
             .finish_non_exhaustive()
     }

@@ -21,6 +21,11 @@ pub type RecoveryFuture<K, T> =
 /// An `Err` is logged and the hook is called again after the placement period; the queue
 /// is held but not dispatched meanwhile.
 ///
+/// With [`FleetOptions::journal`](crate::FleetOptions::journal) on, the queue's journal in
+/// Redis is imported first (what the previous owners recorded with `Member::journal_put` and
+/// `journal_end`); a hook may then return nothing (`|_| async { Ok(Vec::new()) }`), or what
+/// the user's store holds that was never journaled.
+///
 /// Flow control: a queue adopted from a dead owner does not get that owner's hold or limits
 /// (they lived in its memory), unless it had sealed an offer of the queue, whose policy is
 /// applied before the hook's timers are imported. Otherwise the scheduler keeps whatever it

@@ -32,6 +32,8 @@ pub(crate) struct Shared<Q: QueueName, K, T> {
     pub scheduler: Arc<Scheduler<Q, K, T>>,
     pub recovery: Arc<dyn Recovery<Q, K, T>>,
     pub custody: Custody,
+    /// The journal of the owned queues' live timers, with its clock anchor (`None`: off).
+    pub journal: Option<crate::journal::MemberJournal>,
     pub fence: Fence,
     pub events: broadcast::Sender<FleetEvent<Q>>,
     /// Queue → token, for the queues this member owns (dispatching or not).
@@ -152,6 +154,7 @@ where
             } else if let Err(e) = self.round().await {
                 tracing::warn!(member = %s.name, error = %e, "placement round failed; retrying");
             }
+            crate::journal::refresh_anchor(&s).await;
             if s.leaving.load(Ordering::SeqCst) && self.leave_started.is_none() {
                 self.leave_started = Some(Instant::now());
             }
@@ -395,12 +398,15 @@ where
         {
             s.scheduler.apply_flow_policy(q, &policy);
         }
+        // The journal first (its deadlines are the last the old owner recorded), then the
+        // hook: the import skips ids already in, so the two may overlap.
+        let journaled = crate::journal::recover(&s, q, token).await?;
         let entries = s
             .recovery
             .recover(q.clone())
             .await
             .map_err(|e| Error::Recovery(e.to_string()))?;
-        let recovered = s.scheduler.import(q.clone(), entries).imported;
+        let recovered = journaled + s.scheduler.import(q.clone(), entries).imported;
         let leftover = match adopted {
             Adopted::Owned(_) => 0,
             Adopted::Leftover(inc) => match s.custody.complete(inc, &s.scheduler).await {

@@ -77,6 +77,43 @@ impl QueueKeys {
     }
 }
 
+/// The keys of one queue's journal of live timers ([`crate::journal`]), under the queue's hash
+/// tag like [`QueueKeys`], so a journal script touches one Redis Cluster slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalKeys {
+    /// `PREFIX:{HEX}:jm`, a hash: `n` (live records), `level` and `split` (the linear
+    /// hashing state that maps an id to its bucket). Absent when the journal is empty.
+    pub meta: String,
+    /// `PREFIX:{HEX}:j:`, the prefix of the bucket keys: bucket `i` is this followed by `i` in
+    /// decimal, a hash of id bytes to record bytes (`PREFIX:{HEX}:j:0`, `:j:1`, ...).
+    pub bucket_prefix: String,
+}
+
+impl JournalKeys {
+    /// The journal keys of `queue` under `prefix` (which [`validate_prefix`] accepted).
+    /// O(name length).
+    ///
+    /// # Example
+    /// ```
+    /// use tickwheel_redis::keys::JournalKeys;
+    /// let k = JournalKeys::new("tickwheel", b"q");
+    /// assert_eq!(k.meta, "tickwheel:{71}:jm");
+    /// assert_eq!(k.bucket(3), "tickwheel:{71}:j:3");
+    /// ```
+    pub fn new(prefix: &str, queue: &[u8]) -> Self {
+        let tag = tag(queue);
+        JournalKeys {
+            meta: format!("{prefix}:{{{tag}}}:jm"),
+            bucket_prefix: format!("{prefix}:{{{tag}}}:j:"),
+        }
+    }
+
+    /// The key of bucket `index`. O(1).
+    pub fn bucket(&self, index: u64) -> String {
+        format!("{}{index}", self.bucket_prefix)
+    }
+}
+
 /// The hash tag of a queue: the lowercase hex of its name, or `_` for the empty name (an empty
 /// tag `{}` would make Redis Cluster hash each whole key apart; `_` is never hex, so this stays
 /// injective).
@@ -137,7 +174,9 @@ mod tests {
         for name in &names {
             let k = QueueKeys::new(DEFAULT_PREFIX, name);
             let tag = tag(name);
-            for key in [&k.owner, &k.data, &k.fenced] {
+            let j = JournalKeys::new(DEFAULT_PREFIX, name);
+            let b = j.bucket(7);
+            for key in [&k.owner, &k.data, &k.fenced, &j.meta, &b] {
                 assert_eq!(hash_tag(key), tag);
                 assert!(key.bytes().all(|b| b.is_ascii_graphic()), "{key:?}");
                 assert!(seen.insert(key.clone()), "duplicate key {key:?}");

@@ -111,6 +111,7 @@ mod connect;
 mod custody;
 mod error;
 mod external;
+pub mod journal;
 pub mod keys;
 mod policy;
 mod protocol;
