@@ -1,11 +1,11 @@
 //! Layer 1, the core: a hierarchical timer wheel over `u64` ticks.
 //!
-//! A hierarchical wheel (Varghese & Lauck, "Hashed and Hierarchical Timing Wheels", SOSP
-//! 1987) keeps timers in buckets by how far away they are: level 0 has one slot per tick for
-//! the next 64 ticks, level 1 one slot per 64 ticks for the next 4 096, and so on. Insert and
-//! cancel are O(1); a timer is touched once per level it *cascades* through on its way down,
-//! at most 11 times, and usually once or twice. What it trades away is order *inside* a
-//! higher-level slot (found only when the slot cascades) and exact `next_expiration` above
+//! A hierarchical wheel (Varghese & Lauck, "Hashed and Hierarchical Timing Wheels", SOSP 1987)
+//! keeps timers in buckets by how far away they are. Level 0 has one slot per tick for the next
+//! 64 ticks, level 1 one slot per 64 ticks for the next 4 096, and so on. Insert and cancel are
+//! O(1). A timer is touched once per level it *cascades* through on its way down: at most 11
+//! times, usually once or twice. The wheel trades away two things: order *inside* a
+//! higher-level slot, found only when the slot cascades, and an exact `next_expiration` above
 //! level 0.
 //!
 //! | level | slot width (1 ms ticks) | range |
@@ -18,34 +18,34 @@
 //! | 5 | 12.7 days | 2.2 years |
 //! | 6–10 | … | the rest of `u64`: 585 million years |
 //!
-//! tokio's wheel stops at level 5 and clamps later deadlines; here eleven levels of 64 slots
-//! cover every `u64` exactly (the top level uses 16 slots), so no deadline is clamped and no
-//! level wraps around.
+//! tokio's wheel stops at level 5 and clamps later deadlines. Here eleven levels of 64 slots
+//! cover every `u64` exactly (the top level uses 16 slots). No deadline is clamped and no level
+//! wraps around.
 //!
 //! What differs from tokio's wheel, and why:
-//! - **Entries live in a generation-stamped arena; slots hold references, not links.** A
-//!   key names (index, generation), so a stale key is rejected instead of aliasing the next
-//!   timer at its index (the `DelayQueue` bug class), and a timer can never be "already
-//!   linked" twice (the MTA drain bug). Cancel leaves the slot's reference behind and
-//!   decrements the slot's live count; stale references stay bounded ([`Wheel::stats`]).
-//! - **Moving a deadline later is free.** The timer stays in its slot with the new deadline;
-//!   when the slot is processed it is filed again by its real deadline (as Ratas does for
-//!   cheap reschedules). Only a reset to an *earlier* slot moves it.
-//! - **A due queue** holds due timers between polls, so `poll` returns one at a
-//!   time and `poll_into` can stop at `limit` and resume without losing order.
-//! - **A level-2 slot is sorted, not cascaded.** When such a slot is processed and no
-//!   sorted run is pending, a stable counting sort over its 4 096 ticks (a radix sort when
-//!   it holds few references), on deadline digits each reference carries, makes it the due queue's *run*, which hands its timers out
-//!   deadline by deadline as `elapsed` reaches them. No entry is loaded to make
-//!   the run: a timer is next visited when it fires, instead of once per level it would
-//!   cascade through (at 1 M timers over a minute, most sit in level 2: three visits to a
-//!   random 24-byte arena entry become one), and those visits are what a poll costs.
-//!   Timers inserted later go to the levels as usual; the wheel advances `elapsed` to the
-//!   earlier of the run's head and the first occupied slot. A timer in the run is cancelled
-//!   and reset in O(1) like any other (its entry's stamp says it is in the run).
+//! - **Entries live in a generation-stamped arena; slots hold references, not links.** A key
+//!   names (index, generation), so a stale key is rejected instead of aliasing the next timer
+//!   at its index (the `DelayQueue` bug class). A timer can never be "already linked" twice
+//!   (the MTA drain bug). Cancel leaves the slot's reference behind and decrements the slot's
+//!   live count. Stale references stay bounded ([`Wheel::stats`]).
+//! - **Moving a deadline later is free.** The timer stays in its slot with the new deadline.
+//!   When the slot is processed, the timer is filed again by its real deadline (as Ratas does
+//!   for cheap reschedules). Only a reset to an *earlier* slot moves it.
+//! - **A due queue** holds due timers between polls. So `poll` returns one at a time, and
+//!   `poll_into` can stop at `limit` and resume without losing order.
+//! - **A level-2 slot is sorted, not cascaded.** When such a slot is processed and no sorted
+//!   run is pending, the slot becomes the due queue's *run*. A stable counting sort over its
+//!   4 096 ticks makes it, or a radix sort when it holds few references; both read the deadline
+//!   digits each reference carries. The run hands its timers out deadline by deadline as
+//!   `elapsed` reaches them. Making the run loads no entry: a timer is next visited when it
+//!   fires, not once per level it would cascade through. Those visits are what a poll costs. At
+//!   1 M timers over a minute most sit in level 2, so three visits to a random 24-byte arena
+//!   entry become one. Timers inserted later go to the levels as usual. The wheel advances
+//!   `elapsed` to the earlier of the run's head and the first occupied slot. A timer in the run
+//!   is cancelled and reset in O(1) like any other; its entry's stamp says it is in the run.
 //!
-//! Ordering contract: timers come out in deadline order; timers with equal deadlines come
-//! out in insertion order if they were never reset. Nothing depends on hashing.
+//! Ordering contract: timers come out in deadline order. Timers with equal deadlines come out
+//! in insertion order if they were never reset. Nothing depends on hashing.
 
 mod arena;
 mod due;
