@@ -170,9 +170,9 @@ impl<T> Wheel<T> {
     ///
     /// After a [`poll`](Wheel::poll) or [`poll_into`](Wheel::poll_into) that returned
     /// everything due, it equals the largest `now` passed so far. After a `poll` that returned
-    /// a timer or a `poll_into` stopped by its `limit`, it is the deadline of the last timer
-    /// returned (the tick the wheel had to reach to find it): timers due then and not yet
-    /// returned wait in the due queue and come out first on the next poll.
+    /// a timer, or a `poll_into` stopped by its `limit`, it is the deadline of the last timer
+    /// returned: the tick the wheel had to reach to find it. Timers due then and not yet
+    /// returned wait in the due queue, and come out first on the next poll.
     pub fn elapsed(&self) -> u64 {
         self.elapsed
     }
@@ -328,14 +328,15 @@ impl<T> Wheel<T> {
     /// Takes out the next timer due at or before `max(now, elapsed())` (in ticks), or `None`
     /// when no pending timer has a deadline ≤ that.
     ///
-    /// Timers come out in deadline order, equal deadlines in insertion order (for timers
-    /// never reset). Advances [`elapsed`](Wheel::elapsed) toward `now`, cascading the slots it
-    /// passes; once it returns `None`, `elapsed() == max(elapsed, now)`. The wheel's time
-    /// never goes backwards: a `now` before `elapsed` counts as `elapsed`, so a timer that
-    /// became due when the wheel reached `elapsed` (and waits because an earlier poll stopped
-    /// after its equal-deadline neighbour, or `poll_into` hit its limit) comes out even with
-    /// a smaller `now`; nothing fires before the wheel has reached its deadline, and nothing
-    /// panics.
+    /// Timers come out in deadline order, equal deadlines in insertion order (for timers never
+    /// reset). Advances [`elapsed`](Wheel::elapsed) toward `now`, cascading the slots it
+    /// passes. Once it returns `None`, `elapsed() == max(elapsed, now)`.
+    ///
+    /// The wheel's time never goes backwards: a `now` before `elapsed` counts as `elapsed`. So
+    /// a timer that became due when the wheel reached `elapsed` comes out even with a smaller
+    /// `now`. Such a timer waits because an earlier poll stopped after its equal-deadline
+    /// neighbour, or because `poll_into` hit its limit. Nothing fires before the wheel has
+    /// reached its deadline, and nothing panics.
     ///
     /// Cost: O(levels) to find the next slot, plus O(1) amortised per timer cascaded or
     /// returned. An idle poll (nothing due) is one comparison however many timers are pending.
@@ -405,19 +406,22 @@ impl<T> Wheel<T> {
         self.quiet_until
     }
 
-    /// The earliest tick at which a poll may return a timer, or `None` when the wheel is
-    /// empty. O(levels); after cancels or moves since the last poll, up to 64 of which are
-    /// applied to their slots' counts only lazily, O(levels + 64 × the
-    /// slots passed over): at most a few thousand steps, whatever the number of timers.
+    /// The earliest tick at which a poll may return a timer, or `None` when the wheel is empty.
+    /// O(levels). Up to 64 cancels or moves since the last poll are applied to their slots'
+    /// counts only lazily; with such pending, the cost is O(levels + 64 × the slots passed
+    /// over). That is at most a few thousand steps, whatever the number of timers.
     ///
-    /// Never later than the earliest pending deadline. It is that deadline exactly when the
-    /// earliest timer is due within 64 ticks of `elapsed` (same level-1 digit) and no timer
-    /// was reset to a later tick from a place before it; otherwise it is earlier: the tick
-    /// the earliest timer's slot would cascade (also for a timer waiting in the due queue's
-    /// sorted run, so the answer does not depend on where a timer waits), or the old tick of
-    /// a timer moved later, which keeps its place (a level-0 slot, or the run) until a poll
-    /// reaches it and files it anew. Due timers not yet polled give a tick at or before
-    /// `elapsed`. Cancelled timers do not hold it early: slots count live timers.
+    /// Never later than the earliest pending deadline. It is that deadline exactly when both
+    /// hold:
+    /// - the earliest timer is due within 64 ticks of `elapsed` (same level-1 digit);
+    /// - no timer was reset to a later tick from a place before it.
+    ///
+    /// Otherwise it is earlier. It is then the tick the earliest timer's slot would cascade,
+    /// also for a timer waiting in the due queue's sorted run, so the answer does not depend on
+    /// where a timer waits. Or it is the old tick of a timer moved later. Such a timer keeps
+    /// its place (a level-0 slot, or the run) until a poll reaches it and files it anew. Due
+    /// timers not yet polled give a tick at or before `elapsed`. Cancelled timers do not hold
+    /// it early: slots count live timers.
     pub fn next_expiration(&self) -> Option<u64> {
         self.next_expiration_tick()
     }
