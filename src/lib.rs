@@ -2,14 +2,13 @@
 //! them: a mail transfer agent's deferred queues, connection idle timeouts, request deadlines,
 //! retry back-off, job schedulers.
 //!
-//! Insert, cancel and reset are O(1) on a wheel of 11 levels × 64 slots that covers every
+//! Insert, cancel and reset are O(1) on a wheel of 11 levels × 64 slots. The wheel covers every
 //! `u64` deadline without clamping (Varghese & Lauck 1987, "Hashed and hierarchical timing
 //! wheels"; the level layout of tokio's timer wheel). Every timer lives in an arena entry
-//! stamped with a generation, so a key whose timer fired, was cancelled or was reset elsewhere
-//! is rejected instead of reaching another timer. On top of the wheel, a sharded, thread-safe
-//! scheduler of named queues pops due timers in two phases, so that a queue drain running
-//! while the dispatcher holds timers gets back exactly the pending ones and is told which are
-//! in flight.
+//! stamped with a generation. So a key whose timer fired, was cancelled or was reset elsewhere
+//! is rejected; it never reaches another timer. On top of the wheel, a sharded, thread-safe
+//! scheduler of named queues pops due timers in two phases. A queue drain that runs while the
+//! dispatcher holds timers gets back exactly the pending ones, and is told which are in flight.
 //!
 //! # Which type for which job
 //!
@@ -23,12 +22,13 @@
 //! | an async dispatcher stream for the scheduler | `tokio::DueStream` from `Scheduler::due_stream` | `tokio` (feature `tokio`) |
 //! | requests waiting, with deadlines, for scarce capacity (bytes, slots) | [`admission::AdmissionQueue`], [`admission::WaitQueue`] | [`admission`] |
 //!
-//! The rows are the layers, in order, one module (and folder of `src/`) each: 1 [`wheel`],
-//! 2 [`clock`], 3 [`indexed`], 4 [`sync`], 5 `tokio`, 6 [`admission`]. A lower layer never
-//! depends on a higher one: [`Wheel`] has no clock, no lock and no allocation beyond its
-//! arena and slots. Admission uses only layers 1 and 2; its async `acquire_async` is in
-//! [`admission`] too (feature `tokio`). Moving a frozen queue to another host through Redis
-//! is the separate crate [`tickwheel-redis`](https://docs.rs/tickwheel-redis).
+//! The rows are the layers, in order, one module (and folder of `src/`) each:
+//! 1 [`wheel`], 2 [`clock`], 3 [`indexed`], 4 [`sync`], 5 `tokio`, 6 [`admission`]. A lower
+//! layer never depends on a higher one. [`Wheel`] has no clock, no lock and no allocation
+//! beyond its arena and slots. Admission uses only layers 1 and 2; its async `acquire_async`
+//! is in [`admission`] too (feature `tokio`). The separate crate
+//! [`tickwheel-redis`](https://docs.rs/tickwheel-redis) moves a frozen queue to another host
+//! through Redis.
 //!
 //! # Guarantees
 //!
@@ -36,22 +36,21 @@
 //! - **Never skipped**: once `poll(now)` returns `None`, no pending timer has a deadline at or
 //!   before `now`, whatever the cadence of polls.
 //! - **Order**: deadline order; equal deadlines in insertion order for timers never reset.
-//! - **Stale keys are harmless**: no operation through a stale key touches another timer,
-//!   and none panics, except where a drop-in API must panic as the original does (each such
-//!   method of `tokio::DelayQueue` has a `try_*` twin).
-//! - **Foreign keys almost always miss**: a key of another wheel answers like a stale one,
-//!   except for a pair of wheels whose generation offsets happen to lie close (about
-//!   `R / 2^31` of pairs for indexes reused fewer than `R` times; never between two of a
-//!   process's first 2^32 wheels driven alike, nor between two made one after the other among
-//!   its first 4 096 below 65 536 reuses of an index). [`TimerKey`] states the exact
-//!   rule; keep keys with their wheel where the answer must be certain.
+//! - **Stale keys are harmless**: no operation through a stale key touches another timer. None
+//!   panics, except where a drop-in API must panic as the original does; each such method of
+//!   `tokio::DelayQueue` has a `try_*` twin.
+//! - **Foreign keys almost always miss**: a key of another wheel answers like a stale one. The
+//!   exception is a pair of wheels whose generation offsets happen to lie close: about
+//!   `R / 2^31` of pairs, for indexes reused fewer than `R` times. It never happens between two
+//!   of a process's first 2^32 wheels driven alike. Nor does it between two made one after the
+//!   other among its first 4 096, below 65 536 reuses of an index. [`TimerKey`] states the
+//!   exact rule; keep keys with their wheel where the answer must be certain.
 //! - **Whole range**: any `u64` deadline; past deadlines fire on the next poll.
 //! - **Bounded memory**: references left behind by cancels are bounded in proportion to the
-//!   live timers ([`Wheel::stats`] gives the exact bound); `shrink_to_fit` gives memory back.
-//! - **Exactly once** (scheduler): every scheduled timer ends exactly once: delivered through
-//!   a [`sync::Due`], or returned by `cancel`, `drain_queue`, `freeze_queue` or
-//!   `take_forwarded`. In-flight
-//!   timers are reported, not lost.
+//!   live timers ([`Wheel::stats`] gives the exact bound). `shrink_to_fit` gives memory back.
+//! - **Exactly once** (scheduler): every scheduled timer ends exactly once. It is delivered
+//!   through a [`sync::Due`], or returned by `cancel`, `drain_queue`, `freeze_queue` or
+//!   `take_forwarded`. In-flight timers are reported, not lost.
 //!
 //! Each module's documentation states its own contract in full ([`wheel`], [`clock`],
 //! [`sync`], [`admission`], and `tokio`).

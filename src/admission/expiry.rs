@@ -1,22 +1,22 @@
-//! The expiry driver of an [`AdmissionQueue`](super::AdmissionQueue) (feature `tokio`): one
-//! tokio task per queue that sleeps until the earliest waiting deadline tick and then
-//! advances the queue, so `acquire_async` waiters need no timer of their own.
+//! The expiry driver of an [`AdmissionQueue`](super::AdmissionQueue) (feature `tokio`). It is
+//! one tokio task per queue that sleeps until the earliest waiting deadline tick, then advances
+//! the queue. So `acquire_async` waiters need no timer of their own.
 //!
-//! **Arming.** The driver records the tick it sleeps until in `armed` (under the queue lock);
-//! a registration with an earlier deadline lowers it and wakes the driver through its
-//! `Notify` (whose stored permit covers a driver that is between its look and its sleep), so
-//! the driver re-arms for it. `armed` is 0 when no driver runs: nobody to tell.
+//! **Arming.** The driver records the tick it sleeps until in `armed`, under the queue lock. A
+//! registration with an earlier deadline lowers it and wakes the driver through its `Notify`,
+//! so the driver re-arms for it. The `Notify`'s stored permit covers a driver that is between
+//! its look and its sleep. `armed` is 0 when no driver runs: there is nobody to tell.
 //!
 //! **Life.** The first `acquire_async` future that has to wait spawns the driver on its own
-//! runtime (`alive` false → true, once). The task holds only a `Weak` to the queue; the
-//! queue's drop wakes it, and it ends. A guard owned by the task's future sets `alive` back
-//! to false however the future ends — the queue dropped, or the runtime shut down under it,
-//! polled or not — and then wakes every waiting task, so that one of them, on a runtime that
-//! still runs, spawns a new driver at its next poll: waiters on other runtimes still expire.
+//! runtime (`alive` false → true, once). The task holds only a `Weak` to the queue; the queue's
+//! drop wakes it, and it ends. A guard owned by the task's future sets `alive` back to false
+//! however the future ends: the queue dropped, or the runtime shut down under it, polled or
+//! not. The guard then wakes every waiting task. One of them, on a runtime that still runs,
+//! spawns a new driver at its next poll, so waiters on other runtimes still expire.
 //!
-//! **Clock.** The driver advances to the later of the queue's clock (`std::time::Instant`)
-//! and tokio's `now`, which under a paused clock (`start_paused`) is the virtual time its
-//! sleep was advanced to: expiries then happen at the paused clock's deadline tick.
+//! **Clock.** The driver advances to the later of the queue's clock (`std::time::Instant`) and
+//! tokio's `now`. Under a paused clock (`start_paused`), tokio's `now` is the virtual time the
+//! driver's sleep was advanced to. Expiries then happen at the paused clock's deadline tick.
 
 use std::future::Future;
 use std::pin::pin;

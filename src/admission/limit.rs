@@ -83,14 +83,16 @@ impl Limit {
         state.capacity.saturating_sub(state.held)
     }
 
-    /// Changes the capacity at run time (Cassandra's native-transport limits change the
-    /// same way). Raising it grants at once: every thread-safe queue whose head waits on
-    /// this limit is told, as when capacity comes back. Lowering it takes nothing from the
-    /// tickets holding units: nothing more is granted until they have given back enough
-    /// to be under the new capacity; a waiting ticket larger than the new capacity waits
-    /// until it is raised again or the ticket expires (a new ticket larger than it is
-    /// refused as `TooLarge`). O(queues told), takes the limit's lock once; the queues are
-    /// told with no lock held.
+    /// Changes the capacity at run time (Cassandra's native-transport limits change the same
+    /// way). Raising it grants at once: every thread-safe queue whose head waits on this limit
+    /// is told, as when capacity comes back.
+    ///
+    /// Lowering it takes nothing from the tickets holding units. Nothing more is granted until
+    /// they have given back enough to be under the new capacity. A waiting ticket larger than
+    /// the new capacity waits until the capacity is raised again or the ticket expires. A new
+    /// ticket larger than it is refused as `TooLarge`.
+    ///
+    /// O(queues told); takes the limit's lock once, and tells the queues with no lock held.
     ///
     /// ```
     /// use tickwheel::admission::Limit;

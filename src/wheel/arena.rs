@@ -1,8 +1,8 @@
 //! The entry arena: generation-stamped storage for pending timers.
 //!
 //! Why not `slab`: a slab forgets everything about a vacant entry, but a generation must
-//! outlive its timer (that is what makes stale keys harmless), so with `slab` the generations
-//! would sit in a second array and every operation would touch two cache lines. Here an entry
+//! outlive its timer; that is what makes stale keys harmless. With `slab`, the generations
+//! would sit in a second array, and every operation would touch two cache lines. Here an entry
 //! is one 24-byte enum for `T = u64` (the vacant variant fits beside the niche of `stamp`), so
 //! a cancel touches one cache line.
 //!
@@ -18,33 +18,33 @@
 //! +--------------------------+-------------+
 //! ```
 //!
-//! Each time the wheel files the entry somewhere (insert, cascade, a reset that moves it,
-//! entering the due queue) the epoch goes up by one, also across reuse of the index. A slot
-//! holds *references*, the index and the epoch (and the deadline's low digits, see
-//! [`make_ref`]); a reference is current exactly when its epoch equals the entry's, so a
-//! reference left behind by a cancel or a move is recognised as stale without being found and
-//! removed. The position stays in the entry: it says where to unlink a cancelled timer.
+//! Each time the wheel files the entry somewhere, the epoch goes up by one, also across reuse
+//! of the index. Filing means an insert, a cascade, a reset that moves the entry, or entering
+//! the due queue. A slot holds *references*: the index and the epoch, and the deadline's low
+//! digits (see [`make_ref`]). A reference is current exactly when its epoch equals the entry's.
+//! So a reference left behind by a cancel or a move is recognised as stale without being found
+//! and removed. The position stays in the entry: it says where to unlink a cancelled timer.
 //! Positions are never 0, so the stamp is never 0, which gives the enum its niche.
 //!
-//! The epoch wraps after 2^20 filings of one index, and a stale reference that outlived that
-//! many filings would look current again (and could put a timer out of order). So whenever
-//! an epoch reaches a multiple of [`SWEEP_EVERY`] the arena raises `sweep_due`, and the wheel
-//! removes every stale reference before its operation returns. A stale reference made at
-//! epoch `e` is gone by the time its index reaches the next multiple of 2^19 after `e`
-//! (plus the few filings of one operation), well before `e + 2^20`. A sweep costs
-//! O(references) and comes at most once per 2^19 filings of one index.
+//! The epoch wraps after 2^20 filings of one index. A stale reference that outlived that many
+//! filings would look current again, and could put a timer out of order. So whenever an epoch
+//! reaches a multiple of [`SWEEP_EVERY`], the arena raises `sweep_due`, and the wheel removes
+//! every stale reference before its operation returns. A stale reference made at epoch `e` is
+//! gone by the time its index reaches the next multiple of 2^19 after `e`, plus the few filings
+//! of one operation. That is well before `e + 2^20`. A sweep costs O(references) and comes at
+//! most once per 2^19 filings of one index.
 //!
 //! # Generations
 //!
-//! Each arena starts every index's generations at its own *offset* ([`next_offset`]), so a
-//! key of another wheel rarely names a timer here (see [`TimerKey`] for exactly what holds).
-//! The offset costs nothing on the hot paths: a key still compares with one `==`, the
-//! offset is only read when a generation could wrap.
+//! Each arena starts every index's generations at its own *offset* ([`next_offset`]). So a key
+//! of another wheel rarely names a timer here (see [`TimerKey`] for exactly what holds). The
+//! offset costs nothing on the hot paths: a key still compares with one `==`, and the offset is
+//! read only when a generation could wrap.
 //!
-//! An entry whose generation reaches the last before the offset (`offset - 1`, wrapping)
-//! is retired when it ends instead of going back on the free list (as slotmap does), so a
-//! key can never alias a later timer through generation wrap-around. That leaks one entry
-//! per 2^32 reuses of an index. A retired entry is never truncated by `shrink_to_fit`.
+//! An entry whose generation reaches the last before the offset (`offset - 1`, wrapping) is
+//! retired when it ends, instead of going back on the free list (as slotmap does). So a key can
+//! never alias a later timer through generation wrap-around. That leaks one entry per 2^32
+//! reuses of an index. `shrink_to_fit` never truncates a retired entry.
 
 use std::num::NonZeroU32;
 // Plain std atomics, also under `cfg(loom)`: the wheel counter is no part of any model.

@@ -1,34 +1,36 @@
-//! The due queue: timers whose deadline is at or before `elapsed`, waiting to be returned,
-//! and the *sorted run*, timers of one processed slot put in deadline order ahead of time.
+//! The due queue: timers whose deadline is at or before `elapsed`, waiting to be returned. It
+//! also holds the *sorted run*: the timers of one processed slot, put in deadline order ahead
+//! of time.
 //!
 //! Three sources feed it, and it hands them out in deadline order:
 //! - `ready`, the batch of timers a processed level-0 slot found due. They all have
-//!   `deadline == elapsed` at the time and arrive in slot order, which is insertion order, so
+//!   `deadline == elapsed` at the time. They arrive in slot order, which is insertion order, so
 //!   no sorting is needed. The batch *is* the slot's vector of references, filtered in place
-//!   and handed over whole (the slot gets the previous batch's emptied vector back): a timer
-//!   that fires is not copied between the slot and the queue;
-//! - `run`, the timers of one processed level-2 slot, sorted by deadline with a stable
-//!   counting sort over the slot's 4 096 ticks, or for a smaller slot a stable radix sort
-//!   over the two base-64 digits (equal deadlines keep slot order, which is
-//!   insertion order). The sort reads the deadline digits each reference
-//!   carries, so it loads no arena entry: a timer that would have cascaded through level 1
-//!   and level 0 (a visit to a random arena entry at each) is next visited when it fires.
-//!   Its timers come out one deadline after another as `elapsed` reaches each. Only the
-//!   front of the run (deadline ≤ `elapsed`) is due; the rest waits, and the wheel advances
-//!   `elapsed` to the run's head as it would to an occupied slot;
+//!   and handed over whole; the slot gets the previous batch's emptied vector back. So a timer
+//!   that fires is not copied between the slot and the queue.
+//! - `run`, the timers of one processed level-2 slot, sorted by deadline. The sort is a stable
+//!   counting sort over the slot's 4 096 ticks, or for a smaller slot a stable radix sort over
+//!   the two base-64 digits. Equal deadlines keep slot order, which is insertion order. The
+//!   sort reads the deadline digits each reference carries, so it loads no arena entry. A timer
+//!   that would have cascaded through level 1 and level 0 (a visit to a random arena entry at
+//!   each) is next visited when it fires. The run's timers come out one deadline after another
+//!   as `elapsed` reaches each. Only the front of the run (deadline ≤ `elapsed`) is due; the
+//!   rest waits. The wheel advances `elapsed` to the run's head as it would to an occupied
+//!   slot.
 //! - `past`, a min-heap of timers inserted or reset to a deadline already reached (rare).
 //!
 //! Order between them, for one `elapsed`: every `ready` timer and every due `run` timer has
-//! `deadline == elapsed` (the queue's due part is emptied before `elapsed` advances). The run
-//! was made before the batch (a run is made only when nothing is due), and every run and
-//! batch timer was inserted before any `past` timer of the same deadline (that one was
-//! inserted once its deadline had been reached). So: `past` timers due before `elapsed`,
-//! then the due `run`, then `ready`, then `past` timers due at `elapsed` in insert order.
+//! `deadline == elapsed`, because the queue's due part is emptied before `elapsed` advances.
+//! The run was made before the batch, since a run is made only when nothing is due. Every run
+//! and batch timer was inserted before any `past` timer of the same deadline, which was
+//! inserted once its deadline had been reached. So the order is: `past` timers due before
+//! `elapsed`, then the due `run`, then `ready`, then `past` timers due at `elapsed` in insert
+//! order.
 //!
 //! The wheel keeps the run's head current (see `Wheel::settle_run_head`), so the head's
-//! deadline is the run's earliest live deadline. A timer whose deadline was moved later
-//! while it waited in the slot or the run keeps its old place and is filed again by its
-//! new deadline when the run reaches it.
+//! deadline is the run's earliest live deadline. A timer whose deadline was moved later while
+//! it waited in the slot or the run keeps its old place. It is filed again by its new deadline
+//! when the run reaches it.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -109,14 +109,18 @@ pub struct Expired<T> {
 pub struct WheelStats {
     /// Pending timers (the same as `len()`).
     pub live: usize,
-    /// References in slots and in the due queue that no longer name a pending timer there
-    /// (left by cancel and by resets that moved a timer earlier). The levels are swept once
-    /// their stale references outnumber their live timers by more than 8 × 704, the due
-    /// queue is compacted once its stale references outnumber its timers by more than 8, and
-    /// its sorted run (a level-2 slot being drained) once they outnumber twice its timers by
-    /// more than 8, so this is at most `live + run + 8 × 706` (704 slots, the due queue and
-    /// the run; `run` ≤ `live` is the timers in the run), below `2 × live + 8 × 706`. They
-    /// also go when their slot is processed or emptied, and all of them on
+    /// References in slots and in the due queue that no longer name a pending timer there.
+    /// Cancels leave them, and so do resets that moved a timer earlier. Three bounds apply:
+    /// - the levels are swept once their stale references outnumber their live timers by more
+    ///   than 8 × 704;
+    /// - the due queue is compacted once its stale references outnumber its timers by more
+    ///   than 8;
+    /// - its sorted run (a level-2 slot being drained) is compacted once they outnumber twice
+    ///   its timers by more than 8.
+    ///
+    /// So this is at most `live + run + 8 × 706` (704 slots, the due queue and the run), below
+    /// `2 × live + 8 × 706`; `run` ≤ `live` is the timers in the run. Stale references also go
+    /// when their slot is processed or emptied, and all of them on
     /// [`shrink_to_fit`](crate::Wheel::shrink_to_fit).
     pub stale: usize,
     /// Entries the arena can hold without reallocating.

@@ -1,16 +1,16 @@
 //! Bucket arithmetic: which level and slot a deadline files into, and when a slot is due.
 //!
 //! Each level is one base-64 digit of the tick: level `L` looks at bits `6L..6L+6`. A timer
-//! files into the level of the highest digit in which its deadline differs from `elapsed`, at
-//! the slot named by that digit of the deadline. Eleven levels cover all 64 bits (the top level
-//! uses only 16 of its slots: bits 60..63), so no level is ever a ring and no deadline is
-//! clamped; this is where the design departs from tokio's six-level wheel, which caps
-//! deadlines at about 2^36 ms.
+//! files into the level of the highest digit in which its deadline differs from `elapsed`. Its
+//! slot there is that digit of the deadline. Eleven levels cover all 64 bits; the top level
+//! uses only 16 of its slots (bits 60..63). So no level is ever a ring and no deadline is
+//! clamped. This is where the design departs from tokio's six-level wheel, which caps deadlines
+//! at about 2^36 ms.
 //!
 //! Worked example, as in timer-queue: `elapsed = 7342`, `deadline = 7361`. In base 64,
-//! 7342 = (1, 50, 46) and 7361 = (1, 51, 1); the highest differing digit is digit 1, so the
-//! timer files into level 1, slot 51. That slot is due when `elapsed` reaches 64·(64·1 + 51) =
-//! 7360, when the timer cascades to level 0 slot 1 and fires at 7361.
+//! 7342 = (1, 50, 46) and 7361 = (1, 51, 1). The highest differing digit is digit 1, so the
+//! timer files into level 1, slot 51. That slot is due when `elapsed` reaches
+//! 64·(64·1 + 51) = 7360. The timer then cascades to level 0, slot 1, and fires at 7361.
 
 /// log2 of the slots per level.
 pub(crate) const SLOT_BITS: u32 = 6;
@@ -21,7 +21,8 @@ pub(crate) const LEVELS: usize = 11;
 
 /// The level a deadline later than `elapsed` files into.
 ///
-/// `| (SLOTS - 1)` makes a difference only in the low digit still count as level 0.
+/// `| (SLOTS - 1)` makes a deadline that differs from `elapsed` only in the low digit count
+/// as level 0.
 #[inline]
 pub(crate) fn level_for(elapsed: u64, deadline: u64) -> usize {
     debug_assert!(

@@ -1,11 +1,11 @@
 //! Layer 1, the core: a hierarchical timer wheel over `u64` ticks.
 //!
-//! A hierarchical wheel (Varghese & Lauck, "Hashed and Hierarchical Timing Wheels", SOSP
-//! 1987) keeps timers in buckets by how far away they are: level 0 has one slot per tick for
-//! the next 64 ticks, level 1 one slot per 64 ticks for the next 4 096, and so on. Insert and
-//! cancel are O(1); a timer is touched once per level it *cascades* through on its way down,
-//! at most 11 times, and usually once or twice. What it trades away is order *inside* a
-//! higher-level slot (found only when the slot cascades) and exact `next_expiration` above
+//! A hierarchical wheel (Varghese & Lauck, "Hashed and Hierarchical Timing Wheels", SOSP 1987)
+//! keeps timers in buckets by how far away they are. Level 0 has one slot per tick for the next
+//! 64 ticks, level 1 one slot per 64 ticks for the next 4 096, and so on. Insert and cancel are
+//! O(1). A timer is touched once per level it *cascades* through on its way down: at most 11
+//! times, usually once or twice. The wheel trades away two things: order *inside* a
+//! higher-level slot, found only when the slot cascades, and an exact `next_expiration` above
 //! level 0.
 //!
 //! | level | slot width (1 ms ticks) | range |
@@ -18,34 +18,34 @@
 //! | 5 | 12.7 days | 2.2 years |
 //! | 6–10 | … | the rest of `u64`: 585 million years |
 //!
-//! tokio's wheel stops at level 5 and clamps later deadlines; here eleven levels of 64 slots
-//! cover every `u64` exactly (the top level uses 16 slots), so no deadline is clamped and no
-//! level wraps around.
+//! tokio's wheel stops at level 5 and clamps later deadlines. Here eleven levels of 64 slots
+//! cover every `u64` exactly (the top level uses 16 slots). No deadline is clamped and no level
+//! wraps around.
 //!
 //! What differs from tokio's wheel, and why:
-//! - **Entries live in a generation-stamped arena; slots hold references, not links.** A
-//!   key names (index, generation), so a stale key is rejected instead of aliasing the next
-//!   timer at its index (the `DelayQueue` bug class), and a timer can never be "already
-//!   linked" twice (the MTA drain bug). Cancel leaves the slot's reference behind and
-//!   decrements the slot's live count; stale references stay bounded ([`Wheel::stats`]).
-//! - **Moving a deadline later is free.** The timer stays in its slot with the new deadline;
-//!   when the slot is processed it is filed again by its real deadline (as Ratas does for
-//!   cheap reschedules). Only a reset to an *earlier* slot moves it.
-//! - **A due queue** holds due timers between polls, so `poll` returns one at a
-//!   time and `poll_into` can stop at `limit` and resume without losing order.
-//! - **A level-2 slot is sorted, not cascaded.** When such a slot is processed and no
-//!   sorted run is pending, a stable counting sort over its 4 096 ticks (a radix sort when
-//!   it holds few references), on deadline digits each reference carries, makes it the due queue's *run*, which hands its timers out
-//!   deadline by deadline as `elapsed` reaches them. No entry is loaded to make
-//!   the run: a timer is next visited when it fires, instead of once per level it would
-//!   cascade through (at 1 M timers over a minute, most sit in level 2: three visits to a
-//!   random 24-byte arena entry become one), and those visits are what a poll costs.
-//!   Timers inserted later go to the levels as usual; the wheel advances `elapsed` to the
-//!   earlier of the run's head and the first occupied slot. A timer in the run is cancelled
-//!   and reset in O(1) like any other (its entry's stamp says it is in the run).
+//! - **Entries live in a generation-stamped arena; slots hold references, not links.** A key
+//!   names (index, generation), so a stale key is rejected instead of aliasing the next timer
+//!   at its index (the `DelayQueue` bug class). A timer can never be "already linked" twice
+//!   (the MTA drain bug). Cancel leaves the slot's reference behind and decrements the slot's
+//!   live count. Stale references stay bounded ([`Wheel::stats`]).
+//! - **Moving a deadline later is free.** The timer stays in its slot with the new deadline.
+//!   When the slot is processed, the timer is filed again by its real deadline (as Ratas does
+//!   for cheap reschedules). Only a reset to an *earlier* slot moves it.
+//! - **A due queue** holds due timers between polls. So `poll` returns one at a time, and
+//!   `poll_into` can stop at `limit` and resume without losing order.
+//! - **A level-2 slot is sorted, not cascaded.** When such a slot is processed and no sorted
+//!   run is pending, the slot becomes the due queue's *run*. A stable counting sort over its
+//!   4 096 ticks makes it, or a radix sort when it holds few references; both read the deadline
+//!   digits each reference carries. The run hands its timers out deadline by deadline as
+//!   `elapsed` reaches them. Making the run loads no entry: a timer is next visited when it
+//!   fires, not once per level it would cascade through. Those visits are what a poll costs. At
+//!   1 M timers over a minute most sit in level 2, so three visits to a random 24-byte arena
+//!   entry become one. Timers inserted later go to the levels as usual. The wheel advances
+//!   `elapsed` to the earlier of the run's head and the first occupied slot. A timer in the run
+//!   is cancelled and reset in O(1) like any other; its entry's stamp says it is in the run.
 //!
-//! Ordering contract: timers come out in deadline order; timers with equal deadlines come
-//! out in insertion order if they were never reset. Nothing depends on hashing.
+//! Ordering contract: timers come out in deadline order. Timers with equal deadlines come out
+//! in insertion order if they were never reset. Nothing depends on hashing.
 
 mod arena;
 mod due;
@@ -170,9 +170,9 @@ impl<T> Wheel<T> {
     ///
     /// After a [`poll`](Wheel::poll) or [`poll_into`](Wheel::poll_into) that returned
     /// everything due, it equals the largest `now` passed so far. After a `poll` that returned
-    /// a timer or a `poll_into` stopped by its `limit`, it is the deadline of the last timer
-    /// returned (the tick the wheel had to reach to find it): timers due then and not yet
-    /// returned wait in the due queue and come out first on the next poll.
+    /// a timer, or a `poll_into` stopped by its `limit`, it is the deadline of the last timer
+    /// returned: the tick the wheel had to reach to find it. Timers due then and not yet
+    /// returned wait in the due queue, and come out first on the next poll.
     pub fn elapsed(&self) -> u64 {
         self.elapsed
     }
@@ -328,14 +328,15 @@ impl<T> Wheel<T> {
     /// Takes out the next timer due at or before `max(now, elapsed())` (in ticks), or `None`
     /// when no pending timer has a deadline ≤ that.
     ///
-    /// Timers come out in deadline order, equal deadlines in insertion order (for timers
-    /// never reset). Advances [`elapsed`](Wheel::elapsed) toward `now`, cascading the slots it
-    /// passes; once it returns `None`, `elapsed() == max(elapsed, now)`. The wheel's time
-    /// never goes backwards: a `now` before `elapsed` counts as `elapsed`, so a timer that
-    /// became due when the wheel reached `elapsed` (and waits because an earlier poll stopped
-    /// after its equal-deadline neighbour, or `poll_into` hit its limit) comes out even with
-    /// a smaller `now`; nothing fires before the wheel has reached its deadline, and nothing
-    /// panics.
+    /// Timers come out in deadline order, equal deadlines in insertion order (for timers never
+    /// reset). Advances [`elapsed`](Wheel::elapsed) toward `now`, cascading the slots it
+    /// passes. Once it returns `None`, `elapsed() == max(elapsed, now)`.
+    ///
+    /// The wheel's time never goes backwards: a `now` before `elapsed` counts as `elapsed`. So
+    /// a timer that became due when the wheel reached `elapsed` comes out even with a smaller
+    /// `now`. Such a timer waits because an earlier poll stopped after its equal-deadline
+    /// neighbour, or because `poll_into` hit its limit. Nothing fires before the wheel has
+    /// reached its deadline, and nothing panics.
     ///
     /// Cost: O(levels) to find the next slot, plus O(1) amortised per timer cascaded or
     /// returned. An idle poll (nothing due) is one comparison however many timers are pending.
@@ -405,19 +406,22 @@ impl<T> Wheel<T> {
         self.quiet_until
     }
 
-    /// The earliest tick at which a poll may return a timer, or `None` when the wheel is
-    /// empty. O(levels); after cancels or moves since the last poll, up to 64 of which are
-    /// applied to their slots' counts only lazily, O(levels + 64 × the
-    /// slots passed over): at most a few thousand steps, whatever the number of timers.
+    /// The earliest tick at which a poll may return a timer, or `None` when the wheel is empty.
+    /// O(levels). Up to 64 cancels or moves since the last poll are applied to their slots'
+    /// counts only lazily; with such pending, the cost is O(levels + 64 × the slots passed
+    /// over). That is at most a few thousand steps, whatever the number of timers.
     ///
-    /// Never later than the earliest pending deadline. It is that deadline exactly when the
-    /// earliest timer is due within 64 ticks of `elapsed` (same level-1 digit) and no timer
-    /// was reset to a later tick from a place before it; otherwise it is earlier: the tick
-    /// the earliest timer's slot would cascade (also for a timer waiting in the due queue's
-    /// sorted run, so the answer does not depend on where a timer waits), or the old tick of
-    /// a timer moved later, which keeps its place (a level-0 slot, or the run) until a poll
-    /// reaches it and files it anew. Due timers not yet polled give a tick at or before
-    /// `elapsed`. Cancelled timers do not hold it early: slots count live timers.
+    /// Never later than the earliest pending deadline. It is that deadline exactly when both
+    /// hold:
+    /// - the earliest timer is due within 64 ticks of `elapsed` (same level-1 digit);
+    /// - no timer was reset to a later tick from a place before it.
+    ///
+    /// Otherwise it is earlier. It is then the tick the earliest timer's slot would cascade,
+    /// also for a timer waiting in the due queue's sorted run, so the answer does not depend on
+    /// where a timer waits. Or it is the old tick of a timer moved later. Such a timer keeps
+    /// its place (a level-0 slot, or the run) until a poll reaches it and files it anew. Due
+    /// timers not yet polled give a tick at or before `elapsed`. Cancelled timers do not hold
+    /// it early: slots count live timers.
     pub fn next_expiration(&self) -> Option<u64> {
         self.next_expiration_tick()
     }

@@ -1,13 +1,16 @@
 //! [`Wheel::peek`]: which timer a poll returns next, without taking it out.
 //!
-//! The wheel keeps no ordered index of its timers, so `peek` searches, in the order a poll
-//! would hand timers out, only as far as a timer could still be earlier than the best one
-//! found: the due queue (its due part, then its sorted run while the deadlines the run's
-//! references carry are no later than the best), then the occupied slots in the order their
-//! start ticks come in, stopping at the first slot that starts at or after the best deadline
-//! (every timer filed in a slot is due no earlier than the slot's start, also a timer whose
-//! deadline was moved later while it stayed there). When the earliest timer is due within
-//! 64 ticks this is one level-0 slot: the timers of one tick.
+//! The wheel keeps no ordered index of its timers, so `peek` searches. It looks in the order a
+//! poll would hand timers out, and only as far as a timer could still be earlier than the best
+//! one found:
+//! - the due queue: its due part, then its sorted run while the deadlines the run's references
+//!   carry are no later than the best;
+//! - then the occupied slots, in the order of their start ticks. It stops at the first slot
+//!   that starts at or after the best deadline. Every timer filed in a slot is due no earlier
+//!   than the slot's start, also a timer whose deadline was moved later while it stayed there.
+//!
+//! When the earliest timer is due within 64 ticks, this is one level-0 slot: the timers of one
+//! tick.
 
 use super::level::slot_start;
 use super::{TimerKey, Wheel};

@@ -2,31 +2,32 @@
 //! occupancy bitmap.
 //!
 //! Cancel leaves its reference where it is (O(1), no search); the slot's live count drops
-//! instead. A slot whose live count reaches zero is emptied at once, without looking. The
-//! drop itself is held back a little: cancels append their slot to a short list of pending
-//! unlinks, applied before anything reads a slot's count or the bitmaps (see
+//! instead. A slot whose live count reaches zero is emptied at once, without looking. The drop
+//! itself is held back a little: cancels append their slot to a short list of pending unlinks.
+//! These are applied before anything reads a slot's count or the bitmaps (see
 //! [`Levels::try_unlink`] for why).
 //!
-//! The levels count their live timers and their stale references. When the stale ones
-//! outnumber the live ones by more than [`STALE_SLACK`] per slot (8 × 704) less twice
-//! [`PENDING`] (checked whenever the pending unlinks are applied, which is at least every
-//! `PENDING` unlinks), the wheel *sweeps*: every slot whose stale references outnumber its
-//! live ones is compacted, which leaves at most as many stale references as live timers. So
-//! stale references are at most `live + STALE_SLACK × 704` at every moment.
+//! The levels count their live timers and their stale references. The wheel *sweeps* when the
+//! stale ones outnumber the live ones by more than `STALE_SLACK × 704 − 2 × PENDING`
+//! ([`STALE_SLACK`] per slot, 704 slots, [`PENDING`]). This is checked whenever the pending
+//! unlinks are applied, which is at least every `PENDING` unlinks. A sweep compacts every slot
+//! whose stale references outnumber its live ones, which leaves at most as many stale
+//! references as live timers. So stale references are at most `live + STALE_SLACK × 704` at
+//! every moment.
 //!
 //! A level-2 slot made the due queue's sorted run (`due.rs`) leaves the levels whole, stale
-//! references included; the run keeps its own bound (at most twice its timers plus
-//! [`STALE_SLACK`]).
+//! references included. The run keeps its own bound: at most twice its timers plus
+//! [`STALE_SLACK`].
 //!
-//! Why the whole levels and not each slot: most stale references cost nothing, because they
-//! go when their slot is processed or emptied, which resolves or drops them anyway. A bound
-//! per slot compacts slots that would have been processed soon (cancelling half the timers
-//! compacted about half the slots: one extra arena lookup per cancel); a bound on the total
+//! Why a bound on the whole levels and not on each slot: most stale references cost nothing.
+//! They go when their slot is processed or emptied, which resolves or drops them anyway. A
+//! bound per slot compacts slots that would soon be processed: cancelling half the timers
+//! compacted about half the slots, one extra arena lookup per cancel. A bound on the total
 //! sweeps only when stale references really pile up. A sweep costs at most twice the stale
-//! references it removes (each slot it compacts has more stale than live references) plus a
-//! scan of the 704 slots, and at least `(STALE_SLACK × 704 − 2 × PENDING) / 2` cancels
-//! separate two sweeps (each adds a stale reference and takes a live timer away, and a sweep
-//! leaves no more stale references than live timers), so cancel stays amortised O(1).
+//! references it removes, since each slot it compacts has more stale than live references, plus
+//! a scan of the 704 slots. At least `(STALE_SLACK × 704 − 2 × PENDING) / 2` cancels separate
+//! two sweeps. Each cancel adds a stale reference and takes a live timer away, and a sweep
+//! leaves no more stale references than live timers. So cancel stays amortised O(1).
 
 use super::level::{LEVELS, SLOTS};
 

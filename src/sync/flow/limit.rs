@@ -1,34 +1,38 @@
-//! A queue's concurrency and rate limits, shared by every shard: [`QueueFlow`] (the limits
-//! and the counts, atomics), and [`FlowTable`], the scheduler's records of the queues that
-//! ever had a limit, the list of those whose capacity grew while they had parked timers,
-//! and the throttle wake-ups: for each throttled queue, the tick its next hand-out is
-//! permitted at.
+//! A queue's concurrency and rate limits, shared by every shard. [`QueueFlow`] holds the limits
+//! and the counts, as atomics. [`FlowTable`] holds the scheduler's side:
+//! - the records of the queues that ever had a limit;
+//! - the list of those whose capacity grew while they had parked timers;
+//! - the throttle wake-ups: for each throttled queue, the tick its next hand-out is permitted
+//!   at.
 //!
-//! The rate limit is GCRA (the generic cell rate algorithm of ATM networks, ITU-T I.371;
-//! the algorithm of the `governor` crate): a queue with an emission interval `T` and a
-//! tolerance `τ = T × (burst − 1)` keeps a theoretical arrival time `tat`; a hand-out at
-//! `now` is permitted if `now ≥ tat − τ`, and sets `tat = max(tat, now) + T`. One
-//! compare-and-swap per hand-out, no timer per token. Its times are nanoseconds since the
-//! scheduler's origin, taken from the `now` given to `pop_due` (not rounded to ticks: two
-//! hand-outs `T` apart in ticks could be less than `T` apart in the caller's time), in a
-//! `u128`: `u64` nanoseconds end 584 years after the origin, short of the tick range the
-//! scheduler serves, and `T × (burst − 1)` (up to 2^96 ns) would saturate there — a
-//! saturated tolerance or clock permits every hand-out. In `u128` nothing saturates (a
-//! `now` is under 2^94 ns), so the arithmetic is exact.
+//! The rate limit is GCRA, the generic cell rate algorithm of ATM networks (ITU-T I.371) and
+//! the algorithm of the `governor` crate. A queue with an emission interval `T` and a tolerance
+//! `τ = T × (burst − 1)` keeps a theoretical arrival time `tat`. A hand-out at `now` is
+//! permitted if `now ≥ tat − τ`, and sets `tat = max(tat, now) + T`. That is one
+//! compare-and-swap per hand-out, and no timer per token.
+//!
+//! Its times are nanoseconds since the scheduler's origin, in a `u128`. They come from the
+//! `now` given to `pop_due`, not rounded to ticks: two hand-outs `T` apart in ticks could be
+//! less than `T` apart in the caller's time. Why `u128`: `u64` nanoseconds end 584 years after
+//! the origin, short of the tick range the scheduler serves. And `T × (burst − 1)`, up to
+//! 2^96 ns, would saturate there; a saturated tolerance or clock permits every hand-out. In
+//! `u128` nothing saturates (a `now` is under 2^94 ns), so the arithmetic is exact.
 //!
 //! Why atomics, and in which order. A `pop_due` takes a slot under its shard's lock
-//! ([`QueueFlow::acquire`]); a slot is given back by a `Due` that is done, which holds no
-//! lock ([`QueueFlow::end`]), or by a retry or a put-back. A timer that finds no slot is
-//! parked in its shard. The lost wake-up to avoid: the merge fails to take a slot, the last
-//! in-flight `Due` ends and sees nothing parked, and then the merge parks its timer — which
-//! nobody would make due again. So a merge whose first try fails counts itself parked and
-//! **then** tries again (uncounting itself if that succeeds), and an end gives its slot back
-//! **before** it looks at the parked count, all four `SeqCst`: of two threads each writing
-//! one location and then reading the other's, one reads the other's write (Dekker). Either
-//! the second try takes the slot just given back, or the end sees the parked timer and lists
-//! the queue as freed, for the next `pop_due` to make one of its parked timers due. (An end
-//! before the count was made left its slot for the second try.) A first try that succeeds,
-//! the usual case, costs one compare-and-swap and no count.
+//! ([`QueueFlow::acquire`]). A slot is given back by a `Due` that is done, which holds no lock
+//! ([`QueueFlow::end`]), or by a retry or a put-back. A timer that finds no slot is parked in
+//! its shard.
+//!
+//! The lost wake-up to avoid: the merge fails to take a slot; the last in-flight `Due` ends and
+//! sees nothing parked; then the merge parks its timer, which nobody would make due again. So a
+//! merge whose first try fails counts itself parked and **then** tries again, uncounting itself
+//! if that succeeds. An end gives its slot back **before** it looks at the parked count. All
+//! four accesses are `SeqCst`: of two threads that each write one location and then read the
+//! other's, one reads the other's write (Dekker). So either the second try takes the slot just
+//! given back, or the end sees the parked timer. The end then lists the queue as freed, for the
+//! next `pop_due` to make one of its parked timers due. An end before the count was made left
+//! its slot for the second try. A first try that succeeds, the usual case, costs one
+//! compare-and-swap and no count.
 
 use std::hash::Hash;
 use std::sync::{Arc, Weak};

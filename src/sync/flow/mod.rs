@@ -1,11 +1,13 @@
 //! Flow control per queue, as a queue manager needs it (Postfix's `postsuper -h`, KumoMTA's
-//! suspensions): [`Scheduler::hold_queue`](super::Scheduler::hold_queue) and
-//! [`release_queue`](super::Scheduler::release_queue), a concurrency limit per queue
-//! ([`set_concurrency`](super::Scheduler::set_concurrency)) and a rate limit
-//! ([`set_rate`](super::Scheduler::set_rate), [`RateLimit`]), and the three as one value
-//! ([`FlowPolicy`]). The shard's side (the marks
-//! and the parked timers) is in `shard/flow.rs`; the shared per-queue record of a limit in
-//! `limit.rs`.
+//! suspensions):
+//! - [`Scheduler::hold_queue`](super::Scheduler::hold_queue) and
+//!   [`release_queue`](super::Scheduler::release_queue);
+//! - a concurrency limit per queue ([`set_concurrency`](super::Scheduler::set_concurrency));
+//! - a rate limit ([`set_rate`](super::Scheduler::set_rate), [`RateLimit`]);
+//! - the three as one value ([`FlowPolicy`]).
+//!
+//! The shard's side, the marks and the parked timers, is in `shard/flow.rs`. The shared
+//! per-queue record of a limit is in `limit.rs`.
 
 mod limit;
 mod policy;

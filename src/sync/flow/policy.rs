@@ -1,6 +1,6 @@
-//! A queue's whole flow policy as one value: read from one scheduler, applied to another
-//! (a queue that moves between processes, or comes back after a restart, keeps its hold
-//! and its limits).
+//! A queue's whole flow policy as one value, read from one scheduler and applied to another. So
+//! a queue that moves between processes, or comes back after a restart, keeps its hold and its
+//! limits.
 
 use std::borrow::Borrow;
 use std::hash::Hash;

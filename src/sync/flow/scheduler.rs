@@ -289,11 +289,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// Sets the rate limit of `queue` (`None`: none): at most `count` hand-outs per `per`,
-    /// bursts of up to `burst` (see [`RateLimit`]), by GCRA over the `now` given to
-    /// [`pop_due`](Self::pop_due) (exact, not rounded to ticks). A due timer of a queue
-    /// whose rate allows no hand-out now is **parked**, and the queue gets a wake-up at the
-    /// instant its next hand-out is permitted: a timer of its own, which the dispatcher
-    /// sleeps until like any deadline (no polling); then the next `pop_due` makes its
+    /// bursts of up to `burst` (see [`RateLimit`]). It is enforced by GCRA over the `now` given
+    /// to [`pop_due`](Self::pop_due), exact and not rounded to ticks. A due timer of a queue
+    /// whose rate allows no hand-out now is **parked**. The queue then gets a wake-up at the
+    /// instant its next hand-out is permitted: a timer of its own, which the dispatcher sleeps
+    /// until like any deadline (no polling). The next `pop_due` after it makes the queue's
     /// earliest parked timers due, as many as the rate and the concurrency limit permit.
     /// `queue_counts` shows `throttled` while a wake-up is pending.
     ///
@@ -301,24 +301,28 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// bits, so neither a long interval times a large burst nor a `now` centuries after
     /// the origin saturates (a saturated limit would permit every hand-out).
     ///
-    /// Changes take effect at once: the queue's backlog (hand-outs its GCRA still counts
-    /// against it, as time) is rescaled to the new interval, measured from the latest `now`
-    /// a `pop_due` or `pop_due_queue` ran at (rounded up to a nanosecond). A burst spent under the old rate
-    /// stays spent: a lowered rate permits no second burst, and the next hand-out is
-    /// permitted later; for a raised rate, sooner. Setting the same limit again changes
-    /// nothing. A limit set after a lift rescales the backlog left at the lift (hand-outs
-    /// while lifted do not count). A throttled queue's wake-up is dropped and the queue is
-    /// looked at again by the next `pop_due`, which registers a wake-up at the new
-    /// permitted instant if its parked timers still need one (a lift needs none:
-    /// `queue_counts` then shows it not throttled, and `next_deadline` no longer counts
-    /// it). Never more than the new rate allows after the change. The rate's clock is
-    /// the latest `now` a `pop_due` or `pop_due_queue` ran at: a call with an earlier `now`
-    /// counts at that latest one (a `now` that goes backwards is ignored, as by the wheel),
-    /// so it never permits more than the rate. Costs as
-    /// [`set_concurrency`](Self::set_concurrency), which shares the queue's flow record:
-    /// a hand-out of a limited queue adds one compare-and-swap. The idea is KumoMTA's
-    /// `max_message_rate` per ready queue; GCRA is ITU-T I.371's, as in the `governor`
-    /// crate. `queue` may be any borrowed form of `Q` that can make an owned `Q`.
+    /// Changes take effect at once. The queue's backlog (hand-outs its GCRA still counts
+    /// against it, as time) is rescaled to the new interval. It is measured from the latest
+    /// `now` a `pop_due` or `pop_due_queue` ran at, rounded up to a nanosecond. A burst spent
+    /// under the old rate stays spent: a lowered rate permits no second burst, and the next
+    /// hand-out is permitted later; for a raised rate, sooner. Setting the same limit again
+    /// changes nothing. A limit set after a lift rescales the backlog left at the lift;
+    /// hand-outs while lifted do not count.
+    ///
+    /// A throttled queue's wake-up is dropped, and the next `pop_due` looks at the queue again.
+    /// It registers a wake-up at the new permitted instant if the parked timers still need one.
+    /// A lift needs none: `queue_counts` then shows the queue not throttled, and
+    /// `next_deadline` no longer counts it. Never more than the new rate allows after the
+    /// change.
+    ///
+    /// The rate's clock is the latest `now` a `pop_due` or `pop_due_queue` ran at. A call with
+    /// an earlier `now` counts at that latest one; a `now` that goes backwards is ignored, as
+    /// by the wheel. So it never permits more than the rate.
+    ///
+    /// Costs as [`set_concurrency`](Self::set_concurrency), which shares the queue's flow
+    /// record: a hand-out of a limited queue adds one compare-and-swap. The idea is KumoMTA's
+    /// `max_message_rate` per ready queue; GCRA is ITU-T I.371's, as in the `governor` crate.
+    /// `queue` may be any borrowed form of `Q` that can make an owned `Q`.
     ///
     /// ```
     /// use std::time::{Duration, Instant};
@@ -410,14 +414,15 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// Flushes `queue` ("deliver this destination now", Postfix's `postqueue -s`): every
-    /// pending member not yet due at `now` becomes due at `now`, in deadline order (deadline,
-    /// then schedule order, after the members already due), its deadline the start of
-    /// `now`'s tick (so it is due at any `now` in that tick, never early).
-    /// Returns how many were moved. Members in flight are left to the dispatcher (one that
-    /// comes back later, retried or put back, is pending at its own deadline). A held
-    /// queue's flushed members are due but stay held: they are parked by the next `pop_due`
-    /// and come out, in this order, when the queue is released; a limited queue's come out
-    /// as its limits permit. Wakes a sleeping dispatcher.
+    /// pending member not yet due at `now` becomes due at `now`. They come in deadline order
+    /// (deadline, then schedule order), after the members already due. Each one's deadline
+    /// becomes the start of `now`'s tick, so it is due at any `now` in that tick, never early.
+    /// Returns how many were moved.
+    ///
+    /// Members in flight are left to the dispatcher; one that comes back later, retried or put
+    /// back, is pending at its own deadline. A held queue's flushed members are due but stay
+    /// held: the next `pop_due` parks them, and they come out in this order when the queue is
+    /// released. A limited queue's come out as its limits permit. Wakes a sleeping dispatcher.
     ///
     /// Cost: O(members of the queue × log + shards); locks every shard at once, in
     /// ascending order (as a `pop_due` that finds every shard due), so the new order is
