@@ -78,7 +78,10 @@ async fn journal_calls_on_a_queue_not_owned_or_with_the_journal_off_are_refused(
         off.journal_put(&qs[0], &1, at, &"v".to_owned()),
         Err(Error::JournalOff)
     ));
-    assert!(matches!(off.journal_end(&qs[0], &1), Err(Error::JournalOff)));
+    assert!(matches!(
+        off.journal_end(&qs[0], &1),
+        Err(Error::JournalOff)
+    ));
     off.leave().await.expect("leave");
     let on = join_journaling(&opts, "on", true).await;
     let stranger = "never-registered".to_owned();
@@ -86,7 +89,10 @@ async fn journal_calls_on_a_queue_not_owned_or_with_the_journal_off_are_refused(
         on.journal_put(&stranger, &1, at, &"v".to_owned()),
         Err(Error::NotOwned)
     ));
-    assert!(matches!(on.journal_end(&stranger, &1), Err(Error::NotOwned)));
+    assert!(matches!(
+        on.journal_end(&stranger, &1),
+        Err(Error::NotOwned)
+    ));
 }
 
 /// An orderly move (a second member joins and takes queues by handoff) leaves each moved
@@ -110,7 +116,9 @@ async fn a_moved_queue_s_journal_matches_its_new_owner() {
         for i in 0..40u64 {
             let id = n as u64 * 1000 + i;
             let v = format!("{q}:{id}");
-            a.scheduler().schedule(q.clone(), id, at, v.clone()).expect("schedule");
+            a.scheduler()
+                .schedule(q.clone(), id, at, v.clone())
+                .expect("schedule");
             pending.push(a.journal_put(q, &id, at, &v).expect("journal"));
         }
     }
@@ -118,8 +126,14 @@ async fn a_moved_queue_s_journal_matches_its_new_owner() {
         w.await.expect("durable");
     }
     let b = join_journaling(&opts, "b", true).await;
-    wait_until(Duration::from_secs(30), "b owns some queue", || !b.owned().is_empty()).await;
-    wait_until(Duration::from_secs(30), "one owner each", || exactly_one(&[&a, &b], &qs)).await;
+    wait_until(Duration::from_secs(30), "b owns some queue", || {
+        !b.owned().is_empty()
+    })
+    .await;
+    wait_until(Duration::from_secs(30), "one owner each", || {
+        exactly_one(&[&a, &b], &qs)
+    })
+    .await;
     for (q, token) in b.owned() {
         let held: BTreeSet<u64> = {
             let ids = b.scheduler().queue_members(&q);
@@ -145,15 +159,20 @@ async fn in_flight_child() {
     };
     let (mut opts, name) = child_spec(&spec);
     opts.journal = Some(JournalOptions::default());
-    let m = Member::join(opts, &name, Arc::new(Sched::new()), |_q: String| async move {
-        Ok::<Vec<FrozenEntry<u64, String>>, RecoveryError>(Vec::new())
-    })
+    let m = Member::join(
+        opts,
+        &name,
+        Arc::new(Sched::new()),
+        |_q: String| async move { Ok::<Vec<FrozenEntry<u64, String>>, RecoveryError>(Vec::new()) },
+    )
     .await
     .expect("join");
     let qs = queues(QUEUES);
-    wait_until(Duration::from_secs(30), "the child owns every queue", || {
-        m.owned().len() == qs.len()
-    })
+    wait_until(
+        Duration::from_secs(30),
+        "the child owns every queue",
+        || m.owned().len() == qs.len(),
+    )
     .await;
     let mut pending = Vec::new();
     for (n, q) in qs.iter().enumerate() {
@@ -255,7 +274,12 @@ async fn timers_in_flight_at_a_kill_come_back_under_a_newer_token() {
     let acked = parse(&child, "ACK ");
     let out = parse(&child, "OUT ");
     let ended = parse(&child, "END ");
-    assert_eq!(acked.len(), QUEUES * PER_QUEUE as usize, "{:?}", child.lines());
+    assert_eq!(
+        acked.len(),
+        QUEUES * PER_QUEUE as usize,
+        "{:?}",
+        child.lines()
+    );
     assert_eq!(out, acked, "the child did not hand out everything");
     assert!(!ended.is_empty());
     let want: BTreeSet<(String, u64)> = acked.difference(&ended).cloned().collect();
@@ -275,7 +299,10 @@ async fn timers_in_flight_at_a_kill_come_back_under_a_newer_token() {
                 .unwrap_or(0);
             assert!(d.token > dead, "redelivered under {} ≤ {dead}", d.token);
             let k = (d.due.queue().clone(), *d.due.id());
-            assert!(got.insert(k.clone()), "{k:?} delivered twice by the survivor");
+            assert!(
+                got.insert(k.clone()),
+                "{k:?} delivered twice by the survivor"
+            );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -292,7 +319,10 @@ async fn churn_through_a_member_keeps_redis_flat() {
     let qs = queues(1);
     register(&opts, &qs).await;
     let m = join_journaling(&opts, "m", true).await;
-    wait_until(Duration::from_secs(30), "m owns the queue", || m.owned().len() == 1).await;
+    wait_until(Duration::from_secs(30), "m owns the queue", || {
+        m.owned().len() == 1
+    })
+    .await;
     let q = &qs[0];
     let at = Instant::now() + Duration::from_secs(3600);
     let live = 300u64;
@@ -305,7 +335,10 @@ async fn churn_through_a_member_keeps_redis_flat() {
         w.await.expect("put");
     }
     let mut c = support_raw(&redis.url()).await;
-    let keys0: u64 = redis::cmd("DBSIZE").query_async(&mut c).await.expect("dbsize");
+    let keys0: u64 = redis::cmd("DBSIZE")
+        .query_async(&mut c)
+        .await
+        .expect("dbsize");
     let mem0 = used_memory(&mut c).await;
     let mut next = live;
     for _ in 0..100 {
@@ -320,7 +353,10 @@ async fn churn_through_a_member_keeps_redis_flat() {
         }
         assert_eq!(last, live);
     }
-    let keys1: u64 = redis::cmd("DBSIZE").query_async(&mut c).await.expect("dbsize");
+    let keys1: u64 = redis::cmd("DBSIZE")
+        .query_async(&mut c)
+        .await
+        .expect("dbsize");
     let mem1 = used_memory(&mut c).await;
     assert!(keys1 <= keys0 + 2, "keys grew from {keys0} to {keys1}");
     assert!(mem1 < mem0 + 300_000, "memory grew from {mem0} to {mem1}");
@@ -335,7 +371,11 @@ async fn support_raw(url: &str) -> redis::aio::MultiplexedConnection {
 }
 
 async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("memory").query_async(c).await.expect("info");
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(c)
+        .await
+        .expect("info");
     info.lines()
         .find_map(|l| l.strip_prefix("used_memory:"))
         .and_then(|v| v.trim().parse().ok())
@@ -364,9 +404,15 @@ async fn after_the_last_leave_the_next_member_rebuilds_every_journaled_timer() {
         for i in 0..30u64 {
             let id = n as u64 * 1000 + i;
             // The first ten of each queue due at once, the rest in an hour.
-            let at = if i < 10 { now } else { now + Duration::from_secs(3600) };
+            let at = if i < 10 {
+                now
+            } else {
+                now + Duration::from_secs(3600)
+            };
             let v = format!("{q}:{id}");
-            a.scheduler().schedule(q.clone(), id, at, v.clone()).expect("schedule");
+            a.scheduler()
+                .schedule(q.clone(), id, at, v.clone())
+                .expect("schedule");
             pending.push(a.journal_put(q, &id, at, &v).expect("journal"));
             want.insert((q.clone(), id));
         }
@@ -409,7 +455,11 @@ async fn after_the_last_leave_the_next_member_rebuilds_every_journaled_timer() {
     assert_eq!(held, want, "the next member's timers after the last leave");
     for (q, token) in c.owned() {
         let journaled = journal_ids(&redis.url(), &q, token).await;
-        let in_q: BTreeSet<u64> = want.iter().filter(|(o, _)| *o == q).map(|(_, i)| *i).collect();
+        let in_q: BTreeSet<u64> = want
+            .iter()
+            .filter(|(o, _)| *o == q)
+            .map(|(_, i)| *i)
+            .collect();
         assert_eq!(journaled, in_q, "the journal of {q} under c's token");
     }
 }
@@ -444,7 +494,10 @@ async fn puts_racing_a_move_stay_in_custody_and_in_the_journal() {
                     let id = next;
                     next += 1;
                     let v = format!("{q}:{id}");
-                    if a.scheduler().schedule(q.clone(), id, at, v.clone()).is_err() {
+                    if a.scheduler()
+                        .schedule(q.clone(), id, at, v.clone())
+                        .is_err()
+                    {
                         continue;
                     }
                     match a.journal_put(q, &id, at, &v) {
@@ -462,8 +515,14 @@ async fn puts_racing_a_move_stay_in_custody_and_in_the_journal() {
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let b = join_journaling(&opts, "b", true).await;
-    wait_until(Duration::from_secs(30), "b owns some queue", || !b.owned().is_empty()).await;
-    wait_until(Duration::from_secs(30), "one owner each", || exactly_one(&[&a, &b], &qs)).await;
+    wait_until(Duration::from_secs(30), "b owns some queue", || {
+        !b.owned().is_empty()
+    })
+    .await;
+    wait_until(Duration::from_secs(30), "one owner each", || {
+        exactly_one(&[&a, &b], &qs)
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let (acked, refused) = writer.await.expect("writer");
@@ -478,11 +537,23 @@ async fn puts_racing_a_move_stay_in_custody_and_in_the_journal() {
             .iter()
             .find_map(|m| token_of(m, q).map(|t| (*m, t)))
             .expect("an owner");
-        let held: BTreeSet<u64> = owner.scheduler().queue_members(q).into_iter().map(|m| m.id).collect();
+        let held: BTreeSet<u64> = owner
+            .scheduler()
+            .queue_members(q)
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
         let journaled = journal_ids(&redis.url(), q, token).await;
         for (_, id) in acked.iter().filter(|(o, _)| o == q) {
-            assert!(held.contains(id), "acknowledged {q}/{id} not held by its owner {}", owner.name());
-            assert!(journaled.contains(id), "acknowledged {q}/{id} not in the journal");
+            assert!(
+                held.contains(id),
+                "acknowledged {q}/{id} not held by its owner {}",
+                owner.name()
+            );
+            assert!(
+                journaled.contains(id),
+                "acknowledged {q}/{id} not in the journal"
+            );
         }
         orphans.extend(journaled.difference(&held).map(|id| (q.clone(), *id)));
     }
@@ -493,4 +564,147 @@ async fn puts_racing_a_move_stay_in_custody_and_in_the_journal() {
         refused.len(),
         &orphans[..orphans.len().min(5)]
     );
+}
+
+const ZOMBIE: &str = "TICKWHEEL_FLEET_JOURNAL_ZOMBIE_CHILD";
+
+/// Journals new timers into every queue it owns, without end, printing `ACK <queue> <id>`
+/// for each acknowledged put and `REFUSED <queue> <id>` for each refused one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_child() {
+    let Ok(spec) = std::env::var(ZOMBIE) else {
+        return;
+    };
+    let (mut opts, name) = child_spec(&spec);
+    opts.journal = Some(JournalOptions::default());
+    let m = Member::join(
+        opts,
+        &name,
+        Arc::new(Sched::new()),
+        |_q: String| async move { Ok::<Vec<FrozenEntry<u64, String>>, RecoveryError>(Vec::new()) },
+    )
+    .await
+    .expect("join");
+    let qs = queues(2);
+    wait_until(
+        Duration::from_secs(30),
+        "the child owns every queue",
+        || m.owned().len() == qs.len(),
+    )
+    .await;
+    println!("OWNS");
+    let at = Instant::now() + Duration::from_secs(3600);
+    let mut next = 0u64;
+    loop {
+        for q in &qs {
+            let id = next;
+            next += 1;
+            let v = format!("{q}:{id}");
+            let _ = m.scheduler().schedule(q.clone(), id, at, v.clone());
+            match m.journal_put(q, &id, at, &v) {
+                Ok(w) => match w.await {
+                    Ok(_) => println!("ACK {q} {id}"),
+                    Err(_) => println!("REFUSED {q} {id}"),
+                },
+                Err(_) => println!("REFUSED {q} {id}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A member paused (SIGSTOP) past its lease while it journals: the survivor adopts its queues;
+/// resumed, the old member may go on writing (refused) or rejoin and take queues back; once
+/// it is killed, every put it was ever told is durable is held by the survivor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_member_s_acknowledged_puts_are_all_held_by_the_survivor() {
+    if std::env::var_os(ZOMBIE).is_some() {
+        return;
+    }
+    let Some((etcd, redis, opts)) = fleet() else {
+        return;
+    };
+    let qs = queues(2);
+    register(&opts, &qs).await;
+    let mut child = TestChild::spawn(
+        "zombie_child",
+        ZOMBIE,
+        &format!("{} {} z", etcd.url(), redis.url()),
+    );
+    let started = Instant::now();
+    while child.count("ACK ") < 50 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the child made no progress: {:?}",
+            child.lines()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tickwheel_testkit::child::send_signal(child.pid(), "STOP").expect("stop");
+    let s = join_journaling(&opts, "s", true).await;
+    let mut events = s.events();
+    wait_until(Duration::from_secs(30), "s owns every queue", || {
+        s.owned().len() == qs.len()
+    })
+    .await;
+    while let Ok(e) = events.try_recv() {
+        eprintln!("EVENT {e:?}");
+    }
+    tickwheel_testkit::child::send_signal(child.pid(), "CONT").expect("cont");
+    // Let the old member run on for a while (what it does then is what is checked).
+    let refused_before = child.count("REFUSED ");
+    let until = Instant::now() + Duration::from_secs(5);
+    while child.count("REFUSED ") < refused_before + 20 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.kill9();
+    let acked = parse(&child, "ACK ");
+    // Resumed, the old member may have rejoined and taken a queue back by handoff: dead now,
+    // it leaves every queue to the survivor again.
+    wait_until(Duration::from_secs(30), "s owns every queue again", || {
+        s.owned().len() == qs.len()
+    })
+    .await;
+    while let Ok(e) = events.try_recv() {
+        eprintln!("EVENT {e:?}");
+    }
+    // A handoff to the resumed member may still hold a queue's timers in its offer: give it
+    // until its timeout to come back (reclaimed) or to be adopted.
+    let holding = |s: &FleetMember| {
+        let mut held = BTreeSet::new();
+        for q in &qs {
+            for m in s.scheduler().queue_members(q) {
+                held.insert((q.clone(), m.id));
+            }
+        }
+        held
+    };
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut held = holding(&s);
+    while !acked.is_subset(&held) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        held = holding(&s);
+    }
+    while let Ok(e) = events.try_recv() {
+        eprintln!("EVENT {e:?}");
+    }
+    let lost: Vec<_> = acked.difference(&held).take(5).collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged puts not held by the survivor, e.g. {lost:?}",
+        acked.difference(&held).count()
+    );
+    // And Redis holds nothing the survivor lacks.
+    for (q, token) in s.owned() {
+        let journaled = journal_ids(&redis.url(), &q, token).await;
+        let mine: BTreeSet<u64> = held
+            .iter()
+            .filter(|(o, _)| *o == q)
+            .map(|(_, i)| *i)
+            .collect();
+        assert!(
+            journaled.is_subset(&mine),
+            "the journal of {q} has records the survivor lacks"
+        );
+    }
 }

@@ -573,16 +573,30 @@ async fn two_writers_interleaving_keep_the_count_and_clear_leaves_nothing() {
     let q = b"two";
     let base = key_count(&url).await;
     adopt(&p1, q, 8).await;
-    let j1 = Journal::start(p1.clone(), JournalOptions { bucket_load: 1, ..JournalOptions::default() })
-        .expect("runtime");
-    let j2 = Journal::start(p2.clone(), JournalOptions { bucket_load: 1000, ..JournalOptions::default() })
-        .expect("runtime");
+    let j1 = Journal::start(
+        p1.clone(),
+        JournalOptions {
+            bucket_load: 1,
+            ..JournalOptions::default()
+        },
+    )
+    .expect("runtime");
+    let j2 = Journal::start(
+        p2.clone(),
+        JournalOptions {
+            bucket_load: 1000,
+            ..JournalOptions::default()
+        },
+    )
+    .expect("runtime");
     let run = |j: Journal, seed: u64| {
         tokio::spawn(async move {
             let mut x = seed;
             let mut pending = Vec::new();
             for _ in 0..4000 {
-                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
                 let id = num((x >> 33) % 1500);
                 if (x >> 20) % 3 == 0 {
                     pending.push(j.submit(q, 8, vec![end(&id)]));
@@ -600,7 +614,11 @@ async fn two_writers_interleaving_keep_the_count_and_clear_leaves_nothing() {
     b.await.expect("writer 2");
     let loaded = as_map(j1.load(q, 8).await.expect("load"));
     let w = j2.write(q, 8, vec![]).await.expect("empty write");
-    assert_eq!(w.live, loaded.len() as u64, "the kept count differs from the records");
+    assert_eq!(
+        w.live,
+        loaded.len() as u64,
+        "the kept count differs from the records"
+    );
     let w = j1.write(q, 8, vec![Op::Clear]).await.expect("clear");
     assert_eq!(w.live, 0);
     assert!(j2.load(q, 8).await.expect("load").is_empty());
