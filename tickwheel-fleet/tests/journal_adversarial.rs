@@ -708,3 +708,20 @@ async fn a_paused_member_s_acknowledged_puts_are_all_held_by_the_survivor() {
         );
     }
 }
+
+/// The fleet example with `--journal redis` (its recovery hook then off): a killed member's
+/// queues come back from the journal and the run ends `ownership: OK`, exit 0.
+#[test]
+fn the_example_with_the_redis_journal_survives_a_kill() {
+    if !tickwheel_testkit::example::installed(SERVERS) {
+        return;
+    }
+    let out = FLEET
+        .command()
+        .args(SMALL)
+        .args(["--journal", "redis", "--scenario", "kill"])
+        .output()
+        .expect("run the fleet example");
+    let last = ownership_ok(&out);
+    assert!(out.status.success(), "{last}");
+}
