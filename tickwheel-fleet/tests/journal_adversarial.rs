@@ -725,3 +725,101 @@ fn the_example_with_the_redis_journal_survives_a_kill() {
     let last = ownership_ok(&out);
     assert!(out.status.success(), "{last}");
 }
+
+/// A second member joins while the first holds one handed-out timer of each queue; after the
+/// moves the first confirms them (`journal_end`, then drops the `Due`). Whoever owns each
+/// queue then holds in its scheduler exactly the timers its journal holds: an end that was
+/// refused leaves a record no scheduler holds (fired again at the next adoption, and kept in
+/// Redis for good meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_end_of_a_timer_in_flight_across_a_move_leaves_no_orphan_record() {
+    let Some((_etcd, redis, opts)) = fleet() else {
+        return;
+    };
+    let qs = queues(4);
+    register(&opts, &qs).await;
+    let a = join_journaling(&opts, "a", true).await;
+    wait_until(Duration::from_secs(30), "a owns every queue", || {
+        a.owned().len() == qs.len()
+    })
+    .await;
+    let now = Instant::now();
+    let mut pending = Vec::new();
+    for (n, q) in qs.iter().enumerate() {
+        for i in 0..20u64 {
+            let id = n as u64 * 1000 + i;
+            // One due at once per queue, the rest in an hour.
+            let at = if i == 0 {
+                now
+            } else {
+                now + Duration::from_secs(3600)
+            };
+            let v = format!("{q}:{id}");
+            a.scheduler()
+                .schedule(q.clone(), id, at, v.clone())
+                .expect("schedule");
+            pending.push(a.journal_put(q, &id, at, &v).expect("journal"));
+        }
+    }
+    for w in pending {
+        w.await.expect("durable");
+    }
+    let mut out = Vec::new();
+    let until = Instant::now() + Duration::from_secs(10);
+    while out.len() < qs.len() && Instant::now() < until {
+        out.extend(a.pop_due(Instant::now(), 100));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(out.len(), qs.len());
+    let b = join_journaling(&opts, "b", true).await;
+    // Give the moves their chance while the timers are out (the handoff waits for them, up
+    // to its timeout).
+    let until = Instant::now() + Duration::from_secs(8);
+    while b.owned().is_empty() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut refused = 0;
+    for d in out {
+        let (q, id) = (d.due.queue().clone(), *d.due.id());
+        match a.journal_end(&q, &id) {
+            Ok(w) => {
+                if w.await.is_err() {
+                    refused += 1;
+                }
+            }
+            Err(_) => refused += 1,
+        }
+        drop(d);
+    }
+    wait_until(Duration::from_secs(30), "b owns some queue", || {
+        !b.owned().is_empty()
+    })
+    .await;
+    wait_until(Duration::from_secs(30), "one owner each", || {
+        exactly_one(&[&a, &b], &qs)
+    })
+    .await;
+    let mut orphans = Vec::new();
+    for q in &qs {
+        let (owner, token) = [&a, &b]
+            .iter()
+            .find_map(|m| token_of(m, q).map(|t| (*m, t)))
+            .expect("an owner");
+        let held: BTreeSet<u64> = owner
+            .scheduler()
+            .queue_members(q)
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        let journaled = journal_ids(&redis.url(), q, token).await;
+        assert!(
+            held.is_subset(&journaled),
+            "{q}: timers held but not journaled"
+        );
+        orphans.extend(journaled.difference(&held).map(|id| (q.clone(), *id)));
+    }
+    assert!(
+        orphans.is_empty(),
+        "records no scheduler holds: {orphans:?} ({refused} ends refused)"
+    );
+}
