@@ -671,3 +671,86 @@ async fn redis_memory_per_live_timer_is_at_most_48_bytes_plus_its_value() {
         "{per:.1} bytes per live timer (value {value_bytes} bytes)"
     );
 }
+
+/// redis-server SIGKILLed while batches are in flight, then restarted from its AOF: every put
+/// acknowledged before the kill is loaded back, and every end acknowledged is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_of_redis_mid_batch_loses_no_acknowledged_write() {
+    let Some((mut server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let q = b"killed";
+    adopt(&p, q, 2).await;
+    let j = start(&p);
+    // Ends of ids put and acknowledged first, then puts, racing the kill.
+    let first: Vec<Op> = (0..2000u64).map(|i| put(&num(i), i, b"v")).collect();
+    j.write(q, 2, first).await.expect("first puts");
+    let progress = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let j = j.clone();
+        let progress = std::sync::Arc::clone(&progress);
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            let ids: Vec<u64> = (0..40_000u64).collect();
+            for chunk in ids.chunks(250) {
+                // A chunk of single-op submits, several batches in flight at once.
+                let pending: Vec<_> = chunk
+                    .iter()
+                    .map(|&i| {
+                        let op = if i < 2000 {
+                            end(&num(i))
+                        } else {
+                            put(&num(i), i, b"v")
+                        };
+                        (i, j.submit(q, 2, vec![op]))
+                    })
+                    .collect();
+                let mut failed = false;
+                for (i, w) in pending {
+                    if w.await.is_ok() {
+                        acked.push(i);
+                        progress.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    } else {
+                        failed = true;
+                    }
+                }
+                if failed {
+                    break;
+                }
+            }
+            acked
+        })
+    };
+    // Kill once a few thousand are acknowledged (the writer keeps submitting).
+    while progress.load(std::sync::atomic::Ordering::SeqCst) < 3000 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    server.kill9().expect("kill");
+    let acked = writer.await.expect("writer");
+    server.restart().expect("restart");
+    let mut loaded = None;
+    for _ in 0..200 {
+        match j.load(q, 2).await {
+            Ok(l) => {
+                loaded = Some(l);
+                break;
+            }
+            Err(e) if e.is_retryable() => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("load after restart: {e}"),
+        }
+    }
+    let held: BTreeSet<Vec<u8>> = loaded
+        .expect("never loaded")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    for i in acked {
+        if i < 2000 {
+            assert!(!held.contains(&num(i)), "acknowledged end of {i} undone");
+        } else {
+            assert!(held.contains(&num(i)), "acknowledged put of {i} lost");
+        }
+    }
+}
