@@ -1,0 +1,756 @@
+//! The Redis journal under hostile inputs and orderings: stale, future and absent tokens,
+//! odd ids, queue names and deadlines, interleavings of puts and ends, queues split wide and
+//! emptied, a server restarted or reconfigured under the writer.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use support::*;
+use tickwheel_redis::journal::{Journal, JournalError, JournalOptions, JournalRecord, Op};
+use tickwheel_redis::keys::JournalKeys;
+use tickwheel_redis::{Protocol, Token};
+
+fn put(id: &[u8], deadline_us: u64, value: &[u8]) -> Op {
+    Op::Put {
+        id: id.to_vec(),
+        deadline_us,
+        value: value.to_vec(),
+    }
+}
+
+fn end(id: &[u8]) -> Op {
+    Op::End { id: id.to_vec() }
+}
+
+fn num(i: u64) -> Vec<u8> {
+    i.to_be_bytes().to_vec()
+}
+
+type Model = BTreeMap<Vec<u8>, (u64, Vec<u8>)>;
+
+fn as_map(records: Vec<JournalRecord>) -> Model {
+    let mut out = BTreeMap::new();
+    for r in records {
+        assert!(
+            out.insert(r.id.clone(), (r.deadline_us, r.value)).is_none(),
+            "id {:?} loaded twice",
+            r.id
+        );
+    }
+    out
+}
+
+async fn adopt(p: &Protocol, q: &[u8], token: u64) {
+    if let Err(e) = p.adopt(q, token, &Token::generate()).await {
+        panic!("adopt at {token}: {e}");
+    }
+}
+
+fn start(p: &Protocol) -> Journal {
+    Journal::start(p.clone(), JournalOptions::default()).expect("runtime")
+}
+
+async fn key_count(url: &str) -> u64 {
+    let mut c = raw(url).await;
+    redis::cmd("DBSIZE")
+        .query_async(&mut c)
+        .await
+        .expect("dbsize")
+}
+
+async fn used_memory(url: &str) -> u64 {
+    let mut c = raw(url).await;
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut c)
+        .await
+        .expect("info");
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory")
+}
+
+/// A token above the current epoch, below it, and any token on a queue with no owner record
+/// are all refused, for writes and for reads, and leave nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn future_stale_and_ownerless_tokens_are_fenced_for_reads_and_writes() {
+    let Some((server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let q = b"fenced";
+    adopt(&p, q, 7).await;
+    let j = start(&p);
+    j.write(q, 7, vec![put(b"a", 1, b"x")]).await.expect("put");
+    for token in [0, 6, 8, u64::MAX] {
+        let w = j.write(q, token, vec![put(b"b", 2, b"y"), end(b"a")]).await;
+        match w {
+            Err(JournalError::Fenced {
+                current, token: t, ..
+            }) => {
+                assert_eq!(current, Some(7));
+                assert_eq!(t, token);
+            }
+            other => panic!("write under {token}: {other:?}"),
+        }
+        let l = j.load(q, token).await;
+        assert!(
+            matches!(
+                l,
+                Err(JournalError::Fenced {
+                    current: Some(7),
+                    ..
+                })
+            ),
+            "load under {token}: {l:?}"
+        );
+    }
+    let before = key_count(&server.url()).await;
+    for token in [0, 1, 7, u64::MAX] {
+        let w = j.write(b"nobody", token, vec![put(b"a", 1, b"x")]).await;
+        assert!(
+            matches!(w, Err(JournalError::Fenced { current: None, .. })),
+            "{w:?}"
+        );
+        assert!(matches!(
+            j.load(b"nobody", token).await,
+            Err(JournalError::Fenced { current: None, .. })
+        ));
+    }
+    assert_eq!(key_count(&server.url()).await, before);
+    let held = as_map(j.load(q, 7).await.expect("load"));
+    assert_eq!(held.len(), 1);
+    assert_eq!(held.get(&b"a"[..]), Some(&(1, b"x".to_vec())));
+}
+
+/// Empty ids and values, ids and values of every byte, deadlines 0 and `u64::MAX`, and queue
+/// names that are empty, not UTF-8, or full of hash-tag braces: each queue loads back exactly
+/// what it was given, and no queue sees another's records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_ids_values_deadlines_and_queue_names_round_trip_apart() {
+    let Some((_server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let queues: Vec<Vec<u8>> = vec![
+        b"".to_vec(),
+        b"{".to_vec(),
+        b"}".to_vec(),
+        b"{}".to_vec(),
+        b"a{b}c".to_vec(),
+        b"{a}".to_vec(),
+        b"a".to_vec(),
+        vec![0xff, 0xfe, 0x00, b'{'],
+        vec![0x00],
+        "é{}".as_bytes().to_vec(),
+    ];
+    let j = start(&p);
+    let all_bytes: Vec<u8> = (0..=255u8).collect();
+    let mut models = Vec::new();
+    for (k, q) in queues.iter().enumerate() {
+        let token = 3 + k as u64;
+        adopt(&p, q, token).await;
+        let mut model = Model::new();
+        let records: Vec<(Vec<u8>, u64, Vec<u8>)> = vec![
+            (Vec::new(), 0, Vec::new()),
+            (all_bytes.clone(), u64::MAX, all_bytes.clone()),
+            (vec![0], 1, vec![0]),
+            (vec![0, 0], u64::MAX - 1, b"\r\n".to_vec()),
+            (q.clone(), 1 << 63, q.clone()),
+            (format!("queue {k}").into_bytes(), 127, vec![0x80]),
+            (b"P".to_vec(), 128, b"D".to_vec()),
+            (b"C".to_vec(), 16_383, b"C".to_vec()),
+        ];
+        let mut ops = Vec::new();
+        for (id, d, v) in records {
+            model.insert(id.clone(), (d, v.clone()));
+            ops.push(put(&id, d, &v));
+        }
+        let w = j.write(q, token, ops).await.expect("put");
+        assert_eq!(w.live, model.len() as u64, "queue {q:?}");
+        models.push((q.clone(), token, model));
+    }
+    for (q, token, model) in &models {
+        assert_eq!(
+            &as_map(j.load(q, *token).await.expect("load")),
+            model,
+            "queue {q:?}"
+        );
+    }
+}
+
+/// Ids and values far past the listpack limits (4 MiB each) survive puts, the splits that
+/// move them and a load, and a later request of small puts is acknowledged (not left with
+/// an unknown outcome because the splits re-hash the huge ids for seconds inside the script).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_ids_and_values_survive_splits() {
+    let Some((_server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let q = b"huge";
+    adopt(&p, q, 2).await;
+    let j = start(&p);
+    let mut model = Model::new();
+    for i in 0..8u64 {
+        let mut id = vec![i as u8; 4 << 20];
+        id.extend_from_slice(&num(i));
+        let value = vec![(i * 7) as u8; 4 << 20];
+        model.insert(id.clone(), (i, value.clone()));
+        j.write(q, 2, vec![put(&id, i, &value)])
+            .await
+            .expect("huge put");
+    }
+    // Enough small records to split every bucket several times over.
+    let mut ops = Vec::new();
+    for i in 0..3000u64 {
+        model.insert(num(i), (i, b"s".to_vec()));
+        ops.push(put(&num(i), i, b"s"));
+    }
+    let w = j.write(q, 2, ops).await.expect("small puts");
+    assert_eq!(w.live, model.len() as u64);
+    assert_eq!(as_map(j.load(q, 2).await.expect("load")), model);
+}
+
+/// Within one request, across requests of one batch and across batches, the last op on an
+/// id wins: a put after an end brings it back, an end after a put removes it. The same id in
+/// two queues is two records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_op_on_an_id_wins_in_a_request_a_batch_and_across_batches() {
+    let Some((_server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let (q1, q2) = (&b"one"[..], &b"two"[..]);
+    adopt(&p, q1, 4).await;
+    adopt(&p, q2, 9).await;
+    let j = Journal::start(
+        p.clone(),
+        JournalOptions {
+            max_call_ops: 3,
+            ..JournalOptions::default()
+        },
+    )
+    .expect("runtime");
+    let mut m1 = Model::new();
+    let mut m2 = Model::new();
+    // One request: put, end, put again of id 1; put then end of id 2.
+    j.write(
+        q1,
+        4,
+        vec![
+            put(b"1", 1, b"a"),
+            end(b"1"),
+            put(b"1", 2, b"b"),
+            put(b"2", 2, b"x"),
+            end(b"2"),
+        ],
+    )
+    .await
+    .expect("one request");
+    m1.insert(b"1".to_vec(), (2, b"b".to_vec()));
+    // One batch of many requests, interleaving two queues and the same ids, split into calls
+    // of at most 3 ops: submitted without awaiting, in this order.
+    let mut pending = Vec::new();
+    for round in 0..200u64 {
+        let id = num(round % 7);
+        let (q, t, m) = if round % 2 == 0 {
+            (q1, 4, &mut m1)
+        } else {
+            (q2, 9, &mut m2)
+        };
+        if round % 3 == 0 {
+            m.remove(&id);
+            pending.push(j.submit(q, t, vec![end(&id)]));
+        } else {
+            m.insert(id.clone(), (round, num(round)));
+            pending.push(j.submit(q, t, vec![put(&id, round, &num(round))]));
+        }
+    }
+    for w in pending {
+        w.await.expect("batched");
+    }
+    assert_eq!(as_map(j.load(q1, 4).await.expect("load")), m1);
+    assert_eq!(as_map(j.load(q2, 9).await.expect("load")), m2);
+    // Across batches: an end, awaited, then a put of the same id.
+    j.write(q1, 4, vec![end(b"1")]).await.expect("end");
+    j.write(q1, 4, vec![put(b"1", 77, b"back")])
+        .await
+        .expect("put");
+    m1.insert(b"1".to_vec(), (77, b"back".to_vec()));
+    assert_eq!(as_map(j.load(q1, 4).await.expect("load")), m1);
+}
+
+/// A queue split to many buckets, emptied to one record and to none, then refilled: every
+/// load is exact, and the emptied queue gives its keys back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_wide_emptied_and_refilled() {
+    let Some((server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let url = server.url();
+    let q = b"wide";
+    adopt(&p, q, 3).await;
+    let j = start(&p);
+    let base_keys = key_count(&url).await;
+    for round in 0..2u64 {
+        let mut model = Model::new();
+        let ops: Vec<Op> = (0..20_000u64)
+            .map(|i| {
+                let id = num(i * 3 + round);
+                model.insert(id.clone(), (i, b"v".to_vec()));
+                put(&id, i, b"v")
+            })
+            .collect();
+        for chunk in ops.chunks(1000) {
+            j.write(q, 3, chunk.to_vec()).await.expect("fill");
+        }
+        assert_eq!(as_map(j.load(q, 3).await.expect("load")), model);
+        assert!(key_count(&url).await > base_keys + 100, "no split happened");
+        // Down to one record: the load still finds it (and only it).
+        let keep = num(5 * 3 + round);
+        let ends: Vec<Op> = model
+            .keys()
+            .filter(|id| **id != keep)
+            .map(|id| end(id))
+            .collect();
+        let w = j.write(q, 3, ends).await.expect("ends");
+        assert_eq!(w.live, 1);
+        let left = as_map(j.load(q, 3).await.expect("load"));
+        assert_eq!(left.len(), 1);
+        assert!(left.contains_key(&keep));
+        // Two keys at most: the meta and the one bucket holding the record.
+        assert!(key_count(&url).await <= base_keys + 2);
+        j.write(q, 3, vec![end(&keep)]).await.expect("last end");
+        assert_eq!(
+            key_count(&url).await,
+            base_keys,
+            "an empty journal left keys"
+        );
+    }
+}
+
+/// A load that runs while the same holder keeps splitting the queue (puts of new ids, ends of
+/// others) sees every record that no write touched exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_during_splits_sees_every_untouched_record() {
+    let Some((_server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let q = b"midsplit";
+    adopt(&p, q, 5).await;
+    let j = Journal::start(
+        p.clone(),
+        JournalOptions {
+            load_page_buckets: 1,
+            ..JournalOptions::default()
+        },
+    )
+    .expect("runtime");
+    let stable: BTreeSet<Vec<u8>> = (0..3000u64).map(num).collect();
+    let ops: Vec<Op> = stable.iter().map(|id| put(id, 1, b"s")).collect();
+    j.write(q, 5, ops).await.expect("fill");
+    let writer = {
+        let j = j.clone();
+        tokio::spawn(async move {
+            for round in 0..200u64 {
+                let ops: Vec<Op> = (0..100u64)
+                    .map(|k| put(&num(1_000_000 + round * 100 + k), 2, b"n"))
+                    .collect();
+                j.write(q, 5, ops).await.expect("churn");
+            }
+        })
+    };
+    for _ in 0..5 {
+        let loaded = j.load(q, 5).await.expect("load");
+        let mut ids = BTreeSet::new();
+        for r in &loaded {
+            assert!(ids.insert(r.id.clone()), "id {:?} twice", r.id);
+        }
+        let missing = stable.difference(&ids).count();
+        assert_eq!(missing, 0, "{missing} untouched records not loaded");
+    }
+    writer.await.expect("writer");
+}
+
+/// Live timers constant (1 000) while 200 000 puts and ends go through: Redis's memory and
+/// key count end where they were after the first 1 000.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn churn_at_a_constant_live_count_keeps_memory_flat() {
+    let Some((server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let url = server.url();
+    let q = b"churn";
+    adopt(&p, q, 2).await;
+    let j = start(&p);
+    let live = 1000u64;
+    let ops: Vec<Op> = (0..live).map(|i| put(&num(i), i, b"value-8b")).collect();
+    j.write(q, 2, ops).await.expect("fill");
+    let keys0 = key_count(&url).await;
+    let mem0 = used_memory(&url).await;
+    let mut next = live;
+    for _ in 0..200 {
+        let mut ops = Vec::new();
+        for _ in 0..1000 {
+            ops.push(end(&num(next - live)));
+            ops.push(put(&num(next), next, b"value-8b"));
+            next += 1;
+        }
+        let w = j.write(q, 2, ops).await.expect("churn");
+        assert_eq!(w.live, live);
+    }
+    assert_eq!(j.load(q, 2).await.expect("load").len() as u64, live);
+    let keys1 = key_count(&url).await;
+    let mem1 = used_memory(&url).await;
+    assert!(keys1 <= keys0 + 2, "keys grew from {keys0} to {keys1}");
+    // 200 000 records at even 10 bytes each would be 2 MB: a quarter of that is growth.
+    assert!(mem1 < mem0 + 500_000, "memory grew from {mem0} to {mem1}");
+}
+
+/// Ids that all fall in one bucket (equal low bits of the hash are enough; here thousands
+/// share the bucket) are all kept, through the splits of that crowded bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_ids_of_one_bucket_are_all_kept() {
+    let Some((_server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let q = b"crowd";
+    adopt(&p, q, 2).await;
+    let j = start(&p);
+    // Ids sharing their 16 low hash bits.
+    let mut ids = Vec::new();
+    let mut i = 0u64;
+    while ids.len() < 3000 {
+        let id = num(i);
+        if h32(&id) & 0xffff == 0x1234 {
+            ids.push(id);
+        }
+        i += 1;
+    }
+    let mut model = Model::new();
+    for chunk in ids.chunks(500) {
+        let ops: Vec<Op> = chunk
+            .iter()
+            .map(|id| {
+                model.insert(id.clone(), (7, b"c".to_vec()));
+                put(id, 7, b"c")
+            })
+            .collect();
+        j.write(q, 2, ops).await.expect("crowded put");
+    }
+    assert_eq!(as_map(j.load(q, 2).await.expect("load")), model);
+}
+
+/// The journal's FNV-1a, 32 bits, folded as the scripts fold it.
+fn h32(id: &[u8]) -> u32 {
+    let mut h: u32 = 2_166_136_261;
+    for &b in id {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(16_777_619);
+    }
+    h ^ (h >> 16)
+}
+
+/// The server switched to `appendfsync everysec` at run time: the next write is not
+/// acknowledged as durable (a journal write "returns once the ops are durable").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appendfsync_changed_at_run_time_fails_the_next_write() {
+    let Some((server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let q = b"fsync";
+    adopt(&p, q, 2).await;
+    let j = start(&p);
+    j.write(q, 2, vec![put(b"a", 1, b"x")])
+        .await
+        .expect("durable put");
+    command(
+        &server.url(),
+        redis::cmd("CONFIG").arg("SET").arg("appendfsync").arg("no"),
+    )
+    .await;
+    let w = j.write(q, 2, vec![put(b"b", 1, b"x")]).await;
+    assert!(
+        w.is_err(),
+        "a write was acknowledged as durable with appendfsync no: {w:?}"
+    );
+}
+
+/// Redis SIGKILLed and restarted from its AOF: a write while it is down is reported (not
+/// acknowledged), the journal keeps working once it is back, and every acknowledged record
+/// is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_then_back_reports_and_recovers() {
+    let Some((mut server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let q = b"restart";
+    adopt(&p, q, 2).await;
+    let j = start(&p);
+    let mut model = Model::new();
+    for i in 0..100u64 {
+        model.insert(num(i), (i, b"v".to_vec()));
+    }
+    let ops: Vec<Op> = (0..100u64).map(|i| put(&num(i), i, b"v")).collect();
+    j.write(q, 2, ops).await.expect("before");
+    server.kill9().expect("kill");
+    let down = j.write(q, 2, vec![put(b"down", 1, b"d")]).await;
+    assert!(
+        matches!(&down, Err(e) if e.is_retryable()),
+        "a write to a dead server: {down:?}"
+    );
+    server.restart().expect("restart");
+    // Retries until the connection is back: the same ops, idempotent.
+    let mut ok = None;
+    for _ in 0..200 {
+        match j
+            .write(q, 2, vec![put(b"down", 1, b"d"), end(&num(0))])
+            .await
+        {
+            Ok(w) => {
+                ok = Some(w);
+                break;
+            }
+            Err(e) if e.is_retryable() => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("after restart: {e}"),
+        }
+    }
+    let w = ok.expect("the journal never came back");
+    model.insert(b"down".to_vec(), (1, b"d".to_vec()));
+    model.remove(&num(0));
+    assert_eq!(w.live, model.len() as u64);
+    assert_eq!(as_map(j.load(q, 2).await.expect("load")), model);
+}
+
+/// A request larger than `max_call_ops` many times over (200 000 ops) goes through whole
+/// (one script call, as documented; a response timeout long enough that the machine's speed
+/// does not decide the outcome).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_request_far_past_max_call_ops_applies_whole() {
+    let Some(server) = server() else {
+        return;
+    };
+    let options = tickwheel_redis::Options {
+        response_timeout: std::time::Duration::from_secs(300),
+        ..tickwheel_redis::Options::default()
+    };
+    let p = Protocol::connect(
+        &server.url(),
+        tickwheel_redis::Member::new_boot("mx1"),
+        options,
+    )
+    .await
+    .expect("connect");
+    let q = b"bigcall";
+    adopt(&p, q, 2).await;
+    let j = start(&p);
+    let ops: Vec<Op> = (0..200_000u64).map(|i| put(&num(i), i, b"v")).collect();
+    let w = j.write(q, 2, ops).await.expect("big request");
+    assert_eq!(w.live, 200_000);
+    assert_eq!(j.load(q, 2).await.expect("load").len(), 200_000);
+}
+
+/// A record planted without a readable deadline (an empty stored value) is reported as
+/// corrupt, naming the queue, not loaded as a timer due at 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_without_a_deadline_is_corrupt() {
+    let Some((server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let q = b"planted";
+    adopt(&p, q, 2).await;
+    let j = start(&p);
+    j.write(q, 2, vec![put(b"a", 1, b"x")]).await.expect("put");
+    let k = JournalKeys::new("tickwheel", q);
+    command(
+        &server.url(),
+        redis::cmd("HSET").arg(k.bucket(0)).arg("bad").arg(""),
+    )
+    .await;
+    let l = j.load(q, 2).await;
+    assert!(
+        matches!(&l, Err(JournalError::Corrupt { queue, .. }) if queue == q),
+        "{l:?}"
+    );
+}
+
+/// Two handles (two connections) write the same queue under the same token at once, over
+/// overlapping ids, with different split loads: the live count the scripts keep always
+/// equals the records a load finds, and a clear of the wide queue leaves no key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_writers_interleaving_keep_the_count_and_clear_leaves_nothing() {
+    let Some((server, [p1, p2])) = with_members(["mx1", "mx2"]).await else {
+        return;
+    };
+    let url = server.url();
+    let q = b"two";
+    let base = key_count(&url).await;
+    adopt(&p1, q, 8).await;
+    let j1 = Journal::start(
+        p1.clone(),
+        JournalOptions {
+            bucket_load: 1,
+            ..JournalOptions::default()
+        },
+    )
+    .expect("runtime");
+    let j2 = Journal::start(
+        p2.clone(),
+        JournalOptions {
+            bucket_load: 1000,
+            ..JournalOptions::default()
+        },
+    )
+    .expect("runtime");
+    let run = |j: Journal, seed: u64| {
+        tokio::spawn(async move {
+            let mut x = seed;
+            let mut pending = Vec::new();
+            for _ in 0..4000 {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                let id = num((x >> 33) % 1500);
+                if (x >> 20).is_multiple_of(3) {
+                    pending.push(j.submit(q, 8, vec![end(&id)]));
+                } else {
+                    pending.push(j.submit(q, 8, vec![put(&id, x >> 40, b"w")]));
+                }
+            }
+            for w in pending {
+                w.await.expect("write");
+            }
+        })
+    };
+    let (a, b) = (run(j1.clone(), 1), run(j2.clone(), 2));
+    a.await.expect("writer 1");
+    b.await.expect("writer 2");
+    let loaded = as_map(j1.load(q, 8).await.expect("load"));
+    let w = j2.write(q, 8, vec![]).await.expect("empty write");
+    assert_eq!(
+        w.live,
+        loaded.len() as u64,
+        "the kept count differs from the records"
+    );
+    let w = j1.write(q, 8, vec![Op::Clear]).await.expect("clear");
+    assert_eq!(w.live, 0);
+    assert!(j2.load(q, 8).await.expect("load").is_empty());
+    // Only the owner record of the queue stays.
+    assert!(key_count(&url).await <= base + 1, "keys left after a clear");
+}
+
+/// The memory target: at most 48 bytes of Redis memory per live timer plus its
+/// value, for 50 000 timers with MessagePack `u64` ids and 8-byte values, put in requests of
+/// one (as a member's `journal_put` sends them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_memory_per_live_timer_is_at_most_48_bytes_plus_its_value() {
+    let Some((server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let url = server.url();
+    let q = b"memory";
+    adopt(&p, q, 2).await;
+    let j = start(&p);
+    let mem0 = used_memory(&url).await;
+    let n = 50_000u64;
+    let value = "8 bytes!".to_owned();
+    let mut pending = Vec::new();
+    for id in 0..n {
+        let op = Op::put(&(1_000_000 + id), 1_700_000_000_000_000 + id, &value).expect("encode");
+        pending.push(j.submit(q, 2, vec![op]));
+    }
+    for w in pending {
+        w.await.expect("put");
+    }
+    let mem1 = used_memory(&url).await;
+    let per = (mem1.saturating_sub(mem0)) as f64 / n as f64;
+    let value_bytes = rmp_serde::to_vec(&value).expect("encode").len() as f64;
+    assert!(
+        per <= 48.0 + value_bytes,
+        "{per:.1} bytes per live timer (value {value_bytes} bytes)"
+    );
+}
+
+/// redis-server SIGKILLed while batches are in flight, then restarted from its AOF: every put
+/// acknowledged before the kill is loaded back, and every end acknowledged is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_of_redis_mid_batch_loses_no_acknowledged_write() {
+    let Some((mut server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    let q = b"killed";
+    adopt(&p, q, 2).await;
+    let j = start(&p);
+    // Ends of ids put and acknowledged first, then puts, racing the kill.
+    let first: Vec<Op> = (0..2000u64).map(|i| put(&num(i), i, b"v")).collect();
+    j.write(q, 2, first).await.expect("first puts");
+    let progress = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let j = j.clone();
+        let progress = std::sync::Arc::clone(&progress);
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            let ids: Vec<u64> = (0..40_000u64).collect();
+            for chunk in ids.chunks(250) {
+                // A chunk of single-op submits, several batches in flight at once.
+                let pending: Vec<_> = chunk
+                    .iter()
+                    .map(|&i| {
+                        let op = if i < 2000 {
+                            end(&num(i))
+                        } else {
+                            put(&num(i), i, b"v")
+                        };
+                        (i, j.submit(q, 2, vec![op]))
+                    })
+                    .collect();
+                let mut failed = false;
+                for (i, w) in pending {
+                    if w.await.is_ok() {
+                        acked.push(i);
+                        progress.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    } else {
+                        failed = true;
+                    }
+                }
+                if failed {
+                    break;
+                }
+            }
+            acked
+        })
+    };
+    // Kill once a few thousand are acknowledged (the writer keeps submitting).
+    while progress.load(std::sync::atomic::Ordering::SeqCst) < 3000 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    server.kill9().expect("kill");
+    let acked = writer.await.expect("writer");
+    server.restart().expect("restart");
+    let mut loaded = None;
+    for _ in 0..200 {
+        match j.load(q, 2).await {
+            Ok(l) => {
+                loaded = Some(l);
+                break;
+            }
+            Err(e) if e.is_retryable() => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("load after restart: {e}"),
+        }
+    }
+    let held: BTreeSet<Vec<u8>> = loaded
+        .expect("never loaded")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    for i in acked {
+        if i < 2000 {
+            assert!(!held.contains(&num(i)), "acknowledged end of {i} undone");
+        } else {
+            assert!(held.contains(&num(i)), "acknowledged put of {i} lost");
+        }
+    }
+}
