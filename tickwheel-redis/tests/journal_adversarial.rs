@@ -7,7 +7,9 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 
 use support::*;
-use tickwheel_redis::journal::{Journal, JournalError, JournalOptions, JournalRecord, Op};
+use tickwheel_redis::journal::{
+    Journal, JournalError, JournalOptions, JournalRecord, MAX_ID_BYTES, Op,
+};
 use tickwheel_redis::keys::JournalKeys;
 use tickwheel_redis::{Protocol, Token};
 
@@ -179,9 +181,11 @@ async fn odd_ids_values_deadlines_and_queue_names_round_trip_apart() {
     }
 }
 
-/// Ids and values far past the listpack limits (4 MiB each) survive puts, the splits that
-/// move them and a load, and a later request of small puts is acknowledged (not left with
-/// an unknown outcome because the splits re-hash the huge ids for seconds inside the script).
+/// Ids past `MAX_ID_BYTES` (4 MiB) are refused before anything is sent (the scripts hash
+/// ids byte by byte, again at every split: such ids held Redis for seconds and left a later
+/// request of small puts with an unknown outcome). Ids at the limit and values far past the
+/// listpack limits (4 MiB) survive puts, the splits that move them and a load, and a later
+/// request of small puts is acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_ids_and_values_survive_splits() {
     let Some((_server, [p])) = with_members(["mx1"]).await else {
@@ -192,13 +196,21 @@ async fn huge_ids_and_values_survive_splits() {
     let j = start(&p);
     let mut model = Model::new();
     for i in 0..8u64 {
-        let mut id = vec![i as u8; 4 << 20];
+        let mut huge = vec![i as u8; 4 << 20];
+        huge.extend_from_slice(&num(i));
+        match j.write(q, 2, vec![put(&huge, i, b"v")]).await {
+            Err(JournalError::IdTooLong { len, max }) => {
+                assert_eq!((len, max), (huge.len(), MAX_ID_BYTES));
+            }
+            other => panic!("a {} byte id: {other:?}", huge.len()),
+        }
+        let mut id = vec![i as u8; MAX_ID_BYTES - 8];
         id.extend_from_slice(&num(i));
         let value = vec![(i * 7) as u8; 4 << 20];
         model.insert(id.clone(), (i, value.clone()));
         j.write(q, 2, vec![put(&id, i, &value)])
             .await
-            .expect("huge put");
+            .expect("put of an id at the limit and a huge value");
     }
     // Enough small records to split every bucket several times over.
     let mut ops = Vec::new();

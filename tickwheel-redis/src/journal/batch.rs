@@ -42,8 +42,13 @@ struct Prepared {
     pipe: redis::Pipeline,
     /// Per script call, in pipeline order: the requests it carries, its queue and token.
     calls: Vec<(Vec<usize>, Vec<u8>, u64)>,
+    /// Whether the pipeline ends with the durability settings read back (`CONFIG GET`).
+    checked: bool,
     batch: Vec<Request>,
 }
+
+/// The settings a batch is read back against, after its scripts ran.
+const DURABLE: [(&str, &str); 2] = [("appendonly", "yes"), ("appendfsync", "always")];
 
 /// Runs until every [`Journal`](super::Journal) handle is dropped, after answering what was
 /// sent before. Two stages, so that encoding the next batch overlaps Redis applying this one:
@@ -179,33 +184,81 @@ fn prepare(protocol: &Protocol, options: &JournalOptions, batch: Vec<Request>) -
         }
         routed.push((call.requests, r.queue.clone(), r.token));
     }
+    // Read back after the scripts, in the same pipeline: a server switched away from
+    // `appendfsync always` before or while they ran fails the whole batch, so no caller is
+    // told "durable" for a write that may not be (a switch between two rechecks would
+    // otherwise slip through).
+    let checked = !protocol.options().allow_unsafe_durability;
+    if checked {
+        for (name, _) in DURABLE {
+            pipe.cmd("CONFIG").arg("GET").arg(name);
+        }
+    }
     Prepared {
         pipe,
         calls: routed,
+        checked,
         batch,
     }
 }
 
+/// What is wrong with the durability settings read back at the end of a pipeline (`tail`:
+/// the replies to its `CONFIG GET`s, in [`DURABLE`]'s order); empty when all is well.
+fn durability_problems(tail: &[Value]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for ((name, want), reply) in DURABLE.iter().zip(tail) {
+        // RESP2 answers `[name, value]`, RESP3 a map of one entry.
+        let got = match reply {
+            Value::Array(pair) => pair.get(1).and_then(text),
+            Value::Map(pairs) => pairs.first().and_then(|(_, v)| text(v)),
+            _ => None,
+        };
+        match got {
+            Some(v) if v == *want => {}
+            Some(v) => problems.push(format!("{name} is {v:?}, needs {want:?}")),
+            None => problems.push(format!("CONFIG GET {name} answered {reply:?}")),
+        }
+    }
+    problems
+}
+
 /// Sends one pipeline and answers every request in it.
 async fn deliver(protocol: &Protocol, prepared: Prepared) {
-    let Prepared { pipe, calls, batch } = prepared;
+    let Prepared {
+        pipe,
+        calls,
+        checked,
+        batch,
+    } = prepared;
     let mut conn = protocol.conn.clone();
     let replies: Result<Vec<Value>, _> = pipe.query_async(&mut conn).await;
     let mut answers: Vec<Option<Result<Written, JournalError>>> =
         batch.iter().map(|_| None).collect();
+    let expected = calls.len() + 1 + if checked { DURABLE.len() } else { 0 };
     match replies {
-        Ok(values) if values.len() == calls.len() + 1 => {
-            for ((requests, queue, token), value) in calls.iter().zip(values.into_iter().skip(1)) {
-                for &i in requests {
-                    answers[i] = Some(answer(protocol, queue, *token, &value));
+        Ok(values) if values.len() == expected => {
+            let problems = durability_problems(&values[calls.len() + 1..]);
+            if !problems.is_empty() {
+                let e = Error::UnsafeServer {
+                    url: protocol.url.clone(),
+                    problems: problems.join("; "),
+                };
+                for a in &mut answers {
+                    *a = Some(Err(JournalError::Redis(copy(&e))));
+                }
+            } else {
+                let scripts = values.into_iter().skip(1);
+                for ((requests, queue, token), value) in calls.iter().zip(scripts) {
+                    for &i in requests {
+                        answers[i] = Some(answer(protocol, queue, *token, &value));
+                    }
                 }
             }
         }
         Ok(values) => {
             let e = Error::UnexpectedReply(format!(
-                "{} replies to a pipeline of {}",
+                "{} replies to a pipeline of {expected}",
                 values.len(),
-                calls.len() + 1
             ));
             for a in &mut answers {
                 *a = Some(Err(JournalError::Redis(copy(&e))));

@@ -37,6 +37,16 @@ pub enum JournalError {
         /// What could not be read.
         message: String,
     },
+    /// An op's id is longer than [`MAX_ID_BYTES`](crate::journal::MAX_ID_BYTES): the scripts
+    /// hash every id byte by byte, again at each split of its bucket, and a long one would
+    /// hold Redis (and every other client of it) for seconds. Nothing of the request was sent.
+    #[error("journal id of {len} bytes is over the limit of {max}; nothing sent")]
+    IdTooLong {
+        /// The id's length in bytes.
+        len: usize,
+        /// The limit, [`MAX_ID_BYTES`](crate::journal::MAX_ID_BYTES).
+        max: usize,
+    },
     /// The journal's batching task is gone (its tokio runtime shut down); nothing of this call
     /// was sent, or its answer was lost with the task.
     #[error("the journal's batching task has stopped")]

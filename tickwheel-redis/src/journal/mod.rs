@@ -51,10 +51,13 @@
 //! atomically (no other client sees part of a call; a fenced call writes nothing; Redis does
 //! not roll back a script that fails midway, which these scripts avoid: every op is checked
 //! before the first write). The [`Pending`] a submit returned resolves once Redis answered that call. The
-//! server must run `appendonly yes` and `appendfsync always` (checked by
-//! [`Protocol::connect`] and again before a batch once [`JournalOptions::durability_recheck`]
-//! has passed, refused unless
-//! [`Options::allow_unsafe_durability`](crate::Options::allow_unsafe_durability)): Redis then
+//! server must run `appendonly yes` and `appendfsync always`: [`Protocol::connect`] checks
+//! it, every batch's pipeline reads both settings back after its scripts (a server switched
+//! away from them before or while the scripts ran fails the whole batch with
+//! [`Error::UnsafeServer`](crate::Error::UnsafeServer): written, but not acknowledged as
+//! durable), and the full check (the replication role too) runs again before a batch once
+//! [`JournalOptions::durability_recheck`] has passed; all refused unless
+//! [`Options::allow_unsafe_durability`](crate::Options::allow_unsafe_durability). Redis then
 //! writes and fsyncs its AOF before it sends the replies of an event-loop iteration, so an
 //! answered call survives a crash of Redis, and a crash of the writer loses nothing that was
 //! answered.
@@ -109,6 +112,12 @@ use tickwheel::sync::snapshot::SnapshotEntry;
 use tokio::sync::{mpsc, oneshot};
 
 pub use error::JournalError;
+
+/// The longest id a journal record may have, in bytes (message ids, UUIDs and ULIDs are far
+/// shorter). The scripts hash each id byte by byte in Lua (about 0.14 ms a KiB), once at its
+/// put and again at every split of its bucket, all while Redis serves nobody else: at this
+/// bound a split of a crowded bucket costs milliseconds, where 4 MiB ids made it seconds.
+pub const MAX_ID_BYTES: usize = 1024;
 pub use record::{JournalRecord, Op};
 
 use crate::protocol::Protocol;
@@ -133,8 +142,10 @@ pub struct JournalOptions {
     /// encoding. Writers of one queue may differ: the layout does not depend on it. 0 counts
     /// as 1.
     pub bucket_load: u32,
-    /// How often the batching task checks again that the server runs `appendonly yes` and
-    /// `appendfsync always` (default 1 s); a failed check fails the batch with nothing sent.
+    /// How often the batching task runs the full durability check again before a batch
+    /// (`appendonly yes`, `appendfsync always`, a primary, not a replica; default 1 s); a
+    /// failed check fails the batch with nothing sent. The two settings are also read back
+    /// at the end of every batch's pipeline, whatever this interval.
     pub durability_recheck: Duration,
 }
 
@@ -228,9 +239,20 @@ impl Journal {
     ///   unknown: see the module docs on retries), [`Error::UnsafeServer`](crate::Error::UnsafeServer)
     ///   (nothing sent), [`Error::Redis`](crate::Error::Redis) or
     ///   [`Error::UnexpectedReply`](crate::Error::UnexpectedReply);
+    /// - [`JournalError::IdTooLong`] if an op's id is over [`MAX_ID_BYTES`] (nothing of the
+    ///   request sent);
     /// - [`JournalError::Closed`] if the batching task is gone.
     pub fn submit(&self, queue: &[u8], token: u64, ops: Vec<Op>) -> Pending {
         let (reply, rx) = oneshot::channel();
+        if let Some(len) = ops.iter().filter_map(Op::id).map(<[u8]>::len).max()
+            && len > MAX_ID_BYTES
+        {
+            let _ = reply.send(Err(JournalError::IdTooLong {
+                len,
+                max: MAX_ID_BYTES,
+            }));
+            return Pending { rx };
+        }
         // A closed channel drops the request and its sender: the Pending answers Closed.
         let _ = self.tx.send(batch::Request {
             queue: queue.to_vec(),

@@ -31,6 +31,14 @@ pub enum Op {
 }
 
 impl Op {
+    /// The id this op writes or deletes; `None` for [`Op::Clear`].
+    pub fn id(&self) -> Option<&[u8]> {
+        match self {
+            Op::Put { id, .. } | Op::End { id } => Some(id),
+            Op::Clear => None,
+        }
+    }
+
     /// [`Op::Put`] of a snapshot entry, id and value in MessagePack (`rmp-serde`, compact,
     /// the encoding of a handoff's chunks). O(size of id and value).
     ///
