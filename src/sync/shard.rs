@@ -366,6 +366,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         if self.queue_rec(rec).in_flight > 0 && done.settle(self, trash) {
             return self.drain(queue, cancelled, in_flight, done, trash);
         }
+        // Room for every member at once: growing by doubling would copy the lists (and
+        // reallocate) with the lock held.
+        let q = self.queue_rec(rec);
+        cancelled.reserve(q.pending + q.forwarded);
+        in_flight.reserve(q.in_flight);
         // Walks the list once. The record is freed when its last member leaves, and then
         // that member's `next` is already NIL: the walk never reads a freed record.
         let mut index = self.queue_rec(rec).head;
