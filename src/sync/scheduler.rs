@@ -255,8 +255,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner
             .observer
             .drained(cancelled.len(), in_flight.len());
-        cancelled.sort_unstable_by_key(|&(tick, seq, _, _)| (tick, seq));
-        in_flight.sort_unstable_by_key(|&(tick, seq, _)| (tick, seq));
+        // By one 128-bit key rather than the pair: one comparison instead of two branches.
+        cancelled.sort_unstable_by_key(|&(tick, seq, _, _)| order_key(tick, seq));
+        in_flight.sort_unstable_by_key(|&(tick, seq, _)| order_key(tick, seq));
         Drained {
             cancelled: cancelled
                 .into_iter()
@@ -556,3 +557,9 @@ impl<Q, K, T> fmt::Debug for Scheduler<Q, K, T> {
 mod hooks;
 mod inspect;
 mod pop;
+
+/// Delivery order `(tick, seq)` as one number that sorts the same.
+#[inline]
+fn order_key(tick: u64, seq: u64) -> u128 {
+    (u128::from(tick) << 64) | u128::from(seq)
+}
