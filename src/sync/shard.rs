@@ -261,24 +261,26 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             Ok(key) => key,
             Err(_) => return Err((Refusal::Full, id, timer)),
         };
-        let entry = Entry {
-            id: id.clone(),
+        let entry_id = id.clone();
+        vacant.insert((id, index));
+        let queue = self.queue_of(&timer.queue);
+        // Written once, whole, where it goes (a push, or over the free slot's `None`).
+        let entry = Some(Entry {
+            id: entry_id,
             tick,
             seq: timer.seq,
             at: timer.at,
             place: Place::Wheel(key),
-            queue: NIL,
+            queue,
             prev: NIL,
             next: NIL,
-            payload: None,
-        };
-        vacant.insert((id, index));
-        if self.free_entries.pop().is_none() {
-            self.entries.push(None);
+            payload: Some((timer.queue, timer.value)),
+        });
+        if self.free_entries.pop().is_some() {
+            self.entries[index as usize] = entry;
+        } else {
+            self.entries.push(entry);
         }
-        self.entries[index as usize] = Some(entry);
-        let queue = self.queue_of(&timer.queue);
-        self.entry_mut(index).payload = Some((timer.queue, timer.value));
         self.link(queue, index);
         Ok(())
     }
