@@ -112,22 +112,23 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// The `Due` of in-flight entry `index` is done: the id leaves the shard (its copies go
     /// to `trash`).
     pub(crate) fn finish(&mut self, index: u32, trash: &mut Trash<Q, K>) {
-        let Some(entry) = self.entries.get(index as usize).and_then(Option::as_ref) else {
-            debug_assert!(false, "a done entry is in use");
+        // Taken out whole at once: its fields are read from the copy, not looked up again.
+        let Some(entry) = (self.entries.get_mut(index as usize))
+            .and_then(|slot| slot.take_if(|e| e.place == Place::InFlight))
+        else {
+            debug_assert!(
+                false,
+                "a done entry is in use, and in flight until finished"
+            );
             return;
         };
-        if entry.place != Place::InFlight {
-            debug_assert!(false, "a done entry is in flight until finished");
-            return;
-        }
+        self.free_entries.push(index);
         if let Some(key) = self.ids.remove(&entry.id) {
             trash.id(key);
         }
         self.in_flight -= 1;
-        let queue = self.entry(index).queue;
-        self.queue_rec_mut(queue).in_flight -= 1;
-        self.unlink(index, trash);
-        let entry = self.free_entry(index);
+        self.queue_rec_mut(entry.queue).in_flight -= 1;
+        self.unlink_links(entry.queue, entry.prev, entry.next, trash);
         trash.id(entry.id);
     }
 
