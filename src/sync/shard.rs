@@ -550,15 +550,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// name goes to `trash`.
     fn remove_pending(&mut self, index: u32, trash: &mut Trash<Q, K>) -> (K, T) {
         self.unfile(index);
-        let (queue, place) = (self.entry(index).queue, self.entry(index).place);
-        if place == Place::Forwarded {
-            self.forwarded -= 1;
-            self.queue_rec_mut(queue).forwarded -= 1;
-        } else {
-            self.queue_rec_mut(queue).pending -= 1;
-        }
-        self.unlink(index, trash);
+        // Out of the slab whole: the rest reads the copy.
         let entry = self.free_entry(index);
+        let rec = self.queue_rec_mut(entry.queue);
+        if entry.place == Place::Forwarded {
+            rec.forwarded -= 1;
+            self.forwarded -= 1;
+        } else {
+            rec.pending -= 1;
+        }
+        self.unlink(entry.queue, entry.prev, entry.next, trash);
         let (queue, value) = entry.payload.expect("a pending entry holds its payload");
         trash.queue(queue);
         (entry.id, value)

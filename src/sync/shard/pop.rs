@@ -128,7 +128,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         }
         self.in_flight -= 1;
         self.queue_rec_mut(entry.queue).in_flight -= 1;
-        self.unlink_links(entry.queue, entry.prev, entry.next, trash);
+        self.unlink(entry.queue, entry.prev, entry.next, trash);
         trash.id(entry.id);
     }
 

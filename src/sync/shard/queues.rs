@@ -64,17 +64,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         (entry.queue, entry.prev, entry.next) = (rec, NIL, old_head);
     }
 
-    /// Takes an entry out of its queue's list (counts already updated); frees the record
+    /// Takes an entry, already out of the slab, out of its queue's list by its queue record
+    /// `rec` and its neighbours `prev` and `next` (counts already updated); frees the record
     /// when the queue has no member left here (its name goes to `trash`, twice: the
     /// record's and the map's).
-    pub(super) fn unlink(&mut self, index: u32, trash: &mut Trash<Q, K>) {
-        let entry = self.entry(index);
-        self.unlink_links(entry.queue, entry.prev, entry.next, trash);
-    }
-
-    /// [`unlink`](Self::unlink) of an entry already out of the slab, by its queue record
-    /// `rec` and its neighbours `prev` and `next`.
-    pub(super) fn unlink_links(&mut self, rec: u32, prev: u32, next: u32, trash: &mut Trash<Q, K>) {
+    pub(super) fn unlink(&mut self, rec: u32, prev: u32, next: u32, trash: &mut Trash<Q, K>) {
         if next != NIL {
             self.entry_mut(next).prev = prev;
         }
