@@ -92,11 +92,12 @@ pub(crate) struct Popped<Q, K, T> {
 }
 
 /// Where `pop_due`'s merge stands in one shard: the entry of the wheel's next due timer,
-/// already polled out (`Polled`) but not yet taken, and whether the wheel has no more due
-/// timers.
+/// already polled out (`Polled`) but not yet taken, with its delivery-order key (kept here
+/// so that the merge compares without looking the entry up again), and whether the wheel
+/// has no more due timers.
 #[derive(Debug, Default)]
 pub(crate) struct Cursor {
-    wheel_head: Option<u32>,
+    wheel_head: Option<(u32, (u64, u64))>,
     wheel_done: bool,
 }
 
