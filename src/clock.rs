@@ -33,6 +33,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::parts::{self, Parts};
 use crate::wheel::{Expired, TimerKey, Wheel};
 
 /// Converts between `Instant` and ticks of a fixed resolution since an origin.
@@ -48,6 +49,10 @@ pub struct TickClock {
     /// `resolution_nanos` as a divisor prepared for `u64` dividends; `None` when the
     /// resolution does not fit in a `u64` of nanoseconds (over 584 years).
     divisor: Option<Reciprocal>,
+    /// `origin` as read by `Parts::read`, to subtract it from an instant without std's
+    /// out-of-line subtraction; `None` where this platform's `Instant` does not read back
+    /// (see `parts.rs`): then std's subtraction is used.
+    origin_parts: Option<Parts>,
 }
 
 impl TickClock {
@@ -82,6 +87,7 @@ impl TickClock {
             origin,
             resolution_nanos: nanos,
             divisor: u64::try_from(nanos).ok().map(Reciprocal::new),
+            origin_parts: parts::origin_parts(origin),
         })
     }
 
@@ -104,6 +110,18 @@ impl TickClock {
     /// [`TickClock`]), else a `u128` division and one `Instant` addition.
     #[inline]
     pub fn deadline_tick(&self, instant: Instant) -> u64 {
+        if let (Some(nanos), Some(divisor)) = (self.nanos_after_origin(instant), self.divisor) {
+            // As below, without std's subtraction.
+            return divisor.div_ceil(nanos);
+        }
+        self.deadline_tick_std(instant)
+    }
+
+    /// [`deadline_tick`](Self::deadline_tick) through std's subtraction (out of line: the
+    /// common case above stays small enough to inline).
+    #[cold]
+    #[inline(never)]
+    fn deadline_tick_std(&self, instant: Instant) -> u64 {
         let since = instant.saturating_duration_since(self.origin);
         if let (Some(nanos), Some(divisor)) = (nanos_u64(since), self.divisor) {
             // No saturation: the quotient is at most `nanos`, which is below `u64::MAX`, and
@@ -124,12 +142,40 @@ impl TickClock {
     /// [`deadline_tick`](TickClock::deadline_tick).
     #[inline]
     pub fn now_tick(&self, instant: Instant) -> Option<u64> {
+        if instant >= self.origin {
+            if let (Some(nanos), Some(divisor)) = (self.nanos_after_origin(instant), self.divisor) {
+                // As below, without std's subtraction.
+                return Some(divisor.div_floor(nanos).min(Self::MAX_NOW_TICK));
+            }
+        }
+        self.now_tick_std(instant)
+    }
+
+    /// [`now_tick`](Self::now_tick) through std's subtraction (out of line, as
+    /// `deadline_tick_std`).
+    #[cold]
+    #[inline(never)]
+    fn now_tick_std(&self, instant: Instant) -> Option<u64> {
         let since = instant.checked_duration_since(self.origin)?;
         let ticks = match (nanos_u64(since), self.divisor) {
             (Some(nanos), Some(divisor)) => u128::from(divisor.div_floor(nanos)),
             _ => since.as_nanos() / self.resolution_nanos,
         };
         Some(u64::try_from(ticks).map_or(Self::MAX_NOW_TICK, |t| t.min(Self::MAX_NOW_TICK)))
+    }
+
+    /// Nanoseconds from the origin to `instant`, 0 for an instant before the origin, as
+    /// `instant.saturating_duration_since(origin)` gives them, read through the instants'
+    /// parts (see `parts.rs`); `None` when this platform's instants do not read back or the
+    /// count does not fit in a `u64` (over 584 years): the caller takes std's path then.
+    #[inline]
+    pub(crate) fn nanos_after_origin(&self, instant: Instant) -> Option<u64> {
+        if instant <= self.origin {
+            return self.origin_parts.map(|_| 0);
+        }
+        let (secs, nanos) = Parts::read(instant)?.since(self.origin_parts?);
+        secs.checked_mul(1_000_000_000)?
+            .checked_add(u64::from(nanos))
     }
 
     /// The instant at which `tick` begins, or `None` if it is too far ahead for `Instant`.

@@ -200,6 +200,7 @@ pub mod admission;
 pub mod clock;
 pub mod indexed;
 mod loom;
+mod parts;
 pub mod sync;
 #[cfg(feature = "tokio")]
 pub mod tokio;

@@ -255,8 +255,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         self.inner
             .observer
             .drained(cancelled.len(), in_flight.len());
-        cancelled.sort_unstable_by_key(|&(tick, seq, _, _)| (tick, seq));
-        in_flight.sort_unstable_by_key(|&(tick, seq, _)| (tick, seq));
+        // By one 128-bit key rather than the pair: one comparison instead of two branches.
+        // Delivery order in two stable sorts, cheaper here than one by (tick, seq): each
+        // shard gathers its members newest first (descending runs of seq, which the first
+        // sort merges in about one pass), and the deadlines of one queue fall on few ticks
+        // (which the second sort partitions by, keeping seq order within each tick).
+        cancelled.sort_by_key(|&(_, seq, _, _)| seq);
+        cancelled.sort_by_key(|&(tick, _, _, _)| tick);
+        in_flight.sort_unstable_by_key(|&(tick, seq, _)| order_key(tick, seq));
         Drained {
             cancelled: cancelled
                 .into_iter()
@@ -556,3 +562,9 @@ impl<Q, K, T> fmt::Debug for Scheduler<Q, K, T> {
 mod hooks;
 mod inspect;
 mod pop;
+
+/// Delivery order `(tick, seq)` as one number that sorts the same.
+#[inline]
+fn order_key(tick: u64, seq: u64) -> u128 {
+    (u128::from(tick) << 64) | u128::from(seq)
+}

@@ -92,11 +92,12 @@ pub(crate) struct Popped<Q, K, T> {
 }
 
 /// Where `pop_due`'s merge stands in one shard: the entry of the wheel's next due timer,
-/// already polled out (`Polled`) but not yet taken, and whether the wheel has no more due
-/// timers.
+/// already polled out (`Polled`) but not yet taken, with its delivery-order key (kept here
+/// so that the merge compares without looking the entry up again), and whether the wheel
+/// has no more due timers.
 #[derive(Debug, Default)]
 pub(crate) struct Cursor {
-    wheel_head: Option<u32>,
+    wheel_head: Option<(u32, (u64, u64))>,
     wheel_done: bool,
 }
 
@@ -261,24 +262,26 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             Ok(key) => key,
             Err(_) => return Err((Refusal::Full, id, timer)),
         };
-        let entry = Entry {
-            id: id.clone(),
+        let entry_id = id.clone();
+        vacant.insert((id, index));
+        let queue = self.queue_of(&timer.queue);
+        // Written once, whole, where it goes (a push, or over the free slot's `None`).
+        let entry = Some(Entry {
+            id: entry_id,
             tick,
             seq: timer.seq,
             at: timer.at,
             place: Place::Wheel(key),
-            queue: NIL,
+            queue,
             prev: NIL,
             next: NIL,
-            payload: None,
-        };
-        vacant.insert((id, index));
-        if self.free_entries.pop().is_none() {
-            self.entries.push(None);
+            payload: Some((timer.queue, timer.value)),
+        });
+        if self.free_entries.pop().is_some() {
+            self.entries[index as usize] = entry;
+        } else {
+            self.entries.push(entry);
         }
-        self.entries[index as usize] = Some(entry);
-        let queue = self.queue_of(&timer.queue);
-        self.entry_mut(index).payload = Some((timer.queue, timer.value));
         self.link(queue, index);
         Ok(())
     }
@@ -366,6 +369,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         if self.queue_rec(rec).in_flight > 0 && done.settle(self, trash) {
             return self.drain(queue, cancelled, in_flight, done, trash);
         }
+        // Room for every member at once: growing by doubling would copy the lists (and
+        // reallocate) with the lock held.
+        let q = self.queue_rec(rec);
+        cancelled.reserve(q.pending + q.forwarded);
+        in_flight.reserve(q.in_flight);
         // Walks the list once. The record is freed when its last member leaves, and then
         // that member's `next` is already NIL: the walk never reads a freed record.
         let mut index = self.queue_rec(rec).head;
@@ -543,15 +551,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// name goes to `trash`.
     fn remove_pending(&mut self, index: u32, trash: &mut Trash<Q, K>) -> (K, T) {
         self.unfile(index);
-        let (queue, place) = (self.entry(index).queue, self.entry(index).place);
-        if place == Place::Forwarded {
-            self.forwarded -= 1;
-            self.queue_rec_mut(queue).forwarded -= 1;
-        } else {
-            self.queue_rec_mut(queue).pending -= 1;
-        }
-        self.unlink(index, trash);
+        // Out of the slab whole: the rest reads the copy.
         let entry = self.free_entry(index);
+        let rec = self.queue_rec_mut(entry.queue);
+        if entry.place == Place::Forwarded {
+            rec.forwarded -= 1;
+            self.forwarded -= 1;
+        } else {
+            rec.pending -= 1;
+        }
+        self.unlink(entry.queue, entry.prev, entry.next, trash);
         let (queue, value) = entry.payload.expect("a pending entry holds its payload");
         trash.queue(queue);
         (entry.id, value)

@@ -7,11 +7,11 @@ use tokio::time::{Duration, Instant};
 
 pub use super::key::{Expired, Key};
 use super::one_sleep::OneSleep;
-use super::parts::{self, Parts};
 use super::peek::PeekCache;
 use super::ticks;
 use super::waiter::Waiter;
 use crate::Wheel;
+use crate::parts::{self, Parts};
 
 mod poll;
 mod size;

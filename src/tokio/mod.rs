@@ -57,7 +57,6 @@ pub mod delay_queue;
 pub(crate) mod due_stream;
 mod key;
 mod one_sleep;
-mod parts;
 mod peek;
 mod ticks;
 mod waiter;

@@ -16,7 +16,7 @@
 
 use tokio::time::{Duration, Instant};
 
-use super::parts::Parts;
+use crate::parts::Parts;
 
 const NANOS_PER_MS: u32 = 1_000_000;
 const MS_PER_SEC: u64 = 1_000;
@@ -164,7 +164,7 @@ mod tests {
         // Origins whose nanoseconds fall all over the second, near its ends included.
         for shift in [0, 1, 333_333_337, 999_999_999, 999_000_001, 500_000_000] {
             let o = base + ns(shift);
-            let parts = super::super::parts::origin_parts(o);
+            let parts = crate::parts::origin_parts(o);
             assert!(parts.is_some(), "the platform's instants read back");
             let tick = |when| deadline_tick_from(o, parts, when);
             assert_eq!(tick(o), 0);
@@ -200,7 +200,7 @@ mod tests {
             return; // `Instant` ends before: no `now` can get there at all.
         };
         assert_eq!(deadline_tick(o, end), u64::MAX);
-        let parts = super::super::parts::origin_parts(o);
+        let parts = crate::parts::origin_parts(o);
         assert_eq!(deadline_tick_from(o, parts, end), u64::MAX);
         assert_eq!(deadline_tick_from(o, parts, end - ms(1)), u64::MAX - 1);
         assert_eq!(now_tick(o, end), MAX_NOW_TICK, "saturates one tick lower");
@@ -232,7 +232,7 @@ mod tests {
         assert_eq!(ms_up(Duration::MAX), u64::MAX);
         assert_eq!(ms_down(Duration::MAX), u64::MAX);
         assert_eq!(timeout_tick(o, None, o + ms(7), ms(3)), 10);
-        let parts = super::super::parts::origin_parts(o);
+        let parts = crate::parts::origin_parts(o);
         assert_eq!(timeout_tick(o, parts, o, Duration::MAX), u64::MAX);
         assert_eq!(timeout_tick(o, parts, o + ms(7), ms(3)), 10);
     }

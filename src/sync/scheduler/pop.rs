@@ -75,7 +75,11 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         // Slots that came free for parked timers, and throttled queues whose next hand-out
         // is permitted now (three atomic loads while neither happened).
         // The rate limits' clock: nanoseconds since the origin, exact (`now` is a tick).
-        let now_ns = (instant.saturating_duration_since(self.inner.clock.origin())).as_nanos();
+        let clock = &self.inner.clock;
+        let now_ns = clock.nanos_after_origin(instant).map_or_else(
+            || (instant.saturating_duration_since(clock.origin())).as_nanos(),
+            u128::from,
+        );
         // The rate limits' clock: the latest `now` any pop ran at (a `now` that goes
         // backwards is ignored, as by the wheel).
         let now_ns = self.unpark_ready(now_ns);

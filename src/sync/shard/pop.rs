@@ -23,13 +23,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                     cursor.wheel_done = true;
                 }
                 Some(expired) => {
-                    self.entry_mut(expired.value).place = Place::Polled;
-                    cursor.wheel_head = Some(expired.value);
+                    let entry = self.entry_mut(expired.value);
+                    entry.place = Place::Polled;
+                    cursor.wheel_head = Some((expired.value, entry.order()));
                 }
                 None => cursor.wheel_done = true,
             }
         }
-        let wheel = cursor.wheel_head.map(|index| self.entry(index).order());
+        let wheel = cursor.wheel_head.map(|(_, order)| order);
         let staged = self.staged_head(now);
         match (wheel, staged) {
             (Some(w), Some(s)) => Some(w.min(s)),
@@ -49,7 +50,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         throttles: &mut Vec<(Arc<QueueFlow<Q>>, u128)>,
     ) -> Option<Popped<Q, K, T>> {
         let index = match cursor.wheel_head {
-            Some(w) if self.entry(w).order() == key => {
+            Some((w, order)) if order == key => {
                 cursor.wheel_head = None;
                 w
             }
@@ -104,7 +105,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// Ends a merge: the wheel timer the cursor holds (polled, not taken) is staged, so it
     /// stays pending and keeps its place.
     pub(crate) fn close(&mut self, cursor: Cursor) {
-        if let Some(index) = cursor.wheel_head {
+        if let Some((index, _)) = cursor.wheel_head {
             self.stage(index);
         }
     }
@@ -112,22 +113,23 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// The `Due` of in-flight entry `index` is done: the id leaves the shard (its copies go
     /// to `trash`).
     pub(crate) fn finish(&mut self, index: u32, trash: &mut Trash<Q, K>) {
-        let Some(entry) = self.entries.get(index as usize).and_then(Option::as_ref) else {
-            debug_assert!(false, "a done entry is in use");
+        // Taken out whole at once: its fields are read from the copy, not looked up again.
+        let Some(entry) = (self.entries.get_mut(index as usize))
+            .and_then(|slot| slot.take_if(|e| e.place == Place::InFlight))
+        else {
+            debug_assert!(
+                false,
+                "a done entry is in use, and in flight until finished"
+            );
             return;
         };
-        if entry.place != Place::InFlight {
-            debug_assert!(false, "a done entry is in flight until finished");
-            return;
-        }
+        self.free_entries.push(index);
         if let Some(key) = self.ids.remove(&entry.id) {
             trash.id(key);
         }
         self.in_flight -= 1;
-        let queue = self.entry(index).queue;
-        self.queue_rec_mut(queue).in_flight -= 1;
-        self.unlink(index, trash);
-        let entry = self.free_entry(index);
+        self.queue_rec_mut(entry.queue).in_flight -= 1;
+        self.unlink(entry.queue, entry.prev, entry.next, trash);
         trash.id(entry.id);
     }
 

@@ -64,34 +64,35 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         (entry.queue, entry.prev, entry.next) = (rec, NIL, old_head);
     }
 
-    /// Takes an entry out of its queue's list (counts already updated); frees the record
+    /// Takes an entry, already out of the slab, out of its queue's list by its queue record
+    /// `rec` and its neighbours `prev` and `next` (counts already updated); frees the record
     /// when the queue has no member left here (its name goes to `trash`, twice: the
     /// record's and the map's).
-    pub(super) fn unlink(&mut self, index: u32, trash: &mut Trash<Q, K>) {
-        let entry = self.entry(index);
-        let (rec, prev, next) = (entry.queue, entry.prev, entry.next);
+    pub(super) fn unlink(&mut self, rec: u32, prev: u32, next: u32, trash: &mut Trash<Q, K>) {
         if next != NIL {
             self.entry_mut(next).prev = prev;
         }
         if prev != NIL {
+            // `prev` stays: the list is not empty.
             self.entry_mut(prev).next = next;
-        } else {
-            self.queue_rec_mut(rec).head = next;
+            return;
         }
-        let q = self.queue_rec(rec);
-        if q.head == NIL {
-            debug_assert_eq!(
-                (q.pending, q.in_flight, q.forwarded),
-                (0, 0, 0),
-                "an empty list counts none"
-            );
-            if let Some(q) = self.queue_recs[rec as usize].take() {
-                if let Some((key, _)) = self.queue_ids.remove_entry(&q.name) {
-                    trash.queue(key);
-                }
-                trash.queue(q.name);
-                self.free_queues.push(rec);
+        let q = self.queue_rec_mut(rec);
+        q.head = next;
+        if next != NIL {
+            return;
+        }
+        debug_assert_eq!(
+            (q.pending, q.in_flight, q.forwarded),
+            (0, 0, 0),
+            "an empty list counts none"
+        );
+        if let Some(q) = self.queue_recs[rec as usize].take() {
+            if let Some((key, _)) = self.queue_ids.remove_entry(&q.name) {
+                trash.queue(key);
             }
+            trash.queue(q.name);
+            self.free_queues.push(rec);
         }
     }
 
