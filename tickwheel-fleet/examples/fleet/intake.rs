@@ -72,20 +72,41 @@ impl Intake {
         self.queues.get(&q).is_some_and(|h| h.token == token)
     }
 
-    /// A new acquisition of `q` under `token`: reads the inbox past the queue's journaled
-    /// position. Called after the acquisition completed, so the journal is loaded first.
+    /// New acquisitions, `(queue, token)`: reads the inbox once past the lowest of their
+    /// journaled positions, each queue taking its messages past its own. Called after the
+    /// acquisitions completed, so an adoption's journal is loaded first. O(inbox entries
+    /// past the lowest position), however many queues.
     ///
     /// # Errors
     /// A Redis error: nothing is recorded, the caller tries again.
-    pub async fn acquire(&mut self, spool: &mut Spool, q: u32, token: u64) -> RedisResult<()> {
-        let from = spool.journaled_through(q).await?;
-        let mut waiting = VecDeque::new();
-        let mut last = from;
+    pub async fn acquire(&mut self, spool: &mut Spool, new: &[(u32, u64)]) -> RedisResult<()> {
+        if new.is_empty() {
+            return Ok(());
+        }
+        let qs: Vec<u32> = new.iter().map(|(q, _)| *q).collect();
+        let from = spool.journaled_through(&qs).await?;
+        let mut held: HashMap<u32, Held> = new
+            .iter()
+            .zip(&from)
+            .map(|(&(q, token), &w)| {
+                let h = Held {
+                    token,
+                    read: w,
+                    waiting: VecDeque::new(),
+                    raised: w,
+                    acked: false,
+                };
+                (q, h)
+            })
+            .collect();
+        let mut last = from.iter().copied().min().unwrap_or_default();
         loop {
             let batch = spool.read_inbox(last, PAGE).await?;
             for m in &batch {
-                if m.queue == q {
-                    waiting.push_back(Waiting {
+                if let Some(h) = held.get_mut(&m.queue)
+                    && m.pos > h.raised
+                {
+                    h.waiting.push_back(Waiting {
                         prev: last,
                         id: m.id,
                         at_ns: m.at_ns,
@@ -99,16 +120,10 @@ impl Intake {
                 break;
             }
         }
-        self.queues.insert(
-            q,
-            Held {
-                token,
-                read: last,
-                waiting,
-                raised: from,
-                acked: false,
-            },
-        );
+        for (q, mut h) in held {
+            h.read = h.read.max(last);
+            self.queues.insert(q, h);
+        }
         Ok(())
     }
 
@@ -137,7 +152,11 @@ impl Intake {
 
     /// Schedules each waiting message that has no put in flight and sends its put. A frozen
     /// queue (a handoff under way) takes nothing: its next owner reads the inbox again.
-    pub fn submit(&mut self, member: &Member<String, u64, u64>, scheduler: &Scheduler<String, u64, u64>) {
+    pub fn submit(
+        &mut self,
+        member: &Member<String, u64, u64>,
+        scheduler: &Scheduler<String, u64, u64>,
+    ) {
         for (&q, h) in &mut self.queues {
             let name = queue_name(q);
             // Handed out already under this token: nothing to journal again.

@@ -219,13 +219,16 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
         }
         if let Some(intake) = &mut intake {
             intake.retain(&owned);
+            let new: Vec<(u32, u64)> = owned
+                .iter()
+                .filter(|(q, t)| !intake.has(**q, **t))
+                .map(|(q, t)| (*q, *t))
+                .collect();
             for (&q, &token) in &owned {
                 last_token.insert(q, token);
-                if !intake.has(q, token)
-                    && let Err(e) = intake.acquire(&mut spool, q, token).await
-                {
-                    say!("{label}: inbox read of q{q}: {e}");
-                }
+            }
+            if let Err(e) = intake.acquire(&mut spool, &new).await {
+                say!("{label}: inbox read of {} new queues: {e}", new.len());
             }
         }
         for (&q, &token) in owned.iter().filter(|_| !journal) {

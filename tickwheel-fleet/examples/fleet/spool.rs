@@ -244,12 +244,21 @@ impl Spool {
         })
     }
 
-    /// The inbox position through which every message of `q` is journaled (`0-0` if none
-    /// was recorded).
-    pub async fn journaled_through(&mut self, q: u32) -> RedisResult<StreamPos> {
+    /// The inbox positions through which every message of each of `qs` is journaled, in
+    /// order (`0-0` where none was recorded). One `HMGET`.
+    pub async fn journaled_through(&mut self, qs: &[u32]) -> RedisResult<Vec<StreamPos>> {
+        if qs.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut conn = self.conn.clone();
-        let v: Option<String> = conn.hget(self.key("jpos"), q).await?;
-        Ok(v.as_deref().and_then(StreamPos::parse).unwrap_or_default())
+        let v: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(self.key("jpos"))
+            .arg(qs)
+            .query_async(&mut conn)
+            .await?;
+        Ok(v.iter()
+            .map(|p| p.as_deref().and_then(StreamPos::parse).unwrap_or_default())
+            .collect())
     }
 
     /// Raises the journaled-through positions of these queues (a lower one is ignored).
@@ -467,12 +476,19 @@ mod tests {
             assert_eq!(delivered.get(&10), Some(&20));
             assert_eq!(s.leftover(5).await.unwrap(), vec![(11, 3)]);
             // Journaled-through positions only rise.
-            assert_eq!(s.journaled_through(3).await.unwrap(), StreamPos::default());
+            assert_eq!(
+                s.journaled_through(&[3]).await.unwrap(),
+                vec![StreamPos::default()]
+            );
             let (p1, p2) = (StreamPos(1_000, 9), StreamPos(1_001, 0));
             s.raise_journaled(&[(3, p2), (4, p1)]).await.unwrap();
-            s.raise_journaled(&[(3, p1), (4, StreamPos(1_000, 10))]).await.unwrap();
-            assert_eq!(s.journaled_through(3).await.unwrap(), p2);
-            assert_eq!(s.journaled_through(4).await.unwrap(), StreamPos(1_000, 10));
+            s.raise_journaled(&[(3, p1), (4, StreamPos(1_000, 10))])
+                .await
+                .unwrap();
+            assert_eq!(
+                s.journaled_through(&[4, 3, 5]).await.unwrap(),
+                vec![StreamPos(1_000, 10), p2, StreamPos::default()]
+            );
             s.report("m1", 77, &[(3, 20), (4, 5)]).await.unwrap();
             let r = s.reports(&["m1".into(), "m2".into()]).await.unwrap();
             assert_eq!(r.get("m1"), Some(&(77, vec![3, 4])));
