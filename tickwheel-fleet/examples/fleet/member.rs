@@ -22,11 +22,11 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::{FrozenEntry, ScheduleError, Scheduler};
-use tickwheel_fleet::{FleetEvent, FleetOptions, Member, RecoveryError};
+use tickwheel_fleet::{Acquisition, FleetEvent, FleetOptions, Member, RecoveryError};
 
 use crate::cli::{MemberArgs, Plant};
 use crate::dlog::{self, mono_ns};
@@ -150,11 +150,20 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     say!("{label}: joined (boot {})", member.boot_id());
     let mut events = member.events();
     let event_label = label.clone();
+    // Timers the adoptions imported (the journal's alone with `--journal`: no hook).
+    let recovered = Arc::new(AtomicU64::new(0));
+    let recovered_count = recovered.clone();
     tokio::spawn(async move {
         loop {
             match events.recv().await {
                 Ok(FleetEvent::Fenced) => say!("{event_label}: fenced (lease lost)"),
                 Ok(FleetEvent::Rejoined { .. }) => say!("{event_label}: rejoined"),
+                Ok(FleetEvent::Acquired {
+                    how: Acquisition::Adopted { recovered: n, .. },
+                    ..
+                }) => {
+                    recovered_count.fetch_add(n as u64, Ordering::SeqCst);
+                }
                 Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(_) => return,
@@ -199,6 +208,7 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     // Deliveries the spool refused for a stale token (the first is shown, then the count).
     let mut refused = 0u64;
     let mut refused_shown = 0u64;
+    let mut recovered_shown = 0u64;
     // `--journal redis`: the intake of the owned queues, and when every queue's journaled
     // position was last raised.
     let mut intake = journal.then(Intake::default);
@@ -387,6 +397,11 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
         // 4. Report.
         if Instant::now() >= next_report {
             next_report = Instant::now() + Duration::from_millis(200);
+            let n = recovered.load(Ordering::SeqCst);
+            if journal && n != recovered_shown {
+                say!("{label}: {n} timers rebuilt from the journal by adoptions so far");
+                recovered_shown = n;
+            }
             if refused != refused_shown && refused > 1 {
                 say!("{label}: {refused} deliveries refused by the spool so far (stale token)");
                 refused_shown = refused;
