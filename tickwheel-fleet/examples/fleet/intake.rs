@@ -159,7 +159,8 @@ impl Intake {
     ) {
         for (&q, h) in &mut self.queues {
             let name = queue_name(q);
-            // Handed out already under this token: nothing to journal again.
+            // Handed out already under this token (and not failed): delivered, or refused for a
+            // stale token; nothing to schedule or journal again.
             if let Some((t, handed)) = self.handed.get(&q)
                 && *t == h.token
             {
@@ -224,6 +225,14 @@ impl Intake {
                 h.raised = h.raised.max(*p);
                 h.acked = false;
             }
+        }
+    }
+
+    /// Forgets that `id` of `q` was handed out: its delivery failed, its member schedules it
+    /// again (and journals it, if its put was never acknowledged).
+    pub fn unhand(&mut self, q: u32, id: u64) {
+        if let Some((_, ids)) = self.handed.get_mut(&q) {
+            ids.remove(&id);
         }
     }
 

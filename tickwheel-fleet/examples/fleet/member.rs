@@ -377,7 +377,8 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
                     log.flush()
                         .map_err(|e| format!("{label}: dispatch log: {e}"))?;
                     if journal {
-                        // Still journaled: scheduled again here, under the same token.
+                        // Scheduled again here under the same token: the journal holds it,
+                        // or the intake still waits for its put.
                         again.extend(ids.iter().map(|id| (q, *id)));
                     } else {
                         synced.remove(&q);
@@ -388,10 +389,13 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
         // Done: each Due dropped after its delivery.
         drop(held);
         for (q, id) in again {
+            if let Some(intake) = &mut intake {
+                intake.unhand(q, id);
+            }
             let at = Instant::now() + Duration::from_millis(100);
             let at_ns = deadlines.get(&id).copied().unwrap_or_else(mono_ns);
-            if scheduler.schedule(queue_name(q), id, at, at_ns).is_err() {
-                say!("{label}: q{q} id {id} not scheduled again (its next owner loads it)");
+            if let Err(e) = scheduler.schedule(queue_name(q), id, at, at_ns) {
+                say!("{label}: q{q} id {id}, whose delivery failed, not scheduled again: {e}");
             }
         }
         // 4. Report.
