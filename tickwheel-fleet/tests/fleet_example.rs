@@ -76,6 +76,20 @@ fn with_the_journal_and_no_recovery_hook_the_kill_loses_nothing() {
     let last = ownership_ok(&out);
     assert!(last.contains(" + 0 held by live owners"), "{last}");
     assert!(out.status.success(), "{last}");
+    // The survivors' adoptions rebuilt the killed member's timers from the journal (a journal
+    // that never acknowledged a put would leave the inbox to carry them all).
+    let err = text(&out.stderr);
+    let rebuilt = err
+        .lines()
+        .filter_map(|l| {
+            l.split(": ")
+                .nth(1)?
+                .strip_suffix(" timers rebuilt from the journal by adoptions so far")
+        })
+        .filter_map(|n| n.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    assert!(rebuilt > 0, "no timer rebuilt from the journal:\n{err}");
 }
 
 #[test]
