@@ -7,7 +7,8 @@
 //!    windows never overlapped. A dispatch under a *smaller* token after a larger one is the
 //!    violation a member that outlived its lease would leave.
 //! 2. **None lost.** Every produced id was delivered, or is still in the spool in a queue a
-//!    live member owns at the end.
+//!    live member owns at the end (with `--journal`, delivered: the run settles until all
+//!    are, and an id left over is lost).
 //! 3. **No double delivery.** No `(id, token)` pair was dispatched twice: the same id twice
 //!    is allowed only under two different tokens (a new owner recovering what its
 //!    predecessor dispatched but never confirmed, e.g. across a crash), or again under the
@@ -49,6 +50,9 @@ pub struct Inputs {
     pub leftover: Vec<(u64, u32)>,
     /// Queues a live member owns at the end.
     pub owned_at_end: HashSet<u32>,
+    /// Every produced id must have been delivered (`--journal`): a leftover is lost even in
+    /// a queue a live member owns.
+    pub all_delivered: bool,
 }
 
 /// The first violation found.
@@ -62,6 +66,8 @@ pub enum Violation {
     },
     /// Check 2: an id neither delivered nor held by a live owner.
     Lost { id: u64, queue: Option<u32> },
+    /// Check 2 with [`Inputs::all_delivered`]: an id still in the spool of `queue`.
+    Undelivered { id: u64, queue: u32 },
     /// Check 3: the same (id, token) dispatched twice.
     Twice {
         id: u64,
@@ -86,6 +92,11 @@ impl fmt::Display for Violation {
             Violation::Lost { id, queue: Some(q) } => write!(
                 f,
                 "id {id} lost: still in the spool of q{q}, which no live member owns"
+            ),
+            Violation::Undelivered { id, queue } => write!(
+                f,
+                "id {id} lost: still in the spool of q{queue} once the run settled, \
+                 though every id must be delivered"
             ),
             Violation::Lost { id, queue: None } => {
                 write!(f, "id {id} lost: neither delivered nor in the spool")
@@ -238,6 +249,9 @@ pub fn check(inputs: &Inputs) -> Result<Counts, Violation> {
             continue;
         }
         match leftover.get(&id) {
+            Some(&queue) if inputs.all_delivered => {
+                return Err(Violation::Undelivered { id, queue });
+            }
             Some(q) if inputs.owned_at_end.contains(q) => held += 1,
             q => {
                 return Err(Violation::Lost {
@@ -285,6 +299,7 @@ mod tests {
             delivered,
             leftover: vec![],
             owned_at_end: HashSet::new(),
+            all_delivered: false,
         }
     }
 
@@ -369,6 +384,10 @@ mod tests {
         );
         i.owned_at_end.insert(3);
         assert_eq!(check(&i).map(|c| c.held), Ok(1));
+        // Every id must be delivered: held is lost too.
+        i.all_delivered = true;
+        assert_eq!(check(&i), Err(Violation::Undelivered { id: 1, queue: 3 }));
+        i.all_delivered = false;
         i.leftover.clear();
         assert_eq!(check(&i), Err(Violation::Lost { id: 1, queue: None }));
     }

@@ -77,6 +77,12 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub plant: Option<Plant>,
 
+    /// `redis`: every member journals its queues' live timers in Redis (the fleet's
+    /// journal) and runs without a recovery hook: a dead member's timers come back only
+    /// from the journal, never from the spool. Not given: the recovery hook reads the spool.
+    #[arg(long, value_enum, value_name = "STORE")]
+    pub journal: Option<JournalStore>,
+
     /// Keep the run's directory (dispatch logs, server files) and print its path.
     #[arg(long)]
     pub keep: bool,
@@ -154,6 +160,13 @@ pub enum Plant {
     NoLeaseCheck,
 }
 
+/// Where `--journal` keeps the live timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum JournalStore {
+    /// The fleet's journal in Redis (`tickwheel_redis::journal`).
+    Redis,
+}
+
 /// The hidden subcommand the program runs its member processes with.
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
@@ -186,6 +199,8 @@ pub struct MemberArgs {
     pub lease_ms: u64,
     #[arg(long, value_enum)]
     pub plant: Option<Plant>,
+    #[arg(long, value_enum)]
+    pub journal: Option<JournalStore>,
     /// The run's CA and client identity (`--tls`).
     #[arg(long)]
     pub tls_dir: Option<PathBuf>,
@@ -285,7 +300,9 @@ mod tests {
         let a = parse(&[]).unwrap();
         assert_eq!(a.scenario, Scenario::All);
         assert_eq!(a.scenario.steps().len(), 5);
-        assert!(a.plant.is_none() && a.command.is_none());
+        assert!(a.plant.is_none() && a.command.is_none() && a.journal.is_none());
+        let a = parse(&["--journal", "redis", "--scenario", "kill"]).unwrap();
+        assert_eq!(a.journal, Some(JournalStore::Redis));
         let a = parse(&["--scenario", "pause", "--plant", "no-lease-check"]).unwrap();
         assert_eq!(a.scenario.steps(), vec![Scenario::Pause]);
         assert_eq!(a.plant, Some(Plant::NoLeaseCheck));
@@ -324,6 +341,7 @@ mod tests {
             &["--scenario", "chaos", "--members", "2"],
             &["--scenario", "chaos", "--redis-url", "redis://127.0.0.1:1/"],
             &["--plant", "nothing"],
+            &["--journal", "disk"],
             &["--etcd-url", "http://x:1", "--scenario", "all"],
             &["--etcd-url", "x:1", "--scenario", "kill"],
             &["--redis-url", ""],

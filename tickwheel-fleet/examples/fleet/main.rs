@@ -17,6 +17,7 @@ mod check;
 mod cli;
 mod dlog;
 mod firewall;
+mod intake;
 mod member;
 mod orchestrate;
 mod procs;

@@ -22,14 +22,15 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::{FrozenEntry, ScheduleError, Scheduler};
-use tickwheel_fleet::{FleetEvent, FleetOptions, Member, RecoveryError};
+use tickwheel_fleet::{Acquisition, FleetEvent, FleetOptions, Member, RecoveryError};
 
 use crate::cli::{MemberArgs, Plant};
 use crate::dlog::{self, mono_ns};
+use crate::intake::Intake;
 use crate::spool::{Delivery, Spool, StreamPos};
 
 type Sched = Scheduler<String, u64, u64>;
@@ -48,7 +49,7 @@ pub fn queue_index(name: &str, queues: u32) -> Option<u32> {
 }
 
 /// The local `Instant` of CLOCK_MONOTONIC time `at_ns` (the clock `Instant` reads).
-fn instant_of(at_ns: u64) -> Instant {
+pub fn instant_of(at_ns: u64) -> Instant {
     let now = Instant::now();
     let now_ns = mono_ns();
     if at_ns >= now_ns {
@@ -106,11 +107,13 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
         .map_err(|e| format!("{label}: redis: {e}"))?;
     let scheduler: Arc<Sched> = Arc::new(Scheduler::new());
     let queues = args.queues;
+    let journal = args.journal.is_some();
     let recovery_spool = spool.clone();
+    // `--journal redis`: no recovery hook (it returns nothing), the journal alone.
     let recovery = move |queue: String| {
         let mut spool = recovery_spool.clone();
         async move {
-            let Some(q) = queue_index(&queue, queues) else {
+            let Some(q) = queue_index(&queue, queues).filter(|_| !journal) else {
                 return Ok(Vec::new());
             };
             let (_, entries) = spool
@@ -130,6 +133,9 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     let mut options = FleetOptions::new(args.etcd_url.clone(), args.redis_url.clone())
         .with_lease_ttl(Duration::from_millis(args.lease_ms));
     options.prefix = args.prefix.clone();
+    if journal {
+        options.journal = Some(tickwheel_redis::journal::JournalOptions::default());
+    }
     // The handoffs' Redis keys under this run's prefix too.
     options.redis.prefix = format!("{}custody", args.redis_prefix);
     if let Some(dir) = &args.tls_dir {
@@ -144,11 +150,20 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     say!("{label}: joined (boot {})", member.boot_id());
     let mut events = member.events();
     let event_label = label.clone();
+    // Timers the adoptions imported (the journal's alone with `--journal`: no hook).
+    let recovered = Arc::new(AtomicU64::new(0));
+    let recovered_count = recovered.clone();
     tokio::spawn(async move {
         loop {
             match events.recv().await {
                 Ok(FleetEvent::Fenced) => say!("{event_label}: fenced (lease lost)"),
                 Ok(FleetEvent::Rejoined { .. }) => say!("{event_label}: rejoined"),
+                Ok(FleetEvent::Acquired {
+                    how: Acquisition::Adopted { recovered: n, .. },
+                    ..
+                }) => {
+                    recovered_count.fetch_add(n as u64, Ordering::SeqCst);
+                }
                 Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(_) => return,
@@ -193,6 +208,11 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
     // Deliveries the spool refused for a stale token (the first is shown, then the count).
     let mut refused = 0u64;
     let mut refused_shown = 0u64;
+    let mut recovered_shown = 0u64;
+    // `--journal redis`: the intake of the owned queues, and when every queue's journaled
+    // position was last raised.
+    let mut intake = journal.then(Intake::default);
+    let mut next_raise_all = Instant::now();
     while !stop.load(Ordering::SeqCst) {
         // 1. New acquisitions: re-read their spool.
         let owned: HashMap<u32, u64> = member
@@ -207,7 +227,21 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
         for (q, token, id, at_ns) in std::mem::take(&mut frozen_out) {
             add(&scheduler, &mut frozen_out, q, token, id, at_ns);
         }
-        for (&q, &token) in &owned {
+        if let Some(intake) = &mut intake {
+            intake.retain(&owned);
+            let new: Vec<(u32, u64)> = owned
+                .iter()
+                .filter(|(q, t)| !intake.has(**q, **t))
+                .map(|(q, t)| (*q, *t))
+                .collect();
+            for (&q, &token) in &owned {
+                last_token.insert(q, token);
+            }
+            if let Err(e) = intake.acquire(&mut spool, &new).await {
+                say!("{label}: inbox read of {} new queues: {e}", new.len());
+            }
+        }
+        for (&q, &token) in owned.iter().filter(|_| !journal) {
             last_token.insert(q, token);
             if synced.contains_key(&q) {
                 continue;
@@ -225,6 +259,9 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
         // 2. New messages of owned queues.
         match spool.read_inbox(cursor, 2_000).await {
             Ok(batch) => {
+                if let Some(intake) = &mut intake {
+                    intake.inbound(cursor, &batch);
+                }
                 for m in &batch {
                     if let Some((token, pos)) = synced.get(&m.queue)
                         && m.pos > *pos
@@ -238,18 +275,40 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
             }
             Err(e) => say!("{label}: inbox: {e}"),
         }
+        // Journal what came in; raise the journaled positions once acknowledged.
+        if let Some(intake) = &mut intake {
+            intake.submit(&member, &scheduler);
+            intake.settle(Duration::from_secs(1)).await;
+            let all = Instant::now() >= next_raise_all;
+            let through = intake.through(all);
+            match spool.raise_journaled(&through).await {
+                Ok(()) => {
+                    intake.raised(&through);
+                    if all {
+                        next_raise_all = Instant::now() + Duration::from_secs(1);
+                    }
+                }
+                Err(e) => say!("{label}: journaled positions: {e}"),
+            }
+        }
         // 3. Dispatch: log first, then deliver. The time is read before the fence check, so
         // a member that checks its fence never logs a time past its lease end.
         let t_ns = mono_ns();
         let now = Instant::now();
         // (token, queue, id) to deliver; `held` keeps each `Due` until its delivery is done.
         let mut dues: Vec<(u64, u32, u64)> = Vec::new();
+        // Each id's deadline (CLOCK_MONOTONIC ns), to schedule it again after a failed delivery.
+        let mut deadlines: HashMap<u64, u64> = HashMap::new();
         let mut held = Vec::new();
         match args.plant {
             None => {
                 for d in member.pop_due(now, 1_000) {
                     if let Some(q) = queue_index(d.due.queue(), queues) {
                         dues.push((d.token, q, *d.due.id()));
+                        deadlines.insert(*d.due.id(), *d.due.value());
+                        if let Some(intake) = &mut intake {
+                            intake.handed(q, d.token, *d.due.id());
+                        }
                     }
                     held.push(d.due);
                 }
@@ -282,9 +341,21 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
         }
         log.flush()
             .map_err(|e| format!("{label}: dispatch log: {e}"))?;
+        // Failed deliveries to schedule again (`--journal`), once their `Due`s are dropped.
+        let mut again: Vec<(u32, u64)> = Vec::new();
         for (q, (token, ids)) in batches.drain() {
             // A Redis error leaves the ids in the spool: the next owner redispatches them.
             match spool.deliver(q, token, &ids).await {
+                Ok(Delivery::Accepted(_)) if journal => {
+                    // Delivered: the timers end. An end not acknowledged before a death
+                    // makes the next owner deliver them again (under its newer token).
+                    let name = queue_name(q);
+                    for id in &ids {
+                        if let Ok(p) = member.journal_end(&name, id) {
+                            drop(p);
+                        }
+                    }
+                }
                 Ok(Delivery::Accepted(_)) => {}
                 Ok(Delivery::Stale { highest }) => {
                     if refused == 0 {
@@ -305,15 +376,36 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
                     }
                     log.flush()
                         .map_err(|e| format!("{label}: dispatch log: {e}"))?;
-                    synced.remove(&q);
+                    if journal {
+                        // Scheduled again here under the same token: the journal holds it,
+                        // or the intake still waits for its put.
+                        again.extend(ids.iter().map(|id| (q, *id)));
+                    } else {
+                        synced.remove(&q);
+                    }
                 }
             }
         }
         // Done: each Due dropped after its delivery.
         drop(held);
+        for (q, id) in again {
+            if let Some(intake) = &mut intake {
+                intake.unhand(q, id);
+            }
+            let at = Instant::now() + Duration::from_millis(100);
+            let at_ns = deadlines.get(&id).copied().unwrap_or_else(mono_ns);
+            if let Err(e) = scheduler.schedule(queue_name(q), id, at, at_ns) {
+                say!("{label}: q{q} id {id}, whose delivery failed, not scheduled again: {e}");
+            }
+        }
         // 4. Report.
         if Instant::now() >= next_report {
             next_report = Instant::now() + Duration::from_millis(200);
+            let n = recovered.load(Ordering::SeqCst);
+            if journal && n != recovered_shown {
+                say!("{label}: {n} timers rebuilt from the journal by adoptions so far");
+                recovered_shown = n;
+            }
             if refused != refused_shown && refused > 1 {
                 say!("{label}: {refused} deliveries refused by the spool so far (stale token)");
                 refused_shown = refused;

@@ -128,6 +128,9 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
     if args.plant.is_some() {
         common.extend(["--plant".to_string(), "no-lease-check".to_string()]);
     }
+    if args.journal.is_some() {
+        common.extend(["--journal".to_string(), "redis".to_string()]);
+    }
     // Partitions: members under user ids of their own (61001, …), rules in a table of the
     // run's own; the dispatch logs' directory must be theirs to write.
     let partition = args.scenario.cuts_links();
@@ -200,6 +203,7 @@ async fn run_async(args: &Args, dir: &Path) -> Result<bool, String> {
         delivered: end.delivered,
         leftover: end.leftover,
         owned_at_end: end.owned,
+        all_delivered: args.journal.is_some(),
     };
     say!(
         "fleet: {} s; stale deliveries refused by the spool: {}; {ends}",

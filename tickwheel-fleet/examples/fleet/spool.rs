@@ -9,6 +9,9 @@
 //! - `P maxtok`: hash, q → the highest fencing token a delivery of `q` carried.
 //! - `P delivered`: hash, id → the token it was delivered under.
 //! - `P stats`: counters `delivered`, `rejected` (deliveries refused for a stale token).
+//! - `P jpos`: hash, q → the inbox position through which every message of `q` is in the
+//!   queue's journal (`--journal redis`), only ever raised: where a new owner of `q` re-reads
+//!   the inbox from (a message past it may have reached a dead owner and no journal).
 //! - `P status:<name>`: a member's report (`pid`, then `q:token` it dispatches), expiring
 //!   after 1.5 s so a dead member's report goes with it.
 //!
@@ -94,6 +97,22 @@ redis.call('HINCRBY', KEYS[4], 'delivered', n)
 return {1, n}
 ";
 
+// KEYS: jpos. ARGV: (q, ms, seq)...: raises each queue's position, never lowers it.
+const RAISE: &str = r"
+for i = 1, #ARGV, 3 do
+  local ms, seq = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local cur = redis.call('HGET', KEYS[1], ARGV[i])
+  local higher = true
+  if cur then
+    local cms, cseq = string.match(cur, '^(%d+)-(%d+)$')
+    cms, cseq = tonumber(cms), tonumber(cseq)
+    higher = ms > cms or (ms == cms and seq > cseq)
+  end
+  if higher then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1] .. '-' .. ARGV[i + 2]) end
+end
+return 1
+";
+
 /// The spool, through one (reconnecting) connection.
 #[derive(Clone)]
 pub struct Spool {
@@ -102,6 +121,7 @@ pub struct Spool {
     produce: Script,
     sync: Script,
     deliver: Script,
+    raise: Script,
 }
 
 impl Spool {
@@ -118,6 +138,7 @@ impl Spool {
             produce: Script::new(PRODUCE),
             sync: Script::new(SYNC),
             deliver: Script::new(DELIVER),
+            raise: Script::new(RAISE),
         })
     }
 
@@ -221,6 +242,37 @@ impl Spool {
         } else {
             Delivery::Stale { highest: n }
         })
+    }
+
+    /// The inbox positions through which every message of each of `qs` is journaled, in
+    /// order (`0-0` where none was recorded). One `HMGET`.
+    pub async fn journaled_through(&mut self, qs: &[u32]) -> RedisResult<Vec<StreamPos>> {
+        if qs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn.clone();
+        let v: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(self.key("jpos"))
+            .arg(qs)
+            .query_async(&mut conn)
+            .await?;
+        Ok(v.iter()
+            .map(|p| p.as_deref().and_then(StreamPos::parse).unwrap_or_default())
+            .collect())
+    }
+
+    /// Raises the journaled-through positions of these queues (a lower one is ignored).
+    pub async fn raise_journaled(&mut self, positions: &[(u32, StreamPos)]) -> RedisResult<()> {
+        if positions.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn.clone();
+        let mut inv = self.raise.key(self.key("jpos"));
+        for (q, p) in positions {
+            inv.arg(*q).arg(p.0).arg(p.1);
+        }
+        let _: i64 = inv.invoke_async(&mut conn).await?;
+        Ok(())
     }
 
     /// Publishes a member's report: its pid and the queues it dispatches with their tokens.
@@ -423,6 +475,20 @@ mod tests {
             let delivered = s.delivered().await.unwrap();
             assert_eq!(delivered.get(&10), Some(&20));
             assert_eq!(s.leftover(5).await.unwrap(), vec![(11, 3)]);
+            // Journaled-through positions only rise.
+            assert_eq!(
+                s.journaled_through(&[3]).await.unwrap(),
+                vec![StreamPos::default()]
+            );
+            let (p1, p2) = (StreamPos(1_000, 9), StreamPos(1_001, 0));
+            s.raise_journaled(&[(3, p2), (4, p1)]).await.unwrap();
+            s.raise_journaled(&[(3, p1), (4, StreamPos(1_000, 10))])
+                .await
+                .unwrap();
+            assert_eq!(
+                s.journaled_through(&[4, 3, 5]).await.unwrap(),
+                vec![StreamPos(1_000, 10), p2, StreamPos::default()]
+            );
             s.report("m1", 77, &[(3, 20), (4, 5)]).await.unwrap();
             let r = s.reports(&["m1".into(), "m2".into()]).await.unwrap();
             assert_eq!(r.get("m1"), Some(&(77, vec![3, 4])));
