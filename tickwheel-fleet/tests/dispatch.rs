@@ -23,10 +23,10 @@ type Store = Arc<Mutex<BTreeMap<String, Vec<FrozenEntry<u64, String>>>>>;
 /// Logs `d` as dispatched by `name` now and takes it out of the store.
 fn record(log: &Log, store: &Store, d: &FencedDue<String, u64, String>, name: &str) {
     let at = Instant::now();
-    if let Ok(mut s) = store.lock() {
-        if let Some(entries) = s.get_mut(d.due.queue()) {
-            entries.retain(|e| e.id != *d.due.id());
-        }
+    if let Ok(mut s) = store.lock()
+        && let Some(entries) = s.get_mut(d.due.queue())
+    {
+        entries.retain(|e| e.id != *d.due.id());
     }
     if let Ok(mut l) = log.lock() {
         l.push((
