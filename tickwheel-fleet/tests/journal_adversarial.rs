@@ -14,32 +14,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::*;
-use tickwheel::sync::{FrozenEntry, Scheduler};
-use tickwheel_fleet::{Error, Member, RecoveryError};
+use tickwheel_fleet::Error;
 use tickwheel_redis::journal::{Journal, JournalOptions};
 use tickwheel_testkit::child::TestChild;
 
 const CHILD: &str = "TICKWHEEL_FLEET_IN_FLIGHT_CHILD";
 const QUEUES: usize = 3;
 const PER_QUEUE: u64 = 60;
-
-async fn join_journaling(
-    opts: &tickwheel_fleet::FleetOptions,
-    name: &str,
-    journal: bool,
-) -> FleetMember {
-    let mut opts = opts.clone();
-    opts.journal = journal.then(JournalOptions::default);
-    let sched: Arc<Sched> = Arc::new(Scheduler::new());
-    let r = Member::join(opts, name, sched, |_q: String| async move {
-        Ok::<Vec<FrozenEntry<u64, String>>, RecoveryError>(Vec::new())
-    })
-    .await;
-    match r {
-        Ok(m) => m,
-        Err(e) => panic!("join {name}: {e}"),
-    }
-}
 
 fn token_of(m: &FleetMember, q: &str) -> Option<u64> {
     m.owned().iter().find(|(o, _)| o == q).map(|(_, t)| *t)
@@ -157,16 +138,8 @@ async fn in_flight_child() {
     let Ok(spec) = std::env::var(CHILD) else {
         return;
     };
-    let (mut opts, name) = child_spec(&spec);
-    opts.journal = Some(JournalOptions::default());
-    let m = Member::join(
-        opts,
-        &name,
-        Arc::new(Sched::new()),
-        |_q: String| async move { Ok::<Vec<FrozenEntry<u64, String>>, RecoveryError>(Vec::new()) },
-    )
-    .await
-    .expect("join");
+    let (opts, name) = child_spec(&spec);
+    let m = join_journaling(&opts, &name, true).await;
     let qs = queues(QUEUES);
     wait_until(
         Duration::from_secs(30),
@@ -575,16 +548,8 @@ async fn zombie_child() {
     let Ok(spec) = std::env::var(ZOMBIE) else {
         return;
     };
-    let (mut opts, name) = child_spec(&spec);
-    opts.journal = Some(JournalOptions::default());
-    let m = Member::join(
-        opts,
-        &name,
-        Arc::new(Sched::new()),
-        |_q: String| async move { Ok::<Vec<FrozenEntry<u64, String>>, RecoveryError>(Vec::new()) },
-    )
-    .await
-    .expect("join");
+    let (opts, name) = child_spec(&spec);
+    let m = join_journaling(&opts, &name, true).await;
     let qs = queues(2);
     wait_until(
         Duration::from_secs(30),

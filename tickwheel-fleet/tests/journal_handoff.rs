@@ -7,29 +7,11 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::*;
-use tickwheel::sync::{FrozenEntry, Scheduler};
-use tickwheel_fleet::{FleetOptions, Member, RecoveryError};
-use tickwheel_redis::journal::JournalOptions;
 
 const PER_QUEUE: u64 = 30;
-
-async fn join_journaling(opts: &FleetOptions, name: &str) -> FleetMember {
-    let mut opts = opts.clone();
-    opts.journal = Some(JournalOptions::default());
-    let sched: Arc<Sched> = Arc::new(Scheduler::new());
-    let r = Member::join(opts, name, sched, |_q: String| async move {
-        Ok::<Vec<FrozenEntry<u64, String>>, RecoveryError>(Vec::new())
-    })
-    .await;
-    match r {
-        Ok(m) => m,
-        Err(e) => panic!("join {name}: {e}"),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_handed_over_queue_keeps_its_journal() {
@@ -38,7 +20,7 @@ async fn a_handed_over_queue_keeps_its_journal() {
     };
     let qs = queues(6);
     register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a").await;
+    let a = join_journaling(&opts, "a", true).await;
     wait_until(Duration::from_secs(30), "a owns every queue", || {
         a.owned().len() == qs.len()
     })
@@ -60,7 +42,7 @@ async fn a_handed_over_queue_keeps_its_journal() {
     for w in pending {
         w.await.expect("journaled");
     }
-    let b = join_journaling(&opts, "b").await;
+    let b = join_journaling(&opts, "b", true).await;
     wait_until(
         Duration::from_secs(30),
         "b took some queues by handoff",
@@ -96,7 +78,7 @@ async fn a_handed_over_queue_keeps_its_journal() {
         .collect();
     drop(a);
     drop(b);
-    let c = join_journaling(&opts, "c").await;
+    let c = join_journaling(&opts, "c", true).await;
     wait_until(Duration::from_secs(30), "c owns every queue", || {
         c.owned().len() == qs.len()
     })

@@ -11,37 +11,14 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::*;
-use tickwheel::sync::{FrozenEntry, Scheduler};
-use tickwheel_fleet::{Member, RecoveryError};
-use tickwheel_redis::journal::JournalOptions;
 use tickwheel_testkit::child::TestChild;
 
 const CHILD: &str = "TICKWHEEL_FLEET_JOURNALING_CHILD";
 const QUEUES: usize = 4;
 const PER_QUEUE: u64 = 50;
-
-/// A member with the journal on (or off) and a recovery hook that finds nothing.
-async fn join_journaling(
-    opts: &tickwheel_fleet::FleetOptions,
-    name: &str,
-    journal: bool,
-) -> FleetMember {
-    let mut opts = opts.clone();
-    opts.journal = journal.then(JournalOptions::default);
-    let sched: Arc<Sched> = Arc::new(Scheduler::new());
-    let r = Member::join(opts, name, sched, |_q: String| async move {
-        Ok::<Vec<FrozenEntry<u64, String>>, RecoveryError>(Vec::new())
-    })
-    .await;
-    match r {
-        Ok(m) => m,
-        Err(e) => panic!("join {name}: {e}"),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn journaling_child() {

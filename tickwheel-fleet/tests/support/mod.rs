@@ -290,3 +290,19 @@ pub async fn enable_etcd_auth(
         panic!("enable etcd auth: {e}");
     }
 }
+
+/// A member with the journal on (or off) and a recovery hook that finds nothing: what it
+/// holds after an adoption came from the journal (or from nowhere).
+pub async fn join_journaling(opts: &FleetOptions, name: &str, journal: bool) -> FleetMember {
+    let mut opts = opts.clone();
+    opts.journal = journal.then(tickwheel_redis::journal::JournalOptions::default);
+    let sched: Arc<Sched> = Arc::new(Scheduler::new());
+    let r = Member::join(opts, name, sched, |_q: String| async move {
+        Ok::<Vec<FrozenEntry<u64, String>>, RecoveryError>(Vec::new())
+    })
+    .await;
+    match r {
+        Ok(m) => m,
+        Err(e) => panic!("join {name}: {e}"),
+    }
+}
