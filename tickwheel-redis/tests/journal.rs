@@ -370,17 +370,6 @@ async fn a_server_without_fsync_always_gets_no_batch() {
     assert_eq!(back, BTreeMap::from([(1, (1, "a".to_owned()))]));
 }
 
-/// The scripts' id hash (FNV-1a, 32 bits, high half folded into the low one), to pick ids
-/// by where they land.
-fn h32(id: &[u8]) -> u32 {
-    let mut h: u32 = 2_166_136_261;
-    for &b in id {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(16_777_619);
-    }
-    h ^ (h >> 16)
-}
-
 /// A split that moves more records than Lua can `unpack` at once (a few thousand: a large
 /// `bucket_load`, or ids that hash alike) moves them in slices, and the call succeeds whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -61,19 +61,6 @@ async fn key_count(url: &str) -> u64 {
         .expect("dbsize")
 }
 
-async fn used_memory(url: &str) -> u64 {
-    let mut c = raw(url).await;
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
-        .query_async(&mut c)
-        .await
-        .expect("info");
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory")
-}
-
 /// A token above the current epoch, below it, and any token on a queue with no owner record
 /// are all refused, for writes and for reads, and leave nothing behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -450,16 +437,6 @@ async fn thousands_of_ids_of_one_bucket_are_all_kept() {
         j.write(q, 2, ops).await.expect("crowded put");
     }
     assert_eq!(as_map(j.load(q, 2).await.expect("load")), model);
-}
-
-/// The journal's FNV-1a, 32 bits, folded as the scripts fold it.
-fn h32(id: &[u8]) -> u32 {
-    let mut h: u32 = 2_166_136_261;
-    for &b in id {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(16_777_619);
-    }
-    h ^ (h >> 16)
 }
 
 /// The server switched to `appendfsync everysec` at run time: the next write is not

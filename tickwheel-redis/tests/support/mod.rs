@@ -188,3 +188,28 @@ pub async fn acquire(member: &Custody, q: &str) -> u64 {
 pub fn empty(t0: Instant) -> Sched {
     Scheduler::builder().origin(t0).build()
 }
+
+/// The journal scripts' id hash (FNV-1a, 32 bits, the high half folded into the low one),
+/// to pick ids by where they land.
+pub fn h32(id: &[u8]) -> u32 {
+    let mut h: u32 = 2_166_136_261;
+    for &b in id {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(16_777_619);
+    }
+    h ^ (h >> 16)
+}
+
+/// The server's `used_memory` (bytes), from `INFO memory`.
+pub async fn used_memory(url: &str) -> u64 {
+    let mut c = raw(url).await;
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut c)
+        .await
+        .expect("info");
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory")
+}
