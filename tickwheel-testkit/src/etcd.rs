@@ -198,6 +198,7 @@ impl EtcdServer {
 impl Drop for EtcdServer {
     fn drop(&mut self) {
         // Best effort: the process is ours, by PID.
+        self.proc.report_if_panicking();
         let _ = self.stop();
     }
 }

@@ -283,14 +283,18 @@ impl Proc {
     }
 
     pub(crate) fn startup_error(&self, reason: String) -> ServerError {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        let tail = lines[lines.len().saturating_sub(10)..].join("\n");
         ServerError::Startup {
             server: self.program.server,
             reason,
-            log: tail,
+            log: self.log_tail(10),
         }
+    }
+
+    /// The last `n` lines of the log (empty if it cannot be read).
+    pub(crate) fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
     pub(crate) fn pid(&self) -> Option<u32> {
@@ -331,6 +335,29 @@ impl Proc {
         }
         child.wait().map_err(io)?;
         Ok(())
+    }
+}
+
+impl Proc {
+    /// Called by a server handle's drop, before it stops the process: a test that panics
+    /// while it holds a server shows the server's last words on stderr. A failure the client
+    /// sees only as a dropped connection ("broken pipe") often has its cause there (a full
+    /// disk under `appendfsync always`, a crash).
+    pub(crate) fn report_if_panicking(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let exited = match self.child.as_mut().map(Child::try_wait) {
+            Some(Ok(Some(status))) => format!(" (it had exited: {status})"),
+            _ => String::new(),
+        };
+        eprintln!(
+            "--- {} in {}{exited}, last lines of {}:\n{}\n---",
+            self.program.server,
+            self.dir.display(),
+            self.log.display(),
+            self.log_tail(20),
+        );
     }
 }
 

@@ -195,6 +195,7 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         // Best effort on drop: the process is ours, by PID.
+        self.proc.report_if_panicking();
         let _ = self.kill9();
     }
 }
