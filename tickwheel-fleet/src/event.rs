@@ -56,9 +56,13 @@ pub enum Acquisition {
         /// Timers of a leftover sealed offer that were imported.
         leftover: usize,
     },
-    /// Handed over by its previous owner (claim, fetch, commit, import).
+    /// Handed over by its previous owner (claim, fetch, commit, import; with
+    /// [`FleetOptions::journal`](crate::FleetOptions::journal) on, then the queue's journal).
     HandedOver {
-        /// Timers imported.
+        /// Timers imported from the offer.
         imported: usize,
+        /// Timers imported from the queue's journal that the offer did not carry (0 with the
+        /// journal off): a timer the source no longer held, yet never ended in the journal.
+        journaled: usize,
     },
 }

@@ -1,5 +1,6 @@
 //! A member's journal of its queues' live timers in Redis ([`FleetOptions::journal`]): the
-//! writes the user makes beside its scheduler calls, and the load an adoption makes.
+//! writes the user makes beside its scheduler calls, and the load an adoption or a handoff's
+//! target makes.
 //!
 //! [`FleetOptions::journal`]: crate::FleetOptions::journal
 
@@ -110,8 +111,29 @@ where
     K: Hash + Eq + Clone + Send + Sync + DeserializeOwned + 'static,
     T: Send + DeserializeOwned + 'static,
 {
+    let entries = load(shared, queue, token).await?;
+    Ok(shared.scheduler.import(queue.clone(), entries).imported)
+}
+
+/// Reads `queue`'s journal under `token` (an adopt or a claim at it made it current) with
+/// each deadline converted to a local `Instant`; nothing is imported. Empty with the journal
+/// off. O(records).
+///
+/// # Errors
+/// [`Error::Journal`]: Redis unreachable, a record that does not decode, or `Fenced` (a
+/// larger token holds the queue now); [`Error::Redis`]: the reference clock unreadable.
+pub(crate) async fn load<Q, K, T>(
+    shared: &Arc<Shared<Q, K, T>>,
+    queue: &Q,
+    token: u64,
+) -> Result<Vec<FrozenEntry<K, T>>, Error>
+where
+    Q: QueueName,
+    K: Hash + Eq + Clone + Send + Sync + DeserializeOwned + 'static,
+    T: Send + DeserializeOwned + 'static,
+{
     let Some(j) = &shared.journal else {
-        return Ok(0);
+        return Ok(Vec::new());
     };
     let entries = j
         .journal
@@ -120,13 +142,12 @@ where
     // The reference clock first, the local Instant after: a deadline can only move later.
     let reference = shared.custody.reference_now_us().await?;
     let local = Instant::now();
-    let frozen: Vec<FrozenEntry<K, T>> = entries
+    Ok(entries
         .into_iter()
         .map(|e| FrozenEntry {
             id: e.id,
             at: from_reference(e.deadline_us, reference, local),
             value: e.value,
         })
-        .collect();
-    Ok(shared.scheduler.import(queue.clone(), frozen).imported)
+        .collect())
 }

@@ -487,7 +487,8 @@ where
     }
 
     /// Target side: the queue's owner key is held by `o`; if an offer of its token is open
-    /// in Redis, move the key here and claim at the new token.
+    /// in Redis, move the key here, claim at the new token, import the offer and then (with
+    /// the journal on) the queue's journal, read under the new token.
     async fn take_offer(&mut self, q: &Q, o: &OwnerKey) -> Result<(), Error> {
         let s = Arc::clone(&self.shared);
         let view = s.custody.read(q.as_ref(), None).await?;
@@ -518,6 +519,18 @@ where
                 return Err(e.into());
             }
         };
+        // With the journal on, its records are read now, under the new token: the claim
+        // fenced the source's later writes, and every write of it that Redis acknowledged
+        // ran before the claim, so an end the source was told of is not read back. Read
+        // before the commit, so that a failed read leaves the claim to the next adopter (who
+        // reads the journal too) rather than a committed queue half imported.
+        let journal = match crate::journal::load(&s, q, new).await {
+            Ok(entries) => entries,
+            Err(e) => {
+                let _ = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), new).await;
+                return Err(e);
+            }
+        };
         // Whatever an earlier stay here left is dropped (forwarded timers of a lost queue).
         s.scheduler.take_forwarded(q);
         s.scheduler.unfreeze_queue(q);
@@ -530,12 +543,20 @@ where
                 return Err(Error::Handoff(e.to_string()));
             }
         };
+        // The offer first: it holds the source's timers as its scheduler last had them (a
+        // retry's later deadline, say), and the import skips the journal's copy of each. What
+        // the journal adds is what the source no longer held yet never ended: a delivery that
+        // failed while the queue was frozen, a put whose schedule the freeze refused.
+        let journaled = s.scheduler.import(q.clone(), journal).imported;
         s.owned.lock().insert(q.clone(), new);
         s.fence.grant(q.as_ref(), new);
         s.emit(FleetEvent::Acquired {
             queue: q.clone(),
             token: new,
-            how: Acquisition::HandedOver { imported },
+            how: Acquisition::HandedOver {
+                imported,
+                journaled,
+            },
         });
         Ok(())
     }
