@@ -37,10 +37,7 @@ async fn a_change_on_the_source_after_the_seal_does_not_travel() {
     src.hold_queue(&q);
     src.set_concurrency(&q, Some(1));
     let sealed = src.flow_policy(&q);
-    let epoch = support::acquire(&a, &q).await;
-    a.offer(&src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     src.release_queue(&q);
     src.set_concurrency(&q, None);
     src.set_rate(&q, Some(RateLimit::per_second(1)));
@@ -61,10 +58,7 @@ async fn a_hold_on_the_target_before_the_import_is_replaced() {
     let q = "q".to_string();
     let t0 = Instant::now();
     let src = due_now(&q, 6, t0);
-    let epoch = support::acquire(&a, &q).await;
-    a.offer(&src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     let dst = support::empty(t0);
     // The target had the queue held with a parked timer of its own, and limited.
     dst.hold_queue(&q);
@@ -97,10 +91,7 @@ async fn a_source_restarted_after_the_seal_leaves_the_policy() {
     let sealed = src.flow_policy(&q);
     {
         let a = member(&url, "a").await;
-        let epoch = support::acquire(&a, &q).await;
-        a.offer(&src, q.clone(), epoch, Some("b"))
-            .await
-            .expect("offer");
+        support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     }
     drop(src); // the source process is gone
     let a = member(&url, "a").await;
@@ -128,10 +119,7 @@ async fn a_target_restarted_before_its_commit_still_applies_the_policy() {
     src.hold_queue(&q);
     src.set_concurrency(&q, Some(2));
     let sealed = src.flow_policy(&q);
-    let epoch = support::acquire(&a, &q).await;
-    a.offer(&src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     {
         let b = member(&url, "b").await;
         let mut inc = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
@@ -167,10 +155,7 @@ async fn a_target_restarted_between_commit_and_import_keeps_the_hold() {
     let t0 = Instant::now();
     let src = due_now(&q, 4, t0);
     src.hold_queue(&q);
-    let epoch = support::acquire(&a, &q).await;
-    a.offer(&src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     {
         let b = member(&url, "b").await;
         let mut inc = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
@@ -282,10 +267,7 @@ async fn a_reclaimed_claim_keeps_the_policy() {
     src.hold_queue(&q);
     src.set_rate(&q, Some(RateLimit::per_second(5).with_burst(4)));
     let sealed = src.flow_policy(&q);
-    let epoch = support::acquire(&a, &q).await;
-    a.offer(&src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     let mut dead = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
     dead.fetch().await.expect("fetch");
     drop(dead); // b dies holding the claim
@@ -320,11 +302,7 @@ async fn parked_and_in_flight_timers_of_a_limited_queue_all_travel_once() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         due.retry_at(t0)
     });
-    let epoch = support::acquire(&a, &q).await;
-    let offered = a
-        .offer(&*src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    let offered = support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     assert_eq!(
         retried.await.expect("task"),
         Ok(tickwheel::sync::Retried::Forwarded)

@@ -7,45 +7,26 @@ mod support;
 use std::collections::BTreeMap;
 
 use support::*;
-use tickwheel_redis::journal::{Journal, JournalError, JournalOptions, JournalRecord, Op};
+use tickwheel_redis::journal::{JournalError, JournalOptions, JournalRecord, Op};
 use tickwheel_redis::keys::JournalKeys;
-use tickwheel_redis::{Protocol, Token};
 
 fn put(id: u64, deadline_us: u64, value: &str) -> Op {
-    Op::Put {
-        id: id.to_be_bytes().to_vec(),
-        deadline_us,
-        value: value.as_bytes().to_vec(),
-    }
+    support::put(&id.to_be_bytes(), deadline_us, value.as_bytes())
 }
 
 fn end(id: u64) -> Op {
-    Op::End {
-        id: id.to_be_bytes().to_vec(),
-    }
+    support::end(&id.to_be_bytes())
 }
 
+/// [`support::as_map`] with `u64` ids and UTF-8 values.
 fn as_map(records: Vec<JournalRecord>) -> BTreeMap<u64, (u64, String)> {
-    let mut out = BTreeMap::new();
-    for r in records {
-        let id = u64::from_be_bytes(r.id.as_slice().try_into().expect("8-byte id"));
-        let value = String::from_utf8(r.value).expect("utf-8 value");
-        assert!(
-            out.insert(id, (r.deadline_us, value)).is_none(),
-            "id {id} twice"
-        );
-    }
-    out
-}
-
-async fn adopt(p: &Protocol, q: &[u8], token: u64) {
-    if let Err(e) = p.adopt(q, token, &Token::generate()).await {
-        panic!("adopt at {token}: {e}");
-    }
-}
-
-fn start(p: &Protocol) -> Journal {
-    Journal::start(p.clone(), JournalOptions::default()).expect("runtime")
+    support::as_map(records)
+        .into_iter()
+        .map(|(id, (at, v))| {
+            let id = u64::from_be_bytes(id.as_slice().try_into().expect("8-byte id"));
+            (id, (at, String::from_utf8(v).expect("utf-8 value")))
+        })
+        .collect()
 }
 
 /// Every key of queue `q`'s journal that exists: the meta and the buckets.
@@ -71,12 +52,10 @@ async fn journal_keys(url: &str, q: &[u8]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_trip_of_puts_reschedules_and_ends() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
+    let q = b"example.com";
+    let Some((server, j)) = journal_on(q, 5).await else {
         return;
     };
-    let q = b"example.com";
-    adopt(&p, q, 5).await;
-    let j = start(&p);
     let mut model: BTreeMap<u64, (u64, String)> = BTreeMap::new();
     // Enough timers for many splits, in requests of mixed sizes.
     let mut pending = Vec::new();
@@ -294,12 +273,10 @@ async fn a_writer_racing_an_adoption_is_fenced_from_the_adoption_on() {
 /// record at a few bytes over its id and value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buckets_stay_listpack_encoded() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
+    let q = b"big";
+    let Some((server, j)) = journal_on(q, 2).await else {
         return;
     };
-    let q = b"big";
-    adopt(&p, q, 2).await;
-    let j = start(&p);
     let n = 20_000u64;
     let mut pending = Vec::new();
     for base in (0..n).step_by(1000) {
@@ -333,15 +310,13 @@ async fn buckets_stay_listpack_encoded() {
 /// nothing sent, not acknowledged without the fsync the answer stands for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_fsync_always_gets_no_batch() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
-        return;
-    };
-    adopt(&p, b"q", 4).await;
     let options = JournalOptions {
         durability_recheck: std::time::Duration::ZERO,
         ..JournalOptions::default()
     };
-    let j = Journal::start(p.clone(), options).expect("runtime");
+    let Some((server, j)) = journal_on_with(b"q", 4, options).await else {
+        return;
+    };
     j.write(b"q", 4, vec![put(1, 1, "a")])
         .await
         .expect("durable server");
@@ -374,16 +349,14 @@ async fn a_server_without_fsync_always_gets_no_batch() {
 /// `bucket_load`, or ids that hash alike) moves them in slices, and the call succeeds whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_split_of_a_crowded_bucket_moves_it_whole() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
-        return;
-    };
-    adopt(&p, b"q", 6).await;
     let options = JournalOptions {
         bucket_load: 5000,
         max_call_ops: 10_000,
         ..JournalOptions::default()
     };
-    let j = Journal::start(p.clone(), options).expect("runtime");
+    let Some((server, j)) = journal_on_with(b"q", 6, options).await else {
+        return;
+    };
     // 5 001 ids with an odd hash: all in bucket 0 until the put that splits it, then all
     // moved to bucket 1 by that one split.
     let ids: Vec<u64> = (0u64..)
@@ -442,7 +415,7 @@ fn any_sequence_loads_back_as_the_model() {
             bucket_load: 4,
             ..JournalOptions::default()
         };
-        let j = Journal::start(p.clone(), options).expect("runtime");
+        let j = start_with(&p, options);
         (p, j)
     });
     let mut runner = TestRunner::new(Config {
