@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::{RateLimit, Scheduler};
-use tickwheel_redis::{Custody, FlowPolicy, PolicyText, State};
+use tickwheel_redis::{Custody, FlowPolicy, Incoming, PolicyText, State};
 
 type Sched = Scheduler<String, u64, String>;
 
@@ -22,6 +22,16 @@ use support::due_now;
 fn arrived_held(dst: &support::Sched, q: &str, sealed: FlowPolicy, later: Instant) {
     assert_eq!(dst.flow_policy(q), sealed);
     assert_eq!(dst.pop_due(later, 100).count(), 0);
+}
+
+/// Fetches, commits and imports `inc` into an empty scheduler at origin `t0`: that
+/// scheduler and how many timers it imported. Panics if a step fails.
+async fn land(mut inc: Incoming<'_, String, u64, String>, t0: Instant) -> (Sched, usize) {
+    inc.fetch().await.expect("fetch");
+    inc.commit().await.expect("commit");
+    let dst = support::empty(t0);
+    let imported = inc.import(&dst).expect("import").imported.imported;
+    (dst, imported)
 }
 
 /// Documented: "Outgoing::seal reads the policy from the source's scheduler at that
@@ -129,12 +139,9 @@ async fn a_target_restarted_before_its_commit_still_applies_the_policy() {
     let b = member(&url, "b").await;
     let rec = b.recover(q.as_bytes()).await.expect("recover").record;
     assert_eq!(rec.state, State::Claimed);
-    let mut inc = b.resume::<_, u64, String>(q.clone(), rec).expect("resume");
+    let inc = b.resume::<_, u64, String>(q.clone(), rec).expect("resume");
     assert_eq!(inc.flow_policy(), Ok(Some(sealed)));
-    inc.fetch().await.expect("fetch");
-    inc.commit().await.expect("commit");
-    let dst = support::empty(t0);
-    inc.import(&dst).expect("import");
+    let (dst, _) = land(inc, t0).await;
     arrived_held(&dst, &q, sealed, t0 + Duration::from_secs(1));
 }
 
@@ -272,15 +279,13 @@ async fn a_reclaimed_claim_keeps_the_policy() {
     dead.fetch().await.expect("fetch");
     drop(dead); // b dies holding the claim
     support::expire(&url, &a.protocol().keys(q.as_bytes()).owner).await;
-    let mut inc = c
+    let inc = c
         .reclaim::<_, u64, String>(q.clone())
         .await
         .expect("reclaim");
     assert_eq!(inc.flow_policy(), Ok(Some(sealed)));
-    inc.fetch().await.expect("fetch");
-    inc.commit().await.expect("commit");
-    let dst = support::empty(t0);
-    assert_eq!(inc.import(&dst).expect("import").imported.imported, 7);
+    let (dst, imported) = land(inc, t0).await;
+    assert_eq!(imported, 7);
     arrived_held(&dst, &q, sealed, t0 + Duration::from_secs(1));
 }
 

@@ -29,6 +29,16 @@ fn as_map(records: Vec<JournalRecord>) -> BTreeMap<u64, (u64, String)> {
         .collect()
 }
 
+/// `OBJECT ENCODING` of `key`: how Redis stores its value (`listpack`, `hashtable`, …).
+async fn encoding(c: &mut redis::aio::MultiplexedConnection, key: &str) -> String {
+    redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(key)
+        .query_async(c)
+        .await
+        .expect("encoding")
+}
+
 /// Every key of queue `q`'s journal that exists: the meta and the buckets.
 async fn journal_keys(url: &str, q: &[u8]) -> Vec<String> {
     let mut c = raw(url).await;
@@ -292,13 +302,7 @@ async fn buckets_stay_listpack_encoded() {
     let mut c = raw(&server.url()).await;
     let mut buckets = 0;
     for k in keys.iter().filter(|k| !k.ends_with(":jm")) {
-        let enc: String = redis::cmd("OBJECT")
-            .arg("ENCODING")
-            .arg(k)
-            .query_async(&mut c)
-            .await
-            .expect("encoding");
-        assert_eq!(enc, "listpack", "{k}");
+        assert_eq!(encoding(&mut c, k).await, "listpack", "{k}");
         buckets += 1;
     }
     // Split as the queue grew: about n / 32 buckets.
@@ -320,27 +324,15 @@ async fn a_server_without_fsync_always_gets_no_batch() {
     j.write(b"q", 4, vec![put(1, 1, "a")])
         .await
         .expect("durable server");
-    let mut c = raw(&server.url()).await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("appendfsync")
-        .arg("everysec")
-        .query_async(&mut c)
-        .await
-        .expect("config set");
+    let url = server.url();
+    config_set(&url, "appendfsync", "everysec").await;
     match j.write(b"q", 4, vec![put(2, 2, "b")]).await {
         Err(JournalError::Redis(tickwheel_redis::Error::UnsafeServer { problems, .. })) => {
             assert!(problems.contains("appendfsync"), "{problems}");
         }
         other => panic!("expected UnsafeServer, got {other:?}"),
     }
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("appendfsync")
-        .arg("always")
-        .query_async(&mut c)
-        .await
-        .expect("config set");
+    config_set(&url, "appendfsync", "always").await;
     let back = as_map(j.load(b"q", 4).await.expect("load"));
     assert_eq!(back, BTreeMap::from([(1, (1, "a".to_owned()))]));
 }
@@ -472,13 +464,7 @@ fn any_sequence_loads_back_as_the_model() {
                     .iter()
                     .filter(|k| !k.ends_with(":jm"))
                 {
-                    let enc: String = redis::cmd("OBJECT")
-                        .arg("ENCODING")
-                        .arg(k)
-                        .query_async(&mut c)
-                        .await
-                        .expect("encoding");
-                    assert_eq!(enc, "listpack", "{k}");
+                    assert_eq!(encoding(&mut c, k).await, "listpack", "{k}");
                 }
             }
         });

@@ -389,11 +389,7 @@ async fn appendfsync_changed_at_run_time_fails_the_next_write() {
     j.write(q, 2, vec![put(b"a", 1, b"x")])
         .await
         .expect("durable put");
-    command(
-        &server.url(),
-        redis::cmd("CONFIG").arg("SET").arg("appendfsync").arg("no"),
-    )
-    .await;
+    config_set(&server.url(), "appendfsync", "no").await;
     let w = j.write(q, 2, vec![put(b"b", 1, b"x")]).await;
     assert!(
         w.is_err(),

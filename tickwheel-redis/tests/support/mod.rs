@@ -62,6 +62,12 @@ pub async fn command(url: &str, cmd: &mut redis::Cmd) {
     let _: redis::Value = cmd.query_async(&mut c).await.expect("raw command");
 }
 
+/// `CONFIG SET name value` on `url` (what a test changes under a running member). Panics if
+/// the server refuses.
+pub async fn config_set(url: &str, name: &str, value: &str) {
+    command(url, redis::cmd("CONFIG").arg("SET").arg(name).arg(value)).await;
+}
+
 /// Moves the record's deadline into the past with a raw command (tests only): what waiting
 /// out a lease would do, without timing in the test.
 pub async fn expire(url: &str, owner_key: &str) {
