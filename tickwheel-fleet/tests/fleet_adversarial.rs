@@ -102,6 +102,24 @@ async fn dispatch_both(
     (log, stop, fences)
 }
 
+/// Stops what [`dispatch_both`] started and checks it: no two dispatchers of a queue at
+/// once, no timer handed out twice, never two fences valid at once. The hand-outs.
+fn stop_and_check(
+    log: &Mutex<Vec<Record>>,
+    stop: &Mutex<bool>,
+    fences: std::thread::JoinHandle<Option<String>>,
+) -> Vec<Record> {
+    if let Ok(mut s) = stop.lock() {
+        *s = true;
+    }
+    let both = fences.join().unwrap_or(None);
+    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
+    assert_eq!(overlap(&log), None);
+    assert_eq!(doubled(&log), None);
+    assert_eq!(both, None);
+    log
+}
+
 /// Per queue, a hand-out by one member under token `T` must not come after a hand-out by
 /// another member under a larger token: that would be two dispatchers of one queue. Returns
 /// the first violation.
@@ -181,14 +199,7 @@ async fn two_members_joining_at_once_never_hand_out_one_queue_together() {
     let (log, stop, fences) = dispatch_both(&a, &b, &qs).await;
     // Let the spread timers come due.
     tokio::time::sleep(Duration::from_secs(9)).await;
-    if let Ok(mut s) = stop.lock() {
-        *s = true;
-    }
-    let both = fences.join().unwrap_or(None);
-    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
-    assert_eq!(overlap(&log), None);
-    assert_eq!(doubled(&log), None);
-    assert_eq!(both, None);
+    let log = stop_and_check(&log, &stop, fences);
     // Every id was handed out at least once.
     let ids: BTreeSet<u64> = log.iter().map(|r| r.3).collect();
     assert_eq!(ids.len(), qs.len() * 40, "ids handed out");
@@ -232,12 +243,7 @@ async fn a_member_leaving_while_another_joins_loses_no_timer() {
     if let Err(e) = left {
         panic!("leave while another joins: {e}");
     }
-    wait_for(
-        Duration::from_secs(30),
-        "a and c share every queue",
-        || async { exactly_one(&[&a, &c], &qs) && timers_in(&[&a, &c], &qs) == total },
-    )
-    .await;
+    owned_once(&[&a, &c], &qs, total, Duration::from_secs(30)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -265,12 +271,7 @@ async fn etcd_stopped_in_a_handoff_and_started_again_leaves_every_queue_owned_on
     if let Err(e) = etcd.start_again() {
         panic!("start etcd: {e}");
     }
-    wait_for(
-        Duration::from_secs(40),
-        "every queue owned once, every timer once",
-        || async { exactly_one(&[&a, &b], &qs) && timers_in(&[&a, &b], &qs) == total },
-    )
-    .await;
+    owned_once(&[&a, &b], &qs, total, Duration::from_secs(40)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -549,12 +550,7 @@ async fn a_member_killed_right_after_joining_has_its_queues_adopted_once() {
     })
     .await;
     x.kill9();
-    wait_for(
-        Duration::from_secs(30),
-        "a owns every queue again, every timer once",
-        || async { exactly_one(&[&a], &qs) && timers_in(&[&a], &qs) == total },
-    )
-    .await;
+    owned_once(&[&a], &qs, total, Duration::from_secs(30)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -572,12 +568,7 @@ async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
     let b = join(&opts, "b", 3).await;
     first_acquisition(&b).await;
     x.kill9();
-    wait_for(
-        Duration::from_secs(40),
-        "b owns every queue, every timer once",
-        || async { exactly_one(&[&b], &qs) && timers_in(&[&b], &qs) == total },
-    )
-    .await;
+    owned_once(&[&b], &qs, total, Duration::from_secs(40)).await;
 }
 
 /// Member names that are empty, hold a space, a `/`, `..` or are long: each either joins
@@ -663,14 +654,7 @@ async fn etcd_frozen_past_the_lease_fences_everyone_then_the_queues_return_once(
     )
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    if let Ok(mut s) = stop.lock() {
-        *s = true;
-    }
-    let both = fences.join().unwrap_or(None);
-    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
-    assert_eq!(overlap(&log), None);
-    assert_eq!(doubled(&log), None);
-    assert_eq!(both, None);
+    stop_and_check(&log, &stop, fences);
 }
 
 /// Two fleets on one etcd whose prefixes nest without a `/` (`/x` and `/xq/`): each member
@@ -724,12 +708,7 @@ async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer()
         panic!("stop x: {e}");
     }
     let adopted = async {
-        wait_for(
-            Duration::from_secs(40),
-            "b owns every queue, every timer once",
-            || async { exactly_one(&[&b], &qs) && timers_in(&[&b], &qs) == qs.len() * 3 },
-        )
-        .await;
+        owned_once(&[&b], &qs, qs.len() * 3, Duration::from_secs(40)).await;
     };
     adopted.await;
     if let Err(e) = tickwheel_testkit::send_signal(pid, "CONT") {

@@ -151,23 +151,20 @@ async fn timers_in_flight_at_a_kill_come_back_under_a_newer_token() {
     };
     let test = ("in_flight_child", CHILD);
     let child = killed_when_done(test, (&etcd, &redis, "w"), Duration::from_secs(90)).await;
-    let Printed {
-        lines,
-        tokens,
-        acked,
-        out,
-        ended,
-    } = child;
-    assert_eq!(acked.len(), QUEUES * PER_QUEUE as usize, "{lines:?}");
-    assert_eq!(out, acked, "the child did not hand out everything");
-    assert!(!ended.is_empty());
-    let want: BTreeSet<(String, u64)> = acked.difference(&ended).cloned().collect();
+    let n = QUEUES * PER_QUEUE as usize;
+    assert_eq!(child.acked.len(), n, "{:?}", child.lines);
+    assert_eq!(
+        child.out, child.acked,
+        "the child did not hand out everything"
+    );
+    assert!(!child.ended.is_empty());
+    let want = child.not_ended();
     let s = join_journaling(&opts, "s", true).await;
     owns(&s, qs.len()).await;
     let mut got = BTreeSet::new();
     let enough = |got: &BTreeSet<_>| got.len() >= want.len();
     pop_due_into(&s, Duration::from_secs(10), &mut got, enough, |got, d| {
-        let dead = tokens.get(d.due.queue()).copied().unwrap_or(0);
+        let dead = child.token(d.due.queue());
         assert!(d.token > dead, "redelivered under {} ≤ {dead}", d.token);
         let k = (d.due.queue().clone(), *d.due.id());
         assert!(

@@ -56,22 +56,16 @@ async fn survivor_dispatches_every_acknowledged_timer(journal: bool) {
     };
     let test = ("journaling_child", CHILD);
     let child = killed_when_done(test, (&etcd, &redis, "w"), Duration::from_secs(60)).await;
-    let Printed {
-        lines,
-        tokens,
-        acked,
-        ended,
-        ..
-    } = child;
-    assert_eq!(acked.len(), QUEUES * PER_QUEUE as usize, "{lines:?}");
+    let n = QUEUES * PER_QUEUE as usize;
+    assert_eq!(child.acked.len(), n, "{:?}", child.lines);
     let s = join_journaling(&opts, "s", journal).await;
     owns(&s, qs.len()).await;
-    assert_eq!(ended.len(), QUEUES * PER_QUEUE as usize / 5);
-    let want: BTreeSet<(String, u64)> = acked.difference(&ended).cloned().collect();
+    assert_eq!(child.ended.len(), n / 5);
+    let want = child.not_ended();
     let mut got = BTreeSet::new();
     let enough = |got: &BTreeSet<_>| got.len() >= want.len();
     pop_due_into(&s, Duration::from_secs(10), &mut got, enough, |got, d| {
-        let dead = tokens.get(d.due.queue()).copied().unwrap_or(0);
+        let dead = child.token(d.due.queue());
         assert!(
             d.token > dead,
             "dispatched under {} after the dead owner's {dead}",

@@ -203,6 +203,17 @@ pub async fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> b
     }
 }
 
+/// Waits up to `limit` until every queue of `qs` has exactly one owner among `members` and
+/// the members hold `total` of its timers together; panics if that never holds.
+pub async fn owned_once(members: &[&FleetMember], qs: &[String], total: usize, limit: Duration) {
+    let names: Vec<&str> = members.iter().map(|m| m.name()).collect();
+    let what = format!("every queue owned once among {names:?}, {total} timers held");
+    wait_until(limit, &what, || {
+        exactly_one(members, qs) && timers_in(members, qs) == total
+    })
+    .await;
+}
+
 /// Whether every queue of `qs` has exactly one owner among `members`.
 pub fn exactly_one(members: &[&FleetMember], qs: &[String]) -> bool {
     let own = ownership(members);
@@ -301,6 +312,18 @@ pub struct Printed {
     pub acked: BTreeSet<(String, u64)>,
     pub out: BTreeSet<(String, u64)>,
     pub ended: BTreeSet<(String, u64)>,
+}
+
+impl Printed {
+    /// The timers acknowledged and not ended: what a survivor must hand out again.
+    pub fn not_ended(&self) -> BTreeSet<(String, u64)> {
+        self.acked.difference(&self.ended).cloned().collect()
+    }
+
+    /// The child's token for queue `q` (0 if it acknowledged nothing there).
+    pub fn token(&self, q: &str) -> u64 {
+        self.tokens.get(q).copied().unwrap_or(0)
+    }
 }
 
 /// [`child_member_ready`] until the child printed `DONE`, then killed (SIGKILL): what it
