@@ -146,12 +146,10 @@ async fn typed_entries_round_trip() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_token_writes_nothing_and_is_told_the_current_epoch() {
-    let Some((server, [a, b])) = with_members(["mx1", "mx2"]).await else {
+    let q = b"example.com";
+    let Some((server, ja, b)) = journal_and_rival(q, 5).await else {
         return;
     };
-    let q = b"example.com";
-    adopt(&a, q, 5).await;
-    let ja = start(&a);
     let ops: Vec<Op> = (0..300).map(|id| put(id, id, "x")).collect();
     ja.write(q, 5, ops).await.expect("put under 5");
     // A token that was never current is refused too.
@@ -210,12 +208,10 @@ async fn a_stale_token_writes_nothing_and_is_told_the_current_epoch() {
 /// is, and once fenced it stays fenced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_racing_an_adoption_is_fenced_from_the_adoption_on() {
-    let Some((_server, [a, b])) = with_members(["mx1", "mx2"]).await else {
+    let q = b"raced";
+    let Some((_server, ja, b)) = journal_and_rival(q, 10).await else {
         return;
     };
-    let q = b"raced";
-    adopt(&a, q, 10).await;
-    let ja = start(&a);
     let adopted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let seen = std::sync::Arc::clone(&adopted);
     let writer = tokio::spawn(async move {

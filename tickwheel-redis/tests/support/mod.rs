@@ -289,6 +289,14 @@ pub async fn journal_on_with(
     Some((server, start_with(&p, options)))
 }
 
+/// [`journal_on`] (member `mx1`'s journal) and a second member, `mx2`, on the same server:
+/// the one that adopts the queue next.
+pub async fn journal_and_rival(q: &[u8], token: u64) -> Option<(RedisServer, Journal, Protocol)> {
+    let (server, [p, rival]) = with_members(["mx1", "mx2"]).await?;
+    adopt(&p, q, token).await;
+    Some((server, start(&p), rival))
+}
+
 /// The number of keys in the server's database (`DBSIZE`).
 pub async fn key_count(url: &str) -> u64 {
     let mut c = raw(url).await;
