@@ -14,6 +14,8 @@ use support::*;
 use tickwheel::sync::{FrozenEntry, Scheduler};
 use tickwheel_fleet::{Error, Fence, FleetEvent, FleetOptions, Member, RecoveryError};
 use tickwheel_testkit::child::TestChild;
+use tickwheel_testkit::etcd::EtcdServer;
+use tickwheel_testkit::redis::RedisServer;
 
 /// One hand-out seen by a test dispatcher: (member, queue, token, id, when).
 type Record = (String, String, u64, u64, Instant);
@@ -251,11 +253,8 @@ async fn etcd_stopped_in_a_handoff_and_started_again_leaves_every_queue_owned_on
     let Some((mut etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let per = 3;
-    let (qs, total, a) = start_with_a(&opts, 40, per, Duration::from_secs(30), true).await;
-    let b = join(&opts, "b", per).await;
     // Stop etcd as soon as the first queue reaches b: the others are mid-handoff.
-    first_acquisition(&b).await;
+    let (qs, total, a, b) = a_handing_to_b(&opts).await;
     if let Err(e) = etcd.kill() {
         panic!("kill etcd: {e}");
     }
@@ -553,20 +552,43 @@ async fn a_member_killed_right_after_joining_has_its_queues_adopted_once() {
     owned_once(&[&a], &qs, total, Duration::from_secs(30)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
-    let Some((etcd, redis, opts, qs)) = fleet_with(40).await else {
-        return;
-    };
-    let total = qs.len() * 3;
-    let mut x = child_member(&etcd.url(), &redis.url(), "x");
+/// A fleet of the test's own with 40 queues, owned by the child member `x` (3 timers a
+/// queue), and member `b` joined, once it acquired its first queue: the other moves from `x`
+/// to `b` are under way. The servers, the queues, `x` and `b` (`None`: skip).
+async fn x_handing_to_b() -> Option<(
+    (EtcdServer, RedisServer),
+    Vec<String>,
+    TestChild,
+    FleetMember,
+)> {
+    let (etcd, redis, opts, qs) = fleet_with(40).await?;
+    let x = child_member(&etcd.url(), &redis.url(), "x");
     wait_until(Duration::from_secs(40), "x owns every queue", || {
         x.count("ACQUIRED") >= qs.len()
     })
     .await;
-    // b joins: about half the queues start moving from x to b; x dies in the middle.
     let b = join(&opts, "b", 3).await;
     first_acquisition(&b).await;
+    Some(((etcd, redis), qs, x, b))
+}
+
+/// [`start_with_a`] with 40 queues of 3 timers, every timer held, then member `b` joined,
+/// once it acquired its first queue: the other moves from `a` to `b` are under way. The
+/// queues, the number of timers, `a` and `b`.
+async fn a_handing_to_b(opts: &FleetOptions) -> (Vec<String>, usize, FleetMember, FleetMember) {
+    let (qs, total, a) = start_with_a(opts, 40, 3, Duration::from_secs(30), true).await;
+    let b = join(opts, "b", 3).await;
+    first_acquisition(&b).await;
+    (qs, total, a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
+    // b joins: about half the queues start moving from x to b; x dies in the middle.
+    let Some((_servers, qs, mut x, b)) = x_handing_to_b().await else {
+        return;
+    };
+    let total = qs.len() * 3;
     x.kill9();
     owned_once(&[&b], &qs, total, Duration::from_secs(40)).await;
 }
@@ -693,16 +715,9 @@ async fn fleets_with_nested_prefixes_own_only_their_own_queues() {
 /// member fences itself and takes its share back by handoff, still every timer once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer() {
-    let Some((etcd, redis, opts, qs)) = fleet_with(40).await else {
+    let Some((_servers, qs, mut x, b)) = x_handing_to_b().await else {
         return;
     };
-    let mut x = child_member(&etcd.url(), &redis.url(), "x");
-    wait_until(Duration::from_secs(40), "x owns every queue", || {
-        x.count("ACQUIRED") >= qs.len()
-    })
-    .await;
-    let b = join(&opts, "b", 3).await;
-    first_acquisition(&b).await;
     let pid = x.pid();
     if let Err(e) = tickwheel_testkit::send_signal(pid, "STOP") {
         panic!("stop x: {e}");
@@ -759,10 +774,7 @@ async fn redis_killed_mid_handoff_and_restarted_loses_and_doubles_no_timer() {
     let Some((_etcd, mut redis, opts)) = fleet() else {
         return;
     };
-    let per = 3;
-    let (qs, total, a) = start_with_a(&opts, 40, per, Duration::from_secs(30), true).await;
-    let b = join(&opts, "b", per).await;
-    first_acquisition(&b).await;
+    let (qs, total, a, b) = a_handing_to_b(&opts).await;
     if let Err(e) = redis.restart() {
         panic!("kill and restart redis: {e}");
     }
