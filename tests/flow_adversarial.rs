@@ -13,7 +13,7 @@ use tickwheel::sync::{Cancel, RateLimit, Scheduler};
 
 mod support;
 
-use support::flow::{Sched, every, fill, ms, rated, sched};
+use support::flow::{Sched, every, fill, limited, ms, rated, sched};
 
 #[test]
 fn held_queue_hands_out_nothing_then_release_in_deadline_order() {
@@ -302,9 +302,7 @@ fn concurrency_changes_at_run_time() {
 #[test]
 fn concurrency_edge_values() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_concurrency(&1, Some(usize::MAX));
-    fill(&s, 1, 50, t0);
+    let s = limited(2, t0, usize::MAX, 50);
     let all: Vec<_> = s.pop_due(t0, usize::MAX).collect();
     assert_eq!(all.len(), 50);
     drop(all);
@@ -316,9 +314,7 @@ fn concurrency_edge_values() {
 #[test]
 fn concurrency_usize_max_is_no_limit() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_concurrency(&1, Some(usize::MAX));
-    fill(&s, 1, 50, t0);
+    let s = limited(2, t0, usize::MAX, 50);
     assert_eq!(s.concurrency(&1), None);
     s.set_concurrency(&1, Some(usize::MAX - 1));
     assert_eq!(s.concurrency(&1), Some(usize::MAX - 1));

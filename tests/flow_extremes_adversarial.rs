@@ -9,7 +9,7 @@ use tickwheel::sync::{FrozenEntry, RateLimit, Retried};
 
 mod support;
 
-use support::flow::{every, fill, ms, rated, sched};
+use support::flow::{every, fill, limited, ms, rated, sched};
 
 const YEAR: Duration = Duration::from_secs(86_400 * 365);
 
@@ -102,9 +102,7 @@ fn setting_the_same_rate_again_changes_nothing() {
 #[test]
 fn a_retry_into_a_held_limited_queue_stays_held_and_frees_its_slot() {
     let t0 = Instant::now();
-    let s = sched(4, t0);
-    s.set_concurrency(&1, Some(1));
-    fill(&s, 1, 3, t0);
+    let s = limited(4, t0, 1, 3);
     let due = s.pop_due(t0, 10).next().expect("one in flight");
     assert_eq!(s.queue_counts(&1).in_flight, 1);
     assert!(s.hold_queue(&1));
@@ -127,9 +125,7 @@ fn a_retry_into_a_held_limited_queue_stays_held_and_frees_its_slot() {
 #[test]
 fn a_batch_dropped_untaken_gives_its_slots_back() {
     let t0 = Instant::now();
-    let s = sched(3, t0);
-    s.set_concurrency(&1, Some(2));
-    fill(&s, 1, 6, t0);
+    let s = limited(3, t0, 2, 6);
     let mut batch = s.pop_due(t0, 10);
     assert_eq!(batch.len(), 2);
     let first = batch.next().expect("one");

@@ -10,7 +10,7 @@ use tickwheel::sync::{Cancel, RateLimit, Retried, Scheduler};
 
 mod support;
 
-use support::flow::{Sched, every, fill, ms, rated, sched};
+use support::flow::{Sched, every, fill, limited, ms, rated, sched};
 
 /// Pops at `now` until nothing comes out, finishing each; the ids handed out.
 fn pop_all(s: &Sched, now: Instant) -> Vec<u64> {
@@ -54,9 +54,7 @@ fn a_throttle_wake_up_during_a_hold_hands_out_nothing() {
 #[test]
 fn a_freed_slot_during_a_hold_hands_out_nothing() {
     let t0 = Instant::now();
-    let s = sched(3, t0);
-    s.set_concurrency(&1, Some(1));
-    fill(&s, 1, 4, t0);
+    let s = limited(3, t0, 1, 4);
     let first: Vec<_> = s.pop_due(t0, 10).collect();
     assert_eq!(first.len(), 1);
     s.hold_queue(&1);
@@ -96,9 +94,7 @@ fn a_parked_timer_rescheduled_waits_for_its_new_deadline() {
 #[test]
 fn a_drain_of_parked_members_leaves_the_limit_working() {
     let t0 = Instant::now();
-    let s = sched(4, t0);
-    s.set_concurrency(&1, Some(2));
-    fill(&s, 1, 10, t0);
+    let s = limited(4, t0, 2, 10);
     let held: Vec<_> = s.pop_due(t0, 100).collect();
     assert_eq!(held.len(), 2);
     assert_eq!(s.queue_counts(&1).parked, 8);
@@ -124,9 +120,7 @@ fn a_drain_of_parked_members_leaves_the_limit_working() {
 #[test]
 fn cancel_of_parked_and_in_flight_members_under_a_limit() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.set_concurrency(&1, Some(1));
-    fill(&s, 1, 3, t0);
+    let s = limited(2, t0, 1, 3);
     let due = s.pop_due(t0, 10).next().expect("one");
     let out = *due.id();
     assert!(matches!(s.cancel(&out), Cancel::InFlight));
@@ -144,9 +138,7 @@ fn cancel_of_parked_and_in_flight_members_under_a_limit() {
 #[test]
 fn a_retry_into_a_frozen_limited_queue_gives_its_slot_back() {
     let t0 = Instant::now();
-    let s = sched(3, t0);
-    s.set_concurrency(&1, Some(1));
-    fill(&s, 1, 3, t0);
+    let s = limited(3, t0, 1, 3);
     let due = s.pop_due(t0, 10).next().expect("one");
     let frozen = s.freeze_queue(&1);
     assert_eq!(
@@ -174,9 +166,7 @@ fn a_retry_into_a_frozen_limited_queue_gives_its_slot_back() {
 #[test]
 fn a_lowered_limit_waits_until_the_queue_is_under_it() {
     let t0 = Instant::now();
-    let s = sched(4, t0);
-    s.set_concurrency(&1, Some(5));
-    fill(&s, 1, 10, t0);
+    let s = limited(4, t0, 5, 10);
     let mut flying: Vec<_> = s.pop_due(t0, 100).collect();
     assert_eq!(flying.len(), 5);
     s.set_concurrency(&1, Some(2));

@@ -32,11 +32,7 @@ use tokio::time::{self, Duration, Instant};
 async fn coop_budget_spent_at_the_first_arm_still_wakes_at_the_deadline() {
     let mut q = DelayQueue::new();
     q.insert("a", ms(10));
-    let first = poll_fn(|cx| {
-        assert!(spend_budget(cx) > 0);
-        Poll::Ready(q.poll_expired(cx).is_pending())
-    })
-    .await;
+    let first = pending_with_budget_spent(&mut q).await;
     assert!(first, "nothing is due at 0 ms");
     assert_eq!(
         next_within(&mut q, secs(1)).await,
@@ -56,11 +52,7 @@ async fn coop_budget_spent_at_a_re_arm_still_wakes_at_the_deadline() {
         "sleep made and armed at 500 ms"
     );
     q.insert("early", ms(10));
-    let first = poll_fn(|cx| {
-        assert!(spend_budget(cx) > 0);
-        Poll::Ready(q.poll_expired(cx).is_pending())
-    })
-    .await;
+    let first = pending_with_budget_spent(&mut q).await;
     assert!(first, "nothing is due at 0 ms");
     assert_eq!(next_within(&mut q, secs(1)).await, Some(("early", ms(10))));
     assert_eq!(next_within(&mut q, secs(1)).await, Some(("late", ms(490))));
@@ -74,11 +66,7 @@ async fn coop_budget_spent_at_a_re_arm_after_the_sleep_ended() {
     q.insert("first", ms(5));
     q.insert("second", ms(20));
     assert_eq!(next_within(&mut q, secs(1)).await, Some(("first", ms(5))));
-    let first = poll_fn(|cx| {
-        assert!(spend_budget(cx) > 0);
-        Poll::Ready(q.poll_expired(cx).is_pending())
-    })
-    .await;
+    let first = pending_with_budget_spent(&mut q).await;
     assert!(first, "nothing is due at 5 ms");
     assert_eq!(next_within(&mut q, secs(1)).await, Some(("second", ms(15))));
 }
@@ -336,9 +324,7 @@ async fn noop_then_the_tasks_waker_is_woken() {
 async fn changes_after_a_shortcut_pending_wake_at_the_new_earliest_deadline() {
     let mut q = DelayQueue::new();
     let armed = q.insert("armed", ms(100));
-    let (count, w) = counting_waker();
-    assert!(poll_with(&mut q, &w).is_pending());
-    assert!(poll_with(&mut q, &w).is_pending());
+    let (count, w) = pending_twice(&mut q);
     q.insert("early", ms(40));
     assert_eq!(wakes(&count), 1, "earlier than the armed sleep");
     assert!(poll_with(&mut q, &w).is_pending());
@@ -374,9 +360,7 @@ async fn changes_after_a_shortcut_pending_wake_at_the_new_earliest_deadline() {
 async fn a_past_deadline_after_a_shortcut_pending_comes_out_next() {
     let mut q = DelayQueue::new();
     q.insert("far", secs(10));
-    let (count, w) = counting_waker();
-    assert!(poll_with(&mut q, &w).is_pending());
-    assert!(poll_with(&mut q, &w).is_pending());
+    let (count, _w) = pending_twice(&mut q);
     q.insert_at("past", Instant::now() - ms(1));
     q.insert("zero", Duration::ZERO);
     assert_eq!(wakes(&count), 1);
@@ -463,9 +447,7 @@ async fn timeouts_around_next_neither_lose_nor_duplicate() {
 async fn clear_while_waiting_then_insert_later_wakes_at_the_new_deadline() {
     let mut q = DelayQueue::new();
     q.insert("old", ms(10));
-    let (count, w) = counting_waker();
-    assert!(poll_with(&mut q, &w).is_pending());
-    assert!(poll_with(&mut q, &w).is_pending());
+    let (count, w) = pending_twice(&mut q);
     q.clear();
     assert_eq!(wakes(&count), 1);
     q.insert("new", ms(50));
@@ -515,9 +497,7 @@ async fn capacity_zero_and_compact_between_polls() {
 async fn dropping_a_queue_while_its_sleep_is_pending() {
     let mut q = DelayQueue::new();
     q.insert(String::from("a"), ms(10));
-    let (count, w) = counting_waker();
-    assert!(poll_with(&mut q, &w).is_pending());
-    assert!(poll_with(&mut q, &w).is_pending());
+    let (count, _w) = pending_twice(&mut q);
     drop(q);
     advance(ms(20)).await;
     assert!(wakes(&count) <= 1);
@@ -587,9 +567,7 @@ async fn select_with_changes_from_another_task() {
 async fn real_clock_then_paused_mid_wait() {
     let mut q = DelayQueue::new();
     let key = q.insert("a", secs(30));
-    let (count, w) = counting_waker();
-    assert!(poll_with(&mut q, &w).is_pending());
-    assert!(poll_with(&mut q, &w).is_pending());
+    let (count, w) = pending_twice(&mut q);
     time::pause();
     let deadline = q.deadline(&key);
     time::advance(deadline.saturating_duration_since(Instant::now()) - ms(2)).await;

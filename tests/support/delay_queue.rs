@@ -149,6 +149,25 @@ pub fn spend_budget(cx: &mut Context<'_>) -> usize {
     panic!("the cooperative budget never ran out");
 }
 
+/// Polls `q` once after the task spent its cooperative budget: whether it answered
+/// `Pending`. Panics if the budget was spent already.
+pub async fn pending_with_budget_spent<T>(q: &mut DelayQueue<T>) -> bool {
+    poll_fn(|cx| {
+        assert!(spend_budget(cx) > 0);
+        Poll::Ready(q.poll_expired(cx).is_pending())
+    })
+    .await
+}
+
+/// A counting waker after two polls of `q` with it, both `Pending` (the second answered by
+/// the shortcut: the sleep armed, nothing changed); panics if either is not.
+pub fn pending_twice<T>(q: &mut DelayQueue<T>) -> (Arc<Count>, Waker) {
+    let (count, w) = counting_waker();
+    assert!(poll_with(q, &w).is_pending());
+    assert!(poll_with(q, &w).is_pending());
+    (count, w)
+}
+
 /// `next()` with a bound: the value and how long it took, or `None` when the bound passed
 /// first (or the queue was empty).
 pub async fn next_within<T>(q: &mut DelayQueue<T>, bound: Duration) -> Option<(T, Duration)> {

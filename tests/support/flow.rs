@@ -43,3 +43,12 @@ pub fn rated(shards: usize, t0: Instant, limit: RateLimit, n: u64) -> Sched {
     fill(&s, 1, n, t0);
     s
 }
+
+/// A scheduler of `shards` shards at origin `t0` whose queue 1 is limited to `limit` timers
+/// in flight and holds ids `0..n`, all due at `t0`.
+pub fn limited(shards: usize, t0: Instant, limit: usize, n: u64) -> Sched {
+    let s = sched(shards, t0);
+    s.set_concurrency(&1, Some(limit));
+    fill(&s, 1, n, t0);
+    s
+}

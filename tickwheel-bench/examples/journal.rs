@@ -33,38 +33,29 @@ fn deadline(base: Instant, id: u64) -> Instant {
     base + Duration::from_millis(3_600_000 + (id * 7919) % 3_600_000)
 }
 
-fn journal(engine: Engine, name: &'static str, n: u64) -> Figures {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let options = Options::new()
+/// The options of every journal here: `engine`, the default durability.
+fn options(engine: Engine) -> Options {
+    Options::new()
         .engine(engine)
-        .durability(Durability::default());
-    let j: Arc<Durable<u32, u64, u64>> =
-        Arc::new(Durable::open(dir.path(), options.clone()).expect("open"));
-    let base = Instant::now();
-    let start = Instant::now();
+        .durability(Durability::default())
+}
+
+/// A journal with [`options`] in a new temporary directory: the directory (removed when
+/// dropped), the options and the journal.
+fn open_temp(engine: Engine) -> (tempfile::TempDir, Options, Durable<u32, u64, u64>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let j = Durable::open(dir.path(), options(engine)).expect("open");
+    (dir, options(engine), j)
+}
+
+/// Runs `produce(p)` for each producer `p` (`0..PRODUCERS`), each on a thread of its own and
+/// returning its waits (ms): the seconds from `start` until all of them ended, and every
+/// wait, sorted.
+fn producers(start: Instant, produce: impl Fn(u64) -> Vec<f64> + Sync) -> (f64, Vec<f64>) {
     let waits: Vec<Vec<f64>> = std::thread::scope(|s| {
+        let produce = &produce;
         let handles: Vec<_> = (0..PRODUCERS)
-            .map(|p| {
-                let j = j.clone();
-                s.spawn(move || {
-                    let mut waits = Vec::new();
-                    let mut id = p * n / PRODUCERS;
-                    let end = (p + 1) * n / PRODUCERS;
-                    while id < end {
-                        let hi = (id + CHUNK).min(end);
-                        let t = Instant::now();
-                        let refused = j
-                            .schedule_many(
-                                (id..hi).map(|i| ((i % 1000) as u32, i, deadline(base, i), i)),
-                            )
-                            .expect("journal");
-                        assert!(refused.is_empty());
-                        waits.push(t.elapsed().as_secs_f64() * 1e3);
-                        id = hi;
-                    }
-                    waits
-                })
-            })
+            .map(|p| s.spawn(move || produce(p)))
             .collect();
         handles
             .into_iter()
@@ -72,15 +63,39 @@ fn journal(engine: Engine, name: &'static str, n: u64) -> Figures {
             .collect()
     });
     let elapsed = start.elapsed().as_secs_f64();
-    let syncs = j.writer_stats().syncs;
     let mut waits: Vec<f64> = waits.into_iter().flatten().collect();
     waits.sort_by(f64::total_cmp);
-    let pct = |p: f64| waits[((waits.len() as f64 * p) as usize).min(waits.len() - 1)];
-    let (p50_ms, p99_ms) = (pct(0.50), pct(0.99));
-    Arc::into_inner(j)
-        .expect("producers done")
-        .close()
-        .expect("close");
+    (elapsed, waits)
+}
+
+/// The `p` quantile (0 to 1) of the sorted `waits`.
+fn pct(waits: &[f64], p: f64) -> f64 {
+    waits[((waits.len() as f64 * p) as usize).min(waits.len() - 1)]
+}
+
+fn journal(engine: Engine, name: &'static str, n: u64) -> Figures {
+    let (dir, options, j) = open_temp(engine);
+    let base = Instant::now();
+    let start = Instant::now();
+    let (elapsed, waits) = producers(start, |p| {
+        let mut waits = Vec::new();
+        let mut id = p * n / PRODUCERS;
+        let end = (p + 1) * n / PRODUCERS;
+        while id < end {
+            let hi = (id + CHUNK).min(end);
+            let t = Instant::now();
+            let refused = j
+                .schedule_many((id..hi).map(|i| ((i % 1000) as u32, i, deadline(base, i), i)))
+                .expect("journal");
+            assert!(refused.is_empty());
+            waits.push(t.elapsed().as_secs_f64() * 1e3);
+            id = hi;
+        }
+        waits
+    });
+    let syncs = j.writer_stats().syncs;
+    let (p50_ms, p99_ms) = (pct(&waits, 0.50), pct(&waits, 0.99));
+    j.close().expect("close");
     let usage = disk_usage(dir.path());
     let t = Instant::now();
     let j: Durable<u32, u64, u64> = Durable::open(dir.path(), options).expect("recover");
@@ -104,15 +119,8 @@ fn journal(engine: Engine, name: &'static str, n: u64) -> Figures {
 /// producers, prints `LOADED` once every record is durable, then keeps scheduling until
 /// killed.
 fn child_load(dir: &str, engine: Engine, n: u64) {
-    let j: Arc<Durable<u32, u64, u64>> = Arc::new(
-        Durable::open(
-            dir,
-            Options::new()
-                .engine(engine)
-                .durability(Durability::default()),
-        )
-        .expect("open"),
-    );
+    let j: Arc<Durable<u32, u64, u64>> =
+        Arc::new(Durable::open(dir, options(engine)).expect("open"));
     let base = Instant::now();
     std::thread::scope(|s| {
         for p in 0..PRODUCERS {
@@ -171,43 +179,24 @@ fn crash_recovery(engine: Engine, name: &str, n: u64) -> (u64, f64) {
 /// Single-timer calls: two producers each calling `schedule` and waiting for its record,
 /// for `secs` seconds. Returns (calls/s, p50 ms, p99 ms).
 fn single_calls(engine: Engine, secs: f64) -> (f64, f64, f64) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let options = Options::new()
-        .engine(engine)
-        .durability(Durability::default());
-    let j: Arc<Durable<u32, u64, u64>> =
-        Arc::new(Durable::open(dir.path(), options).expect("open"));
+    let (_dir, _, j) = open_temp(engine);
     let base = Instant::now();
     let start = Instant::now();
-    let waits: Vec<Vec<f64>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..PRODUCERS)
-            .map(|p| {
-                let j = j.clone();
-                s.spawn(move || {
-                    let mut waits = Vec::new();
-                    let mut id = p << 40;
-                    while start.elapsed().as_secs_f64() < secs {
-                        let t = Instant::now();
-                        j.schedule((id % 1000) as u32, id, deadline(base, id), id)
-                            .expect("journal")
-                            .expect("new id");
-                        waits.push(t.elapsed().as_secs_f64() * 1e3);
-                        id += 1;
-                    }
-                    waits
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("producer"))
-            .collect()
+    let (elapsed, waits) = producers(start, |p| {
+        let mut waits = Vec::new();
+        let mut id = p << 40;
+        while start.elapsed().as_secs_f64() < secs {
+            let t = Instant::now();
+            j.schedule((id % 1000) as u32, id, deadline(base, id), id)
+                .expect("journal")
+                .expect("new id");
+            waits.push(t.elapsed().as_secs_f64() * 1e3);
+            id += 1;
+        }
+        waits
     });
-    let elapsed = start.elapsed().as_secs_f64();
-    let mut waits: Vec<f64> = waits.into_iter().flatten().collect();
-    waits.sort_by(f64::total_cmp);
-    let pct = |p: f64| waits[((waits.len() as f64 * p) as usize).min(waits.len() - 1)];
-    (waits.len() as f64 / elapsed, pct(0.5), pct(0.99))
+    let per_s = waits.len() as f64 / elapsed;
+    (per_s, pct(&waits, 0.5), pct(&waits, 0.99))
 }
 
 /// The same producers on the in-memory scheduler, one `schedule` a timer.

@@ -14,6 +14,8 @@ use support::*;
 use tickwheel::sync::{FrozenEntry, Scheduler};
 use tickwheel_fleet::{Error, Fence, FleetEvent, FleetOptions, Member, RecoveryError};
 use tickwheel_testkit::child::TestChild;
+use tickwheel_testkit::etcd::EtcdServer;
+use tickwheel_testkit::redis::RedisServer;
 
 /// One hand-out seen by a test dispatcher: (member, queue, token, id, when).
 type Record = (String, String, u64, u64, Instant);
@@ -102,6 +104,24 @@ async fn dispatch_both(
     (log, stop, fences)
 }
 
+/// Stops what [`dispatch_both`] started and checks it: no two dispatchers of a queue at
+/// once, no timer handed out twice, never two fences valid at once. The hand-outs.
+fn stop_and_check(
+    log: &Mutex<Vec<Record>>,
+    stop: &Mutex<bool>,
+    fences: std::thread::JoinHandle<Option<String>>,
+) -> Vec<Record> {
+    if let Ok(mut s) = stop.lock() {
+        *s = true;
+    }
+    let both = fences.join().unwrap_or(None);
+    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
+    assert_eq!(overlap(&log), None);
+    assert_eq!(doubled(&log), None);
+    assert_eq!(both, None);
+    log
+}
+
 /// Per queue, a hand-out by one member under token `T` must not come after a hand-out by
 /// another member under a larger token: that would be two dispatchers of one queue. Returns
 /// the first violation.
@@ -181,14 +201,7 @@ async fn two_members_joining_at_once_never_hand_out_one_queue_together() {
     let (log, stop, fences) = dispatch_both(&a, &b, &qs).await;
     // Let the spread timers come due.
     tokio::time::sleep(Duration::from_secs(9)).await;
-    if let Ok(mut s) = stop.lock() {
-        *s = true;
-    }
-    let both = fences.join().unwrap_or(None);
-    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
-    assert_eq!(overlap(&log), None);
-    assert_eq!(doubled(&log), None);
-    assert_eq!(both, None);
+    let log = stop_and_check(&log, &stop, fences);
     // Every id was handed out at least once.
     let ids: BTreeSet<u64> = log.iter().map(|r| r.3).collect();
     assert_eq!(ids.len(), qs.len() * 40, "ids handed out");
@@ -232,12 +245,7 @@ async fn a_member_leaving_while_another_joins_loses_no_timer() {
     if let Err(e) = left {
         panic!("leave while another joins: {e}");
     }
-    wait_for(
-        Duration::from_secs(30),
-        "a and c share every queue",
-        || async { exactly_one(&[&a, &c], &qs) && timers_in(&[&a, &c], &qs) == total },
-    )
-    .await;
+    owned_once(&[&a, &c], &qs, total, Duration::from_secs(30)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -245,11 +253,8 @@ async fn etcd_stopped_in_a_handoff_and_started_again_leaves_every_queue_owned_on
     let Some((mut etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let per = 3;
-    let (qs, total, a) = start_with_a(&opts, 40, per, Duration::from_secs(30), true).await;
-    let b = join(&opts, "b", per).await;
     // Stop etcd as soon as the first queue reaches b: the others are mid-handoff.
-    first_acquisition(&b).await;
+    let (qs, total, a, b) = a_handing_to_b(&opts).await;
     if let Err(e) = etcd.kill() {
         panic!("kill etcd: {e}");
     }
@@ -265,12 +270,7 @@ async fn etcd_stopped_in_a_handoff_and_started_again_leaves_every_queue_owned_on
     if let Err(e) = etcd.start_again() {
         panic!("start etcd: {e}");
     }
-    wait_for(
-        Duration::from_secs(40),
-        "every queue owned once, every timer once",
-        || async { exactly_one(&[&a, &b], &qs) && timers_in(&[&a, &b], &qs) == total },
-    )
-    .await;
+    owned_once(&[&a, &b], &qs, total, Duration::from_secs(40)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -549,35 +549,48 @@ async fn a_member_killed_right_after_joining_has_its_queues_adopted_once() {
     })
     .await;
     x.kill9();
-    wait_for(
-        Duration::from_secs(30),
-        "a owns every queue again, every timer once",
-        || async { exactly_one(&[&a], &qs) && timers_in(&[&a], &qs) == total },
-    )
-    .await;
+    owned_once(&[&a], &qs, total, Duration::from_secs(30)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
-    let Some((etcd, redis, opts, qs)) = fleet_with(40).await else {
-        return;
-    };
-    let total = qs.len() * 3;
-    let mut x = child_member(&etcd.url(), &redis.url(), "x");
+/// A fleet of the test's own with 40 queues, owned by the child member `x` (3 timers a
+/// queue), and member `b` joined, once it acquired its first queue: the other moves from `x`
+/// to `b` are under way. The servers, the queues, `x` and `b` (`None`: skip).
+async fn x_handing_to_b() -> Option<(
+    (EtcdServer, RedisServer),
+    Vec<String>,
+    TestChild,
+    FleetMember,
+)> {
+    let (etcd, redis, opts, qs) = fleet_with(40).await?;
+    let x = child_member(&etcd.url(), &redis.url(), "x");
     wait_until(Duration::from_secs(40), "x owns every queue", || {
         x.count("ACQUIRED") >= qs.len()
     })
     .await;
-    // b joins: about half the queues start moving from x to b; x dies in the middle.
     let b = join(&opts, "b", 3).await;
     first_acquisition(&b).await;
+    Some(((etcd, redis), qs, x, b))
+}
+
+/// [`start_with_a`] with 40 queues of 3 timers, every timer held, then member `b` joined,
+/// once it acquired its first queue: the other moves from `a` to `b` are under way. The
+/// queues, the number of timers, `a` and `b`.
+async fn a_handing_to_b(opts: &FleetOptions) -> (Vec<String>, usize, FleetMember, FleetMember) {
+    let (qs, total, a) = start_with_a(opts, 40, 3, Duration::from_secs(30), true).await;
+    let b = join(opts, "b", 3).await;
+    first_acquisition(&b).await;
+    (qs, total, a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_killed_during_handoffs_loses_no_timer_and_doubles_none() {
+    // b joins: about half the queues start moving from x to b; x dies in the middle.
+    let Some((_servers, qs, mut x, b)) = x_handing_to_b().await else {
+        return;
+    };
+    let total = qs.len() * 3;
     x.kill9();
-    wait_for(
-        Duration::from_secs(40),
-        "b owns every queue, every timer once",
-        || async { exactly_one(&[&b], &qs) && timers_in(&[&b], &qs) == total },
-    )
-    .await;
+    owned_once(&[&b], &qs, total, Duration::from_secs(40)).await;
 }
 
 /// Member names that are empty, hold a space, a `/`, `..` or are long: each either joins
@@ -663,14 +676,7 @@ async fn etcd_frozen_past_the_lease_fences_everyone_then_the_queues_return_once(
     )
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    if let Ok(mut s) = stop.lock() {
-        *s = true;
-    }
-    let both = fences.join().unwrap_or(None);
-    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
-    assert_eq!(overlap(&log), None);
-    assert_eq!(doubled(&log), None);
-    assert_eq!(both, None);
+    stop_and_check(&log, &stop, fences);
 }
 
 /// Two fleets on one etcd whose prefixes nest without a `/` (`/x` and `/xq/`): each member
@@ -709,27 +715,15 @@ async fn fleets_with_nested_prefixes_own_only_their_own_queues() {
 /// member fences itself and takes its share back by handoff, still every timer once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_frozen_mid_handoff_past_its_lease_loses_and_doubles_no_timer() {
-    let Some((etcd, redis, opts, qs)) = fleet_with(40).await else {
+    let Some((_servers, qs, mut x, b)) = x_handing_to_b().await else {
         return;
     };
-    let mut x = child_member(&etcd.url(), &redis.url(), "x");
-    wait_until(Duration::from_secs(40), "x owns every queue", || {
-        x.count("ACQUIRED") >= qs.len()
-    })
-    .await;
-    let b = join(&opts, "b", 3).await;
-    first_acquisition(&b).await;
     let pid = x.pid();
     if let Err(e) = tickwheel_testkit::send_signal(pid, "STOP") {
         panic!("stop x: {e}");
     }
     let adopted = async {
-        wait_for(
-            Duration::from_secs(40),
-            "b owns every queue, every timer once",
-            || async { exactly_one(&[&b], &qs) && timers_in(&[&b], &qs) == qs.len() * 3 },
-        )
-        .await;
+        owned_once(&[&b], &qs, qs.len() * 3, Duration::from_secs(40)).await;
     };
     adopted.await;
     if let Err(e) = tickwheel_testkit::send_signal(pid, "CONT") {
@@ -780,10 +774,7 @@ async fn redis_killed_mid_handoff_and_restarted_loses_and_doubles_no_timer() {
     let Some((_etcd, mut redis, opts)) = fleet() else {
         return;
     };
-    let per = 3;
-    let (qs, total, a) = start_with_a(&opts, 40, per, Duration::from_secs(30), true).await;
-    let b = join(&opts, "b", per).await;
-    first_acquisition(&b).await;
+    let (qs, total, a, b) = a_handing_to_b(&opts).await;
     if let Err(e) = redis.restart() {
         panic!("kill and restart redis: {e}");
     }

@@ -9,22 +9,17 @@
 
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::*;
 use tickwheel_fleet::Error;
 use tickwheel_redis::journal::{Journal, JournalOptions};
-use tickwheel_testkit::child::TestChild;
 
 const CHILD: &str = "TICKWHEEL_FLEET_IN_FLIGHT_CHILD";
 const QUEUES: usize = 3;
 const PER_QUEUE: u64 = 60;
-
-fn token_of(m: &FleetMember, q: &str) -> Option<u64> {
-    m.owned().iter().find(|(o, _)| o == q).map(|(_, t)| *t)
-}
 
 /// A reader of the journal beside the fleet: loads `q` under the token its owner holds.
 async fn journal_ids(redis_url: &str, q: &str, token: u64) -> BTreeSet<u64> {
@@ -44,15 +39,22 @@ async fn journal_ids(redis_url: &str, q: &str, token: u64) -> BTreeSet<u64> {
         .collect()
 }
 
+/// The ids of queue `q` among `timers` ((queue, id) pairs).
+fn ids_in(timers: &BTreeSet<(String, u64)>, q: &str) -> BTreeSet<u64> {
+    timers
+        .iter()
+        .filter(|(o, _)| o == q)
+        .map(|(_, i)| *i)
+        .collect()
+}
+
 /// Without the journal the calls say so; with it, a queue this member does not own is
 /// refused before anything is sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn journal_calls_on_a_queue_not_owned_or_with_the_journal_off_are_refused() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(1).await else {
         return;
     };
-    let qs = queues(1);
-    register(&opts, &qs).await;
     let off = join_journaling(&opts, "off", false).await;
     let at = Instant::now() + Duration::from_secs(60);
     assert!(matches!(
@@ -81,45 +83,15 @@ async fn journal_calls_on_a_queue_not_owned_or_with_the_journal_off_are_refused(
 /// under the new token, and the new owner's ends delete them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_moved_queue_s_journal_matches_its_new_owner() {
-    let Some((_etcd, redis, opts)) = fleet() else {
+    let Some((_etcd, redis, opts, qs, a)) = journaled_a(4).await else {
         return;
     };
-    let qs = queues(4);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
     let at = Instant::now() + Duration::from_secs(3600);
-    let mut pending = Vec::new();
-    for (n, q) in qs.iter().enumerate() {
-        for i in 0..40u64 {
-            let id = n as u64 * 1000 + i;
-            let v = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, v.clone())
-                .expect("schedule");
-            pending.push(a.journal_put(q, &id, at, &v).expect("journal"));
-        }
-    }
-    for w in pending {
-        w.await.expect("durable");
-    }
+    durable(schedule_journaled(&a, &qs, 40, |_| at)).await;
     let b = join_journaling(&opts, "b", true).await;
-    wait_until(Duration::from_secs(30), "b owns some queue", || {
-        !b.owned().is_empty()
-    })
-    .await;
-    wait_until(Duration::from_secs(30), "one owner each", || {
-        exactly_one(&[&a, &b], &qs)
-    })
-    .await;
+    shares(&a, &b, &qs).await;
     for (q, token) in b.owned() {
-        let held: BTreeSet<u64> = {
-            let ids = b.scheduler().queue_members(&q);
-            ids.into_iter().map(|m| m.id).collect()
-        };
+        let held = ids_held(&b, &q);
         let journaled = journal_ids(&redis.url(), &q, token).await;
         assert_eq!(held.len(), 40, "b holds {} timers of {q}", held.len());
         assert_eq!(journaled, held, "the journal of {q} differs from its owner");
@@ -135,47 +107,21 @@ async fn a_moved_queue_s_journal_matches_its_new_owner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_flight_child() {
-    let Ok(spec) = std::env::var(CHILD) else {
+    let Some((m, qs)) = join_child_journaling(CHILD, QUEUES).await else {
         return;
     };
-    let (opts, name) = child_spec(&spec);
-    let m = join_journaling(&opts, &name, true).await;
-    let qs = queues(QUEUES);
-    wait_until(
-        Duration::from_secs(30),
-        "the child owns every queue",
-        || m.owned().len() == qs.len(),
-    )
-    .await;
-    let mut pending = Vec::new();
-    for (n, q) in qs.iter().enumerate() {
-        let token = token_of(&m, q).unwrap_or(0);
-        for i in 0..PER_QUEUE {
-            let id = n as u64 * 1000 + i;
-            let at = Instant::now();
-            let value = format!("{q}:{id}");
-            m.scheduler()
-                .schedule(q.clone(), id, at, value.clone())
-                .expect("schedule");
-            let w = m.journal_put(q, &id, at, &value).expect("journal");
-            pending.push((q.clone(), id, token, w));
-        }
-    }
-    for (q, id, token, w) in pending {
+    let tokens: BTreeMap<String, u64> = m.owned().into_iter().collect();
+    for (q, id, w) in schedule_journaled(&m, &qs, PER_QUEUE, |_| Instant::now()) {
+        let token = tokens.get(&q).copied().unwrap_or(0);
         match w.await {
             Ok(_) => println!("ACK {q} {id} {token}"),
             Err(e) => println!("ERR {q} {id} {e}"),
         }
     }
     // Hand everything out; confirm every third, keep the rest in flight.
-    let mut out = Vec::new();
-    let until = Instant::now() + Duration::from_secs(20);
-    while out.len() < QUEUES * PER_QUEUE as usize && Instant::now() < until {
-        for d in m.pop_due(Instant::now(), 1000) {
-            println!("OUT {} {}", d.due.queue(), d.due.id());
-            out.push(d);
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    let out = due_within(&m, QUEUES * PER_QUEUE as usize, Duration::from_secs(20)).await;
+    for d in &out {
+        println!("OUT {} {}", d.due.queue(), d.due.id());
     }
     let mut held = Vec::new();
     for d in out {
@@ -196,89 +142,37 @@ async fn in_flight_child() {
     }
 }
 
-fn parse(child: &TestChild, prefix: &str) -> BTreeSet<(String, u64)> {
-    child
-        .lines()
-        .iter()
-        .filter_map(|l| {
-            let mut p = l.strip_prefix(prefix)?.split(' ');
-            Some((p.next()?.to_owned(), p.next()?.parse().ok()?))
-        })
-        .collect()
-}
-
 /// A member killed while holding handed-out, unconfirmed timers: the survivor hands each of
 /// them out again under a newer token, and every timer not confirmed ended, and nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn timers_in_flight_at_a_kill_come_back_under_a_newer_token() {
-    if std::env::var_os(CHILD).is_some() {
-        return;
-    }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = parent_fleet_with(CHILD, QUEUES).await else {
         return;
     };
-    let qs = queues(QUEUES);
-    register(&opts, &qs).await;
-    let mut child = TestChild::spawn(
-        "in_flight_child",
-        CHILD,
-        &format!("{} {} w", etcd.url(), redis.url()),
-    );
-    let started = Instant::now();
-    while !child.has("DONE") {
-        assert!(
-            started.elapsed() < Duration::from_secs(90),
-            "the child did not finish: {:?}",
-            child.lines()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    child.kill9();
-    let tokens: Vec<(String, u64)> = child
-        .lines()
-        .iter()
-        .filter_map(|l| {
-            let mut p = l.strip_prefix("ACK ")?.split(' ');
-            let q = p.next()?.to_owned();
-            p.next()?;
-            Some((q, p.next()?.parse().ok()?))
-        })
-        .collect();
-    let acked = parse(&child, "ACK ");
-    let out = parse(&child, "OUT ");
-    let ended = parse(&child, "END ");
+    let test = ("in_flight_child", CHILD);
+    let child = killed_when_done(test, (&etcd, &redis, "w"), Duration::from_secs(90)).await;
+    let n = QUEUES * PER_QUEUE as usize;
+    assert_eq!(child.acked.len(), n, "{:?}", child.lines);
     assert_eq!(
-        acked.len(),
-        QUEUES * PER_QUEUE as usize,
-        "{:?}",
-        child.lines()
+        child.out, child.acked,
+        "the child did not hand out everything"
     );
-    assert_eq!(out, acked, "the child did not hand out everything");
-    assert!(!ended.is_empty());
-    let want: BTreeSet<(String, u64)> = acked.difference(&ended).cloned().collect();
+    assert!(!child.ended.is_empty());
+    let want = child.not_ended();
     let s = join_journaling(&opts, "s", true).await;
-    wait_until(Duration::from_secs(30), "s owns every queue", || {
-        s.owned().len() == qs.len()
+    owns(&s, qs.len()).await;
+    let mut got = BTreeSet::new();
+    let enough = |got: &BTreeSet<_>| got.len() >= want.len();
+    pop_due_into(&s, Duration::from_secs(10), &mut got, enough, |got, d| {
+        let dead = child.token(d.due.queue());
+        assert!(d.token > dead, "redelivered under {} ≤ {dead}", d.token);
+        let k = (d.due.queue().clone(), *d.due.id());
+        assert!(
+            got.insert(k.clone()),
+            "{k:?} delivered twice by the survivor"
+        );
     })
     .await;
-    let mut got = BTreeSet::new();
-    let until = Instant::now() + Duration::from_secs(10);
-    while got.len() < want.len() && Instant::now() < until {
-        for d in s.pop_due(Instant::now(), 1000) {
-            let dead = tokens
-                .iter()
-                .find(|(q, _)| q == d.due.queue())
-                .map(|(_, t)| *t)
-                .unwrap_or(0);
-            assert!(d.token > dead, "redelivered under {} ≤ {dead}", d.token);
-            let k = (d.due.queue().clone(), *d.due.id());
-            assert!(
-                got.insert(k.clone()),
-                "{k:?} delivered twice by the survivor"
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     assert_eq!(got, want, "in flight at the kill vs redelivered");
 }
 
@@ -286,16 +180,11 @@ async fn timers_in_flight_at_a_kill_come_back_under_a_newer_token() {
 /// member: Redis's key count stays flat and its memory does not grow with the churn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn churn_through_a_member_keeps_redis_flat() {
-    let Some((_etcd, redis, opts)) = fleet() else {
+    let Some((_etcd, redis, opts, qs)) = fleet_with(1).await else {
         return;
     };
-    let qs = queues(1);
-    register(&opts, &qs).await;
     let m = join_journaling(&opts, "m", true).await;
-    wait_until(Duration::from_secs(30), "m owns the queue", || {
-        m.owned().len() == 1
-    })
-    .await;
+    owns(&m, 1).await;
     let q = &qs[0];
     let at = Instant::now() + Duration::from_secs(3600);
     let live = 300u64;
@@ -312,7 +201,7 @@ async fn churn_through_a_member_keeps_redis_flat() {
         .query_async(&mut c)
         .await
         .expect("dbsize");
-    let mem0 = used_memory(&mut c).await;
+    let mem0 = redis.used_memory().expect("used_memory");
     let mut next = live;
     for _ in 0..100 {
         for _ in 0..300 {
@@ -330,7 +219,7 @@ async fn churn_through_a_member_keeps_redis_flat() {
         .query_async(&mut c)
         .await
         .expect("dbsize");
-    let mem1 = used_memory(&mut c).await;
+    let mem1 = redis.used_memory().expect("used_memory");
     assert!(keys1 <= keys0 + 2, "keys grew from {keys0} to {keys1}");
     assert!(mem1 < mem0 + 300_000, "memory grew from {mem0} to {mem1}");
 }
@@ -343,63 +232,27 @@ async fn support_raw(url: &str) -> redis::aio::MultiplexedConnection {
         .expect("connect")
 }
 
-async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
-        .query_async(c)
-        .await
-        .expect("info");
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory")
-}
-
 /// The last member leaves with journaled timers (some handed out and never confirmed): the
 /// next member to join, whose recovery hook finds nothing, holds every one not ended, and its
 /// journal under the new token holds them too (so its own death would lose none).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn after_the_last_leave_the_next_member_rebuilds_every_journaled_timer() {
-    let Some((_etcd, redis, opts)) = fleet() else {
+    let Some((_etcd, redis, opts, qs, a)) = journaled_a(2).await else {
         return;
     };
-    let qs = queues(2);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
     let now = Instant::now();
-    let mut want = BTreeSet::new();
-    let mut pending = Vec::new();
-    for (n, q) in qs.iter().enumerate() {
-        for i in 0..30u64 {
-            let id = n as u64 * 1000 + i;
-            // The first ten of each queue due at once, the rest in an hour.
-            let at = if i < 10 {
-                now
-            } else {
-                now + Duration::from_secs(3600)
-            };
-            let v = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, v.clone())
-                .expect("schedule");
-            pending.push(a.journal_put(q, &id, at, &v).expect("journal"));
-            want.insert((q.clone(), id));
+    // The first ten of each queue due at once, the rest in an hour.
+    let pending = schedule_journaled(&a, &qs, 30, |i| {
+        if i < 10 {
+            now
+        } else {
+            now + Duration::from_secs(3600)
         }
-    }
-    for w in pending {
-        w.await.expect("durable");
-    }
+    });
+    let mut want: BTreeSet<_> = pending.iter().map(|(q, id, _)| (q.clone(), *id)).collect();
+    durable(pending).await;
     // Hand out the due ones; confirm and end half of them, keep the rest in flight.
-    let mut in_flight = Vec::new();
-    let until = Instant::now() + Duration::from_secs(10);
-    while in_flight.len() < 20 && Instant::now() < until {
-        in_flight.extend(a.pop_due(Instant::now(), 100));
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let in_flight = due_within(&a, 20, Duration::from_secs(10)).await;
     assert_eq!(in_flight.len(), 20);
     let mut kept = Vec::new();
     for d in in_flight {
@@ -415,25 +268,19 @@ async fn after_the_last_leave_the_next_member_rebuilds_every_journaled_timer() {
     a.leave().await.expect("leave");
     drop(kept);
     let c = join_journaling(&opts, "c", true).await;
-    wait_until(Duration::from_secs(30), "c owns every queue", || {
-        c.owned().len() == qs.len()
-    })
-    .await;
-    let mut held = BTreeSet::new();
-    for q in &qs {
-        for m in c.scheduler().queue_members(q) {
-            held.insert((q.clone(), m.id));
-        }
-    }
-    assert_eq!(held, want, "the next member's timers after the last leave");
+    owns(&c, qs.len()).await;
+    assert_eq!(
+        held(&c, &qs),
+        want,
+        "the next member's timers after the last leave"
+    );
     for (q, token) in c.owned() {
         let journaled = journal_ids(&redis.url(), &q, token).await;
-        let in_q: BTreeSet<u64> = want
-            .iter()
-            .filter(|(o, _)| *o == q)
-            .map(|(_, i)| *i)
-            .collect();
-        assert_eq!(journaled, in_q, "the journal of {q} under c's token");
+        assert_eq!(
+            journaled,
+            ids_in(&want, &q),
+            "the journal of {q} under c's token"
+        );
     }
 }
 
@@ -442,16 +289,10 @@ async fn after_the_last_leave_the_next_member_rebuilds_every_journaled_timer() {
 /// that queue's journal; the journal holds no record that no scheduler holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn puts_racing_a_move_stay_in_custody_and_in_the_journal() {
-    let Some((_etcd, redis, opts)) = fleet() else {
+    let Some((_etcd, redis, opts, qs, a)) = journaled_a(4).await else {
         return;
     };
-    let qs = queues(4);
-    register(&opts, &qs).await;
-    let a = Arc::new(join_journaling(&opts, "a", true).await);
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let a = Arc::new(a);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
         let a = Arc::clone(&a);
@@ -473,12 +314,10 @@ async fn puts_racing_a_move_stay_in_custody_and_in_the_journal() {
                     {
                         continue;
                     }
-                    match a.journal_put(q, &id, at, &v) {
-                        Ok(w) => match w.await {
-                            Ok(_) => acked.push((q.clone(), id)),
-                            Err(_) => refused.push((q.clone(), id)),
-                        },
-                        Err(_) => refused.push((q.clone(), id)),
+                    if journal_one(&a, q, id, at, &v).await {
+                        acked.push((q.clone(), id));
+                    } else {
+                        refused.push((q.clone(), id));
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(2)).await;
@@ -488,14 +327,7 @@ async fn puts_racing_a_move_stay_in_custody_and_in_the_journal() {
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let b = join_journaling(&opts, "b", true).await;
-    wait_until(Duration::from_secs(30), "b owns some queue", || {
-        !b.owned().is_empty()
-    })
-    .await;
-    wait_until(Duration::from_secs(30), "one owner each", || {
-        exactly_one(&[&a, &b], &qs)
-    })
-    .await;
+    shares(&a, &b, &qs).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let (acked, refused) = writer.await.expect("writer");
@@ -506,16 +338,8 @@ async fn puts_racing_a_move_stay_in_custody_and_in_the_journal() {
     .await;
     let mut orphans = Vec::new();
     for q in &qs {
-        let (owner, token) = [&*a, &b]
-            .iter()
-            .find_map(|m| token_of(m, q).map(|t| (*m, t)))
-            .expect("an owner");
-        let held: BTreeSet<u64> = owner
-            .scheduler()
-            .queue_members(q)
-            .into_iter()
-            .map(|m| m.id)
-            .collect();
+        let (owner, token) = owner_of(&[&*a, &b], q);
+        let held = ids_held(owner, q);
         let journaled = journal_ids(&redis.url(), q, token).await;
         for (_, id) in acked.iter().filter(|(o, _)| o == q) {
             assert!(
@@ -545,18 +369,9 @@ const ZOMBIE: &str = "TICKWHEEL_FLEET_JOURNAL_ZOMBIE_CHILD";
 /// for each acknowledged put and `REFUSED <queue> <id>` for each refused one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zombie_child() {
-    let Ok(spec) = std::env::var(ZOMBIE) else {
+    let Some((m, qs)) = join_child_journaling(ZOMBIE, 2).await else {
         return;
     };
-    let (opts, name) = child_spec(&spec);
-    let m = join_journaling(&opts, &name, true).await;
-    let qs = queues(2);
-    wait_until(
-        Duration::from_secs(30),
-        "the child owns every queue",
-        || m.owned().len() == qs.len(),
-    )
-    .await;
     println!("OWNS");
     let at = Instant::now() + Duration::from_secs(3600);
     let mut next = 0u64;
@@ -566,12 +381,10 @@ async fn zombie_child() {
             next += 1;
             let v = format!("{q}:{id}");
             let _ = m.scheduler().schedule(q.clone(), id, at, v.clone());
-            match m.journal_put(q, &id, at, &v) {
-                Ok(w) => match w.await {
-                    Ok(_) => println!("ACK {q} {id}"),
-                    Err(_) => println!("REFUSED {q} {id}"),
-                },
-                Err(_) => println!("REFUSED {q} {id}"),
+            if journal_one(&m, q, id, at, &v).await {
+                println!("ACK {q} {id}");
+            } else {
+                println!("REFUSED {q} {id}");
             }
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -583,35 +396,22 @@ async fn zombie_child() {
 /// it is killed, every put it was ever told is durable is held by the survivor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_paused_member_s_acknowledged_puts_are_all_held_by_the_survivor() {
-    if std::env::var_os(ZOMBIE).is_some() {
-        return;
-    }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = parent_fleet_with(ZOMBIE, 2).await else {
         return;
     };
-    let qs = queues(2);
-    register(&opts, &qs).await;
-    let mut child = TestChild::spawn(
-        "zombie_child",
-        ZOMBIE,
-        &format!("{} {} z", etcd.url(), redis.url()),
-    );
-    let started = Instant::now();
-    while child.count("ACK ") < 50 {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the child made no progress: {:?}",
-            child.lines()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let child = ("zombie_child", ZOMBIE);
+    let progress = ("ACK ", 50);
+    let mut child = child_member_ready(
+        child,
+        (&etcd, &redis, "z"),
+        Duration::from_secs(60),
+        progress,
+    )
+    .await;
     tickwheel_testkit::child::send_signal(child.pid(), "STOP").expect("stop");
     let s = join_journaling(&opts, "s", true).await;
     let mut events = s.events();
-    wait_until(Duration::from_secs(30), "s owns every queue", || {
-        s.owned().len() == qs.len()
-    })
-    .await;
+    owns(&s, qs.len()).await;
     while let Ok(e) = events.try_recv() {
         eprintln!("EVENT {e:?}");
     }
@@ -623,32 +423,20 @@ async fn a_paused_member_s_acknowledged_puts_are_all_held_by_the_survivor() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     child.kill9();
-    let acked = parse(&child, "ACK ");
+    let acked = printed(&child, "ACK ");
     // Resumed, the old member may have rejoined and taken a queue back by handoff: dead now,
     // it leaves every queue to the survivor again.
-    wait_until(Duration::from_secs(30), "s owns every queue again", || {
-        s.owned().len() == qs.len()
-    })
-    .await;
+    owns(&s, qs.len()).await;
     while let Ok(e) = events.try_recv() {
         eprintln!("EVENT {e:?}");
     }
     // A handoff to the resumed member may still hold a queue's timers in its offer: give it
     // until its timeout to come back (reclaimed) or to be adopted.
-    let holding = |s: &FleetMember| {
-        let mut held = BTreeSet::new();
-        for q in &qs {
-            for m in s.scheduler().queue_members(q) {
-                held.insert((q.clone(), m.id));
-            }
-        }
-        held
-    };
     let until = Instant::now() + Duration::from_secs(30);
-    let mut held = holding(&s);
+    let mut held = support::held(&s, &qs);
     while !acked.is_subset(&held) && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        held = holding(&s);
+        held = support::held(&s, &qs);
     }
     while let Ok(e) = events.try_recv() {
         eprintln!("EVENT {e:?}");
@@ -662,13 +450,8 @@ async fn a_paused_member_s_acknowledged_puts_are_all_held_by_the_survivor() {
     // And Redis holds nothing the survivor lacks.
     for (q, token) in s.owned() {
         let journaled = journal_ids(&redis.url(), &q, token).await;
-        let mine: BTreeSet<u64> = held
-            .iter()
-            .filter(|(o, _)| *o == q)
-            .map(|(_, i)| *i)
-            .collect();
         assert!(
-            journaled.is_subset(&mine),
+            journaled.is_subset(&ids_in(&held, &q)),
             "the journal of {q} has records the survivor lacks"
         );
     }
@@ -698,43 +481,20 @@ fn the_example_with_the_redis_journal_survives_a_kill() {
 /// Redis for good meanwhile).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_end_of_a_timer_in_flight_across_a_move_leaves_no_orphan_record() {
-    let Some((_etcd, redis, opts)) = fleet() else {
+    let Some((_etcd, redis, opts, qs, a)) = journaled_a(4).await else {
         return;
     };
-    let qs = queues(4);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
     let now = Instant::now();
-    let mut pending = Vec::new();
-    for (n, q) in qs.iter().enumerate() {
-        for i in 0..20u64 {
-            let id = n as u64 * 1000 + i;
-            // One due at once per queue, the rest in an hour.
-            let at = if i == 0 {
-                now
-            } else {
-                now + Duration::from_secs(3600)
-            };
-            let v = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, v.clone())
-                .expect("schedule");
-            pending.push(a.journal_put(q, &id, at, &v).expect("journal"));
+    // One due at once per queue, the rest in an hour.
+    let pending = schedule_journaled(&a, &qs, 20, |i| {
+        if i == 0 {
+            now
+        } else {
+            now + Duration::from_secs(3600)
         }
-    }
-    for w in pending {
-        w.await.expect("durable");
-    }
-    let mut out = Vec::new();
-    let until = Instant::now() + Duration::from_secs(10);
-    while out.len() < qs.len() && Instant::now() < until {
-        out.extend(a.pop_due(Instant::now(), 100));
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    });
+    durable(pending).await;
+    let out = due_within(&a, qs.len(), Duration::from_secs(10)).await;
     assert_eq!(out.len(), qs.len());
     let b = join_journaling(&opts, "b", true).await;
     // Give the moves their chance while the timers are out (the handoff waits for them, up
@@ -756,26 +516,11 @@ async fn an_end_of_a_timer_in_flight_across_a_move_leaves_no_orphan_record() {
         }
         drop(d);
     }
-    wait_until(Duration::from_secs(30), "b owns some queue", || {
-        !b.owned().is_empty()
-    })
-    .await;
-    wait_until(Duration::from_secs(30), "one owner each", || {
-        exactly_one(&[&a, &b], &qs)
-    })
-    .await;
+    shares(&a, &b, &qs).await;
     let mut orphans = Vec::new();
     for q in &qs {
-        let (owner, token) = [&a, &b]
-            .iter()
-            .find_map(|m| token_of(m, q).map(|t| (*m, t)))
-            .expect("an owner");
-        let held: BTreeSet<u64> = owner
-            .scheduler()
-            .queue_members(q)
-            .into_iter()
-            .map(|m| m.id)
-            .collect();
+        let (owner, token) = owner_of(&[&a, &b], q);
+        let held = ids_held(owner, q);
         let journaled = journal_ids(&redis.url(), q, token).await;
         assert!(
             held.is_subset(&journaled),

@@ -22,33 +22,13 @@ const PER_QUEUE: u64 = 30;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_handed_over_queue_keeps_its_journal() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs, a)) = journaled_a(6).await else {
         return;
     };
-    let qs = queues(6);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
-    let mut all = BTreeSet::new();
-    let mut pending = Vec::new();
-    for (n, q) in qs.iter().enumerate() {
-        for i in 0..PER_QUEUE {
-            let id = n as u64 * 1000 + i;
-            let at = Instant::now() + Duration::from_millis(200);
-            let value = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, value.clone())
-                .expect("schedule");
-            pending.push(a.journal_put(q, &id, at, &value).expect("journal"));
-            all.insert((q.clone(), id));
-        }
-    }
-    for w in pending {
-        w.await.expect("journaled");
-    }
+    let at = |_| Instant::now() + Duration::from_millis(200);
+    let pending = schedule_journaled(&a, &qs, PER_QUEUE, at);
+    let all: BTreeSet<_> = pending.iter().map(|(q, id, _)| (q.clone(), *id)).collect();
+    durable(pending).await;
     let b = join_journaling(&opts, "b", true).await;
     wait_until(
         Duration::from_secs(30),
@@ -86,22 +66,17 @@ async fn a_handed_over_queue_keeps_its_journal() {
     drop(a);
     drop(b);
     let c = join_journaling(&opts, "c", true).await;
-    wait_until(Duration::from_secs(30), "c owns every queue", || {
-        c.owned().len() == qs.len()
-    })
-    .await;
+    owns(&c, qs.len()).await;
     let highest_before = tokens_before.iter().copied().max().unwrap_or(0);
     assert!(c.owned().iter().all(|(_, t)| *t > highest_before));
     let want: BTreeSet<_> = all.difference(&ended).cloned().collect();
     let mut got = BTreeSet::new();
-    let until = Instant::now() + Duration::from_secs(10);
-    while got.len() < want.len() && Instant::now() < until {
-        for d in c.pop_due(Instant::now(), 1000) {
-            assert_eq!(d.due.value(), &format!("{}:{}", d.due.queue(), d.due.id()));
-            got.insert((d.due.queue().clone(), *d.due.id()));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let enough = |got: &BTreeSet<_>| got.len() >= want.len();
+    pop_due_into(&c, Duration::from_secs(10), &mut got, enough, |got, d| {
+        assert_eq!(d.due.value(), &format!("{}:{}", d.due.queue(), d.due.id()));
+        got.insert((d.due.queue().clone(), *d.due.id()));
+    })
+    .await;
     for d in c.pop_due(Instant::now(), 1000) {
         got.insert((d.due.queue().clone(), *d.due.id()));
     }

@@ -10,11 +10,10 @@
 
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use support::*;
-use tickwheel_testkit::child::TestChild;
 
 const CHILD: &str = "TICKWHEEL_FLEET_JOURNALING_CHILD";
 const QUEUES: usize = 4;
@@ -22,38 +21,13 @@ const PER_QUEUE: u64 = 50;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn journaling_child() {
-    let Ok(spec) = std::env::var(CHILD) else {
+    let Some((m, qs)) = join_child_journaling(CHILD, QUEUES).await else {
         return;
     };
-    let (opts, name) = child_spec(&spec);
-    let m = join_journaling(&opts, &name, true).await;
-    let qs = queues(QUEUES);
-    wait_until(
-        Duration::from_secs(30),
-        "the child owns every queue",
-        || m.owned().len() == qs.len(),
-    )
-    .await;
-    let mut pending = Vec::new();
-    for (n, q) in qs.iter().enumerate() {
-        let token = m
-            .owned()
-            .iter()
-            .find(|(o, _)| o == q)
-            .map(|(_, t)| *t)
-            .unwrap_or(0);
-        for i in 0..PER_QUEUE {
-            let id = n as u64 * 1000 + i;
-            let at = Instant::now() + Duration::from_millis(500 + 10 * i);
-            let value = format!("{q}:{id}");
-            m.scheduler()
-                .schedule(q.clone(), id, at, value.clone())
-                .expect("schedule");
-            let w = m.journal_put(q, &id, at, &value).expect("journal");
-            pending.push((q.clone(), id, token, w));
-        }
-    }
-    for (q, id, token, w) in pending {
+    let tokens: BTreeMap<String, u64> = m.owned().into_iter().collect();
+    let at = |i| Instant::now() + Duration::from_millis(500 + 10 * i);
+    for (q, id, w) in schedule_journaled(&m, &qs, PER_QUEUE, at) {
+        let token = tokens.get(&q).copied().unwrap_or(0);
         match w.await {
             Ok(_) => println!("ACK {q} {id} {token}"),
             Err(e) => println!("ERR {q} {id} {e}"),
@@ -76,91 +50,31 @@ async fn journaling_child() {
     }
 }
 
-/// Every timer the child saw acknowledged: (queue, id, its token).
-fn acked(child: &TestChild) -> Vec<(String, u64, u64)> {
-    child
-        .lines()
-        .iter()
-        .filter_map(|l| {
-            let mut p = l.strip_prefix("ACK ")?.split(' ');
-            Some((
-                p.next()?.to_owned(),
-                p.next()?.parse().ok()?,
-                p.next()?.parse().ok()?,
-            ))
-        })
-        .collect()
-}
-
 async fn survivor_dispatches_every_acknowledged_timer(journal: bool) {
-    if std::env::var_os(CHILD).is_some() {
-        return;
-    }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = parent_fleet_with(CHILD, QUEUES).await else {
         return;
     };
-    let qs = queues(QUEUES);
-    register(&opts, &qs).await;
-    let mut child = TestChild::spawn(
-        "journaling_child",
-        CHILD,
-        &format!("{} {} w", etcd.url(), redis.url()),
-    );
-    let started = Instant::now();
-    while !child.has("DONE") {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the child did not finish: {:?}",
-            child.lines()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    child.kill9();
-    let acked = acked(&child);
-    assert_eq!(
-        acked.len(),
-        QUEUES * PER_QUEUE as usize,
-        "{:?}",
-        child.lines()
-    );
+    let test = ("journaling_child", CHILD);
+    let child = killed_when_done(test, (&etcd, &redis, "w"), Duration::from_secs(60)).await;
+    let n = QUEUES * PER_QUEUE as usize;
+    assert_eq!(child.acked.len(), n, "{:?}", child.lines);
     let s = join_journaling(&opts, "s", journal).await;
-    wait_until(Duration::from_secs(30), "s owns every queue", || {
-        s.owned().len() == qs.len()
+    owns(&s, qs.len()).await;
+    assert_eq!(child.ended.len(), n / 5);
+    let want = child.not_ended();
+    let mut got = BTreeSet::new();
+    let enough = |got: &BTreeSet<_>| got.len() >= want.len();
+    pop_due_into(&s, Duration::from_secs(10), &mut got, enough, |got, d| {
+        let dead = child.token(d.due.queue());
+        assert!(
+            d.token > dead,
+            "dispatched under {} after the dead owner's {dead}",
+            d.token
+        );
+        assert_eq!(d.due.value(), &format!("{}:{}", d.due.queue(), d.due.id()));
+        got.insert((d.due.queue().clone(), *d.due.id()));
     })
     .await;
-    let ended: BTreeSet<(String, u64)> = child
-        .lines()
-        .iter()
-        .filter_map(|l| {
-            let mut p = l.strip_prefix("END ")?.split(' ');
-            Some((p.next()?.to_owned(), p.next()?.parse().ok()?))
-        })
-        .collect();
-    assert_eq!(ended.len(), QUEUES * PER_QUEUE as usize / 5);
-    let want: BTreeSet<(String, u64)> = acked
-        .iter()
-        .map(|(q, id, _)| (q.clone(), *id))
-        .filter(|k| !ended.contains(k))
-        .collect();
-    let mut got = BTreeSet::new();
-    let until = Instant::now() + Duration::from_secs(10);
-    while got.len() < want.len() && Instant::now() < until {
-        for d in s.pop_due(Instant::now(), 1000) {
-            let dead = acked
-                .iter()
-                .find(|(q, _, _)| q == d.due.queue())
-                .map(|(_, _, t)| *t)
-                .unwrap_or(0);
-            assert!(
-                d.token > dead,
-                "dispatched under {} after the dead owner's {dead}",
-                d.token
-            );
-            assert_eq!(d.due.value(), &format!("{}:{}", d.due.queue(), d.due.id()));
-            got.insert((d.due.queue().clone(), *d.due.id()));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     let missing: Vec<_> = want.difference(&got).take(5).collect();
     assert!(
         missing.is_empty(),

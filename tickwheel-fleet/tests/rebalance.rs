@@ -40,19 +40,11 @@ async fn members_join_and_leave_in_turn() {
     if let Err(e) = b.leave().await {
         panic!("leave: {e}");
     }
-    wait_for(
-        Duration::from_secs(30),
-        "a and c share every queue",
-        || async { exactly_one(&[&a, &c], &qs) && timers_in(&[&a, &c], &qs) == total },
-    )
-    .await;
+    owned_once(&[&a, &c], &qs, total, Duration::from_secs(30)).await;
     if let Err(e) = a.leave().await {
         panic!("leave: {e}");
     }
-    wait_for(Duration::from_secs(30), "c owns every queue", || async {
-        exactly_one(&[&c], &qs) && timers_in(&[&c], &qs) == total
-    })
-    .await;
+    owned_once(&[&c], &qs, total, Duration::from_secs(30)).await;
 }
 
 /// The last member leaves without waiting for the handoff timeout: nobody can take its queues.
@@ -75,8 +67,11 @@ async fn last_member_leaves_without_waiting_for_the_handoff_timeout() {
     assert!(started.elapsed() < Duration::from_secs(20));
     // Its queues went with its lease: the next member adopts them all.
     let b = join(&opts, "b", per_queue).await;
-    wait_for(Duration::from_secs(30), "b adopts every queue", || async {
-        exactly_one(&[&b], &qs) && timers_in(&[&b], &qs) == qs.len() * per_queue as usize
-    })
+    owned_once(
+        &[&b],
+        &qs,
+        qs.len() * per_queue as usize,
+        Duration::from_secs(30),
+    )
     .await;
 }

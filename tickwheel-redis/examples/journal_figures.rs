@@ -24,7 +24,8 @@ use clap::Parser;
 use tickwheel::sync::snapshot::SnapshotEntry;
 use tickwheel_redis::journal::{Journal, JournalOptions, Op};
 use tickwheel_redis::{Member, Options, Protocol, Token};
-use tickwheel_testkit::redis::RedisServer;
+use tickwheel_testkit::ServerError;
+use tickwheel_testkit::redis::{RedisServer, info_field};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -55,27 +56,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(run(&args, &server.url()))
-}
-
-async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> Result<u64, redis::RedisError> {
-    let info: String = redis::cmd("INFO").arg("memory").query_async(c).await?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:")?.trim().parse().ok())
-        .unwrap_or(0))
+    rt.block_on(run(&args, &server))
 }
 
 /// Redis's own CPU time (user + system, s) and the µs it spent in `EVALSHA`, from `INFO`.
-async fn redis_cpu(
-    c: &mut redis::aio::MultiplexedConnection,
-) -> Result<(f64, f64), redis::RedisError> {
-    let info: String = redis::cmd("INFO").arg("all").query_async(c).await?;
-    let field = |name: &str| -> f64 {
-        info.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-            .unwrap_or(0.0)
-    };
+fn redis_cpu(server: &RedisServer) -> Result<(f64, f64), ServerError> {
+    let info = server.info("all")?;
+    let field = |name: &str| info_field::<f64>(&info, name).unwrap_or(0.0);
     let evalsha = info
         .lines()
         .find_map(|l| {
@@ -84,10 +71,12 @@ async fn redis_cpu(
                 .find_map(|kv| kv.strip_prefix("usec=")?.parse().ok())
         })
         .unwrap_or(0.0);
-    Ok((field("used_cpu_user:") + field("used_cpu_sys:"), evalsha))
+    Ok((field("used_cpu_user") + field("used_cpu_sys"), evalsha))
 }
 
-async fn run(args: &Args, url: &str) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(args: &Args, server: &RedisServer) -> Result<(), Box<dyn std::error::Error>> {
+    let url = server.url();
+    let url = url.as_str();
     let p = Protocol::connect(url, Member::new_boot("writer"), Options::default()).await?;
     let queues: Vec<Vec<u8>> = (0..args.queues.max(1))
         .map(|q| format!("q{q}").into_bytes())
@@ -98,7 +87,7 @@ async fn run(args: &Args, url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let mut c = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    let before = used_memory(&mut c).await?;
+    let before = server.used_memory()?;
     let options = JournalOptions {
         window: std::time::Duration::from_micros(args.window_us),
         max_call_ops: args.max_call_ops,
@@ -107,7 +96,7 @@ async fn run(args: &Args, url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let j = Journal::start(p, options)?;
     let value = "v".repeat(args.value_bytes);
 
-    let (cpu0, eval0) = redis_cpu(&mut c).await?;
+    let (cpu0, eval0) = redis_cpu(server)?;
     let started = Instant::now();
     let mut waiting = VecDeque::new();
     for id in 0..args.timers {
@@ -128,8 +117,8 @@ async fn run(args: &Args, url: &str) -> Result<(), Box<dyn std::error::Error>> {
         w.await?;
     }
     let put_secs = started.elapsed().as_secs_f64();
-    let (cpu1, eval1) = redis_cpu(&mut c).await?;
-    let after = used_memory(&mut c).await?;
+    let (cpu1, eval1) = redis_cpu(server)?;
+    let after = server.used_memory()?;
 
     // MEMORY USAGE over every journal key, and the buckets' encodings.
     let mut usage = 0u64;
@@ -192,7 +181,7 @@ async fn run(args: &Args, url: &str) -> Result<(), Box<dyn std::error::Error>> {
         w.await?;
     }
     let end_secs = ended_at.elapsed().as_secs_f64();
-    let emptied = used_memory(&mut c).await?;
+    let emptied = server.used_memory()?;
 
     let n = args.timers.max(1) as f64;
     let value_rmp = rmp_serde::to_vec(&value)?.len();

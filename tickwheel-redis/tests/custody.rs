@@ -6,8 +6,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::{Sched, contents, custody_member as member, filled};
-use tickwheel::sync::{Retried, Scheduler};
-use tickwheel_redis::{Custody, CustodyError, Outcome, Outgoing, Rejection, State};
+use tickwheel::sync::{FrozenEntry, Retried, Scheduler};
+use tickwheel_redis::{Custody, CustodyError, Outcome, Outgoing, Record, Rejection, State};
 
 /// `a` acquires `q` and starts its handoff of `src`'s queue `q`: frozen, prepared for any
 /// target. The epoch, and the handoff.
@@ -21,6 +21,24 @@ async fn prepared<'a>(
     out.freeze().expect("freeze");
     out.prepare(None).await.expect("prepare");
     (epoch, out)
+}
+
+/// A zombie source resumed after its queue was reclaimed: nothing in flight, nothing to
+/// forward, and its seal fenced. The chunks taken, the values handed back and the record;
+/// panics on any other outcome.
+async fn fenced_at_the_seal(
+    out: &mut Outgoing<'_, String, u64, String>,
+) -> (u64, Vec<FrozenEntry<u64, String>>, Record) {
+    out.await_in_flight().await.expect("nothing in flight");
+    out.forward().await.expect("nothing forwarded: no call");
+    match out.seal().await {
+        Err(CustodyError::Fenced {
+            taken_chunks,
+            values,
+            record,
+        }) => (taken_chunks, values, *record),
+        other => panic!("{:?}", other.err()),
+    }
 }
 
 /// After the appends: waits for what is in flight, forwards what came back, seals.
@@ -136,19 +154,9 @@ async fn a_fenced_source_gets_exactly_its_unsent_values_back() {
     inc.commit().await.expect("commit");
     assert_eq!(taken.len(), 10);
     // The zombie resumes: fenced, and nothing comes back because all 4 chunks were taken.
-    out.await_in_flight().await.expect("nothing in flight");
-    out.forward().await.expect("nothing forwarded: no call");
-    match out.seal().await {
-        Err(CustodyError::Fenced {
-            taken_chunks,
-            values,
-            record,
-        }) => {
-            assert_eq!((taken_chunks, values.len()), (4, 0));
-            assert_eq!(record.owner.name, "c");
-        }
-        other => panic!("{:?}", other.err()),
-    }
+    let (taken_chunks, values, record) = fenced_at_the_seal(&mut out).await;
+    assert_eq!((taken_chunks, values.len()), (4, 0));
+    assert_eq!(record.owner.name, "c");
 
     // Again with the reclaim between two appends: the values of the chunks not taken come
     // back, in order.
@@ -172,20 +180,10 @@ async fn a_fenced_source_gets_exactly_its_unsent_values_back() {
         .await
         .expect("reclaim");
     assert_eq!(got.record().chunks, 2);
-    out.await_in_flight().await.expect("nothing in flight");
-    out.forward().await.expect("nothing forwarded: no call");
-    match out.seal().await {
-        Err(CustodyError::Fenced {
-            taken_chunks,
-            values,
-            ..
-        }) => {
-            assert_eq!(taken_chunks, 2);
-            let back: Vec<u64> = values.iter().map(|e| e.id).collect();
-            assert_eq!(back, all[6..], "the chunks from 2 on, in order");
-        }
-        other => panic!("{:?}", other.err()),
-    }
+    let (taken_chunks, values, _) = fenced_at_the_seal(&mut out).await;
+    assert_eq!(taken_chunks, 2);
+    let back: Vec<u64> = values.iter().map(|e| e.id).collect();
+    assert_eq!(back, all[6..], "the chunks from 2 on, in order");
 }
 
 #[tokio::test]

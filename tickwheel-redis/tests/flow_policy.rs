@@ -29,11 +29,7 @@ async fn a_held_limited_queue_arrives_held_with_its_limits() {
     src.set_concurrency(&q, Some(2));
     src.set_rate(&q, Some(RateLimit::per_second(4).with_burst(3)));
     let sent = src.flow_policy(&q);
-    let epoch = support::acquire(&a, &q).await;
-    let offered = a
-        .offer(&src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    let offered = support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     assert_eq!(offered.entries, 10);
     assert_eq!(offered.record.state, State::Offered);
     let stored = offered.record.policy.as_deref().expect("a policy sealed");
@@ -77,8 +73,7 @@ async fn an_offer_without_a_policy_applies_none() {
     let t0 = Instant::now();
     let src = due_now(&q, 4, t0);
     src.hold_queue(&q);
-    let epoch = support::acquire(&a, &q).await;
-    a.offer(&src, q.clone(), epoch, None).await.expect("offer");
+    support::acquire_and_offer(&a, &src, &q, None).await;
     // What an offer sealed by a build without policies looks like.
     let owner = a.protocol().keys(q.as_bytes()).owner;
     raw(&url, redis::cmd("HDEL").arg(&owner).arg("policy")).await;
@@ -104,8 +99,7 @@ async fn a_policy_of_an_unknown_format_is_refused_before_the_commit() {
     let q = "q".to_string();
     let t0 = Instant::now();
     let src = due_now(&q, 4, t0);
-    let epoch = support::acquire(&a, &q).await;
-    a.offer(&src, q.clone(), epoch, None).await.expect("offer");
+    support::acquire_and_offer(&a, &src, &q, None).await;
     let owner = a.protocol().keys(q.as_bytes()).owner;
     raw(
         &url,

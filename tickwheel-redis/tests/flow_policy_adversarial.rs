@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::{RateLimit, Scheduler};
-use tickwheel_redis::{Custody, FlowPolicy, PolicyText, State};
+use tickwheel_redis::{Custody, FlowPolicy, Incoming, PolicyText, State};
 
 type Sched = Scheduler<String, u64, String>;
 
@@ -24,6 +24,16 @@ fn arrived_held(dst: &support::Sched, q: &str, sealed: FlowPolicy, later: Instan
     assert_eq!(dst.pop_due(later, 100).count(), 0);
 }
 
+/// Fetches, commits and imports `inc` into an empty scheduler at origin `t0`: that
+/// scheduler and how many timers it imported. Panics if a step fails.
+async fn land(mut inc: Incoming<'_, String, u64, String>, t0: Instant) -> (Sched, usize) {
+    inc.fetch().await.expect("fetch");
+    inc.commit().await.expect("commit");
+    let dst = support::empty(t0);
+    let imported = inc.import(&dst).expect("import").imported.imported;
+    (dst, imported)
+}
+
 /// Documented: "Outgoing::seal reads the policy from the source's scheduler at that
 /// moment". A release on the source after the seal does not reach the target.
 #[tokio::test]
@@ -37,10 +47,7 @@ async fn a_change_on_the_source_after_the_seal_does_not_travel() {
     src.hold_queue(&q);
     src.set_concurrency(&q, Some(1));
     let sealed = src.flow_policy(&q);
-    let epoch = support::acquire(&a, &q).await;
-    a.offer(&src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     src.release_queue(&q);
     src.set_concurrency(&q, None);
     src.set_rate(&q, Some(RateLimit::per_second(1)));
@@ -61,10 +68,7 @@ async fn a_hold_on_the_target_before_the_import_is_replaced() {
     let q = "q".to_string();
     let t0 = Instant::now();
     let src = due_now(&q, 6, t0);
-    let epoch = support::acquire(&a, &q).await;
-    a.offer(&src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     let dst = support::empty(t0);
     // The target had the queue held with a parked timer of its own, and limited.
     dst.hold_queue(&q);
@@ -97,10 +101,7 @@ async fn a_source_restarted_after_the_seal_leaves_the_policy() {
     let sealed = src.flow_policy(&q);
     {
         let a = member(&url, "a").await;
-        let epoch = support::acquire(&a, &q).await;
-        a.offer(&src, q.clone(), epoch, Some("b"))
-            .await
-            .expect("offer");
+        support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     }
     drop(src); // the source process is gone
     let a = member(&url, "a").await;
@@ -128,10 +129,7 @@ async fn a_target_restarted_before_its_commit_still_applies_the_policy() {
     src.hold_queue(&q);
     src.set_concurrency(&q, Some(2));
     let sealed = src.flow_policy(&q);
-    let epoch = support::acquire(&a, &q).await;
-    a.offer(&src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     {
         let b = member(&url, "b").await;
         let mut inc = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
@@ -141,12 +139,9 @@ async fn a_target_restarted_before_its_commit_still_applies_the_policy() {
     let b = member(&url, "b").await;
     let rec = b.recover(q.as_bytes()).await.expect("recover").record;
     assert_eq!(rec.state, State::Claimed);
-    let mut inc = b.resume::<_, u64, String>(q.clone(), rec).expect("resume");
+    let inc = b.resume::<_, u64, String>(q.clone(), rec).expect("resume");
     assert_eq!(inc.flow_policy(), Ok(Some(sealed)));
-    inc.fetch().await.expect("fetch");
-    inc.commit().await.expect("commit");
-    let dst = support::empty(t0);
-    inc.import(&dst).expect("import");
+    let (dst, _) = land(inc, t0).await;
     arrived_held(&dst, &q, sealed, t0 + Duration::from_secs(1));
 }
 
@@ -167,10 +162,7 @@ async fn a_target_restarted_between_commit_and_import_keeps_the_hold() {
     let t0 = Instant::now();
     let src = due_now(&q, 4, t0);
     src.hold_queue(&q);
-    let epoch = support::acquire(&a, &q).await;
-    a.offer(&src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     {
         let b = member(&url, "b").await;
         let mut inc = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
@@ -282,23 +274,18 @@ async fn a_reclaimed_claim_keeps_the_policy() {
     src.hold_queue(&q);
     src.set_rate(&q, Some(RateLimit::per_second(5).with_burst(4)));
     let sealed = src.flow_policy(&q);
-    let epoch = support::acquire(&a, &q).await;
-    a.offer(&src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     let mut dead = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
     dead.fetch().await.expect("fetch");
     drop(dead); // b dies holding the claim
     support::expire(&url, &a.protocol().keys(q.as_bytes()).owner).await;
-    let mut inc = c
+    let inc = c
         .reclaim::<_, u64, String>(q.clone())
         .await
         .expect("reclaim");
     assert_eq!(inc.flow_policy(), Ok(Some(sealed)));
-    inc.fetch().await.expect("fetch");
-    inc.commit().await.expect("commit");
-    let dst = support::empty(t0);
-    assert_eq!(inc.import(&dst).expect("import").imported.imported, 7);
+    let (dst, imported) = land(inc, t0).await;
+    assert_eq!(imported, 7);
     arrived_held(&dst, &q, sealed, t0 + Duration::from_secs(1));
 }
 
@@ -320,11 +307,7 @@ async fn parked_and_in_flight_timers_of_a_limited_queue_all_travel_once() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         due.retry_at(t0)
     });
-    let epoch = support::acquire(&a, &q).await;
-    let offered = a
-        .offer(&*src, q.clone(), epoch, Some("b"))
-        .await
-        .expect("offer");
+    let offered = support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     assert_eq!(
         retried.await.expect("task"),
         Ok(tickwheel::sync::Retried::Forwarded)

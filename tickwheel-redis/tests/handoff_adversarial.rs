@@ -33,8 +33,7 @@ async fn two_targets_race_only_one_imports() {
         let mx1 = member(&url, "mx1", 7).await;
         let mx2 = member(&url, "mx2", 7).await;
         let mx3 = member(&url, "mx3", 7).await;
-        let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
-        let offered = mx1.offer(&src, q.clone(), epoch, None).await.unwrap();
+        let offered = support::acquire_and_offer(&mx1, &src, &q, None).await;
         assert_eq!(offered.entries, 50);
         let (s2, s3) = (Sched::new(), Sched::new());
         let (r2, r3) = tokio::join!(mx2.receive(&s2, q.clone()), mx3.receive(&s3, q.clone()));
@@ -55,10 +54,7 @@ async fn named_offer_not_claimable_by_another() {
     let t0 = Instant::now();
     let src = filled(&q, 10, t0, |i| format!("v{i}"));
     let (mx1, mx2, mx3) = three_members(&url, 4).await;
-    let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
-    mx1.offer(&src, q.clone(), epoch, Some("mx2"))
-        .await
-        .unwrap();
+    support::acquire_and_offer(&mx1, &src, &q, Some("mx2")).await;
     let e = mx3
         .claim::<_, u64, String>(q.clone())
         .await
@@ -93,8 +89,7 @@ async fn reclaim_while_target_mid_fetch_then_stale_commit() {
     let t0 = Instant::now();
     let src = filled(&q, 30, t0, |i| format!("v{i}"));
     let (mx1, mx2, mx3) = three_members(&url, 4).await;
-    let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
-    mx1.offer(&src, q.clone(), epoch, None).await.unwrap();
+    support::acquire_and_offer(&mx1, &src, &q, None).await;
     let mut inc2 = mx2.claim::<_, u64, String>(q.clone()).await.unwrap();
     // mx2 fetched once (a read copy), then stalls past its lease.
     assert_eq!(inc2.fetch().await.unwrap().len(), 30);
@@ -189,8 +184,7 @@ async fn ping_pong_back_to_the_original_host() {
     let a = filled(&q, 20, t0, |i| format!("v{i}"));
     let b = Sched::new();
     let (mxa, mxb) = (member(&url, "mxa", 6).await, member(&url, "mxb", 6).await);
-    let epoch = mxa.acquire(q.as_bytes()).await.unwrap().record.epoch;
-    mxa.offer(&a, q.clone(), epoch, Some("mxb")).await.unwrap();
+    support::acquire_and_offer(&mxa, &a, &q, Some("mxb")).await;
     let got = mxb.receive(&b, q.clone()).await.unwrap();
     assert_eq!(b.len(), 20);
     mxb.offer(&b, q.clone(), got.epoch, Some("mxa"))
@@ -439,8 +433,7 @@ async fn late_commit_without_reclaim_then_reclaim_refused() {
     let t0 = Instant::now();
     let s1 = filled(&q, 9, t0, |i| format!("v{i}"));
     let (mx1, mx2, mx3) = three_members(&url, 4).await;
-    let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
-    mx1.offer(&s1, q.clone(), epoch, None).await.unwrap();
+    support::acquire_and_offer(&mx1, &s1, &q, None).await;
     let mut inc = mx2.claim::<_, u64, String>(q.clone()).await.unwrap();
     inc.fetch().await.unwrap();
     support::expire(&url, &mx1.protocol().keys(q.as_bytes()).owner).await;
@@ -552,11 +545,7 @@ async fn offer_under_live_producer_and_dispatcher_threads() {
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         let (mx1, mx2) = (member(&url, "mx1", 50).await, member(&url, "mx2", 50).await);
-        let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
-        let offered = mx1
-            .offer(&*s1, q.clone(), epoch, Some("mx2"))
-            .await
-            .unwrap();
+        let offered = support::acquire_and_offer(&mx1, &s1, &q, Some("mx2")).await;
         producer.join().unwrap();
         stop.store(true, Ordering::Relaxed);
         dispatcher.join().unwrap();
@@ -603,8 +592,7 @@ async fn empty_queue_moves() {
     let q = "empty.example".to_string();
     let s1 = Sched::new();
     let (mx1, mx2) = (member(&url, "mx1", 4).await, member(&url, "mx2", 4).await);
-    let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
-    let o = mx1.offer(&s1, q.clone(), epoch, None).await.unwrap();
+    let o = support::acquire_and_offer(&mx1, &s1, &q, None).await;
     assert_eq!((o.chunks, o.entries), (0, 0));
     let s2 = Sched::new();
     let r = mx2.receive(&s2, q.clone()).await.unwrap();

@@ -7,45 +7,36 @@ mod support;
 use std::collections::BTreeMap;
 
 use support::*;
-use tickwheel_redis::journal::{Journal, JournalError, JournalOptions, JournalRecord, Op};
+use tickwheel_redis::journal::{JournalError, JournalOptions, JournalRecord, Op};
 use tickwheel_redis::keys::JournalKeys;
-use tickwheel_redis::{Protocol, Token};
 
 fn put(id: u64, deadline_us: u64, value: &str) -> Op {
-    Op::Put {
-        id: id.to_be_bytes().to_vec(),
-        deadline_us,
-        value: value.as_bytes().to_vec(),
-    }
+    support::put(&id.to_be_bytes(), deadline_us, value.as_bytes())
 }
 
 fn end(id: u64) -> Op {
-    Op::End {
-        id: id.to_be_bytes().to_vec(),
-    }
+    support::end(&id.to_be_bytes())
 }
 
+/// [`support::as_map`] with `u64` ids and UTF-8 values.
 fn as_map(records: Vec<JournalRecord>) -> BTreeMap<u64, (u64, String)> {
-    let mut out = BTreeMap::new();
-    for r in records {
-        let id = u64::from_be_bytes(r.id.as_slice().try_into().expect("8-byte id"));
-        let value = String::from_utf8(r.value).expect("utf-8 value");
-        assert!(
-            out.insert(id, (r.deadline_us, value)).is_none(),
-            "id {id} twice"
-        );
-    }
-    out
+    support::as_map(records)
+        .into_iter()
+        .map(|(id, (at, v))| {
+            let id = u64::from_be_bytes(id.as_slice().try_into().expect("8-byte id"));
+            (id, (at, String::from_utf8(v).expect("utf-8 value")))
+        })
+        .collect()
 }
 
-async fn adopt(p: &Protocol, q: &[u8], token: u64) {
-    if let Err(e) = p.adopt(q, token, &Token::generate()).await {
-        panic!("adopt at {token}: {e}");
-    }
-}
-
-fn start(p: &Protocol) -> Journal {
-    Journal::start(p.clone(), JournalOptions::default()).expect("runtime")
+/// `OBJECT ENCODING` of `key`: how Redis stores its value (`listpack`, `hashtable`, …).
+async fn encoding(c: &mut redis::aio::MultiplexedConnection, key: &str) -> String {
+    redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(key)
+        .query_async(c)
+        .await
+        .expect("encoding")
 }
 
 /// Every key of queue `q`'s journal that exists: the meta and the buckets.
@@ -71,12 +62,10 @@ async fn journal_keys(url: &str, q: &[u8]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_trip_of_puts_reschedules_and_ends() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
+    let q = b"example.com";
+    let Some((server, j)) = journal_on(q, 5).await else {
         return;
     };
-    let q = b"example.com";
-    adopt(&p, q, 5).await;
-    let j = start(&p);
     let mut model: BTreeMap<u64, (u64, String)> = BTreeMap::new();
     // Enough timers for many splits, in requests of mixed sizes.
     let mut pending = Vec::new();
@@ -157,12 +146,10 @@ async fn typed_entries_round_trip() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_token_writes_nothing_and_is_told_the_current_epoch() {
-    let Some((server, [a, b])) = with_members(["mx1", "mx2"]).await else {
+    let q = b"example.com";
+    let Some((server, ja, b)) = journal_and_rival(q, 5).await else {
         return;
     };
-    let q = b"example.com";
-    adopt(&a, q, 5).await;
-    let ja = start(&a);
     let ops: Vec<Op> = (0..300).map(|id| put(id, id, "x")).collect();
     ja.write(q, 5, ops).await.expect("put under 5");
     // A token that was never current is refused too.
@@ -221,12 +208,10 @@ async fn a_stale_token_writes_nothing_and_is_told_the_current_epoch() {
 /// is, and once fenced it stays fenced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_racing_an_adoption_is_fenced_from_the_adoption_on() {
-    let Some((_server, [a, b])) = with_members(["mx1", "mx2"]).await else {
+    let q = b"raced";
+    let Some((_server, ja, b)) = journal_and_rival(q, 10).await else {
         return;
     };
-    let q = b"raced";
-    adopt(&a, q, 10).await;
-    let ja = start(&a);
     let adopted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let seen = std::sync::Arc::clone(&adopted);
     let writer = tokio::spawn(async move {
@@ -294,12 +279,10 @@ async fn a_writer_racing_an_adoption_is_fenced_from_the_adoption_on() {
 /// record at a few bytes over its id and value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buckets_stay_listpack_encoded() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
+    let q = b"big";
+    let Some((server, j)) = journal_on(q, 2).await else {
         return;
     };
-    let q = b"big";
-    adopt(&p, q, 2).await;
-    let j = start(&p);
     let n = 20_000u64;
     let mut pending = Vec::new();
     for base in (0..n).step_by(1000) {
@@ -315,13 +298,7 @@ async fn buckets_stay_listpack_encoded() {
     let mut c = raw(&server.url()).await;
     let mut buckets = 0;
     for k in keys.iter().filter(|k| !k.ends_with(":jm")) {
-        let enc: String = redis::cmd("OBJECT")
-            .arg("ENCODING")
-            .arg(k)
-            .query_async(&mut c)
-            .await
-            .expect("encoding");
-        assert_eq!(enc, "listpack", "{k}");
+        assert_eq!(encoding(&mut c, k).await, "listpack", "{k}");
         buckets += 1;
     }
     // Split as the queue grew: about n / 32 buckets.
@@ -333,39 +310,25 @@ async fn buckets_stay_listpack_encoded() {
 /// nothing sent, not acknowledged without the fsync the answer stands for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_fsync_always_gets_no_batch() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
-        return;
-    };
-    adopt(&p, b"q", 4).await;
     let options = JournalOptions {
         durability_recheck: std::time::Duration::ZERO,
         ..JournalOptions::default()
     };
-    let j = Journal::start(p.clone(), options).expect("runtime");
+    let Some((server, j)) = journal_on_with(b"q", 4, options).await else {
+        return;
+    };
     j.write(b"q", 4, vec![put(1, 1, "a")])
         .await
         .expect("durable server");
-    let mut c = raw(&server.url()).await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("appendfsync")
-        .arg("everysec")
-        .query_async(&mut c)
-        .await
-        .expect("config set");
+    let url = server.url();
+    config_set(&url, "appendfsync", "everysec").await;
     match j.write(b"q", 4, vec![put(2, 2, "b")]).await {
         Err(JournalError::Redis(tickwheel_redis::Error::UnsafeServer { problems, .. })) => {
             assert!(problems.contains("appendfsync"), "{problems}");
         }
         other => panic!("expected UnsafeServer, got {other:?}"),
     }
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("appendfsync")
-        .arg("always")
-        .query_async(&mut c)
-        .await
-        .expect("config set");
+    config_set(&url, "appendfsync", "always").await;
     let back = as_map(j.load(b"q", 4).await.expect("load"));
     assert_eq!(back, BTreeMap::from([(1, (1, "a".to_owned()))]));
 }
@@ -374,16 +337,14 @@ async fn a_server_without_fsync_always_gets_no_batch() {
 /// `bucket_load`, or ids that hash alike) moves them in slices, and the call succeeds whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_split_of_a_crowded_bucket_moves_it_whole() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
-        return;
-    };
-    adopt(&p, b"q", 6).await;
     let options = JournalOptions {
         bucket_load: 5000,
         max_call_ops: 10_000,
         ..JournalOptions::default()
     };
-    let j = Journal::start(p.clone(), options).expect("runtime");
+    let Some((server, j)) = journal_on_with(b"q", 6, options).await else {
+        return;
+    };
     // 5 001 ids with an odd hash: all in bucket 0 until the put that splits it, then all
     // moved to bucket 1 by that one split.
     let ids: Vec<u64> = (0u64..)
@@ -442,7 +403,7 @@ fn any_sequence_loads_back_as_the_model() {
             bucket_load: 4,
             ..JournalOptions::default()
         };
-        let j = Journal::start(p.clone(), options).expect("runtime");
+        let j = start_with(&p, options);
         (p, j)
     });
     let mut runner = TestRunner::new(Config {
@@ -499,13 +460,7 @@ fn any_sequence_loads_back_as_the_model() {
                     .iter()
                     .filter(|k| !k.ends_with(":jm"))
                 {
-                    let enc: String = redis::cmd("OBJECT")
-                        .arg("ENCODING")
-                        .arg(k)
-                        .query_async(&mut c)
-                        .await
-                        .expect("encoding");
-                    assert_eq!(enc, "listpack", "{k}");
+                    assert_eq!(encoding(&mut c, k).await, "listpack", "{k}");
                 }
             }
         });

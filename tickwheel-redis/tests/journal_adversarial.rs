@@ -4,73 +4,25 @@
 
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use support::*;
-use tickwheel_redis::journal::{
-    Journal, JournalError, JournalOptions, JournalRecord, MAX_ID_BYTES, Op,
-};
+use tickwheel_redis::Protocol;
+use tickwheel_redis::journal::{Journal, JournalError, JournalOptions, MAX_ID_BYTES, Op};
 use tickwheel_redis::keys::JournalKeys;
-use tickwheel_redis::{Protocol, Token};
-
-fn put(id: &[u8], deadline_us: u64, value: &[u8]) -> Op {
-    Op::Put {
-        id: id.to_vec(),
-        deadline_us,
-        value: value.to_vec(),
-    }
-}
-
-fn end(id: &[u8]) -> Op {
-    Op::End { id: id.to_vec() }
-}
 
 fn num(i: u64) -> Vec<u8> {
     i.to_be_bytes().to_vec()
-}
-
-type Model = BTreeMap<Vec<u8>, (u64, Vec<u8>)>;
-
-fn as_map(records: Vec<JournalRecord>) -> Model {
-    let mut out = BTreeMap::new();
-    for r in records {
-        assert!(
-            out.insert(r.id.clone(), (r.deadline_us, r.value)).is_none(),
-            "id {:?} loaded twice",
-            r.id
-        );
-    }
-    out
-}
-
-async fn adopt(p: &Protocol, q: &[u8], token: u64) {
-    if let Err(e) = p.adopt(q, token, &Token::generate()).await {
-        panic!("adopt at {token}: {e}");
-    }
-}
-
-fn start(p: &Protocol) -> Journal {
-    Journal::start(p.clone(), JournalOptions::default()).expect("runtime")
-}
-
-async fn key_count(url: &str) -> u64 {
-    let mut c = raw(url).await;
-    redis::cmd("DBSIZE")
-        .query_async(&mut c)
-        .await
-        .expect("dbsize")
 }
 
 /// A token above the current epoch, below it, and any token on a queue with no owner record
 /// are all refused, for writes and for reads, and leave nothing behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn future_stale_and_ownerless_tokens_are_fenced_for_reads_and_writes() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
+    let q = b"fenced";
+    let Some((server, j)) = journal_on(q, 7).await else {
         return;
     };
-    let q = b"fenced";
-    adopt(&p, q, 7).await;
-    let j = start(&p);
     j.write(q, 7, vec![put(b"a", 1, b"x")]).await.expect("put");
     for token in [0, 6, 8, u64::MAX] {
         let w = j.write(q, token, vec![put(b"b", 2, b"y"), end(b"a")]).await;
@@ -176,12 +128,10 @@ async fn odd_ids_values_deadlines_and_queue_names_round_trip_apart() {
 /// small puts is acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_ids_and_values_survive_splits() {
-    let Some((_server, [p])) = with_members(["mx1"]).await else {
+    let q = b"huge";
+    let Some((_server, j)) = journal_on(q, 2).await else {
         return;
     };
-    let q = b"huge";
-    adopt(&p, q, 2).await;
-    let j = start(&p);
     let mut model = Model::new();
     for i in 0..8u64 {
         let mut huge = vec![i as u8; 4 << 20];
@@ -222,14 +172,13 @@ async fn the_last_op_on_an_id_wins_in_a_request_a_batch_and_across_batches() {
     let (q1, q2) = (&b"one"[..], &b"two"[..]);
     adopt(&p, q1, 4).await;
     adopt(&p, q2, 9).await;
-    let j = Journal::start(
-        p.clone(),
+    let j = start_with(
+        &p,
         JournalOptions {
             max_call_ops: 3,
             ..JournalOptions::default()
         },
-    )
-    .expect("runtime");
+    );
     let mut m1 = Model::new();
     let mut m2 = Model::new();
     // One request: put, end, put again of id 1; put then end of id 2.
@@ -283,13 +232,11 @@ async fn the_last_op_on_an_id_wins_in_a_request_a_batch_and_across_batches() {
 /// load is exact, and the emptied queue gives its keys back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_wide_emptied_and_refilled() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
+    let q = b"wide";
+    let Some((server, j)) = journal_on(q, 3).await else {
         return;
     };
     let url = server.url();
-    let q = b"wide";
-    adopt(&p, q, 3).await;
-    let j = start(&p);
     let base_keys = key_count(&url).await;
     for round in 0..2u64 {
         let mut model = Model::new();
@@ -332,19 +279,14 @@ async fn split_wide_emptied_and_refilled() {
 /// others) sees every record that no write touched exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_during_splits_sees_every_untouched_record() {
-    let Some((_server, [p])) = with_members(["mx1"]).await else {
+    let q = b"midsplit";
+    let options = JournalOptions {
+        load_page_buckets: 1,
+        ..JournalOptions::default()
+    };
+    let Some((_server, j)) = journal_on_with(q, 5, options).await else {
         return;
     };
-    let q = b"midsplit";
-    adopt(&p, q, 5).await;
-    let j = Journal::start(
-        p.clone(),
-        JournalOptions {
-            load_page_buckets: 1,
-            ..JournalOptions::default()
-        },
-    )
-    .expect("runtime");
     let stable: BTreeSet<Vec<u8>> = (0..3000u64).map(num).collect();
     let ops: Vec<Op> = stable.iter().map(|id| put(id, 1, b"s")).collect();
     j.write(q, 5, ops).await.expect("fill");
@@ -375,18 +317,16 @@ async fn a_load_during_splits_sees_every_untouched_record() {
 /// key count end where they were after the first 1 000.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn churn_at_a_constant_live_count_keeps_memory_flat() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
+    let q = b"churn";
+    let Some((server, j)) = journal_on(q, 2).await else {
         return;
     };
     let url = server.url();
-    let q = b"churn";
-    adopt(&p, q, 2).await;
-    let j = start(&p);
     let live = 1000u64;
     let ops: Vec<Op> = (0..live).map(|i| put(&num(i), i, b"value-8b")).collect();
     j.write(q, 2, ops).await.expect("fill");
     let keys0 = key_count(&url).await;
-    let mem0 = used_memory(&url).await;
+    let mem0 = server.used_memory().expect("used_memory");
     let mut next = live;
     for _ in 0..200 {
         let mut ops = Vec::new();
@@ -400,7 +340,7 @@ async fn churn_at_a_constant_live_count_keeps_memory_flat() {
     }
     assert_eq!(j.load(q, 2).await.expect("load").len() as u64, live);
     let keys1 = key_count(&url).await;
-    let mem1 = used_memory(&url).await;
+    let mem1 = server.used_memory().expect("used_memory");
     assert!(keys1 <= keys0 + 2, "keys grew from {keys0} to {keys1}");
     // 200 000 records at even 10 bytes each would be 2 MB: a quarter of that is growth.
     assert!(mem1 < mem0 + 500_000, "memory grew from {mem0} to {mem1}");
@@ -410,12 +350,10 @@ async fn churn_at_a_constant_live_count_keeps_memory_flat() {
 /// share the bucket) are all kept, through the splits of that crowded bucket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_ids_of_one_bucket_are_all_kept() {
-    let Some((_server, [p])) = with_members(["mx1"]).await else {
+    let q = b"crowd";
+    let Some((_server, j)) = journal_on(q, 2).await else {
         return;
     };
-    let q = b"crowd";
-    adopt(&p, q, 2).await;
-    let j = start(&p);
     // Ids sharing their 16 low hash bits.
     let mut ids = Vec::new();
     let mut i = 0u64;
@@ -444,20 +382,14 @@ async fn thousands_of_ids_of_one_bucket_are_all_kept() {
 /// acknowledged as durable (a journal write "returns once the ops are durable").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appendfsync_changed_at_run_time_fails_the_next_write() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
+    let q = b"fsync";
+    let Some((server, j)) = journal_on(q, 2).await else {
         return;
     };
-    let q = b"fsync";
-    adopt(&p, q, 2).await;
-    let j = start(&p);
     j.write(q, 2, vec![put(b"a", 1, b"x")])
         .await
         .expect("durable put");
-    command(
-        &server.url(),
-        redis::cmd("CONFIG").arg("SET").arg("appendfsync").arg("no"),
-    )
-    .await;
+    config_set(&server.url(), "appendfsync", "no").await;
     let w = j.write(q, 2, vec![put(b"b", 1, b"x")]).await;
     assert!(
         w.is_err(),
@@ -470,12 +402,10 @@ async fn appendfsync_changed_at_run_time_fails_the_next_write() {
 /// is there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_down_then_back_reports_and_recovers() {
-    let Some((mut server, [p])) = with_members(["mx1"]).await else {
+    let q = b"restart";
+    let Some((mut server, j)) = journal_on(q, 2).await else {
         return;
     };
-    let q = b"restart";
-    adopt(&p, q, 2).await;
-    let j = start(&p);
     let mut model = Model::new();
     for i in 0..100u64 {
         model.insert(num(i), (i, b"v".to_vec()));
@@ -545,12 +475,10 @@ async fn one_request_far_past_max_call_ops_applies_whole() {
 /// corrupt, naming the queue, not loaded as a timer due at 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_without_a_deadline_is_corrupt() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
+    let q = b"planted";
+    let Some((server, j)) = journal_on(q, 2).await else {
         return;
     };
-    let q = b"planted";
-    adopt(&p, q, 2).await;
-    let j = start(&p);
     j.write(q, 2, vec![put(b"a", 1, b"x")]).await.expect("put");
     let k = JournalKeys::new("tickwheel", q);
     command(
@@ -577,22 +505,20 @@ async fn two_writers_interleaving_keep_the_count_and_clear_leaves_nothing() {
     let q = b"two";
     let base = key_count(&url).await;
     adopt(&p1, q, 8).await;
-    let j1 = Journal::start(
-        p1.clone(),
+    let j1 = start_with(
+        &p1,
         JournalOptions {
             bucket_load: 1,
             ..JournalOptions::default()
         },
-    )
-    .expect("runtime");
-    let j2 = Journal::start(
-        p2.clone(),
+    );
+    let j2 = start_with(
+        &p2,
         JournalOptions {
             bucket_load: 1000,
             ..JournalOptions::default()
         },
-    )
-    .expect("runtime");
+    );
     let run = |j: Journal, seed: u64| {
         tokio::spawn(async move {
             let mut x = seed;
@@ -635,14 +561,11 @@ async fn two_writers_interleaving_keep_the_count_and_clear_leaves_nothing() {
 /// one (as a member's `journal_put` sends them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_memory_per_live_timer_is_at_most_48_bytes_plus_its_value() {
-    let Some((server, [p])) = with_members(["mx1"]).await else {
+    let q = b"memory";
+    let Some((server, j)) = journal_on(q, 2).await else {
         return;
     };
-    let url = server.url();
-    let q = b"memory";
-    adopt(&p, q, 2).await;
-    let j = start(&p);
-    let mem0 = used_memory(&url).await;
+    let mem0 = server.used_memory().expect("used_memory");
     let n = 50_000u64;
     let value = "8 bytes!".to_owned();
     let mut pending = Vec::new();
@@ -653,7 +576,7 @@ async fn redis_memory_per_live_timer_is_at_most_48_bytes_plus_its_value() {
     for w in pending {
         w.await.expect("put");
     }
-    let mem1 = used_memory(&url).await;
+    let mem1 = server.used_memory().expect("used_memory");
     let per = (mem1.saturating_sub(mem0)) as f64 / n as f64;
     let value_bytes = rmp_serde::to_vec(&value).expect("encode").len() as f64;
     assert!(
@@ -666,12 +589,10 @@ async fn redis_memory_per_live_timer_is_at_most_48_bytes_plus_its_value() {
 /// acknowledged before the kill is loaded back, and every end acknowledged is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_of_redis_mid_batch_loses_no_acknowledged_write() {
-    let Some((mut server, [p])) = with_members(["mx1"]).await else {
+    let q = b"killed";
+    let Some((mut server, j)) = journal_on(q, 2).await else {
         return;
     };
-    let q = b"killed";
-    adopt(&p, q, 2).await;
-    let j = start(&p);
     // Ends of ids put and acknowledged first, then puts, racing the kill.
     let first: Vec<Op> = (0..2000u64).map(|i| put(&num(i), i, b"v")).collect();
     j.write(q, 2, first).await.expect("first puts");

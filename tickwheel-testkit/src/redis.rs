@@ -172,6 +172,48 @@ impl RedisServer {
         self.proc.pid()
     }
 
+    /// The server's `INFO <section>` reply (lines `field:value`, see [`info_field`]), over a
+    /// plain connection of its own; waits up to 2 s for each read of the reply.
+    ///
+    /// # Errors
+    /// [`ServerError::Io`] if the server is not reached (not running, or serving TLS only:
+    /// this speaks plain RESP), does not answer in time, closes the connection mid-reply or
+    /// answers with an error.
+    pub fn info(&self, section: &str) -> Result<String, ServerError> {
+        let fail = |what: String| self.proc.program.io(std::io::Error::other(what));
+        if self.tls.is_some() {
+            return Err(fail(
+                "INFO over a plain connection: the server serves TLS".into(),
+            ));
+        }
+        let request = format!("INFO {section}\r\n");
+        let mut stream = send(self.port, request.as_bytes(), Duration::from_secs(2))
+            .ok_or_else(|| fail(format!("no connection to port {}", self.port)))?;
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            let n = stream.read(&mut buf).map_err(|e| self.proc.program.io(e))?;
+            if n == 0 {
+                return Err(fail("the connection closed mid-reply".into()));
+            }
+            reply.extend_from_slice(&buf[..n]);
+            if let Some(body) = bulk_string(&reply).map_err(fail)? {
+                return Ok(body);
+            }
+        }
+    }
+
+    /// The server's `used_memory` (bytes), from [`RedisServer::info`]`("memory")`.
+    ///
+    /// # Errors
+    /// As [`RedisServer::info`]; [`ServerError::Io`] if the reply has no such number.
+    pub fn used_memory(&self) -> Result<u64, ServerError> {
+        let info = self.info("memory")?;
+        info_field(&info, "used_memory").ok_or_else(|| {
+            (self.proc.program).io(std::io::Error::other("INFO memory without used_memory"))
+        })
+    }
+
     /// Kills the process with SIGKILL (what `kill -9` does) and reaps it. No-op if it is not
     /// running.
     ///
@@ -219,6 +261,43 @@ pub fn start_for_test_with(extra: &[(&str, &str)]) -> Option<RedisServer> {
     skip_if_missing(RedisServer::start_with(None, extra))
 }
 
+/// Field `name` of an `INFO` reply's text (the line `name:value`), parsed; `None` if no line
+/// names it or its value does not parse as a `T`. O(length of `info`).
+///
+/// # Example
+/// ```
+/// use tickwheel_testkit::redis::info_field;
+/// let info = "# Memory\r\nused_memory:1024\r\nused_memory_human:1.00K\r\n";
+/// assert_eq!(info_field::<u64>(info, "used_memory"), Some(1024));
+/// assert_eq!(info_field::<u64>(info, "used_memory_human"), None);
+/// assert_eq!(info_field::<u64>(info, "maxmemory"), None);
+/// ```
+pub fn info_field<T: std::str::FromStr>(info: &str, name: &str) -> Option<T> {
+    info.lines().find_map(|l| {
+        let value = l.strip_prefix(name)?.strip_prefix(':')?;
+        value.trim().parse().ok()
+    })
+}
+
+/// The text of a RESP bulk string (`$<len>\r\n<bytes>\r\n`) once `reply` holds all of it;
+/// `Ok(None)` while it is incomplete; `Err` for an error reply or anything else.
+fn bulk_string(reply: &[u8]) -> Result<Option<String>, String> {
+    let Some(eol) = reply.windows(2).position(|w| w == b"\r\n") else {
+        return Ok(None);
+    };
+    let header = String::from_utf8_lossy(&reply[..eol]);
+    let Some(len) = header
+        .strip_prefix('$')
+        .and_then(|n| n.parse::<usize>().ok())
+    else {
+        return Err(format!("not a bulk string: {header}"));
+    };
+    let start = eol + 2;
+    Ok(reply
+        .get(start..start + len)
+        .map(|body| String::from_utf8_lossy(body).into_owned()))
+}
+
 fn ping(port: u16) -> bool {
     let Some(mut stream) = send(port, b"PING\r\n", Duration::from_millis(500)) else {
         return false;
@@ -227,4 +306,22 @@ fn ping(port: u16) -> bool {
     let n = stream.read(&mut buf).unwrap_or(0);
     // "-LOADING" while the AOF loads: not ready yet. "-NOAUTH": up, with a password set.
     buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bulk_string;
+
+    /// A bulk string is whole only once all its bytes are in; an error reply or anything but
+    /// a bulk string is an error.
+    #[test]
+    fn a_bulk_string_is_read_whole_or_not_at_all() {
+        assert_eq!(bulk_string(b""), Ok(None));
+        assert_eq!(bulk_string(b"$11\r"), Ok(None));
+        assert_eq!(bulk_string(b"$11\r\nused_memo"), Ok(None));
+        let whole = bulk_string(b"$11\r\nused_memory\r\n");
+        assert_eq!(whole, Ok(Some("used_memory".to_owned())));
+        assert!(bulk_string(b"-ERR unknown section\r\n").is_err());
+        assert!(bulk_string(b"+OK\r\n").is_err());
+    }
 }

@@ -40,6 +40,34 @@ fn restart_reloads_the_aof_and_drop_stops_the_pid() {
     assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
 }
 
+/// `INFO` read whole (a reply longer than one read) and `used_memory` growing with what is
+/// stored; a killed server is an error, not a number.
+#[test]
+fn info_reads_the_whole_reply_and_used_memory_follows_the_data() {
+    let Some(mut server) = redis::start_for_test() else {
+        return;
+    };
+    let all = server.info("all").expect("info all");
+    // Its first section and its last: the reply was read to its end.
+    assert!(
+        all.starts_with("# Server") && all.contains("# Keyspace"),
+        "{all}"
+    );
+    assert_eq!(
+        redis::info_field::<u16>(&all, "tcp_port"),
+        Some(server.port())
+    );
+    let before = server.used_memory().expect("used_memory");
+    // A value too long for an inline command: the request in RESP.
+    let big = "x".repeat(1 << 20);
+    let set = format!("*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n${}\r\n{big}", big.len());
+    assert_eq!(command(server.port(), &set), "+OK\r\n");
+    let after = server.used_memory().expect("used_memory");
+    assert!(after >= before + (1 << 20), "{before} -> {after}");
+    server.kill9().expect("kill");
+    assert!(server.used_memory().is_err());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_keeps_data_and_port() {
     let Some(mut etcd) = etcd::start_for_test() else {

@@ -377,6 +377,19 @@ mod tests {
         }
     }
 
+    /// A measured cell of 1 ns in `section`, named `name`.
+    fn cell(section: &str, name: &str) -> Line {
+        Line::Cell {
+            section: section.to_string(),
+            name: name.to_string(),
+            cell: Cell {
+                ns: vec![1.0],
+                estimate: false,
+                mismatch: false,
+            },
+        }
+    }
+
     #[test]
     fn lines_are_checked_against_the_plan() {
         use clap::Parser;
@@ -389,15 +402,6 @@ mod tests {
             "--no-scheduler",
         ]);
         let plan = Plan::new(&args);
-        let cell = |section: &str, name: &str| Line::Cell {
-            section: section.to_string(),
-            name: name.to_string(),
-            cell: Cell {
-                ns: vec![1.0],
-                estimate: false,
-                mismatch: false,
-            },
-        };
         let memory = |name: &str| Line::Memory {
             name: name.to_string(),
             memory: Memory {
@@ -498,15 +502,6 @@ mod tests {
         use clap::Parser;
         let args = crate::Args::parse_from(["compare", "--scheduler-only", "--producers", "1,4"]);
         let plan = Plan::new(&args);
-        let cell = |section: &str, name: &str| Line::Cell {
-            section: section.to_string(),
-            name: name.to_string(),
-            cell: Cell {
-                ns: vec![1.0],
-                estimate: false,
-                mismatch: false,
-            },
-        };
         let mut script: Vec<Line> = Vec::new();
         for section in [
             Line::SCHEDULER.to_string(),

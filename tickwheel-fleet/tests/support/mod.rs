@@ -2,15 +2,17 @@
 //! members, bounded waits, the `fleet` example.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use std::process::Output;
 use tickwheel::sync::{FrozenEntry, Scheduler};
-use tickwheel_fleet::{FleetEvent, FleetOptions, Member, RecoveryError};
+use tickwheel_fleet::{FencedDue, FleetEvent, FleetOptions, Member, RecoveryError};
+use tickwheel_redis::journal::Pending;
 
+use tickwheel_testkit::child::TestChild;
 use tickwheel_testkit::etcd::EtcdServer;
 use tickwheel_testkit::example::{Example, last_line, text};
 use tickwheel_testkit::redis::RedisServer;
@@ -80,6 +82,18 @@ pub async fn fleet_with(n: usize) -> Option<(EtcdServer, RedisServer, FleetOptio
     let qs = queues(n);
     register(&opts, &qs).await;
     Some((etcd, redis, opts, qs))
+}
+
+/// [`fleet_with`] for the parent of a child test: `None` also in the child's own run
+/// (the environment variable `env` set).
+pub async fn parent_fleet_with(
+    env: &str,
+    n: usize,
+) -> Option<(EtcdServer, RedisServer, FleetOptions, Vec<String>)> {
+    if std::env::var_os(env).is_some() {
+        return None;
+    }
+    fleet_with(n).await
 }
 
 pub fn options(etcd: &EtcdServer, redis: &RedisServer) -> FleetOptions {
@@ -189,6 +203,17 @@ pub async fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> b
     }
 }
 
+/// Waits up to `limit` until every queue of `qs` has exactly one owner among `members` and
+/// the members hold `total` of its timers together; panics if that never holds.
+pub async fn owned_once(members: &[&FleetMember], qs: &[String], total: usize, limit: Duration) {
+    let names: Vec<&str> = members.iter().map(|m| m.name()).collect();
+    let what = format!("every queue owned once among {names:?}, {total} timers held");
+    wait_until(limit, &what, || {
+        exactly_one(members, qs) && timers_in(members, qs) == total
+    })
+    .await;
+}
+
 /// Whether every queue of `qs` has exactly one owner among `members`.
 pub fn exactly_one(members: &[&FleetMember], qs: &[String]) -> bool {
     let own = ownership(members);
@@ -261,6 +286,64 @@ pub fn child_spec(spec: &str) -> (FleetOptions, String) {
     (opts, name.to_owned())
 }
 
+/// A fleet of the test's own: its servers and options, `n` queues registered ([`queues`]),
+/// and member `a` with the journal on, owning them all (`None`: skip, see [`servers`]).
+/// Keep the servers: dropping one stops it.
+pub async fn journaled_a(
+    n: usize,
+) -> Option<(
+    EtcdServer,
+    RedisServer,
+    FleetOptions,
+    Vec<String>,
+    FleetMember,
+)> {
+    let (etcd, redis, opts, qs) = fleet_with(n).await?;
+    let a = join_journaling(&opts, "a", true).await;
+    owns(&a, qs.len()).await;
+    Some((etcd, redis, opts, qs, a))
+}
+
+/// What a journaling child printed: every line, the token of each queue (its first
+/// `ACK <queue> <id> <token>`), and the (queue, id) of its `ACK`, `OUT` and `END` lines.
+pub struct Printed {
+    pub lines: Vec<String>,
+    pub tokens: BTreeMap<String, u64>,
+    pub acked: BTreeSet<(String, u64)>,
+    pub out: BTreeSet<(String, u64)>,
+    pub ended: BTreeSet<(String, u64)>,
+}
+
+impl Printed {
+    /// The timers acknowledged and not ended: what a survivor must hand out again.
+    pub fn not_ended(&self) -> BTreeSet<(String, u64)> {
+        self.acked.difference(&self.ended).cloned().collect()
+    }
+
+    /// The child's token for queue `q` (0 if it acknowledged nothing there).
+    pub fn token(&self, q: &str) -> u64 {
+        self.tokens.get(q).copied().unwrap_or(0)
+    }
+}
+
+/// [`child_member_ready`] until the child printed `DONE`, then killed (SIGKILL): what it
+/// printed.
+pub async fn killed_when_done(
+    test_env: (&str, &str),
+    servers: (&EtcdServer, &RedisServer, &str),
+    limit: Duration,
+) -> Printed {
+    let mut child = child_member_ready(test_env, servers, limit, ("DONE", 1)).await;
+    child.kill9();
+    Printed {
+        lines: child.lines(),
+        tokens: acked_tokens(&child),
+        acked: printed(&child, "ACK "),
+        out: printed(&child, "OUT "),
+        ended: printed(&child, "END "),
+    }
+}
+
 /// In a child process: the member named by the [`child_spec`] the parent put in the
 /// environment variable `env`, joined with 3 timers a queue; `None` in the parent's own run
 /// of the child test.
@@ -304,5 +387,195 @@ pub async fn join_journaling(opts: &FleetOptions, name: &str, journal: bool) -> 
     match r {
         Ok(m) => m,
         Err(e) => panic!("join {name}: {e}"),
+    }
+}
+
+pub type Due = FencedDue<String, u64, String>;
+
+/// Waits (at most 30 s) until `m` owns `n` queues.
+pub async fn owns(m: &FleetMember, n: usize) {
+    let what = format!("{} owns {n} queues", m.name());
+    wait_until(Duration::from_secs(30), &what, || m.owned().len() == n).await;
+}
+
+/// Schedules `per` timers in each queue of `qs` on `m` and journals each
+/// (`Member::journal_put`): in the `n`-th queue ids `n * 1000 + i` for `i` in `0..per`, due
+/// at `at(i)`, value `"<queue>:<id>"`. Each put's queue, id and [`Pending`], in that order.
+///
+/// # Panics
+/// If `m` refuses to schedule or to journal a timer.
+pub fn schedule_journaled(
+    m: &FleetMember,
+    qs: &[String],
+    per: u64,
+    mut at: impl FnMut(u64) -> Instant,
+) -> Vec<(String, u64, Pending)> {
+    let mut pending = Vec::new();
+    for (n, q) in qs.iter().enumerate() {
+        for i in 0..per {
+            let id = n as u64 * 1000 + i;
+            let at = at(i);
+            let value = format!("{q}:{id}");
+            m.scheduler()
+                .schedule(q.clone(), id, at, value.clone())
+                .expect("schedule");
+            let w = m.journal_put(q, &id, at, &value).expect("journal");
+            pending.push((q.clone(), id, w));
+        }
+    }
+    pending
+}
+
+/// Awaits every put of [`schedule_journaled`]; panics unless each is durable.
+pub async fn durable(pending: Vec<(String, u64, Pending)>) {
+    for (q, id, w) in pending {
+        if let Err(e) = w.await {
+            panic!("the put of {q}/{id}: {e}");
+        }
+    }
+}
+
+/// Pops `m`'s due timers (up to 1000 a call, every 10 ms) into `take` with `state`, while
+/// `done(state)` is false and `limit` has not passed since the call.
+pub async fn pop_due_into<S>(
+    m: &FleetMember,
+    limit: Duration,
+    state: &mut S,
+    done: impl Fn(&S) -> bool,
+    mut take: impl FnMut(&mut S, Due),
+) {
+    let until = Instant::now() + limit;
+    while !done(state) && Instant::now() < until {
+        for d in m.pop_due(Instant::now(), 1000) {
+            take(state, d);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The due timers `m` hands out within `limit`: popped until there are at least `n` (more
+/// if the last call gave more), or fewer when `limit` passes. Held, so in flight.
+pub async fn due_within(m: &FleetMember, n: usize, limit: Duration) -> Vec<Due> {
+    let mut out = Vec::new();
+    pop_due_into(m, limit, &mut out, |o| o.len() >= n, |o, d| o.push(d)).await;
+    out
+}
+
+/// The (queue, id) of every line `child` printed as `<prefix><queue> <id> …`.
+pub fn printed(child: &TestChild, prefix: &str) -> BTreeSet<(String, u64)> {
+    child
+        .lines()
+        .iter()
+        .filter_map(|l| {
+            let mut p = l.strip_prefix(prefix)?.split(' ');
+            Some((p.next()?.to_owned(), p.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Queue → token of the first line `child` printed as `ACK <queue> <id> <token>`.
+pub fn acked_tokens(child: &TestChild) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for l in child.lines() {
+        let Some(rest) = l.strip_prefix("ACK ") else {
+            continue;
+        };
+        let p: Vec<&str> = rest.split(' ').collect();
+        if let [q, _, token] = p[..]
+            && let Ok(token) = token.parse()
+        {
+            out.entry(q.to_owned()).or_insert(token);
+        }
+    }
+    out
+}
+
+/// This test binary run again as the test `test`, member `name` of `etcd` and `redis` (its
+/// [`child_spec`] in the environment variable `env`), once it printed `n` lines starting with
+/// `prefix`; panics with its output if that takes over `limit`.
+pub async fn child_member_ready(
+    (test, env): (&str, &str),
+    (etcd, redis, name): (&EtcdServer, &RedisServer, &str),
+    limit: Duration,
+    (prefix, n): (&str, usize),
+) -> TestChild {
+    let child = TestChild::spawn(test, env, &format!("{} {} {name}", etcd.url(), redis.url()));
+    let started = Instant::now();
+    while child.count(prefix) < n {
+        assert!(
+            started.elapsed() < limit,
+            "the child printed {} lines {prefix:?} of {n}: {:?}",
+            child.count(prefix),
+            child.lines()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child
+}
+
+/// In a child process: the member named by the [`child_spec`] in the environment variable
+/// `env`, joined with the journal on and a recovery that finds nothing, once it owns the `n`
+/// queues [`queues`]`(n)`; `None` in the parent's own run of the child test.
+pub async fn join_child_journaling(env: &str, n: usize) -> Option<(FleetMember, Vec<String>)> {
+    let spec = std::env::var(env).ok()?;
+    let (opts, name) = child_spec(&spec);
+    let m = join_journaling(&opts, &name, true).await;
+    owns(&m, n).await;
+    Some((m, queues(n)))
+}
+
+/// Waits (at most 30 s each) until `b` owns some queue, then until every queue of `qs` has
+/// one owner among `a` and `b`.
+pub async fn shares(a: &FleetMember, b: &FleetMember, qs: &[String]) {
+    wait_until(Duration::from_secs(30), "b owns some queue", || {
+        !b.owned().is_empty()
+    })
+    .await;
+    wait_until(Duration::from_secs(30), "one owner each", || {
+        exactly_one(&[a, b], qs)
+    })
+    .await;
+}
+
+/// `m`'s token for queue `q`, if it owns it.
+pub fn token_of(m: &FleetMember, q: &str) -> Option<u64> {
+    m.owned().iter().find(|(o, _)| o == q).map(|(_, t)| *t)
+}
+
+/// The first of `members` that owns `q`, and its token; panics if none does.
+pub fn owner_of<'a>(members: &[&'a FleetMember], q: &str) -> (&'a FleetMember, u64) {
+    members
+        .iter()
+        .find_map(|m| token_of(m, q).map(|t| (*m, t)))
+        .unwrap_or_else(|| panic!("no owner of {q}"))
+}
+
+/// The ids of the timers of queue `q` in `m`'s scheduler.
+pub fn ids_held(m: &FleetMember, q: &String) -> BTreeSet<u64> {
+    let members = m.scheduler().queue_members(q);
+    members.into_iter().map(|t| t.id).collect()
+}
+
+/// The (queue, id) of every timer of the queues `qs` in `m`'s scheduler.
+pub fn held(m: &FleetMember, qs: &[String]) -> BTreeSet<(String, u64)> {
+    let mut out = BTreeSet::new();
+    for q in qs {
+        out.extend(ids_held(m, q).into_iter().map(|id| (q.clone(), id)));
+    }
+    out
+}
+
+/// Journals timer `id` of `q` on `m`, due at `at` with `value`: whether it was acknowledged
+/// durable (`false` if `m` refused it or the put failed).
+pub async fn journal_one(
+    m: &FleetMember,
+    q: &String,
+    id: u64,
+    at: Instant,
+    value: &String,
+) -> bool {
+    match m.journal_put(q, &id, at, value) {
+        Ok(w) => w.await.is_ok(),
+        Err(_) => false,
     }
 }

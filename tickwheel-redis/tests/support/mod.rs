@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 
 use tickwheel::sync::Scheduler;
 
-use tickwheel_redis::{Custody, CustodyOptions, Error, Member, Options, Protocol, Rejection};
+use tickwheel_redis::journal::{Journal, JournalOptions, JournalRecord, Op};
+use tickwheel_redis::{
+    Custody, CustodyOptions, Error, Member, Offered, Options, Protocol, Rejection, Token,
+};
 use tickwheel_testkit::redis::{RedisServer, start_for_test};
 
 pub type Sched = Scheduler<String, u64, String>;
@@ -57,6 +60,12 @@ pub async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
 pub async fn command(url: &str, cmd: &mut redis::Cmd) {
     let mut c = raw(url).await;
     let _: redis::Value = cmd.query_async(&mut c).await.expect("raw command");
+}
+
+/// `CONFIG SET name value` on `url` (what a test changes under a running member). Panics if
+/// the server refuses.
+pub async fn config_set(url: &str, name: &str, value: &str) {
+    command(url, redis::cmd("CONFIG").arg("SET").arg(name).arg(value)).await;
 }
 
 /// Moves the record's deadline into the past with a raw command (tests only): what waiting
@@ -184,6 +193,21 @@ pub async fn acquire(member: &Custody, q: &str) -> u64 {
         .epoch
 }
 
+/// `member` acquires queue `q` and offers `src`'s timers of it to `to` (`None`: to any
+/// claimer). Panics if either step is refused.
+pub async fn acquire_and_offer(
+    member: &Custody,
+    src: &Sched,
+    q: &str,
+    to: Option<&str>,
+) -> Offered {
+    let epoch = acquire(member, q).await;
+    member
+        .offer(src, q.to_owned(), epoch, to)
+        .await
+        .expect("offer")
+}
+
 /// An empty scheduler whose origin is `t0` (a target).
 pub fn empty(t0: Instant) -> Sched {
     Scheduler::builder().origin(t0).build()
@@ -200,16 +224,84 @@ pub fn h32(id: &[u8]) -> u32 {
     h ^ (h >> 16)
 }
 
-/// The server's `used_memory` (bytes), from `INFO memory`.
-pub async fn used_memory(url: &str) -> u64 {
+/// The records of a journal's queue by id: (deadline in µs, value).
+pub type Model = BTreeMap<Vec<u8>, (u64, Vec<u8>)>;
+
+/// A put of `id` due at `deadline_us` (µs) with `value`, as raw bytes.
+pub fn put(id: &[u8], deadline_us: u64, value: &[u8]) -> Op {
+    Op::Put {
+        id: id.to_vec(),
+        deadline_us,
+        value: value.to_vec(),
+    }
+}
+
+/// The end of `id`, as raw bytes.
+pub fn end(id: &[u8]) -> Op {
+    Op::End { id: id.to_vec() }
+}
+
+/// A journal's load as a [`Model`]; panics if an id comes back twice.
+pub fn as_map(records: Vec<JournalRecord>) -> Model {
+    let mut out = BTreeMap::new();
+    for r in records {
+        assert!(
+            out.insert(r.id.clone(), (r.deadline_us, r.value)).is_none(),
+            "id {:?} loaded twice",
+            r.id
+        );
+    }
+    out
+}
+
+/// `p` adopts queue `q` at `token`; panics if refused.
+pub async fn adopt(p: &Protocol, q: &[u8], token: u64) {
+    if let Err(e) = p.adopt(q, token, &Token::generate()).await {
+        panic!("adopt at {token}: {e}");
+    }
+}
+
+/// A journal writing through `p`, with the default options.
+pub fn start(p: &Protocol) -> Journal {
+    start_with(p, JournalOptions::default())
+}
+
+/// A journal writing through `p` with `options`; panics if it cannot start its runtime.
+pub fn start_with(p: &Protocol, options: JournalOptions) -> Journal {
+    Journal::start(p.clone(), options).expect("runtime")
+}
+
+/// A server of the test's own, member `mx1` on it holding queue `q` at `token` (adopted),
+/// and a journal through it with the default options (`None`: skip, see [`server`]). Keep
+/// the server: dropping it stops redis-server.
+pub async fn journal_on(q: &[u8], token: u64) -> Option<(RedisServer, Journal)> {
+    journal_on_with(q, token, JournalOptions::default()).await
+}
+
+/// [`journal_on`] with `options`.
+pub async fn journal_on_with(
+    q: &[u8],
+    token: u64,
+    options: JournalOptions,
+) -> Option<(RedisServer, Journal)> {
+    let (server, [p]) = with_members(["mx1"]).await?;
+    adopt(&p, q, token).await;
+    Some((server, start_with(&p, options)))
+}
+
+/// [`journal_on`] (member `mx1`'s journal) and a second member, `mx2`, on the same server:
+/// the one that adopts the queue next.
+pub async fn journal_and_rival(q: &[u8], token: u64) -> Option<(RedisServer, Journal, Protocol)> {
+    let (server, [p, rival]) = with_members(["mx1", "mx2"]).await?;
+    adopt(&p, q, token).await;
+    Some((server, start(&p), rival))
+}
+
+/// The number of keys in the server's database (`DBSIZE`).
+pub async fn key_count(url: &str) -> u64 {
     let mut c = raw(url).await;
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
+    redis::cmd("DBSIZE")
         .query_async(&mut c)
         .await
-        .expect("info");
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("used_memory")
+        .expect("dbsize")
 }
