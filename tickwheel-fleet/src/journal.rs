@@ -151,3 +151,68 @@ where
         })
         .collect())
 }
+
+/// Slack below which two deadlines of one id count as the same: each crossed the reference
+/// clock once (µs), and a conversion can round either way.
+const SAME_DEADLINE: Duration = Duration::from_millis(1);
+
+/// After a queue's timers came from two sources at `token` (an offer, or a leftover offer,
+/// and the journal), of which the second's ids already present were skipped by the import:
+/// each such id keeps the **later** of its two deadlines (never early, whichever source is
+/// stale), and the journal is brought up to the scheduler wherever it held the earlier one,
+/// so that the queue's next owner does not fire it early either. `second`: the skipped
+/// source's ids and deadlines; `second_is_journal`: which of the two it is. Timers in flight
+/// are left alone. Returns how many deadlines moved (in the scheduler or in the journal).
+/// O(|second|) lookups, plus one journal request (awaited) for the records it rewrites.
+///
+/// # Errors
+/// [`Error::Journal`]: a record that does not serialize, Redis unreachable, or `Fenced`.
+pub(crate) async fn later_deadlines_win<Q, K, T>(
+    shared: &Arc<Shared<Q, K, T>>,
+    queue: &Q,
+    token: u64,
+    second: Vec<(K, Instant)>,
+    second_is_journal: bool,
+) -> Result<usize, Error>
+where
+    Q: QueueName,
+    K: Hash + Eq + Clone + Send + Sync + Serialize + 'static,
+    T: Send + Serialize + 'static,
+{
+    let Some(j) = &shared.journal else {
+        return Ok(0);
+    };
+    let s = &shared.scheduler;
+    let (local, reference) = *j.anchor.lock();
+    let (mut moved, mut ops) = (0, Vec::new());
+    for (id, other) in second {
+        let Some(info) = s.lookup(&id) else { continue };
+        if info.state == tickwheel::sync::IdState::InFlight {
+            continue;
+        }
+        let here = info.deadline;
+        let (later, journal_stale) = if other > here + SAME_DEADLINE {
+            // The skipped source was later: the scheduler moves to it.
+            if s.reschedule(&id, other).is_err() {
+                continue;
+            }
+            moved += 1;
+            (other, !second_is_journal)
+        } else if here > other + SAME_DEADLINE {
+            (here, second_is_journal)
+        } else {
+            continue;
+        };
+        if journal_stale {
+            let at = to_reference(later, local, reference);
+            if let Some(op) = s.with_value(&id, |v| Op::put(&id, at, v)) {
+                ops.push(op?);
+                moved += 1;
+            }
+        }
+    }
+    if !ops.is_empty() {
+        j.journal.submit(queue.as_ref(), token, ops).await?;
+    }
+    Ok(moved)
+}

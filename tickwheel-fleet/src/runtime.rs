@@ -547,7 +547,15 @@ where
         // retry's later deadline, say), and the import skips the journal's copy of each. What
         // the journal adds is what the source no longer held yet never ended: a delivery that
         // failed while the queue was frozen, a put whose schedule the freeze refused.
+        let second: Vec<(K, Instant)> = journal.iter().map(|e| (e.id.clone(), e.at)).collect();
         let journaled = s.scheduler.import(q.clone(), journal).imported;
+        // An id in both keeps the later deadline (the journal's is the later after a put
+        // the freeze refused to schedule), and the journal learns the offer's later one (a
+        // retry at the freeze the source could not journal): else the next owner fires it
+        // early. If Redis refuses, the scheduler is right and the journal stays as it was.
+        if let Err(e) = crate::journal::later_deadlines_win(&s, q, new, second, true).await {
+            tracing::warn!(member = %s.name, error = %e, "journal not brought up to the offer's deadlines");
+        }
         s.owned.lock().insert(q.clone(), new);
         s.fence.grant(q.as_ref(), new);
         s.emit(FleetEvent::Acquired {
