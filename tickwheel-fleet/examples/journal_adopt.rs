@@ -12,6 +12,9 @@
 //! from the kill: when the survivor owned every queue, its first dispatch, and its last
 //! (every timer handed out by `Member::pop_due`, the fence checked). The adoption waits for
 //! the dead member's lease to expire in etcd (`--lease-ms`) plus the grace (a fifth of it).
+//! A second line splits that time: when etcd deleted the dead member's owner keys (its lease
+//! expired; seen by a watch), when the survivor had joined, and when it acquired its first
+//! and its last queue.
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
@@ -21,8 +24,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use etcd_client::{EventType, WatchOptions};
+use parking_lot::Mutex;
 use tickwheel::sync::{FrozenEntry, Scheduler};
-use tickwheel_fleet::{FleetOptions, Member, RecoveryError};
+use tickwheel_fleet::{FleetEvent, FleetOptions, Member, RecoveryError};
 use tickwheel_redis::journal::JournalOptions;
 use tickwheel_testkit::etcd::EtcdServer;
 use tickwheel_testkit::redis::RedisServer;
@@ -147,6 +152,7 @@ async fn survivor(a: &Args) -> Result<(), String> {
         return Err("the victim ended before READY".into());
     };
     let put_s = ready.trim_start_matches("READY ").to_owned();
+    let deleted = watch_deletes(&etcd.url(), &o.prefix).await?;
     eprintln!(
         "journal_adopt: {} timers journaled over {} queues in {put_s} s; SIGKILL",
         a.timers, a.queues
@@ -155,6 +161,17 @@ async fn survivor(a: &Args) -> Result<(), String> {
     let killed = Instant::now();
     let _ = child.wait();
     let s = join(options(&etcd.url(), &redis.url(), a.lease_ms), "survivor").await?;
+    let joined_at = killed.elapsed();
+    let acquired = Arc::new(Mutex::new(Vec::new()));
+    let mut events = s.events();
+    let log = Arc::clone(&acquired);
+    tokio::spawn(async move {
+        while let Ok(e) = events.recv().await {
+            if let FleetEvent::Acquired { .. } = e {
+                log.lock().push(Instant::now());
+            }
+        }
+    });
     let (mut owned_at, mut first_at) = (None, None);
     let mut dispatched = 0u64;
     let limit = killed + Duration::from_secs(120);
@@ -185,6 +202,21 @@ async fn survivor(a: &Args) -> Result<(), String> {
         secs(first_at),
         all_at.as_secs_f64()
     );
+    let span = |v: &[Instant]| match (v.iter().min(), v.iter().max()) {
+        (Some(a), Some(b)) => format!(
+            "{:.2}–{:.2} s",
+            a.saturating_duration_since(killed).as_secs_f64(),
+            b.saturating_duration_since(killed).as_secs_f64()
+        ),
+        _ => "never".into(),
+    };
+    println!(
+        "journal_adopt: phases from the kill: owner keys deleted by etcd {}, survivor joined \
+         {:.2} s, queues acquired {}",
+        span(&deleted.lock()),
+        joined_at.as_secs_f64(),
+        span(&acquired.lock())
+    );
     drop(s);
     if dispatched < a.timers {
         return Err(format!(
@@ -193,6 +225,37 @@ async fn survivor(a: &Args) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Watches the owner keys under `prefix` and records when each is deleted (the lease of the
+/// member holding it expired, or a release).
+async fn watch_deletes(etcd: &str, prefix: &str) -> Result<Arc<Mutex<Vec<Instant>>>, String> {
+    let mut client = etcd_client::Client::connect([etcd], None)
+        .await
+        .map_err(|e| format!("etcd: {e}"))?;
+    let mut stream = client
+        .watch(
+            format!("{prefix}o/"),
+            Some(WatchOptions::new().with_prefix()),
+        )
+        .await
+        .map_err(|e| format!("etcd watch: {e}"))?;
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&out);
+    tokio::spawn(async move {
+        // The client lives as long as the task.
+        let _client = client;
+        while let Ok(Some(r)) = stream.message().await {
+            let now = Instant::now();
+            let n = r
+                .events()
+                .iter()
+                .filter(|e| e.event_type() == EventType::Delete)
+                .count();
+            log.lock().extend(std::iter::repeat_n(now, n));
+        }
+    });
+    Ok(out)
 }
 
 fn main() -> Result<(), String> {

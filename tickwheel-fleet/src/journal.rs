@@ -99,7 +99,9 @@ pub(crate) async fn refresh_anchor<Q: QueueName, K, T>(shared: &Shared<Q, K, T>)
 }
 
 /// Imports `queue`'s journal, read under `token` (this member's adopt made it current), into
-/// the scheduler: the number imported (ids already there are skipped). 0 with the journal off.
+/// the scheduler a page at a time, each page as the next is read: the number imported (ids
+/// already there are skipped). 0 with the journal off. On an error the pages before it are
+/// in the scheduler: the caller drops the queue's timers (freeze, take the forwarded).
 pub(crate) async fn recover<Q, K, T>(
     shared: &Arc<Shared<Q, K, T>>,
     queue: &Q,
@@ -113,20 +115,19 @@ where
     let Some(j) = &shared.journal else {
         return Ok(0);
     };
-    let entries = j
-        .journal
-        .load_entries::<K, T>(queue.as_ref(), token)
-        .await?;
     // The reference clock first, the local Instant after: a deadline can only move later.
     let reference = shared.custody.reference_now_us().await?;
     let local = Instant::now();
-    let frozen: Vec<FrozenEntry<K, T>> = entries
-        .into_iter()
-        .map(|e| FrozenEntry {
-            id: e.id,
-            at: from_reference(e.deadline_us, reference, local),
-            value: e.value,
+    let mut imported = 0;
+    j.journal
+        .load_each::<K, T>(queue.as_ref(), token, |page| {
+            let frozen = page.into_iter().map(|e| FrozenEntry {
+                id: e.id,
+                at: from_reference(e.deadline_us, reference, local),
+                value: e.value,
+            });
+            imported += shared.scheduler.import(queue.clone(), frozen).imported;
         })
-        .collect();
-    Ok(shared.scheduler.import(queue.clone(), frozen).imported)
+        .await?;
+    Ok(imported)
 }

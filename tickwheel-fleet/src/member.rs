@@ -174,6 +174,7 @@ where
             no_successor: false,
             left: Some(tx),
             rejoin_failures: 0,
+            grace_ends: None,
         };
         let task = tokio::spawn(driver.run());
         Ok(Member {
