@@ -14,13 +14,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickwheel::sync::Scheduler;
 use tickwheel_redis::{Adopted, Custody, Outcome, State};
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::{Notify, broadcast, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::assign::{self, OwnerKey};
 use crate::keys::Keys;
 use crate::lease::{self, LeaseState, Timing};
 use crate::membership;
+use crate::owners_watch::OwnersWatch;
 use crate::{Acquisition, Error, Fence, FleetEvent, FleetOptions, QueueName, Recovery};
 
 /// Most queues adopted at once in a placement round. Their owner keys are created one
@@ -73,6 +74,10 @@ pub(crate) struct Driver<Q: QueueName, K, T> {
     /// When the grace of a queue this member is to adopt ends: the placement loop wakes then
     /// rather than at its next period.
     pub grace_ends: Option<Instant>,
+    /// The watch on the owner keys (through `client`; restarted after a rejoin or its end).
+    pub owners_watch: Option<OwnersWatch>,
+    /// Woken by the watch when an owner key is deleted.
+    pub wake: Arc<Notify>,
 }
 
 impl<Q: QueueName, K, T> Shared<Q, K, T> {
@@ -160,8 +165,11 @@ where
                         tokio::time::sleep(wait).await;
                     }
                 }
-            } else if let Err(e) = self.round().await {
-                tracing::warn!(member = %s.name, error = %e, "placement round failed; retrying");
+            } else {
+                self.watch_owners();
+                if let Err(e) = self.round().await {
+                    tracing::warn!(member = %s.name, error = %e, "placement round failed; retrying");
+                }
             }
             crate::journal::refresh_anchor(&s).await;
             if s.leaving.load(Ordering::SeqCst) && self.leave_started.is_none() {
@@ -190,11 +198,22 @@ where
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = s.lease.notify.notified() => {}
+                _ = self.wake.notified() => {}
             }
         }
     }
 
+    /// Starts the watch on the owner keys if none runs (the first round, after a rejoin, or
+    /// after etcd ended the last one).
+    fn watch_owners(&mut self) {
+        if self.owners_watch.as_ref().is_none_or(OwnersWatch::ended) {
+            let (client, prefix) = (self.client.clone(), self.shared.keys.owners());
+            self.owners_watch = Some(OwnersWatch::start(client, prefix, Arc::clone(&self.wake)));
+        }
+    }
+
     async fn shutdown(&mut self) {
+        self.owners_watch = None;
         if let Some(k) = self.keep_alive.take() {
             k.abort();
         }
@@ -203,6 +222,7 @@ where
     }
 
     async fn finish_leave(&mut self) -> Result<(), Error> {
+        self.owners_watch = None;
         if let Some(k) = self.keep_alive.take() {
             k.abort();
         }
@@ -237,6 +257,8 @@ where
         let s = Arc::clone(&self.shared);
         // The old lease (and with it this member's keys) goes now if etcd still has it.
         let _ = self.client.lease_revoke(self.lease_id).await;
+        // The next round watches through the new client.
+        self.owners_watch = None;
         // A new client logs in again (etcd's auth tokens do not survive its restart).
         self.client = crate::member::connect(&s.options).await?;
         *s.etcd.lock() = self.client.clone();

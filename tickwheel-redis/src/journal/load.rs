@@ -128,6 +128,9 @@ pub(crate) async fn read_pages(
         if from < buckets {
             next = Some(request(from));
             from = from.saturating_add(stride);
+            // A task spawned from a worker waits in its LIFO slot, which no other worker
+            // steals from: yield so that it sends now, not after the pages are decoded.
+            tokio::task::yield_now().await;
         }
         for flat in pages {
             each(flat)?;
