@@ -1,5 +1,6 @@
-//! Several queues adopted at once: one that fails does not hold the others back, and gives its
-//! owner key and what it imported back at once.
+//! Adoption timing that is the fleet's own: several queues adopted at once (one that fails
+//! does not hold the others back, and gives its owner key and what it imported back at once),
+//! and an owner key's deletion seen when etcd makes it, not at the next placement period.
 
 mod support;
 
@@ -123,4 +124,42 @@ async fn a_failed_adoption_among_several_gives_its_queue_back_and_the_others_com
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(s.owned().len(), 3);
+}
+
+/// A member whose placement period is a minute adopts a dead member's queues about a grace
+/// after etcd deleted their keys: the watch on the owner keys wakes its loop. The queues are
+/// ones the rendezvous gives to the first member while both live, so the second takes them
+/// only once the first is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_owner_key_wakes_the_placement_loop() {
+    let Some((_etcd, _redis, opts)) = fleet() else {
+        return;
+    };
+    let qs: Vec<String> = (0..200)
+        .map(|i| format!("w{i}"))
+        .filter(|q| {
+            tickwheel_fleet::assign::desired(["first", "second"], q.as_bytes()) == Some("first")
+        })
+        .take(3)
+        .collect();
+    assert_eq!(qs.len(), 3);
+    register(&opts, &qs).await;
+    let first = support::join_journaling(&opts, "first", false).await;
+    wait_until(Duration::from_secs(20), "the first member owns all", || {
+        first.owned().len() == qs.len()
+    })
+    .await;
+    let mut slow = opts.clone();
+    slow.poll_interval = Duration::from_secs(60);
+    let second = support::join_journaling(&slow, "second", false).await;
+    // Its first round, at join, finds every key held by the first member.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(second.owned().is_empty());
+    drop(first);
+    wait_until(
+        Duration::from_secs(15),
+        "the second member adopts the queues well before its next period",
+        || second.owned().len() == qs.len(),
+    )
+    .await;
 }
