@@ -13,8 +13,9 @@
 //! (every timer handed out by `Member::pop_due`, the fence checked). The adoption waits for
 //! the dead member's lease to expire in etcd (`--lease-ms`) plus the grace (a fifth of it).
 //! A second line splits that time: when etcd deleted the dead member's owner keys (its lease
-//! expired; seen by a watch), when the survivor had joined, and when it acquired its first
-//! and its last queue.
+//! expired; seen by a watch), when the survivor had joined, when it acquired its first and
+//! its last queue, and how long Redis ran scripts from the kill to the last dispatch (the
+//! adoption's `adopt` and journal page calls: `INFO commandstats`, `cmdstat_evalsha`).
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
@@ -157,6 +158,7 @@ async fn survivor(a: &Args) -> Result<(), String> {
         "journal_adopt: {} timers journaled over {} queues in {put_s} s; SIGKILL",
         a.timers, a.queues
     );
+    let scripts_before = script_usec(&redis.url()).await?;
     child.kill().map_err(|e| format!("kill: {e}"))?;
     let killed = Instant::now();
     let _ = child.wait();
@@ -189,6 +191,7 @@ async fn survivor(a: &Args) -> Result<(), String> {
         }
     }
     let all_at = killed.elapsed();
+    let scripts = script_usec(&redis.url()).await?.saturating_sub(scripts_before);
     let secs =
         |d: Option<Duration>| d.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64()));
     let grace = a.lease_ms as f64 / 5_000.0;
@@ -212,10 +215,11 @@ async fn survivor(a: &Args) -> Result<(), String> {
     };
     println!(
         "journal_adopt: phases from the kill: owner keys deleted by etcd {}, survivor joined \
-         {:.2} s, queues acquired {}",
+         {:.2} s, queues acquired {}; Redis ran scripts for {:.2} s",
         span(&deleted.lock()),
         joined_at.as_secs_f64(),
-        span(&acquired.lock())
+        span(&acquired.lock()),
+        scripts as f64 / 1e6
     );
     drop(s);
     if dispatched < a.timers {
@@ -225,6 +229,28 @@ async fn survivor(a: &Args) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Redis's total time in `EVALSHA` so far, µs (`INFO commandstats`).
+async fn script_usec(url: &str) -> Result<u64, String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let mut c = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(info
+        .lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix("cmdstat_evalsha:")?;
+            rest.split(',')
+                .find_map(|kv| kv.strip_prefix("usec=")?.parse().ok())
+        })
+        .unwrap_or(0))
 }
 
 /// Watches the owner keys under `prefix` and records when each is deleted (the lease of the
