@@ -191,7 +191,9 @@ async fn survivor(a: &Args) -> Result<(), String> {
         }
     }
     let all_at = killed.elapsed();
-    let scripts = script_usec(&redis.url()).await?.saturating_sub(scripts_before);
+    let scripts = script_usec(&redis.url())
+        .await?
+        .saturating_sub(scripts_before);
     let secs =
         |d: Option<Duration>| d.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64()));
     let grace = a.lease_ms as f64 / 5_000.0;
