@@ -135,9 +135,14 @@ where
             );
             tokio::task::spawn_blocking(move || {
                 let mut imported = 0;
-                // One importer waits for the next page at a time; the lock is let go before
-                // the page is imported.
-                while let Some(page) = rx.lock().blocking_recv() {
+                loop {
+                    // One importer waits for the next page at a time. A statement of its own:
+                    // the guard goes at its end, before the page is imported (in a `while let`
+                    // it would be held through the loop's body).
+                    let next = rx.lock().blocking_recv();
+                    let Some(page) = next else {
+                        break;
+                    };
                     let frozen = page.into_iter().map(|e| FrozenEntry {
                         id: e.id,
                         at: from_reference(e.deadline_us, reference, local),
