@@ -12,6 +12,10 @@
 //! from the kill: when the survivor owned every queue, its first dispatch, and its last
 //! (every timer handed out by `Member::pop_due`, the fence checked). The adoption waits for
 //! the dead member's lease to expire in etcd (`--lease-ms`) plus the grace (a fifth of it).
+//! A second line splits that time: when etcd deleted the dead member's owner keys (its lease
+//! expired; seen by a watch), when the survivor had joined, when it acquired its first and
+//! its last queue, and how long Redis ran scripts from the kill to the last dispatch (the
+//! adoption's `adopt` and journal page calls: `INFO commandstats`, `cmdstat_evalsha`).
 #![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
@@ -21,8 +25,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use etcd_client::{EventType, WatchOptions};
+use parking_lot::Mutex;
 use tickwheel::sync::{FrozenEntry, Scheduler};
-use tickwheel_fleet::{FleetOptions, Member, RecoveryError};
+use tickwheel_fleet::{FleetEvent, FleetOptions, Member, RecoveryError};
 use tickwheel_redis::journal::JournalOptions;
 use tickwheel_testkit::etcd::EtcdServer;
 use tickwheel_testkit::redis::RedisServer;
@@ -147,14 +153,27 @@ async fn survivor(a: &Args) -> Result<(), String> {
         return Err("the victim ended before READY".into());
     };
     let put_s = ready.trim_start_matches("READY ").to_owned();
+    let deleted = watch_deletes(&etcd.url(), &o.prefix).await?;
     eprintln!(
         "journal_adopt: {} timers journaled over {} queues in {put_s} s; SIGKILL",
         a.timers, a.queues
     );
+    let scripts_before = script_usec(&redis.url()).await?;
     child.kill().map_err(|e| format!("kill: {e}"))?;
     let killed = Instant::now();
     let _ = child.wait();
     let s = join(options(&etcd.url(), &redis.url(), a.lease_ms), "survivor").await?;
+    let joined_at = killed.elapsed();
+    let acquired = Arc::new(Mutex::new(Vec::new()));
+    let mut events = s.events();
+    let log = Arc::clone(&acquired);
+    tokio::spawn(async move {
+        while let Ok(e) = events.recv().await {
+            if let FleetEvent::Acquired { .. } = e {
+                log.lock().push(Instant::now());
+            }
+        }
+    });
     let (mut owned_at, mut first_at) = (None, None);
     let mut dispatched = 0u64;
     let limit = killed + Duration::from_secs(120);
@@ -172,6 +191,9 @@ async fn survivor(a: &Args) -> Result<(), String> {
         }
     }
     let all_at = killed.elapsed();
+    let scripts = script_usec(&redis.url())
+        .await?
+        .saturating_sub(scripts_before);
     let secs =
         |d: Option<Duration>| d.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64()));
     let grace = a.lease_ms as f64 / 5_000.0;
@@ -185,6 +207,22 @@ async fn survivor(a: &Args) -> Result<(), String> {
         secs(first_at),
         all_at.as_secs_f64()
     );
+    let span = |v: &[Instant]| match (v.iter().min(), v.iter().max()) {
+        (Some(a), Some(b)) => format!(
+            "{:.2}–{:.2} s",
+            a.saturating_duration_since(killed).as_secs_f64(),
+            b.saturating_duration_since(killed).as_secs_f64()
+        ),
+        _ => "never".into(),
+    };
+    println!(
+        "journal_adopt: phases from the kill: owner keys deleted by etcd {}, survivor joined \
+         {:.2} s, queues acquired {}; Redis ran scripts for {:.2} s",
+        span(&deleted.lock()),
+        joined_at.as_secs_f64(),
+        span(&acquired.lock()),
+        scripts as f64 / 1e6
+    );
     drop(s);
     if dispatched < a.timers {
         return Err(format!(
@@ -193,6 +231,59 @@ async fn survivor(a: &Args) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Redis's total time in `EVALSHA` so far, µs (`INFO commandstats`).
+async fn script_usec(url: &str) -> Result<u64, String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let mut c = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(info
+        .lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix("cmdstat_evalsha:")?;
+            rest.split(',')
+                .find_map(|kv| kv.strip_prefix("usec=")?.parse().ok())
+        })
+        .unwrap_or(0))
+}
+
+/// Watches the owner keys under `prefix` and records when each is deleted (the lease of the
+/// member holding it expired, or a release).
+async fn watch_deletes(etcd: &str, prefix: &str) -> Result<Arc<Mutex<Vec<Instant>>>, String> {
+    let mut client = etcd_client::Client::connect([etcd], None)
+        .await
+        .map_err(|e| format!("etcd: {e}"))?;
+    let mut stream = client
+        .watch(
+            format!("{prefix}o/"),
+            Some(WatchOptions::new().with_prefix()),
+        )
+        .await
+        .map_err(|e| format!("etcd watch: {e}"))?;
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&out);
+    tokio::spawn(async move {
+        // The client lives as long as the task.
+        let _client = client;
+        while let Ok(Some(r)) = stream.message().await {
+            let now = Instant::now();
+            let n = r
+                .events()
+                .iter()
+                .filter(|e| e.event_type() == EventType::Delete)
+                .count();
+            log.lock().extend(std::iter::repeat_n(now, n));
+        }
+    });
+    Ok(out)
 }
 
 fn main() -> Result<(), String> {

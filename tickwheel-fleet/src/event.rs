@@ -33,6 +33,16 @@ pub enum FleetEvent<Q> {
         /// The queue.
         queue: Q,
     },
+    /// Records of `queue`'s journal whose id or value does not decode as this program's
+    /// types (written by another build of it, say) were left in Redis and not imported:
+    /// the queue is taken without them rather than left unowned, since every adopter would
+    /// fail on them alike. Their ids, as stored (MessagePack bytes); the message says why.
+    Undecodable {
+        /// The queue.
+        queue: Q,
+        /// Each skipped record's stored id and the decoder's message.
+        records: Vec<(Vec<u8>, String)>,
+    },
     /// The lease lapsed by this member's clock, or etcd said it is gone: every queue is
     /// fenced off (nothing of it dispatched) until the member rejoins.
     Fenced,

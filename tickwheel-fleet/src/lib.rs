@@ -66,6 +66,7 @@ pub mod lease;
 mod member;
 pub mod membership;
 mod options;
+mod owners_watch;
 mod queue;
 mod recovery;
 mod runtime;

@@ -174,6 +174,9 @@ where
             no_successor: false,
             left: Some(tx),
             rejoin_failures: 0,
+            grace_ends: None,
+            owners_watch: None,
+            wake: Arc::new(tokio::sync::Notify::new()),
         };
         let task = tokio::spawn(driver.run());
         Ok(Member {

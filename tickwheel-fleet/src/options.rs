@@ -20,7 +20,9 @@ use tickwheel_redis::{CustodyOptions, Options as RedisOptions, redact_url};
 /// 1 s after it saw the key go. Safe as long as the two clocks' rates differ by less than
 /// margin / TTL = 20 % over a lease, and a keep-alive missed twice in a row (3.3 s) still
 /// leaves 0.7 s of lease: a member survives one lost keep-alive without fencing itself. A
-/// member whose lease lapsed is replaced within TTL + grace + one placement period.
+/// member whose lease lapsed is replaced within TTL + grace + etcd's expiry check (up to 0.5 s)
+/// plus the adoption's own time (a watch on the owner keys sees their deletion at once; one
+/// placement period more while that watch is down).
 #[derive(Clone)]
 pub struct FleetOptions {
     /// etcd client endpoints, e.g. `["http://127.0.0.1:2379"]`. No credentials in them.
@@ -51,8 +53,8 @@ pub struct FleetOptions {
     pub redis: RedisOptions,
     /// Retry and chunk settings of the handoffs.
     pub custody: CustodyOptions,
-    /// Period of the placement loop: membership and ownership are re-read this often, and
-    /// on every watch event (default 200 ms).
+    /// Period of the placement loop: membership and ownership are re-read this often, when
+    /// an owner key is deleted (an etcd watch), and when a grace ends (default 200 ms).
     pub poll_interval: Duration,
     /// How long `join` keeps trying while the name is taken (default 0: refuse at once).
     /// A member restarted right after a crash finds its previous process's key until that

@@ -15,11 +15,13 @@ pub type RecoveryFuture<K, T> =
 
 /// Returns every timer of a queue that the user's durable store still holds (an MTA re-reads
 /// its spool for that queue), with local deadlines. Called when this member adopts a queue,
-/// before it dispatches any of it; entries whose id is already in the scheduler are skipped
-/// (de-duplicated by id), as are ids a leftover Redis offer also holds.
+/// before it dispatches any of it, for up to 4 queues at once (a dead member's queues are
+/// adopted together), each call on a task of its own; entries whose id is already in the
+/// scheduler are skipped (de-duplicated by id), as are ids a leftover Redis offer also holds.
 ///
-/// An `Err` is logged and the hook is called again after the placement period; the queue
-/// is held but not dispatched meanwhile.
+/// An `Err` (or a panic) is logged, what the adoption imported is dropped and the queue's
+/// owner key released: the queue is adopted again after the grace, here or by the member then
+/// desired. The queues adopted alongside it go on.
 ///
 /// With [`FleetOptions::journal`](crate::FleetOptions::journal) on, the queue's journal in
 /// Redis is imported first (what the previous owners recorded with `Member::journal_put` and

@@ -13,15 +13,23 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickwheel::sync::Scheduler;
+use tickwheel::sync::snapshot::from_reference;
 use tickwheel_redis::{Adopted, Custody, Outcome, State};
-use tokio::sync::{broadcast, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::{Notify, broadcast, oneshot};
+use tokio::task::{JoinHandle, JoinSet};
 
 use crate::assign::{self, OwnerKey};
 use crate::keys::Keys;
 use crate::lease::{self, LeaseState, Timing};
 use crate::membership;
+use crate::owners_watch::OwnersWatch;
 use crate::{Acquisition, Error, Fence, FleetEvent, FleetOptions, QueueName, Recovery};
+
+/// Most queues adopted at once in a placement round. Their owner keys are created one
+/// transaction after another; the Redis `adopt`, the journal load, the recovery hook and the
+/// import of different queues overlap (the load of one while the next is decoded, on as many
+/// runtime threads as there are).
+const ADOPTIONS_AT_ONCE: usize = 4;
 
 /// What the driver and the `Member` handle share.
 pub(crate) struct Shared<Q: QueueName, K, T> {
@@ -64,6 +72,13 @@ pub(crate) struct Driver<Q: QueueName, K, T> {
     pub left: Option<oneshot::Sender<Result<(), Error>>>,
     /// Rejoin attempts failed in a row (backs the retry off).
     pub rejoin_failures: u32,
+    /// When the grace of a queue this member is to adopt ends: the placement loop wakes then
+    /// rather than at its next period.
+    pub grace_ends: Option<Instant>,
+    /// The watch on the owner keys (through `client`; restarted after a rejoin or its end).
+    pub owners_watch: Option<OwnersWatch>,
+    /// Woken by the watch when an owner key is deleted.
+    pub wake: Arc<Notify>,
 }
 
 impl<Q: QueueName, K, T> Shared<Q, K, T> {
@@ -92,6 +107,9 @@ impl<Q> std::fmt::Debug for DebugEvent<'_, Q> {
             }
             FleetEvent::Released { to, .. } => write!(f, "released to {to}"),
             FleetEvent::Lost { .. } => write!(f, "lost a queue"),
+            FleetEvent::Undecodable { records, .. } => {
+                write!(f, "{} journal records undecodable", records.len())
+            }
             FleetEvent::Fenced => write!(f, "fenced"),
             FleetEvent::Rejoined { lease } => write!(f, "rejoined (lease {lease})"),
         }
@@ -151,8 +169,11 @@ where
                         tokio::time::sleep(wait).await;
                     }
                 }
-            } else if let Err(e) = self.round().await {
-                tracing::warn!(member = %s.name, error = %e, "placement round failed; retrying");
+            } else {
+                self.watch_owners();
+                if let Err(e) = self.round().await {
+                    tracing::warn!(member = %s.name, error = %e, "placement round failed; retrying");
+                }
             }
             crate::journal::refresh_anchor(&s).await;
             if s.leaving.load(Ordering::SeqCst) && self.leave_started.is_none() {
@@ -173,14 +194,30 @@ where
                 }
                 return;
             }
+            // The next period, or the end of a grace if one ends sooner.
+            let period = s.options.poll_interval;
+            let wait = self.grace_ends.take().map_or(period, |at| {
+                period.min(at.saturating_duration_since(Instant::now()))
+            });
             tokio::select! {
-                _ = tokio::time::sleep(s.options.poll_interval) => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = s.lease.notify.notified() => {}
+                _ = self.wake.notified() => {}
             }
         }
     }
 
+    /// Starts the watch on the owner keys if none runs (the first round, after a rejoin, or
+    /// after etcd ended the last one).
+    fn watch_owners(&mut self) {
+        if self.owners_watch.as_ref().is_none_or(OwnersWatch::ended) {
+            let (client, prefix) = (self.client.clone(), self.shared.keys.owners());
+            self.owners_watch = Some(OwnersWatch::start(client, prefix, Arc::clone(&self.wake)));
+        }
+    }
+
     async fn shutdown(&mut self) {
+        self.owners_watch = None;
         if let Some(k) = self.keep_alive.take() {
             k.abort();
         }
@@ -189,6 +226,7 @@ where
     }
 
     async fn finish_leave(&mut self) -> Result<(), Error> {
+        self.owners_watch = None;
         if let Some(k) = self.keep_alive.take() {
             k.abort();
         }
@@ -223,6 +261,8 @@ where
         let s = Arc::clone(&self.shared);
         // The old lease (and with it this member's keys) goes now if etcd still has it.
         let _ = self.client.lease_revoke(self.lease_id).await;
+        // The next round watches through the new client.
+        self.owners_watch = None;
         // A new client logs in again (etcd's auth tokens do not survive its restart).
         self.client = crate::member::connect(&s.options).await?;
         *s.etcd.lock() = self.client.clone();
@@ -262,6 +302,7 @@ where
             .map(|m| m.name.as_str())
             .collect();
         self.no_successor = leaving && active.is_empty();
+        self.grace_ends = None;
         // Queues this member holds whose key is no longer its own.
         let mine: Vec<(Q, u64)> = s
             .owned
@@ -279,6 +320,8 @@ where
                 self.lose(q);
             }
         }
+        // Unowned queues this member is to adopt now: adopted after the loop, several at once.
+        let mut adopt = Vec::new();
         for raw in catalogue {
             if s.lease.lost.load(Ordering::SeqCst) {
                 return Ok(());
@@ -324,16 +367,18 @@ where
                         .absent_since
                         .entry(q.clone())
                         .or_insert_with(Instant::now);
-                    if want == Some(s.name.as_str())
-                        && !leaving
-                        && since.elapsed() >= s.options.grace
-                    {
-                        self.adopt(&q).await?;
+                    if want == Some(s.name.as_str()) && !leaving {
+                        let ends = since + s.options.grace;
+                        if Instant::now() >= ends {
+                            adopt.push(q);
+                        } else {
+                            self.grace_ends = Some(self.grace_ends.map_or(ends, |e| e.min(ends)));
+                        }
                     }
                 }
             }
         }
-        Ok(())
+        self.adopt_all(adopt).await
     }
 
     fn lose(&mut self, q: &Q) {
@@ -346,14 +391,52 @@ where
         s.emit(FleetEvent::Lost { queue: q.clone() });
     }
 
-    /// Takes an unowned queue: owner key (create), `adopt` in Redis at the token, the recovery
-    /// hook, the leftover offer, then dispatch.
-    async fn adopt(&mut self, q: &Q) -> Result<(), Error> {
-        let Some(token) = self.owner_key(q, None).await? else {
-            return Ok(());
-        };
-        self.absent_since.remove(q);
-        self.adopt_or_release(q, token).await
+    /// Takes unowned queues: for each, the owner key (create, one transaction after
+    /// another), then [`adopt_at`] in a task of its own, [`ADOPTIONS_AT_ONCE`] at most at a
+    /// time. A failed adoption gives its key back ([`Self::release_failed`]) while the others
+    /// go on; the first error is returned once every started adoption ended. An etcd error
+    /// creating a key starts no further adoption this round.
+    async fn adopt_all(&mut self, queues: Vec<Q>) -> Result<(), Error> {
+        let s = Arc::clone(&self.shared);
+        let mut running: JoinSet<Result<(), Error>> = JoinSet::new();
+        let mut held: HashMap<tokio::task::Id, (Q, u64)> = HashMap::new();
+        let mut queues = queues.into_iter();
+        let mut first: Option<Error> = None;
+        loop {
+            while running.len() < ADOPTIONS_AT_ONCE
+                && first.is_none()
+                && !s.lease.lost.load(Ordering::SeqCst)
+            {
+                let Some(q) = queues.next() else {
+                    break;
+                };
+                match self.owner_key(&q, None).await {
+                    Ok(Some(token)) => {
+                        self.absent_since.remove(&q);
+                        let task = running.spawn(adopt_at(Arc::clone(&s), q.clone(), token));
+                        held.insert(task.id(), (q, token));
+                    }
+                    Ok(None) => {}
+                    Err(e) => first = Some(e),
+                }
+            }
+            let Some(done) = running.join_next_with_id().await else {
+                break;
+            };
+            let (id, result) = match done {
+                Ok((id, result)) => (id, result),
+                // A panic (in the recovery hook, say): the queue goes back as for an error.
+                Err(e) => (
+                    e.id(),
+                    Err(Error::Recovery(format!("the adoption panicked: {e}"))),
+                ),
+            };
+            if let (Some((q, token)), Err(e)) = (held.remove(&id), result) {
+                self.release_failed(&q, token, &e).await;
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 
     /// The owner key of `q` for this member under its lease: created (`from` is `None`) or
@@ -371,60 +454,27 @@ where
         }
     }
 
-    /// [`Self::adopt_at`]; on failure the owner key goes back (deleted at `token`) so the
+    /// [`adopt_at`]; on failure the owner key goes back ([`Self::release_failed`]) so the
     /// next round, here or elsewhere, starts over.
     async fn adopt_or_release(&mut self, q: &Q, token: u64) -> Result<(), Error> {
-        let result = self.adopt_at(q, token).await;
+        let result = adopt_at(Arc::clone(&self.shared), q.clone(), token).await;
         if let Err(e) = &result {
-            let s = Arc::clone(&self.shared);
-            tracing::warn!(member = %s.name, error = %e, "adoption failed; releasing the queue");
-            let _ = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), token).await;
+            self.release_failed(q, token, e).await;
         }
         result
     }
 
-    async fn adopt_at(&mut self, q: &Q, token: u64) -> Result<(), Error> {
+    /// After a failed adoption of `q` at `token`: whatever it imported is dropped (the queue
+    /// frozen here, as a lost one) and the owner key deleted at `token` (an etcd error is
+    /// logged: the key then lapses with this member's lease, or the next round releases it).
+    async fn release_failed(&mut self, q: &Q, token: u64, e: &Error) {
         let s = Arc::clone(&self.shared);
-        let adopted = s.custody.adopt::<Q, K, T>(q.clone(), token).await?;
-        // Whatever an earlier stay here left is dropped: the store is the truth.
+        tracing::warn!(member = %s.name, error = %e, "adoption failed; releasing the queue");
         s.scheduler.freeze_queue(q);
         s.scheduler.take_forwarded(q);
-        s.scheduler.unfreeze_queue(q);
-        // A leftover offer carries its source's hold and limits: applied before the first
-        // recovered timer arrives (the import applies them again). Without one, the queue
-        // keeps whatever flow state this scheduler has for it.
-        if let Adopted::Leftover(inc) = &adopted
-            && let Ok(Some(policy)) = inc.flow_policy()
-        {
-            s.scheduler.apply_flow_policy(q, &policy);
+        if let Err(e) = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), token).await {
+            tracing::warn!(member = %s.name, error = %e, "releasing an owner key failed");
         }
-        // The journal first (its deadlines are the last the old owner recorded), then the
-        // hook: the import skips ids already in, so the two may overlap.
-        let journaled = crate::journal::recover(&s, q, token).await?;
-        let entries = s
-            .recovery
-            .recover(q.clone())
-            .await
-            .map_err(|e| Error::Recovery(e.to_string()))?;
-        let recovered = journaled + s.scheduler.import(q.clone(), entries).imported;
-        let leftover = match adopted {
-            Adopted::Owned(_) => 0,
-            Adopted::Leftover(inc) => match s.custody.complete(inc, &s.scheduler).await {
-                Ok(r) => r.imported.imported,
-                Err(e) => return Err(Error::Handoff(e.to_string())),
-            },
-        };
-        s.owned.lock().insert(q.clone(), token);
-        s.fence.grant(q.as_ref(), token);
-        s.emit(FleetEvent::Acquired {
-            queue: q.clone(),
-            token,
-            how: Acquisition::Adopted {
-                recovered,
-                leftover,
-            },
-        });
-        Ok(())
     }
 
     /// Source side of a handoff to `to`: stop dispatching, offer (freeze, prepare for `to`,
@@ -568,4 +618,97 @@ where
         });
         Ok(())
     }
+}
+
+/// Adopts `q` at `token` (this member's owner key holds it): `adopt` in Redis at the token,
+/// the journal, the recovery hook, the leftover offer, then dispatch. Runs on the shared state
+/// alone, so several run at once ([`Driver::adopt_all`]). On an error the caller releases
+/// the key and drops what was imported.
+async fn adopt_at<Q, K, T>(s: Arc<Shared<Q, K, T>>, q: Q, token: u64) -> Result<(), Error>
+where
+    Q: QueueName,
+    K: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static,
+    T: Send + Sync + Serialize + DeserializeOwned + 'static,
+{
+    let adopted = s.custody.adopt::<Q, K, T>(q.clone(), token).await?;
+    // Whatever an earlier stay here left is dropped: the store is the truth.
+    s.scheduler.freeze_queue(&q);
+    s.scheduler.take_forwarded(&q);
+    s.scheduler.unfreeze_queue(&q);
+    // A leftover offer carries its source's hold and limits: applied before the first
+    // recovered timer arrives (the import applies them again). Without one, the queue
+    // keeps whatever flow state this scheduler has for it.
+    if let Adopted::Leftover(inc) = &adopted
+        && let Ok(Some(policy)) = inc.flow_policy()
+    {
+        s.scheduler.apply_flow_policy(&q, &policy);
+    }
+    // The journal first (its deadlines are the last the old owner recorded), then the
+    // hook: the import skips ids already in, so the two may overlap.
+    let journaled = crate::journal::recover(&s, &q, token).await?;
+    let entries = s
+        .recovery
+        .recover(q.clone())
+        .await
+        .map_err(|e| Error::Recovery(e.to_string()))?;
+    let recovered = journaled + s.scheduler.import(q.clone(), entries).imported;
+    let leftover = match adopted {
+        Adopted::Owned(_) => 0,
+        Adopted::Leftover(inc) => leftover(&s, &q, token, inc).await?,
+    };
+    s.owned.lock().insert(q.clone(), token);
+    s.fence.grant(q.as_ref(), token);
+    s.emit(FleetEvent::Acquired {
+        queue: q.clone(),
+        token,
+        how: Acquisition::Adopted {
+            recovered,
+            leftover,
+        },
+    });
+    Ok(())
+}
+
+/// Imports a leftover sealed offer after the journal and the hook: the number imported. With
+/// the journal on, the offer's deadlines are read first (a second fetch of the offer: the
+/// import reads it again), and each id already in keeps the later of the two, the journal
+/// brought up to it (a retry at the freeze the source could not journal: else fired early
+/// here, and again at the next owner).
+async fn leftover<Q, K, T>(
+    s: &Arc<Shared<Q, K, T>>,
+    q: &Q,
+    token: u64,
+    mut inc: tickwheel_redis::Incoming<'_, Q, K, T>,
+) -> Result<usize, Error>
+where
+    Q: QueueName,
+    K: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static,
+    T: Send + Sync + Serialize + DeserializeOwned + 'static,
+{
+    let mut offered = Vec::new();
+    if s.journal.is_some() {
+        let entries = inc
+            .fetch()
+            .await
+            .map_err(|e| Error::Handoff(e.to_string()))?;
+        let reference = s.custody.reference_now_us().await?;
+        let local = Instant::now();
+        offered = entries
+            .iter()
+            .map(|e| {
+                (
+                    e.id.clone(),
+                    from_reference(e.deadline_us, reference, local),
+                )
+            })
+            .collect();
+    }
+    let imported = match s.custody.complete(inc, &s.scheduler).await {
+        Ok(r) => r.imported.imported,
+        Err(e) => return Err(Error::Handoff(e.to_string())),
+    };
+    if let Err(e) = crate::journal::later_deadlines_win(s, q, token, offered, false).await {
+        tracing::warn!(member = %s.name, error = %e, "journal not brought up to the leftover offer's deadlines");
+    }
+    Ok(imported)
 }

@@ -471,3 +471,60 @@ fn any_sequence_loads_back_as_the_model() {
         panic!("{e}");
     }
 }
+
+/// `load_each` hands on what `load_entries` returns, a page at a time over several round
+/// trips (pages of 2 buckets, 3 calls a trip: 1 000 records in about 30 buckets), each id
+/// once; under a stale token it is fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_each_hands_on_every_record_once_a_page_at_a_time() {
+    let Some((_server, [p])) = with_members(["mx1"]).await else {
+        return;
+    };
+    adopt(&p, b"q", 3).await;
+    let options = JournalOptions {
+        load_page_buckets: 2,
+        load_pages_per_trip: 3,
+        ..JournalOptions::default()
+    };
+    let j = Journal::start(p.clone(), options).expect("runtime");
+    let ops: Vec<Op> = (0..1000u64)
+        .map(|id| Op::put(&id, 1_700_000_000_000_000 + id, &format!("v{id}")).expect("encode"))
+        .collect();
+    j.write(b"q", 3, ops).await.expect("put");
+    let mut pages = 0;
+    let mut seen: BTreeMap<u64, (u64, String)> = BTreeMap::new();
+    let n = j
+        .load_each::<u64, String>(b"q", 3, |page| {
+            pages += 1;
+            assert!(
+                page.len() <= 2 * 2 * 32 * 2,
+                "a page of {} records",
+                page.len()
+            );
+            for e in page {
+                assert!(
+                    seen.insert(e.id, (e.deadline_us, e.value)).is_none(),
+                    "id {} twice",
+                    e.id
+                );
+            }
+        })
+        .await
+        .expect("load_each");
+    assert_eq!(n, 1000);
+    assert!(pages > 3, "{pages} pages: more than one round trip");
+    let all: BTreeMap<u64, (u64, String)> = j
+        .load_entries::<u64, String>(b"q", 3)
+        .await
+        .expect("load_entries")
+        .into_iter()
+        .map(|e| (e.id, (e.deadline_us, e.value)))
+        .collect();
+    assert_eq!(seen, all);
+    assert_eq!(all.len(), 1000);
+    adopt(&p, b"q", 4).await;
+    match j.load_each::<u64, String>(b"q", 3, |_| {}).await {
+        Err(JournalError::Fenced { current, .. }) => assert_eq!(current, Some(4)),
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+}

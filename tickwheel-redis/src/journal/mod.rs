@@ -136,6 +136,11 @@ pub struct JournalOptions {
     /// Buckets read per script call of [`Journal::load`] (default 64, at most about
     /// 64 × 2 × `bucket_load` records a call).
     pub load_page_buckets: u64,
+    /// Script calls of [`Journal::load`] sent in one round trip, one pipeline run in order
+    /// (default 4: about 8 000 records with the defaults). The next round trip goes out while
+    /// the caller decodes the last; each call still holds Redis for one page only. 0 counts
+    /// as 1.
+    pub load_pages_per_trip: u64,
     /// Average records per bucket before a bucket splits (default 32; the buckets not yet
     /// split in a round hold about twice that). Keep `2 × bucket_load` well under the
     /// server's `hash-max-listpack-entries` (128 by default) or buckets leave the listpack
@@ -156,6 +161,7 @@ impl Default for JournalOptions {
             max_call_ops: 2048,
             max_batch_ops: 65_536,
             load_page_buckets: 64,
+            load_pages_per_trip: 4,
             bucket_load: 32,
             durability_recheck: Duration::from_secs(1),
         }
@@ -278,18 +284,19 @@ impl Journal {
 
     /// Every live record of `queue`, for the holder of `token` (the caller's own `adopt` or
     /// `claim_at` made it current), in bucket order, each id once. Reads
-    /// [`JournalOptions::load_page_buckets`] buckets a script call, each call fenced: O(live
-    /// records + buckets) in all. Reads what Redis acknowledged; await this handle's pending
-    /// writes of the queue first. A write under the same token between two pages may or may
-    /// not be seen. De-duplicating against a leftover offer of an interrupted handoff
-    /// (`Custody::adopt` answering `Adopted::Leftover`) is the caller's: both carry ids.
+    /// [`JournalOptions::load_page_buckets`] buckets a script call, each call fenced, and
+    /// [`JournalOptions::load_pages_per_trip`] calls a round trip: O(live records + buckets)
+    /// in all. Reads what Redis acknowledged; await this handle's pending writes of the queue
+    /// first. A write under the same token between two pages may or may not be seen.
+    /// De-duplicating against a leftover offer of an interrupted handoff (`Custody::adopt`
+    /// answering `Adopted::Leftover`) is the caller's: both carry ids.
     ///
     /// # Errors
     /// [`JournalError::Fenced`] if the owner record's epoch is not `token` at any page (a newer
     /// holder: nothing returned); [`JournalError::Corrupt`] for a record with no readable
     /// deadline; [`JournalError::Redis`] as for a write (a read: retry at will).
     pub async fn load(&self, queue: &[u8], token: u64) -> Result<Vec<JournalRecord>, JournalError> {
-        load::load(&self.protocol, queue, token, self.options.load_page_buckets).await
+        load::load(&self.protocol, queue, token, self.paging()).await
     }
 
     /// [`Journal::load`], each record decoded as [`JournalRecord::entry`] does (id and value
@@ -317,6 +324,35 @@ impl Journal {
                 })
             })
             .collect()
+    }
+
+    /// [`Journal::load_entries`] a page at a time: `each` gets each page's entries (up to
+    /// [`JournalOptions::load_page_buckets`] buckets' worth, maybe none) in bucket order as
+    /// they arrive, while Redis reads the next round trip's pages, so an adopter imports one
+    /// page as the next is read and never holds the whole journal decoded. Returns the number
+    /// of entries handed to `each`. O(live records + buckets).
+    ///
+    /// Each id comes once, unless a write under `token` split a bucket while the load ran
+    /// (the holder of `token` writing during its own load): then a record the split moved
+    /// may come twice, the later the newer ([`Journal::load`] keeps only that one).
+    ///
+    /// # Errors
+    /// As [`Journal::load_entries`]; `each` has then already had the pages before the failed
+    /// one: a caller that must not keep part of the journal undoes what it did with them.
+    pub async fn load_each<K: DeserializeOwned, T: DeserializeOwned>(
+        &self,
+        queue: &[u8],
+        token: u64,
+        each: impl FnMut(Vec<SnapshotEntry<K, T>>),
+    ) -> Result<usize, JournalError> {
+        load::load_each(&self.protocol, queue, token, self.paging(), each).await
+    }
+
+    fn paging(&self) -> load::Paging {
+        load::Paging {
+            page: self.options.load_page_buckets,
+            depth: self.options.load_pages_per_trip,
+        }
     }
 
     /// The connection the journal writes through.

@@ -108,16 +108,25 @@ impl JournalRecord {
     pub fn entry<K: DeserializeOwned, T: DeserializeOwned>(
         &self,
     ) -> Result<SnapshotEntry<K, T>, JournalError> {
-        let bad = |e: rmp_serde::decode::Error| JournalError::Corrupt {
-            queue: Vec::new(),
-            message: e.to_string(),
-        };
-        Ok(SnapshotEntry {
-            id: rmp_serde::from_slice(&self.id).map_err(bad)?,
-            deadline_us: self.deadline_us,
-            value: rmp_serde::from_slice(&self.value).map_err(bad)?,
-        })
+        entry_of(&self.id, self.deadline_us, &self.value)
     }
+}
+
+/// [`JournalRecord::entry`] of a record's parts.
+pub(crate) fn entry_of<K: DeserializeOwned, T: DeserializeOwned>(
+    id: &[u8],
+    deadline_us: u64,
+    value: &[u8],
+) -> Result<SnapshotEntry<K, T>, JournalError> {
+    let bad = |e: rmp_serde::decode::Error| JournalError::Corrupt {
+        queue: Vec::new(),
+        message: e.to_string(),
+    };
+    Ok(SnapshotEntry {
+        id: rmp_serde::from_slice(id).map_err(bad)?,
+        deadline_us,
+        value: rmp_serde::from_slice(value).map_err(bad)?,
+    })
 }
 
 /// The stored bytes of a record: the deadline as an LEB128 varint (8 bytes for a deadline in
