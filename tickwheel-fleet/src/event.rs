@@ -76,3 +76,24 @@ pub enum Acquisition {
         journaled: usize,
     },
 }
+
+/// A short form of an event for the log.
+pub(crate) struct DebugEvent<'a, Q>(pub(crate) &'a FleetEvent<Q>);
+
+impl<Q> std::fmt::Debug for DebugEvent<'_, Q> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            FleetEvent::Joined { lease, .. } => write!(f, "joined (lease {lease})"),
+            FleetEvent::Acquired { token, how, .. } => {
+                write!(f, "acquired (token {token}, {how:?})")
+            }
+            FleetEvent::Released { to, .. } => write!(f, "released to {to}"),
+            FleetEvent::Lost { .. } => write!(f, "lost a queue"),
+            FleetEvent::Undecodable { records, .. } => {
+                write!(f, "{} journal records undecodable", records.len())
+            }
+            FleetEvent::Fenced => write!(f, "fenced"),
+            FleetEvent::Rejoined { lease } => write!(f, "rejoined (lease {lease})"),
+        }
+    }
+}

@@ -56,6 +56,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod adoption;
 pub mod assign;
 mod error;
 mod event;

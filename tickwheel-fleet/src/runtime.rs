@@ -13,8 +13,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickwheel::sync::Scheduler;
-use tickwheel::sync::snapshot::from_reference;
-use tickwheel_redis::{Adopted, Custody, Outcome, State};
+use tickwheel_redis::{Custody, Outcome, State};
 use tokio::sync::{Notify, broadcast, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -83,7 +82,7 @@ pub(crate) struct Driver<Q: QueueName, K, T> {
 
 impl<Q: QueueName, K, T> Shared<Q, K, T> {
     pub fn emit(&self, e: FleetEvent<Q>) {
-        tracing::info!(member = %self.name, event = ?DebugEvent(&e), "fleet event");
+        tracing::info!(member = %self.name, event = ?crate::event::DebugEvent(&e), "fleet event");
         let _ = self.events.send(e);
     }
 
@@ -92,26 +91,6 @@ impl<Q: QueueName, K, T> Shared<Q, K, T> {
             period: self.options.keep_alive,
             margin: self.options.margin,
             timeout: self.options.etcd_timeout,
-        }
-    }
-}
-
-struct DebugEvent<'a, Q>(&'a FleetEvent<Q>);
-
-impl<Q> std::fmt::Debug for DebugEvent<'_, Q> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            FleetEvent::Joined { lease, .. } => write!(f, "joined (lease {lease})"),
-            FleetEvent::Acquired { token, how, .. } => {
-                write!(f, "acquired (token {token}, {how:?})")
-            }
-            FleetEvent::Released { to, .. } => write!(f, "released to {to}"),
-            FleetEvent::Lost { .. } => write!(f, "lost a queue"),
-            FleetEvent::Undecodable { records, .. } => {
-                write!(f, "{} journal records undecodable", records.len())
-            }
-            FleetEvent::Fenced => write!(f, "fenced"),
-            FleetEvent::Rejoined { lease } => write!(f, "rejoined (lease {lease})"),
         }
     }
 }
@@ -392,7 +371,7 @@ where
     }
 
     /// Takes unowned queues: for each, the owner key (create, one transaction after
-    /// another), then [`adopt_at`] in a task of its own, [`ADOPTIONS_AT_ONCE`] at most at a
+    /// another), then [`adopt_at`](crate::adoption::adopt_at) in a task of its own, [`ADOPTIONS_AT_ONCE`] at most at a
     /// time. A failed adoption gives its key back ([`Self::release_failed`]) while the others
     /// go on; the first error is returned once every started adoption ended. An etcd error
     /// creating a key starts no further adoption this round.
@@ -413,7 +392,11 @@ where
                 match self.owner_key(&q, None).await {
                     Ok(Some(token)) => {
                         self.absent_since.remove(&q);
-                        let task = running.spawn(adopt_at(Arc::clone(&s), q.clone(), token));
+                        let task = running.spawn(crate::adoption::adopt_at(
+                            Arc::clone(&s),
+                            q.clone(),
+                            token,
+                        ));
                         held.insert(task.id(), (q, token));
                     }
                     Ok(None) => {}
@@ -454,10 +437,10 @@ where
         }
     }
 
-    /// [`adopt_at`]; on failure the owner key goes back ([`Self::release_failed`]) so the
+    /// [`adopt_at`](crate::adoption::adopt_at); on failure the owner key goes back ([`Self::release_failed`]) so the
     /// next round, here or elsewhere, starts over.
     async fn adopt_or_release(&mut self, q: &Q, token: u64) -> Result<(), Error> {
-        let result = adopt_at(Arc::clone(&self.shared), q.clone(), token).await;
+        let result = crate::adoption::adopt_at(Arc::clone(&self.shared), q.clone(), token).await;
         if let Err(e) = &result {
             self.release_failed(q, token, e).await;
         }
@@ -618,97 +601,4 @@ where
         });
         Ok(())
     }
-}
-
-/// Adopts `q` at `token` (this member's owner key holds it): `adopt` in Redis at the token,
-/// the journal, the recovery hook, the leftover offer, then dispatch. Runs on the shared state
-/// alone, so several run at once ([`Driver::adopt_all`]). On an error the caller releases
-/// the key and drops what was imported.
-async fn adopt_at<Q, K, T>(s: Arc<Shared<Q, K, T>>, q: Q, token: u64) -> Result<(), Error>
-where
-    Q: QueueName,
-    K: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static,
-    T: Send + Sync + Serialize + DeserializeOwned + 'static,
-{
-    let adopted = s.custody.adopt::<Q, K, T>(q.clone(), token).await?;
-    // Whatever an earlier stay here left is dropped: the store is the truth.
-    s.scheduler.freeze_queue(&q);
-    s.scheduler.take_forwarded(&q);
-    s.scheduler.unfreeze_queue(&q);
-    // A leftover offer carries its source's hold and limits: applied before the first
-    // recovered timer arrives (the import applies them again). Without one, the queue
-    // keeps whatever flow state this scheduler has for it.
-    if let Adopted::Leftover(inc) = &adopted
-        && let Ok(Some(policy)) = inc.flow_policy()
-    {
-        s.scheduler.apply_flow_policy(&q, &policy);
-    }
-    // The journal first (its deadlines are the last the old owner recorded), then the
-    // hook: the import skips ids already in, so the two may overlap.
-    let journaled = crate::journal::recover(&s, &q, token).await?;
-    let entries = s
-        .recovery
-        .recover(q.clone())
-        .await
-        .map_err(|e| Error::Recovery(e.to_string()))?;
-    let recovered = journaled + s.scheduler.import(q.clone(), entries).imported;
-    let leftover = match adopted {
-        Adopted::Owned(_) => 0,
-        Adopted::Leftover(inc) => leftover(&s, &q, token, inc).await?,
-    };
-    s.owned.lock().insert(q.clone(), token);
-    s.fence.grant(q.as_ref(), token);
-    s.emit(FleetEvent::Acquired {
-        queue: q.clone(),
-        token,
-        how: Acquisition::Adopted {
-            recovered,
-            leftover,
-        },
-    });
-    Ok(())
-}
-
-/// Imports a leftover sealed offer after the journal and the hook: the number imported. With
-/// the journal on, the offer's deadlines are read first (a second fetch of the offer: the
-/// import reads it again), and each id already in keeps the later of the two, the journal
-/// brought up to it (a retry at the freeze the source could not journal: else fired early
-/// here, and again at the next owner).
-async fn leftover<Q, K, T>(
-    s: &Arc<Shared<Q, K, T>>,
-    q: &Q,
-    token: u64,
-    mut inc: tickwheel_redis::Incoming<'_, Q, K, T>,
-) -> Result<usize, Error>
-where
-    Q: QueueName,
-    K: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static,
-    T: Send + Sync + Serialize + DeserializeOwned + 'static,
-{
-    let mut offered = Vec::new();
-    if s.journal.is_some() {
-        let entries = inc
-            .fetch()
-            .await
-            .map_err(|e| Error::Handoff(e.to_string()))?;
-        let reference = s.custody.reference_now_us().await?;
-        let local = Instant::now();
-        offered = entries
-            .iter()
-            .map(|e| {
-                (
-                    e.id.clone(),
-                    from_reference(e.deadline_us, reference, local),
-                )
-            })
-            .collect();
-    }
-    let imported = match s.custody.complete(inc, &s.scheduler).await {
-        Ok(r) => r.imported.imported,
-        Err(e) => return Err(Error::Handoff(e.to_string())),
-    };
-    if let Err(e) = crate::journal::later_deadlines_win(s, q, token, offered, false).await {
-        tracing::warn!(member = %s.name, error = %e, "journal not brought up to the leftover offer's deadlines");
-    }
-    Ok(imported)
 }
