@@ -7,7 +7,7 @@ mod support;
 use std::collections::BTreeMap;
 
 use support::*;
-use tickwheel_redis::journal::{JournalError, JournalOptions, JournalRecord, Op};
+use tickwheel_redis::journal::{Journal, JournalError, JournalOptions, JournalRecord, Op};
 use tickwheel_redis::keys::JournalKeys;
 
 fn put(id: u64, deadline_us: u64, value: &str) -> Op {
