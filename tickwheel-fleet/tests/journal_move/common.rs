@@ -1,0 +1,252 @@
+//! What every move test shares: the ledger of hand-outs, the seeded timers and their
+//! fates, the checks at the end.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+use tickwheel::sync::Cancel;
+
+/// How far before its deadline a hand-out still counts as on time: the journal keeps
+/// deadlines in microseconds of Redis `TIME`.
+pub(crate) const SLACK: Duration = Duration::from_millis(1);
+
+/// Every hand-out seen, by whom and under which token, and those that came early.
+#[derive(Default)]
+pub(crate) struct Ledger {
+    /// (member, queue, id, token) in the order seen.
+    pub(crate) dispatches: Vec<(String, String, u64, u64)>,
+    /// (member, queue, id, token, how early).
+    pub(crate) early: Vec<(String, String, u64, u64, Duration)>,
+}
+
+impl Ledger {
+    /// Records one hand-out that `pop_due(now)` returned.
+    pub(crate) fn record(
+        &mut self,
+        member: &str,
+        now: Instant,
+        d: &tickwheel_fleet::FencedDue<String, u64, String>,
+        intended: &HashMap<u64, Instant>,
+    ) {
+        let (q, id) = (d.due.queue().clone(), *d.due.id());
+        assert_eq!(d.due.value(), &format!("{q}:{id}"), "value of {id}");
+        if let Some(want) = intended.get(&id)
+            && now + SLACK < *want
+        {
+            self.early
+                .push((member.to_owned(), q.clone(), id, d.token, *want - now));
+        }
+        self.dispatches.push((member.to_owned(), q, id, d.token));
+    }
+
+    /// Pops everything due at `members` now, records it and drops each `Due` (delivered).
+    pub(crate) fn drain(&mut self, members: &[&FleetMember], intended: &HashMap<u64, Instant>) {
+        for m in members {
+            let now = Instant::now();
+            for d in m.pop_due(now, 10_000) {
+                self.record(m.name(), now, &d, intended);
+            }
+        }
+    }
+
+    pub(crate) fn ids(&self) -> BTreeSet<(String, u64)> {
+        self.dispatches
+            .iter()
+            .map(|(_, q, id, _)| (q.clone(), *id))
+            .collect()
+    }
+
+    /// `(id, token)` pairs handed out more than once.
+    pub(crate) fn twice_under_one_token(&self) -> Vec<(String, u64, u64, usize)> {
+        let mut n: BTreeMap<(String, u64, u64), usize> = BTreeMap::new();
+        for (_, q, id, t) in &self.dispatches {
+            *n.entry((q.clone(), *id, *t)).or_default() += 1;
+        }
+        n.into_iter()
+            .filter(|(_, c)| *c > 1)
+            .map(|((q, id, t), c)| (q, id, t, c))
+            .collect()
+    }
+}
+
+pub(crate) fn token_of(m: &FleetMember, q: &str) -> Option<u64> {
+    m.owned().iter().find(|(o, _)| o == q).map(|(_, t)| *t)
+}
+
+/// The owner of `q` among `members` and its token.
+pub(crate) fn owner_of<'a>(members: &[&'a FleetMember], q: &str) -> Option<(&'a FleetMember, u64)> {
+    members.iter().find_map(|m| token_of(m, q).map(|t| (*m, t)))
+}
+
+/// Waits (at most 60 s) until every queue of `qs` has one owner among `members` and who owns
+/// what, with which token, stayed the same for 2 s: the placement is done moving.
+pub(crate) async fn settle(members: &[&FleetMember], qs: &[String]) {
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut last = None;
+    let mut since = Instant::now();
+    loop {
+        let now: Vec<Vec<(String, u64)>> = members.iter().map(|m| m.owned()).collect();
+        if last.as_ref() != Some(&now) || !exactly_one(members, qs) {
+            last = Some(now);
+            since = Instant::now();
+        } else if since.elapsed() > Duration::from_secs(2) {
+            return;
+        }
+        assert!(Instant::now() < until, "the fleet never settled: {last:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// (queue, id) pairs.
+pub(crate) type Keys = BTreeSet<(String, u64)>;
+
+/// What `a` did with a timer before the move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fate {
+    /// Scheduled and journaled: in the offer and in the journal.
+    Held,
+    /// Journaled, then taken out of the scheduler without an end: only in the journal.
+    Orphaned,
+    /// Journaled, taken out, its end journaled and acknowledged: nowhere.
+    Ended,
+}
+
+pub(crate) fn fate(i: u64) -> Fate {
+    match i % 3 {
+        0 => Fate::Held,
+        1 => Fate::Orphaned,
+        _ => Fate::Ended,
+    }
+}
+
+/// `a` schedules and journals `per` timers in each of `qs` (ids `n * 1000 + i`), due
+/// `first` from now and 10 ms apart, then orphans and ends them by [`fate`]. The fates and
+/// the deadlines meant.
+pub(crate) async fn seed(
+    a: &FleetMember,
+    qs: &[String],
+    per: u64,
+    first: Duration,
+) -> (BTreeMap<(String, u64), Fate>, HashMap<u64, Instant>) {
+    let t0 = Instant::now();
+    let mut fates = BTreeMap::new();
+    let mut intended = HashMap::new();
+    let mut puts = Vec::new();
+    for (n, q) in qs.iter().enumerate() {
+        for i in 0..per {
+            let id = n as u64 * 1000 + i;
+            let at = t0 + first + Duration::from_millis(10 * i);
+            let v = format!("{q}:{id}");
+            a.scheduler()
+                .schedule(q.clone(), id, at, v.clone())
+                .expect("schedule");
+            puts.push(a.journal_put(q, &id, at, &v).expect("journal_put"));
+            intended.insert(id, at);
+            fates.insert((q.clone(), id), fate(i));
+        }
+    }
+    for w in puts {
+        w.await.expect("put acknowledged");
+    }
+    let mut ends = Vec::new();
+    for ((q, id), f) in &fates {
+        if *f != Fate::Held {
+            assert!(
+                matches!(a.scheduler().cancel(id), Cancel::Cancelled(_)),
+                "{id} pending"
+            );
+        }
+        if *f == Fate::Ended {
+            ends.push(a.journal_end(q, id).expect("journal_end"));
+        }
+    }
+    for w in ends {
+        w.await.expect("end acknowledged");
+    }
+    (fates, intended)
+}
+
+/// Polls `members` every 2 ms until `done(ledger)` or `limit`, then once more after 200 ms.
+pub(crate) async fn collect(
+    ledger: &mut Ledger,
+    members: &[&FleetMember],
+    intended: &HashMap<u64, Instant>,
+    limit: Duration,
+    mut done: impl FnMut(&Ledger) -> bool,
+) {
+    let until = Instant::now() + limit;
+    while !done(ledger) && Instant::now() < until {
+        ledger.drain(members, intended);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    ledger.drain(members, intended);
+}
+
+/// The checks every move test ends with: none early, none twice under one token, no ended
+/// timer handed out, every timer in `must` handed out, nothing outside `may`.
+pub(crate) fn check(
+    ledger: &Ledger,
+    fates: &BTreeMap<(String, u64), Fate>,
+    must: &BTreeSet<(String, u64)>,
+    may: &BTreeSet<(String, u64)>,
+) {
+    assert!(
+        ledger.early.is_empty(),
+        "{} hand-outs before their deadline, e.g. {:?}",
+        ledger.early.len(),
+        &ledger.early[..ledger.early.len().min(5)]
+    );
+    let twice = ledger.twice_under_one_token();
+    assert!(twice.is_empty(), "twice under one token: {twice:?}");
+    let got = ledger.ids();
+    let ended: Vec<_> = got
+        .iter()
+        .filter(|k| fates.get(*k) == Some(&Fate::Ended))
+        .collect();
+    assert!(
+        ended.is_empty(),
+        "{} timers whose end was acknowledged before the move were handed out, e.g. {:?}",
+        ended.len(),
+        &ended[..ended.len().min(5)]
+    );
+    let missing: Vec<_> = must.difference(&got).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} journaled, not ended timers never handed out, e.g. {:?}",
+        missing.len(),
+        must.len(),
+        &missing[..missing.len().min(5)]
+    );
+    let stray: Vec<_> = got.difference(may).collect();
+    assert!(stray.is_empty(), "handed out, never scheduled: {stray:?}");
+}
+
+/// What must come out after the moves: every held timer, and the orphans of each queue whose
+/// owner's token changed (its new owner, by handoff or adoption, loaded the journal). What
+/// may: every timer not ended.
+pub(crate) fn expected(
+    fates: &BTreeMap<(String, u64), Fate>,
+    initial: &BTreeMap<String, u64>,
+    members: &[&FleetMember],
+) -> (Keys, Keys) {
+    let mut must = BTreeSet::new();
+    let mut may = BTreeSet::new();
+    for ((q, id), f) in fates {
+        let moved = owner_of(members, q).map(|(_, t)| t) != initial.get(q).copied();
+        match f {
+            Fate::Held => {
+                must.insert((q.clone(), *id));
+            }
+            Fate::Orphaned if moved => {
+                must.insert((q.clone(), *id));
+            }
+            _ => {}
+        }
+        if *f != Fate::Ended {
+            may.insert((q.clone(), *id));
+        }
+    }
+    (must, may)
+}
