@@ -117,3 +117,51 @@ async fn a_survivor_dying_during_its_adoptions_beside_another() {
 async fn the_only_survivor_dying_during_its_adoptions_then_another_joins() {
     chain_of_deaths(false, Duration::ZERO).await;
 }
+
+/// `a` schedules and journals 8 queues of 30 timers (every seventh ended) due from 3 s on;
+/// `b` joins and takes about half by handoff; `b` is dropped, and `a` adopts its former
+/// queues back from the journal (a scheduler that froze and handed those queues away
+/// before). Every journaled, not-ended timer handed out, none early, none twice under one
+/// token, none after its acknowledged end; `a` owns all 8.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn queues_adopted_back_by_their_former_owner() {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(8).await else {
+        return;
+    };
+    let a = join_journaling(&opts, "a", true).await;
+    owns(&a, qs.len()).await;
+    let s = plan(
+        &qs,
+        &[30; 8],
+        Instant::now(),
+        Duration::from_secs(3),
+        Duration::from_secs(3),
+    );
+    for ((q, id), at) in &s.intended {
+        if !s.ended.contains(&(q.clone(), *id)) {
+            a.scheduler()
+                .schedule(q.clone(), *id, *at, format!("{q}:{id}"))
+                .expect("schedule");
+        }
+    }
+    seed(&a, &s).await;
+    let b = join_journaling(&opts, "b", true).await;
+    shares(&a, &b, &qs).await;
+    let moved = b.owned();
+    let must = s.must();
+    let mut ledger = Ledger::new(&s.ended);
+    ledger.drain(&[&a, &b], &s.intended).await;
+    drop(b);
+    ledger
+        .collect(&[&a], &s.intended, Duration::from_secs(60), |l| {
+            must.is_subset(&l.ids())
+        })
+        .await;
+    wait_until(Duration::from_secs(30), "a owns every queue", || {
+        exactly_one(&[&a], &qs)
+    })
+    .await;
+    ledger.drain(&[&a], &s.intended).await;
+    eprintln!("b took {moved:?}; {} hand-outs", ledger.dispatches.len());
+    check(&ledger, &must, &may(&s));
+}

@@ -245,3 +245,46 @@ async fn every_queue_failing_once_is_adopted_again_with_nothing_doubled() {
     assert!(exactly_one(&[&m], &qs), "owned: {:?}", m.owned());
     adopted_once_each(&events, &qs, &s);
 }
+
+/// A dead member (dropped) journaled 8 queues of 20 timers, due at once. The survivor's hook
+/// panics for q3's first adoption in the closure itself, before it makes its future (a hook
+/// is any `Fn(Q) -> impl Future`; the docs promise a panic is logged, the queue released and
+/// adopted again, and the others go on). Every queue must end owned, every journaled,
+/// not-ended timer handed out exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hook_panicking_before_its_future_exists_loses_nothing() {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(8).await else {
+        return;
+    };
+    let a = join_journaling(&opts, "a", true).await;
+    owns(&a, qs.len()).await;
+    let s = seeded(&a, &qs, &[20; 8], Duration::ZERO, Duration::from_millis(1)).await;
+    drop(a);
+    keys_gone(&opts, &qs).await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let hook = {
+        let calls = Arc::clone(&calls);
+        move |q: String| {
+            if q == "q3" && calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("the store of q3 cannot even be opened");
+            }
+            async move { Ok::<Vec<FrozenEntry<u64, String>>, RecoveryError>(Vec::new()) }
+        }
+    };
+    let m = join_hooked(&opts, "s", hook).await;
+    let must = s.must();
+    let mut ledger = Ledger::new(&s.ended);
+    ledger
+        .collect(&[&m], &s.intended, Duration::from_secs(30), |l| {
+            must.is_subset(&l.ids())
+        })
+        .await;
+    eprintln!(
+        "q3's hook called {} times; s owns {:?}",
+        calls.load(Ordering::SeqCst),
+        m.owned()
+    );
+    check(&ledger, &must, &may(&s));
+    exactly_once(&ledger);
+    assert!(exactly_one(&[&m], &qs), "owned: {:?}", m.owned());
+}

@@ -150,3 +150,80 @@ async fn settle_all(members: &[&FleetMember], qs: &[String]) {
     })
     .await;
 }
+
+const ADOPTER: &str = "TICKWHEEL_FLEET_ADOPTION_ADOPTER_CHILD";
+
+/// The adopter of `a_killed_adopter_leaves_its_adoptions_to_the_next`: joins with the journal
+/// on and a hook that finds nothing, prints `ACQ <queue> <token>` for each acquisition, and
+/// dispatches nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adopter_child() {
+    let Ok(spec) = std::env::var(ADOPTER) else {
+        return;
+    };
+    let (opts, name) = child_spec(&spec);
+    let m = join_journaling(&opts, &name, true).await;
+    let mut rx = m.events();
+    println!("JOINED");
+    loop {
+        if let Ok(tickwheel_fleet::FleetEvent::Acquired { queue, token, .. }) = rx.recv().await {
+            println!("ACQ {queue} {token}");
+        }
+    }
+}
+
+/// `a` journaled 12 queues (q0 with 40 000 timers, the others 0 to 4) due from 1 s on and is
+/// dropped. A child member adopts them; once it printed its first acquisition (its other
+/// adoptions, q0's load among them, under way) it is SIGKILLed. `c` joins: every queue
+/// owned by `c`, every journaled, not-ended timer handed out exactly once (the child handed
+/// out nothing), none early, each under a token larger than any the child acquired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_adopter_leaves_its_adoptions_to_the_next() {
+    let Some((etcd, redis, opts, qs)) = parent_fleet_with(ADOPTER, 12).await else {
+        return;
+    };
+    let a = join_journaling(&opts, "a", true).await;
+    owns(&a, qs.len()).await;
+    let s = seeded(
+        &a,
+        &qs,
+        &uneven(12, 40_000),
+        Duration::from_secs(1),
+        Duration::from_secs(4),
+    )
+    .await;
+    drop(a);
+    keys_gone(&opts, &qs).await;
+    let test = ("killed::adopter_child", ADOPTER);
+    let mut child = child_member_ready(
+        test,
+        (&etcd, &redis, "b"),
+        Duration::from_secs(30),
+        ("ACQ ", 1),
+    )
+    .await;
+    child.kill9();
+    let mut acquired: BTreeMap<String, u64> = BTreeMap::new();
+    for l in child.lines() {
+        let p: Vec<&str> = l.split(' ').collect();
+        if let ["ACQ", q, t] = p[..] {
+            acquired.insert(q.to_owned(), t.parse().expect("token"));
+        }
+    }
+    eprintln!("the adopter died having acquired {acquired:?}");
+    let c = join_journaling(&opts, "c", true).await;
+    let must = s.must();
+    let mut ledger = Ledger::new(&s.ended);
+    ledger
+        .collect(&[&c], &s.intended, Duration::from_secs(90), |l| {
+            must.is_subset(&l.ids())
+        })
+        .await;
+    check(&ledger, &must, &may(&s));
+    exactly_once(&ledger);
+    tokens_larger(&ledger, &acquired);
+    wait_until(Duration::from_secs(30), "c owns every queue", || {
+        exactly_one(&[&c], &qs)
+    })
+    .await;
+}
