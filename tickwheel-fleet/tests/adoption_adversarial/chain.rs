@@ -19,7 +19,7 @@ use crate::support::*;
 /// revoked), and only then are its held hooks let go. `c` must end up owning all 12 queues and
 /// every journaled, not-ended timer must be handed out: none early, none twice under one
 /// token, none after its acknowledged end.
-async fn chain_of_deaths(c_with_b: bool, first: Duration) {
+async fn chain_of_deaths(c_with_b: bool, first: Duration, leave: bool) {
     let Some((_etcd, _redis, opts, qs)) = fleet_with(12).await else {
         return;
     };
@@ -81,8 +81,20 @@ async fn chain_of_deaths(c_with_b: bool, first: Duration) {
         "b dies owning {b_owned:?} with {} adoptions held at its hook; {by_b} hand-outs so far",
         held.load(Ordering::SeqCst)
     );
-    drop(b);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    if leave {
+        // An orderly leave while adoptions wait at the hook; they are let go half a second
+        // into it.
+        let open = Arc::clone(&open);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            open.store(true, Ordering::SeqCst);
+        });
+        let r = tokio::time::timeout(Duration::from_secs(30), b.leave()).await;
+        eprintln!("b's leave: {r:?}");
+    } else {
+        drop(b);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     open.store(true, Ordering::SeqCst);
     let c = match c {
         Some(c) => c,
@@ -108,14 +120,21 @@ fn live<'a>(b: &'a FleetMember, c: &'a Option<FleetMember>) -> Vec<&'a FleetMemb
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_survivor_dying_during_its_adoptions_beside_another() {
-    chain_of_deaths(true, Duration::from_secs(2)).await;
+    chain_of_deaths(true, Duration::from_secs(2), false).await;
 }
 
 /// `b` alone adopts, hands out (and ends) what is due in the two queues it completed, and
 /// dies with up to 4 adoptions held at its hook; `c` joins only then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_only_survivor_dying_during_its_adoptions_then_another_joins() {
-    chain_of_deaths(false, Duration::ZERO).await;
+    chain_of_deaths(false, Duration::ZERO, false).await;
+}
+
+/// As [`a_survivor_dying_during_its_adoptions_beside_another`], but `b` leaves in order
+/// (`Member::leave`) while its adoptions wait at its hook, instead of dying.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_survivor_leaving_during_its_adoptions() {
+    chain_of_deaths(true, Duration::ZERO, true).await;
 }
 
 /// `a` schedules and journals 8 queues of 30 timers (every seventh ended) due from 3 s on;

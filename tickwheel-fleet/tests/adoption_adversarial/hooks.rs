@@ -288,3 +288,132 @@ async fn a_hook_panicking_before_its_future_exists_loses_nothing() {
     exactly_once(&ledger);
     assert!(exactly_one(&[&m], &qs), "owned: {:?}", m.owned());
 }
+
+/// Two survivors race for a dead member's 24 queues (q0 with 5 000 timers, the others 0 to
+/// 4, due at once); `x`'s hook fails the first adoption of every queue (an `Err`), `y`'s
+/// finds nothing. A queue `x` fails goes back and is adopted again, here or at `y`. Once each
+/// queue has one owner: every journaled, not-ended timer handed out, none twice under one
+/// token, none after its acknowledged end, none early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_survivors_one_failing_every_first_adoption() {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(24).await else {
+        return;
+    };
+    let a = join_journaling(&opts, "a", true).await;
+    owns(&a, qs.len()).await;
+    let s = seeded(
+        &a,
+        &qs,
+        &uneven(24, 5_000),
+        Duration::ZERO,
+        Duration::from_secs(2),
+    )
+    .await;
+    drop(a);
+    keys_gone(&opts, &qs).await;
+    let faulty = Arc::new(Faulty {
+        err: qs.iter().cloned().collect(),
+        open: AtomicBool::new(true),
+        ..Faulty::default()
+    });
+    let hook = {
+        let f = Arc::clone(&faulty);
+        move |q: String| {
+            let f = Arc::clone(&f);
+            async move { f.call(q).await }
+        }
+    };
+    let (x, y) = tokio::join!(
+        join_hooked(&opts, "x", hook),
+        join_journaling(&opts, "y", true)
+    );
+    let must = s.must();
+    let mut ledger = Ledger::new(&s.ended);
+    ledger
+        .collect(&[&x, &y], &s.intended, Duration::from_secs(90), |l| {
+            must.is_subset(&l.ids())
+        })
+        .await;
+    wait_until(Duration::from_secs(30), "one owner each", || {
+        exactly_one(&[&x, &y], &qs)
+    })
+    .await;
+    ledger.drain(&[&x, &y], &s.intended).await;
+    check(&ledger, &must, &may(&s));
+}
+
+/// A dead member (dropped) journaled 6 queues of 40 timers due 3 to 5 s later. The
+/// survivor's hook returns a stale store: every journaled id of the queue (ended ones left
+/// out) due 2 s *earlier* than the journal says, plus 5 timers of its own the journal never
+/// held (ids 50 000 + i). The journal comes first and the import skips ids already in, so
+/// no journaled timer may come out before its journaled deadline; the store's own timers
+/// come out too; all exactly once, and `recovered` counts each id once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stale_store_returned_by_the_hook_does_not_fire_journaled_timers_early() {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(6).await else {
+        return;
+    };
+    let a = join_journaling(&opts, "a", true).await;
+    owns(&a, qs.len()).await;
+    let mut s = seeded(
+        &a,
+        &qs,
+        &[40; 6],
+        Duration::from_secs(3),
+        Duration::from_secs(2),
+    )
+    .await;
+    drop(a);
+    keys_gone(&opts, &qs).await;
+    let store: Arc<BTreeMap<String, Vec<FrozenEntry<u64, String>>>> = Arc::new(
+        qs.iter()
+            .enumerate()
+            .map(|(n, q)| {
+                let mut v: Vec<_> = s
+                    .intended
+                    .iter()
+                    .filter(|(k, _)| &k.0 == q && !s.ended.contains(*k))
+                    .map(|((q, id), at)| FrozenEntry {
+                        id: *id,
+                        at: *at - Duration::from_secs(2),
+                        value: format!("{q}:{id}"),
+                    })
+                    .collect();
+                for i in 0..5 {
+                    let id = id_of(n, 50_000 + i);
+                    let at = Instant::now() + Duration::from_secs(1);
+                    v.push(FrozenEntry {
+                        id,
+                        at,
+                        value: format!("{q}:{id}"),
+                    });
+                }
+                (q.clone(), v)
+            })
+            .collect(),
+    );
+    for (q, v) in store.iter() {
+        for e in v.iter().filter(|e| e.id % 100_000 >= 50_000) {
+            s.intended.insert((q.clone(), e.id), e.at);
+        }
+    }
+    let hook = {
+        let store = Arc::clone(&store);
+        move |q: String| {
+            let v = store.get(&q).cloned().unwrap_or_default();
+            async move { Ok::<_, RecoveryError>(v) }
+        }
+    };
+    let m = join_hooked(&opts, "s", hook).await;
+    let mut rx = m.events();
+    let must = s.must();
+    let mut ledger = Ledger::new(&s.ended);
+    ledger
+        .collect(&[&m], &s.intended, Duration::from_secs(30), |l| {
+            must.is_subset(&l.ids())
+        })
+        .await;
+    check(&ledger, &must, &may(&s));
+    exactly_once(&ledger);
+    adopted_once_each(&events_of(&mut rx), &qs, &s);
+}
