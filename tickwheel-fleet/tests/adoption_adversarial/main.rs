@@ -25,3 +25,4 @@ mod killed;
 mod moves;
 mod pages;
 mod redis_faults;
+mod zombie;
