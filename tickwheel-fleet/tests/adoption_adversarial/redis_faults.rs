@@ -104,14 +104,13 @@ async fn redis_paused_during_a_huge_load_loses_nothing() {
     redis_fault_during_the_load(Fault::Pause).await;
 }
 
-/// A dead member journaled 8 queues of 30 timers; beside it, a writer of another build put
-/// a record that does not decode (a MessagePack id, a value that is no `String`) into q2's
-/// and q5's journals under the member's tokens. A survivor adopts the 8 together: every
+/// A dead member journaled queues of `sizes` timers; beside it, a writer of another build put
+/// a record that does not decode (a MessagePack id, a value that is no `String`) into the
+/// journals of `poisoned` under the member's tokens. A survivor adopts them together: every
 /// queue owned, both records reported (`FleetEvent::Undecodable`), every decodable,
-/// not-ended timer handed out exactly once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn undecodable_records_in_two_of_eight_queues_adopted_together() {
-    let Some((_etcd, redis, opts, qs)) = fleet_with(8).await else {
+/// not-ended timer handed out exactly once, each queue adopted once with its count.
+async fn undecodable(sizes: &[u64], poisoned: &[&str]) {
+    let Some((_etcd, redis, opts, qs)) = fleet_with(sizes.len()).await else {
         return;
     };
     let a = join_journaling(&opts, "a", true).await;
@@ -143,7 +142,7 @@ async fn undecodable_records_in_two_of_eight_queues_adopted_together() {
         .as_micros() as u64
         + 3_600_000_000;
     let poison = vec![0xce, 0x00, 0x0f, 0x42, 0x3f];
-    for q in ["q2", "q5"] {
+    for &q in poisoned {
         j.write(
             q.as_bytes(),
             tokens[q],
@@ -170,8 +169,9 @@ async fn undecodable_records_in_two_of_eight_queues_adopted_together() {
     let events = events_of(&mut rx);
     check(&ledger, &must, &may(&s));
     exactly_once(&ledger);
+    adopted_once_each(&events, &qs, &s);
     assert!(exactly_one(&[&m], &qs), "owned: {:?}", m.owned());
-    for q in ["q2", "q5"] {
+    for &q in poisoned {
         assert!(
             events.iter().any(|e| matches!(
                 e,
@@ -181,4 +181,15 @@ async fn undecodable_records_in_two_of_eight_queues_adopted_together() {
             "{q}'s record reported: {events:?}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn undecodable_records_in_two_of_eight_queues_adopted_together() {
+    undecodable(&[30; 8], &["q2", "q5"]).await;
+}
+
+/// The record sits among 20 000 others of q0, whose journal streams in page by page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_undecodable_record_inside_a_huge_journal() {
+    undecodable(&uneven(6, 20_000), &["q0"]).await;
 }
