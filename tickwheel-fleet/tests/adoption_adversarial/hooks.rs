@@ -417,3 +417,61 @@ async fn a_stale_store_returned_by_the_hook_does_not_fire_journaled_timers_early
     exactly_once(&ledger);
     adopted_once_each(&events_of(&mut rx), &qs, &s);
 }
+
+/// A dead member (dropped) journaled 12 queues of 5 timers. The survivor's hook hangs on
+/// its first call for q0 to q3 (a store that does not answer) until the test lets go. The
+/// other 8 queues are not those adoptions: within 30 s they must be owned and their timers
+/// handed out while the four hang (the docs bound a queue's takeover by the lease, the grace
+/// and *its own* adoption's time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_hanging_hooks_do_not_hold_the_other_queues_unowned() {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(12).await else {
+        return;
+    };
+    let a = join_journaling(&opts, "a", true).await;
+    owns(&a, qs.len()).await;
+    let s = seeded(&a, &qs, &[5; 12], Duration::ZERO, Duration::from_millis(1)).await;
+    drop(a);
+    keys_gone(&opts, &qs).await;
+    let faulty = Arc::new(Faulty {
+        err: ["q0", "q1", "q2", "q3"].map(String::from).into(),
+        ..Faulty::default()
+    });
+    let hook = {
+        let f = Arc::clone(&faulty);
+        move |q: String| {
+            let f = Arc::clone(&f);
+            async move { f.call(q).await }
+        }
+    };
+    let m = join_hooked(&opts, "s", hook).await;
+    let others: BTreeSet<Key> = s
+        .must()
+        .into_iter()
+        .filter(|(q, _)| !faulty.err.contains(q))
+        .collect();
+    let mut ledger = Ledger::new(&s.ended);
+    ledger
+        .collect(&[&m], &s.intended, Duration::from_secs(30), |l| {
+            others.is_subset(&l.ids())
+        })
+        .await;
+    let hanging = faulty.waiting.load(Ordering::SeqCst);
+    let owned = m.owned();
+    faulty.open.store(true, Ordering::SeqCst);
+    let got = ledger.ids();
+    let missing = others.difference(&got).count();
+    assert!(
+        missing == 0,
+        "with {hanging} hooks hanging, {missing} of {} timers of the other queues not handed \
+         out within 30 s; owned then: {owned:?}",
+        others.len()
+    );
+    let must = s.must();
+    ledger
+        .collect(&[&m], &s.intended, Duration::from_secs(30), |l| {
+            must.is_subset(&l.ids())
+        })
+        .await;
+    check(&ledger, &must, &may(&s));
+}
