@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickwheel::sync::snapshot::from_reference;
 use tickwheel_redis::Adopted;
+use tokio::sync::Semaphore;
 
 use crate::runtime::Shared;
 use crate::{Acquisition, Error, FleetEvent, QueueName};
@@ -22,12 +23,25 @@ pub(crate) async fn adopt_at<Q, K, T>(
     s: Arc<Shared<Q, K, T>>,
     q: Q,
     token: u64,
+    slots: Option<Arc<Semaphore>>,
 ) -> Result<(), Error>
 where
     Q: QueueName,
     K: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static,
     T: Send + Sync + Serialize + DeserializeOwned + 'static,
 {
+    // A slot bounds the Redis and import work of adoptions running at once; it is given
+    // back before the recovery hook, so a hook that hangs (a store that stopped answering)
+    // holds up its own queue only, never the adoption of the others.
+    let slot = match slots {
+        Some(slots) => Some(
+            slots
+                .acquire_owned()
+                .await
+                .map_err(|_| Error::Recovery("adoption slots closed".into()))?,
+        ),
+        None => None,
+    };
     let adopted = s.custody.adopt::<Q, K, T>(q.clone(), token).await?;
     // Whatever an earlier stay here left is dropped: the store is the truth.
     s.scheduler.freeze_queue(&q);
@@ -44,6 +58,7 @@ where
     // The journal first (its deadlines are the last the old owner recorded), then the
     // hook: the import skips ids already in, so the two may overlap.
     let journaled = crate::journal::recover(&s, &q, token).await?;
+    drop(slot);
     let entries = s
         .recovery
         .recover(q.clone())

@@ -15,8 +15,9 @@ pub type RecoveryFuture<K, T> =
 
 /// Returns every timer of a queue that the user's durable store still holds (an MTA re-reads
 /// its spool for that queue), with local deadlines. Called when this member adopts a queue,
-/// before it dispatches any of it, for up to 4 queues at once (a dead member's queues are
-/// adopted together), each call on a task of its own; entries whose id is already in the
+/// before it dispatches any of it, for each of a dead member's queues at once (they are
+/// adopted together), each call on a task of its own; a call that never returns holds up
+/// its own queue and the member's placement round, not the other queues' adoptions; entries whose id is already in the
 /// scheduler are skipped (de-duplicated by id), as are ids a leftover Redis offer also holds.
 ///
 /// An `Err` (or a panic) is logged, what the adoption imported is dropped and the queue's

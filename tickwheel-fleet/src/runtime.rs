@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickwheel::sync::Scheduler;
 use tickwheel_redis::{Custody, Outcome, State};
-use tokio::sync::{Notify, broadcast, oneshot};
+use tokio::sync::{Notify, Semaphore, broadcast, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::assign::{self, OwnerKey};
@@ -24,10 +24,10 @@ use crate::membership;
 use crate::owners_watch::OwnersWatch;
 use crate::{Acquisition, Error, Fence, FleetEvent, FleetOptions, QueueName, Recovery};
 
-/// Most queues adopted at once in a placement round. Their owner keys are created one
-/// transaction after another; the Redis `adopt`, the journal load, the recovery hook and the
-/// import of different queues overlap (the load of one while the next is decoded, on as many
-/// runtime threads as there are).
+/// Most adoptions loading from Redis and importing at once in a placement round. Their owner
+/// keys are created one transaction after another; the Redis `adopt`, the journal load and
+/// the import of different queues overlap (the load of one while the next is decoded, on as
+/// many runtime threads as there are); the recovery hooks run outside this bound.
 const ADOPTIONS_AT_ONCE: usize = 4;
 
 /// What the driver and the `Member` handle share.
@@ -371,41 +371,38 @@ where
     }
 
     /// Takes unowned queues: for each, the owner key (create, one transaction after
-    /// another), then [`adopt_at`](crate::adoption::adopt_at) in a task of its own, [`ADOPTIONS_AT_ONCE`] at most at a
-    /// time. A failed adoption gives its key back ([`Self::release_failed`]) while the others
-    /// go on; the first error is returned once every started adoption ended. An etcd error
-    /// creating a key starts no further adoption this round.
+    /// another), then [`adopt_at`](crate::adoption::adopt_at) in a task of its own; at most
+    /// [`ADOPTIONS_AT_ONCE`] of them load from Redis and import at a time (a slot each, given
+    /// back before the recovery hook, so a hook that hangs holds up its own queue only). A
+    /// failed adoption gives its key back ([`Self::release_failed`]) while the others go on;
+    /// the first error is returned once every started adoption ended. An etcd error creating
+    /// a key, or a lost lease, starts no further adoption this round.
     async fn adopt_all(&mut self, queues: Vec<Q>) -> Result<(), Error> {
         let s = Arc::clone(&self.shared);
+        let slots = Arc::new(Semaphore::new(ADOPTIONS_AT_ONCE));
         let mut running: JoinSet<Result<(), Error>> = JoinSet::new();
         let mut held: HashMap<tokio::task::Id, (Q, u64)> = HashMap::new();
-        let mut queues = queues.into_iter();
         let mut first: Option<Error> = None;
-        loop {
-            while running.len() < ADOPTIONS_AT_ONCE
-                && first.is_none()
-                && !s.lease.lost.load(Ordering::SeqCst)
-            {
-                let Some(q) = queues.next() else {
-                    break;
-                };
-                match self.owner_key(&q, None).await {
-                    Ok(Some(token)) => {
-                        self.absent_since.remove(&q);
-                        let task = running.spawn(crate::adoption::adopt_at(
-                            Arc::clone(&s),
-                            q.clone(),
-                            token,
-                        ));
-                        held.insert(task.id(), (q, token));
-                    }
-                    Ok(None) => {}
-                    Err(e) => first = Some(e),
-                }
-            }
-            let Some(done) = running.join_next_with_id().await else {
+        for q in queues {
+            if first.is_some() || s.lease.lost.load(Ordering::SeqCst) {
                 break;
-            };
+            }
+            match self.owner_key(&q, None).await {
+                Ok(Some(token)) => {
+                    self.absent_since.remove(&q);
+                    let task = running.spawn(crate::adoption::adopt_at(
+                        Arc::clone(&s),
+                        q.clone(),
+                        token,
+                        Some(Arc::clone(&slots)),
+                    ));
+                    held.insert(task.id(), (q, token));
+                }
+                Ok(None) => {}
+                Err(e) => first = Some(e),
+            }
+        }
+        while let Some(done) = running.join_next_with_id().await {
             let (id, result) = match done {
                 Ok((id, result)) => (id, result),
                 // A panic (in the recovery hook, say): the queue goes back as for an error.
@@ -440,7 +437,8 @@ where
     /// [`adopt_at`](crate::adoption::adopt_at); on failure the owner key goes back ([`Self::release_failed`]) so the
     /// next round, here or elsewhere, starts over.
     async fn adopt_or_release(&mut self, q: &Q, token: u64) -> Result<(), Error> {
-        let result = crate::adoption::adopt_at(Arc::clone(&self.shared), q.clone(), token).await;
+        let result =
+            crate::adoption::adopt_at(Arc::clone(&self.shared), q.clone(), token, None).await;
         if let Err(e) = &result {
             self.release_failed(q, token, e).await;
         }
