@@ -27,18 +27,14 @@ async fn redis_fault_during_the_load(fault: Fault, racer: bool) {
     let Some((_etcd, mut redis, opts, qs)) = fleet_with(8).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
-    let s = seeded(
-        &a,
+    let s = dead_member(
+        &opts,
         &qs,
         &uneven(8, 40_000),
         Duration::from_secs(1),
         Duration::from_secs(4),
     )
     .await;
-    drop(a);
-    keys_gone(&opts, &qs).await;
     let (m, r) = if racer {
         let (m, r) = tokio::join!(
             join_journaling(&opts, "s", true),
@@ -82,13 +78,7 @@ async fn redis_fault_during_the_load(fault: Fault, racer: bool) {
             None => "already adopted (the fault missed the load)".into(),
         }
     );
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&members, &s.intended, Duration::from_secs(90), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
+    let (must, mut ledger) = collected(&members, &s, Duration::from_secs(90)).await;
     wait_until(Duration::from_secs(30), "one owner each", || {
         exactly_one(&members, &qs)
     })
@@ -197,13 +187,7 @@ async fn undecodable(sizes: &[u64], poisoned: &[&str]) {
     keys_gone(&opts, &qs).await;
     let m = join_journaling(&opts, "s", true).await;
     let mut rx = m.events();
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&[&m], &s.intended, Duration::from_secs(30), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
+    let (must, ledger) = collected(&[&m], &s, Duration::from_secs(30)).await;
     let events = events_of(&mut rx);
     check(&ledger, &must, &may(&s));
     exactly_once(&ledger);
