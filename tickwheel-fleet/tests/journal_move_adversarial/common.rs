@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 use tickwheel::sync::Cancel;
+use tickwheel_fleet::FleetOptions;
 
 /// How far before its deadline a hand-out still counts as on time: the journal keeps
 /// deadlines in microseconds of Redis `TIME`.
@@ -118,6 +119,71 @@ pub(crate) fn fate(i: u64) -> Fate {
         1 => Fate::Orphaned,
         _ => Fate::Ended,
     }
+}
+
+/// Registers `n` queues (`queues(n)`) and joins `a` with the journal on; returns once `a`
+/// owns every one of them (at most 30 s).
+pub(crate) async fn owning_all(opts: &FleetOptions, n: usize) -> (Vec<String>, FleetMember) {
+    let qs = queues(n);
+    register(opts, &qs).await;
+    let a = join_journaling(opts, "a", true).await;
+    wait_until(Duration::from_secs(30), "a owns every queue", || {
+        a.owned().len() == qs.len()
+    })
+    .await;
+    (qs, a)
+}
+
+/// `a` schedules `per` timers in each of `qs` (ids `n * 100 + i`, value `"<queue>:<id>"`, due
+/// at `at(i)`) and journals each, one acknowledged put after the other. The deadlines meant:
+/// `meant` for every id if given, else `at(i)`.
+pub(crate) async fn put_each(
+    a: &FleetMember,
+    qs: &[String],
+    per: u64,
+    at: impl Fn(u64) -> Instant,
+    meant: Option<Instant>,
+) -> HashMap<u64, Instant> {
+    let mut intended = HashMap::new();
+    for (n, q) in qs.iter().enumerate() {
+        for i in 0..per {
+            let id = n as u64 * 100 + i;
+            let at = at(i);
+            let v = format!("{q}:{id}");
+            a.scheduler()
+                .schedule(q.clone(), id, at, v.clone())
+                .expect("schedule");
+            a.journal_put(q, &id, at, &v)
+                .expect("journal_put")
+                .await
+                .expect("put acknowledged");
+            intended.insert(id, meant.unwrap_or(at));
+        }
+    }
+    intended
+}
+
+/// Pops `a` every 5 ms (at most 10 s) until it handed out `n` timers, and keeps them
+/// (undelivered); each recorded in `ledger` if given. Panics unless exactly `n` came out.
+pub(crate) async fn hold(
+    a: &FleetMember,
+    n: usize,
+    mut ledger: Option<(&mut Ledger, &HashMap<u64, Instant>)>,
+) -> Vec<tickwheel_fleet::FencedDue<String, u64, String>> {
+    let mut held = Vec::new();
+    let until = Instant::now() + Duration::from_secs(10);
+    while held.len() < n && Instant::now() < until {
+        let now = Instant::now();
+        for d in a.pop_due(now, 100) {
+            if let Some((ledger, intended)) = ledger.as_mut() {
+                ledger.record("a", now, &d, intended);
+            }
+            held.push(d);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(held.len(), n);
+    held
 }
 
 /// `a` schedules and journals `per` timers in each of `qs` (ids `n * 1000 + i`), due

@@ -24,47 +24,25 @@ async fn ends_sent_as_the_queue_freezes_either_land_or_fire_again_at_the_target(
     let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(12);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 12).await;
     let t0 = Instant::now();
-    let mut intended = HashMap::new();
-    for (n, q) in qs.iter().enumerate() {
-        for i in 0..5u64 {
-            let id = n as u64 * 100 + i;
-            let at = if i == 0 {
+    let intended = put_each(
+        &a,
+        &qs,
+        5,
+        |i| {
+            if i == 0 {
                 t0
             } else {
                 t0 + Duration::from_secs(3600)
-            };
-            let v = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, v.clone())
-                .expect("schedule");
-            a.journal_put(q, &id, at, &v)
-                .expect("journal_put")
-                .await
-                .expect("put acknowledged");
-            intended.insert(id, at);
-        }
-    }
+            }
+        },
+        None,
+    )
+    .await;
     let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
     let mut ledger = Ledger::default();
-    let mut held = Vec::new();
-    let until = Instant::now() + Duration::from_secs(10);
-    while held.len() < qs.len() && Instant::now() < until {
-        let now = Instant::now();
-        for d in a.pop_due(now, 100) {
-            ledger.record("a", now, &d, &intended);
-            held.push(d);
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(held.len(), qs.len());
+    let mut held = hold(&a, qs.len(), Some((&mut ledger, &intended))).await;
     let b = join_journaling(&opts, "b", true).await;
     // (queue, id, token at a, end then drop, the end's outcome)
     let mut outcomes: Vec<(String, u64, u64, bool, bool)> = Vec::new();
@@ -167,47 +145,25 @@ async fn a_hand_out_kept_across_a_move_and_retried_at_the_source_ends_once() {
     let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(6);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 6).await;
     let t0 = Instant::now();
-    let mut intended = HashMap::new();
-    for (n, q) in qs.iter().enumerate() {
-        for i in 0..4u64 {
-            let id = n as u64 * 100 + i;
-            let at = if i == 0 {
+    let intended = put_each(
+        &a,
+        &qs,
+        4,
+        |i| {
+            if i == 0 {
                 t0
             } else {
                 t0 + Duration::from_secs(3600)
-            };
-            let v = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, v.clone())
-                .expect("schedule");
-            a.journal_put(q, &id, at, &v)
-                .expect("journal_put")
-                .await
-                .expect("put acknowledged");
-            intended.insert(id, at);
-        }
-    }
+            }
+        },
+        None,
+    )
+    .await;
     let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
     let mut ledger = Ledger::default();
-    let mut held = Vec::new();
-    let until = Instant::now() + Duration::from_secs(10);
-    while held.len() < qs.len() && Instant::now() < until {
-        let now = Instant::now();
-        for d in a.pop_due(now, 100) {
-            ledger.record("a", now, &d, &intended);
-            held.push(d);
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(held.len(), qs.len());
+    let held = hold(&a, qs.len(), Some((&mut ledger, &intended))).await;
     let b = join_journaling(&opts, "b", true).await;
     // Keep the hand-outs past the handoff timeout (5 s here), then fail them all: each
     // retried at once, at the source.
@@ -344,13 +300,7 @@ async fn a_late_schedule_at_the_old_owner_does_not_bring_back_an_ended_timer() {
     let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(6);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 6).await;
     let at = Instant::now();
     let mut intended = HashMap::new();
     for (n, q) in qs.iter().enumerate() {
@@ -433,13 +383,7 @@ async fn a_journal_record_that_does_not_decode_leaves_the_queue_owned() {
     let Some((_etcd, redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(4);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 4).await;
     let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(2)).await;
     let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
     let p = tickwheel_redis::Protocol::connect(

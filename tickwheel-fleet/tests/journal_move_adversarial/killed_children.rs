@@ -46,13 +46,7 @@ async fn the_joining_member_killed_after_its_first_acquisition_loses_nothing() {
     let Some((etcd, redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(8);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 8).await;
     let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(3)).await;
     let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
     let mut child = TestChild::spawn(
@@ -255,38 +249,11 @@ async fn later_deadlines_in_offers_hold_when_the_joining_member_dies() {
     let Some((etcd, redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(8);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 8).await;
     let t0 = Instant::now();
     let later = t0 + Duration::from_secs(3600);
-    let mut intended = HashMap::new();
-    for (n, q) in qs.iter().enumerate() {
-        for i in 0..6u64 {
-            let id = n as u64 * 100 + i;
-            let at = if i == 0 { t0 } else { later };
-            let v = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, v.clone())
-                .expect("schedule");
-            a.journal_put(q, &id, at, &v)
-                .expect("journal_put")
-                .await
-                .expect("put acknowledged");
-            intended.insert(id, later);
-        }
-    }
-    let mut held = Vec::new();
-    let until = Instant::now() + Duration::from_secs(10);
-    while held.len() < qs.len() && Instant::now() < until {
-        held.extend(a.pop_due(Instant::now(), 100));
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(held.len(), qs.len());
+    let intended = put_each(&a, &qs, 6, |i| if i == 0 { t0 } else { later }, Some(later)).await;
+    let mut held = hold(&a, qs.len(), None).await;
     let mut a_events = a.events();
     let mut child = TestChild::spawn(
         "killed_children::joiner_child",

@@ -25,13 +25,7 @@ async fn later_deadlines(
     then_adopt: bool,
 ) -> Option<(Ledger, BTreeMap<u64, String>, Vec<(String, u64)>)> {
     let (_etcd, _redis, opts) = fleet()?;
-    let qs = queues(12);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 12).await;
     let t0 = Instant::now();
     let later = t0 + Duration::from_secs(3600);
     let mut intended = HashMap::new();

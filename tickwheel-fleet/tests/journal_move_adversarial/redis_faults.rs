@@ -24,13 +24,7 @@ async fn a_target_joined_through_a_stalled_redis_fires_nothing_early() {
     let Some((_etcd, redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(4);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 4).await;
     let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(8)).await;
     let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
     let pid = redis.pid().expect("redis runs");
@@ -127,13 +121,7 @@ async fn redis_fault_during_a_move(fault: RedisFault) {
     let Some((_etcd, mut redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(16);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 16).await;
     let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(4)).await;
     let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
     let mut a_events = a.events();
@@ -224,13 +212,7 @@ async fn redis_killed_while_targets_load_long_journals_loses_nothing() {
     let Some((_etcd, mut redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(8);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 8).await;
     let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(4)).await;
     let far = Instant::now() + Duration::from_secs(3600);
     let mut extra: BTreeMap<String, Vec<u64>> = BTreeMap::new();
