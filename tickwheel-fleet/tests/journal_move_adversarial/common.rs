@@ -233,6 +233,22 @@ pub(crate) async fn seed(
     (fates, intended)
 }
 
+/// [`seed`], then the tokens `a` holds its queues under (queue → token) before any move.
+pub(crate) async fn seed_owned(
+    a: &FleetMember,
+    qs: &[String],
+    per: u64,
+    first: Duration,
+) -> (
+    BTreeMap<(String, u64), Fate>,
+    HashMap<u64, Instant>,
+    BTreeMap<String, u64>,
+) {
+    let (fates, intended) = seed(a, qs, per, first).await;
+    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
+    (fates, intended, initial)
+}
+
 /// Polls `members` every 2 ms until `done(ledger)` or `limit`, then once more after 200 ms.
 pub(crate) async fn collect(
     ledger: &mut Ledger,
@@ -248,6 +264,30 @@ pub(crate) async fn collect(
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     ledger.drain(members, intended);
+}
+
+/// [`collect`] until every timer of `must` was handed out (or `limit`).
+pub(crate) async fn collect_all(
+    ledger: &mut Ledger,
+    members: &[&FleetMember],
+    intended: &HashMap<u64, Instant>,
+    must: &Keys,
+    limit: Duration,
+) {
+    collect(ledger, members, intended, limit, |l| {
+        must.is_subset(&l.ids())
+    })
+    .await;
+}
+
+/// [`collect`] for all of `limit`: what comes out in that time.
+pub(crate) async fn watch(
+    ledger: &mut Ledger,
+    members: &[&FleetMember],
+    intended: &HashMap<u64, Instant>,
+    limit: Duration,
+) {
+    collect(ledger, members, intended, limit, |_| false).await;
 }
 
 /// The checks every move test ends with: none early, none twice under one token, no ended

@@ -261,14 +261,7 @@ async fn a_hand_out_kept_across_a_move_and_retried_at_the_source_ends_once() {
         a.owned().len() == qs.len()
     })
     .await;
-    collect(
-        &mut ledger,
-        &[&a],
-        &intended,
-        Duration::from_secs(3),
-        |_| false,
-    )
-    .await;
+    watch(&mut ledger, &[&a], &intended, Duration::from_secs(3)).await;
     let again: Vec<_> = ledger.dispatches[seen..]
         .iter()
         .filter(|(_, q, id, _)| ended.contains(&(q.clone(), *id)))
@@ -347,14 +340,7 @@ async fn a_late_schedule_at_the_old_owner_does_not_bring_back_an_ended_timer() {
     let seen = ledger.dispatches.len();
     b.leave().await.expect("leave");
     settle(&[&a], &qs).await;
-    collect(
-        &mut ledger,
-        &[&a],
-        &intended,
-        Duration::from_secs(3),
-        |_| false,
-    )
-    .await;
+    watch(&mut ledger, &[&a], &intended, Duration::from_secs(3)).await;
     let again: Vec<_> = ledger.dispatches[seen..]
         .iter()
         .filter(|(_, q, id, _)| ended.contains(&(q.clone(), *id)))
@@ -384,8 +370,7 @@ async fn a_journal_record_that_does_not_decode_leaves_the_queue_owned() {
         return;
     };
     let (qs, a) = owning_all(&opts, 4).await;
-    let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(2)).await;
-    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
+    let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(2)).await;
     let p = tickwheel_redis::Protocol::connect(
         &redis.url(),
         tickwheel_redis::Member::new_boot("writer"),

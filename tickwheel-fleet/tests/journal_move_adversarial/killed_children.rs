@@ -47,8 +47,7 @@ async fn the_joining_member_killed_after_its_first_acquisition_loses_nothing() {
         return;
     };
     let (qs, a) = owning_all(&opts, 8).await;
-    let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(3)).await;
-    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
+    let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(3)).await;
     let mut child = TestChild::spawn(
         "killed_children::joiner_child",
         JOINER,
@@ -74,12 +73,12 @@ async fn the_joining_member_killed_after_its_first_acquisition_loses_nothing() {
     eprintln!("the child acquired {acquired:?}; then a: {events:?}");
     let mut ledger = Ledger::default();
     let (must, may) = expected(&fates, &initial, &[&a]);
-    collect(
+    collect_all(
         &mut ledger,
         &[&a],
         &intended,
+        &must,
         Duration::from_secs(20),
-        |l| must.is_subset(&l.ids()),
     )
     .await;
     let changed: Vec<_> = qs
@@ -304,14 +303,7 @@ async fn later_deadlines_in_offers_hold_when_the_joining_member_dies() {
         events.push(e);
     }
     let mut ledger = Ledger::default();
-    collect(
-        &mut ledger,
-        &[&a],
-        &intended,
-        Duration::from_secs(3),
-        |_| false,
-    )
-    .await;
+    watch(&mut ledger, &[&a], &intended, Duration::from_secs(3)).await;
     eprintln!(
         "retried at the freeze: {retried:?}\nthe child: {acquired:?}\nlate puts: {puts:?}\n\
          a's events: {events:?}"

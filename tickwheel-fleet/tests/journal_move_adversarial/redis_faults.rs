@@ -25,8 +25,7 @@ async fn a_target_joined_through_a_stalled_redis_fires_nothing_early() {
         return;
     };
     let (qs, a) = owning_all(&opts, 4).await;
-    let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(8)).await;
-    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
+    let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(8)).await;
     let pid = redis.pid().expect("redis runs");
     let stop = Arc::new(AtomicBool::new(false));
     let pauser = {
@@ -88,12 +87,12 @@ async fn a_target_joined_through_a_stalled_redis_fires_nothing_early() {
     let mut ledger = Ledger::default();
     let last = intended.values().max().copied().expect("timers");
     let (must, may) = expected(&fates, &initial, &[&a, &b]);
-    collect(
+    collect_all(
         &mut ledger,
         &[&a, &b],
         &intended,
+        &must,
         last.saturating_duration_since(Instant::now()) + Duration::from_secs(10),
-        |l| must.is_subset(&l.ids()),
     )
     .await;
     check(&ledger, &fates, &must, &may);
@@ -122,8 +121,7 @@ async fn redis_fault_during_a_move(fault: RedisFault) {
         return;
     };
     let (qs, a) = owning_all(&opts, 16).await;
-    let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(4)).await;
-    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
+    let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(4)).await;
     let mut a_events = a.events();
     let b = join_journaling(&opts, "b", true).await;
     let mut b_events = b.events();
@@ -164,23 +162,23 @@ async fn redis_fault_during_a_move(fault: RedisFault) {
         b.owned()
     );
     let mut ledger = Ledger::default();
-    collect(
+    collect_all(
         &mut ledger,
         &[&a, &b],
         &intended,
+        &must,
         Duration::from_secs(30),
-        |l| must.is_subset(&l.ids()),
     )
     .await;
     // The fleet may still have been settling: take the ownership again for the orphans.
     let (must_now, _) = expected(&fates, &initial, &[&a, &b]);
     let must: BTreeSet<_> = must.union(&must_now).cloned().collect();
-    collect(
+    collect_all(
         &mut ledger,
         &[&a, &b],
         &intended,
+        &must,
         Duration::from_secs(10),
-        |l| must.is_subset(&l.ids()),
     )
     .await;
     check(&ledger, &fates, &must, &may);
@@ -250,12 +248,12 @@ async fn redis_killed_while_targets_load_long_journals_loses_nothing() {
     eprintln!("events since b joined: {events:?}; b owns {:?}", b.owned());
     let (must, may) = expected(&fates, &initial, &[&a, &b]);
     let mut ledger = Ledger::default();
-    collect(
+    collect_all(
         &mut ledger,
         &[&a, &b],
         &intended,
+        &must,
         Duration::from_secs(30),
-        |l| must.is_subset(&l.ids()),
     )
     .await;
     let mut may = may;
