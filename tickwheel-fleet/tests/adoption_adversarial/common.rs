@@ -316,6 +316,12 @@ pub(crate) fn exactly_once(ledger: &Ledger) {
     );
 }
 
+/// [`check`] against what `s` must and may hand out, then [`exactly_once`].
+pub(crate) fn check_once(ledger: &Ledger, must: &BTreeSet<Key>, s: &Seeded) {
+    check(ledger, must, &may(s));
+    exactly_once(ledger);
+}
+
 /// Joins `name` with the journal on, a fresh scheduler and `hook` as its recovery.
 pub(crate) async fn join_hooked<F, Fut>(opts: &FleetOptions, name: &str, hook: F) -> FleetMember
 where

@@ -145,8 +145,7 @@ async fn failing_hooks_lose_nothing_and_leak_no_half_imported_timer() {
     ledger
         .collect_all(&[&m], &s.intended, &must, Duration::from_secs(60))
         .await;
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     for q in &bad {
         assert!(
             faulty.calls(q) >= 2,
@@ -217,8 +216,7 @@ async fn every_queue_failing_once_is_adopted_again_with_nothing_doubled() {
     let mut rx = m.events();
     let (must, ledger) = collected(&[&m], &s, Duration::from_secs(90)).await;
     let events = events_of(&mut rx);
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     for q in &qs {
         assert!(
             faulty.calls(q) >= 2,
@@ -265,8 +263,7 @@ async fn a_hook_panicking_before_its_future_exists_loses_nothing() {
         calls.load(Ordering::SeqCst),
         m.owned()
     );
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     assert!(exactly_one(&[&m], &qs), "owned: {:?}", m.owned());
 }
 
@@ -374,8 +371,7 @@ async fn a_stale_store_returned_by_the_hook_does_not_fire_journaled_timers_early
     let m = join_hooked(&opts, "s", hook).await;
     let mut rx = m.events();
     let (must, ledger) = collected(&[&m], &s, Duration::from_secs(30)).await;
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     adopted_once_each(&events_of(&mut rx), &qs, &s);
 }
 

@@ -96,8 +96,7 @@ async fn forty_uneven_queues_of_a_killed_member_adopted_once_each() {
     let mut rx = m.events();
     let (must, ledger) = collected(&[&m], &s, Duration::from_secs(90)).await;
     let events = events_of(&mut rx);
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     tokens_larger(&ledger, &dead);
     assert!(exactly_one(&[&m], &qs), "owned: {:?}", m.owned());
     adopted_once_each(&events, &qs, &s);
@@ -203,8 +202,7 @@ async fn a_killed_adopter_leaves_its_adoptions_to_the_next() {
     eprintln!("the adopter died having acquired {acquired:?}");
     let c = join_journaling(&opts, "c", true).await;
     let (must, ledger) = collected(&[&c], &s, Duration::from_secs(90)).await;
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     tokens_larger(&ledger, &acquired);
     wait_until(Duration::from_secs(30), "c owns every queue", || {
         exactly_one(&[&c], &qs)

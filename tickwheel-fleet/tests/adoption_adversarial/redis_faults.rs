@@ -189,8 +189,7 @@ async fn undecodable(sizes: &[u64], poisoned: &[&str]) {
     let mut rx = m.events();
     let (must, ledger) = collected(&[&m], &s, Duration::from_secs(30)).await;
     let events = events_of(&mut rx);
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     adopted_once_each(&events, &qs, &s);
     assert!(exactly_one(&[&m], &qs), "owned: {:?}", m.owned());
     for &q in poisoned {
