@@ -186,6 +186,50 @@ pub(crate) async fn hold(
     held
 }
 
+/// What [`holding_one_each`] leaves.
+pub(crate) struct OneHeld {
+    pub(crate) qs: Vec<String>,
+    pub(crate) a: FleetMember,
+    pub(crate) intended: HashMap<u64, Instant>,
+    /// The tokens `a` held its queues under (queue → token) once the timers were put.
+    pub(crate) initial: BTreeMap<String, u64>,
+    /// The hand-outs of the held timers, by `a`.
+    pub(crate) ledger: Ledger,
+    pub(crate) held: Vec<tickwheel_fleet::FencedDue<String, u64, String>>,
+}
+
+/// `a` owns `n` queues ([`owning_all`]) with `per` journaled timers each ([`put_each`]): the
+/// first due now, the others in an hour; `a` hands out the first of each and holds it.
+pub(crate) async fn holding_one_each(opts: &FleetOptions, n: usize, per: u64) -> OneHeld {
+    let (qs, a) = owning_all(opts, n).await;
+    let t0 = Instant::now();
+    let intended = put_each(
+        &a,
+        &qs,
+        per,
+        |i| {
+            if i == 0 {
+                t0
+            } else {
+                t0 + Duration::from_secs(3600)
+            }
+        },
+        None,
+    )
+    .await;
+    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
+    let mut ledger = Ledger::default();
+    let held = hold(&a, qs.len(), Some((&mut ledger, &intended))).await;
+    OneHeld {
+        qs,
+        a,
+        intended,
+        initial,
+        ledger,
+        held,
+    }
+}
+
 /// `a` schedules and journals `per` timers in each of `qs` (ids `n * 1000 + i`), due
 /// `first` from now and 10 ms apart, then orphans and ends them by [`fate`]. The fates and
 /// the deadlines meant.

@@ -24,25 +24,14 @@ async fn ends_sent_as_the_queue_freezes_either_land_or_fire_again_at_the_target(
     let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 12).await;
-    let t0 = Instant::now();
-    let intended = put_each(
-        &a,
-        &qs,
-        5,
-        |i| {
-            if i == 0 {
-                t0
-            } else {
-                t0 + Duration::from_secs(3600)
-            }
-        },
-        None,
-    )
-    .await;
-    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
-    let mut ledger = Ledger::default();
-    let mut held = hold(&a, qs.len(), Some((&mut ledger, &intended))).await;
+    let OneHeld {
+        qs,
+        a,
+        intended,
+        initial,
+        mut ledger,
+        mut held,
+    } = holding_one_each(&opts, 12, 5).await;
     let b = join_journaling(&opts, "b", true).await;
     // (queue, id, token at a, end then drop, the end's outcome)
     let mut outcomes: Vec<(String, u64, u64, bool, bool)> = Vec::new();
@@ -145,25 +134,14 @@ async fn a_hand_out_kept_across_a_move_and_retried_at_the_source_ends_once() {
     let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 6).await;
-    let t0 = Instant::now();
-    let intended = put_each(
-        &a,
-        &qs,
-        4,
-        |i| {
-            if i == 0 {
-                t0
-            } else {
-                t0 + Duration::from_secs(3600)
-            }
-        },
-        None,
-    )
-    .await;
-    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
-    let mut ledger = Ledger::default();
-    let held = hold(&a, qs.len(), Some((&mut ledger, &intended))).await;
+    let OneHeld {
+        qs,
+        a,
+        intended,
+        initial,
+        mut ledger,
+        held,
+    } = holding_one_each(&opts, 6, 4).await;
     let b = join_journaling(&opts, "b", true).await;
     // Keep the hand-outs past the handoff timeout (5 s here), then fail them all: each
     // retried at once, at the source.
