@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 use tickwheel::sync::Cancel;
-use tickwheel_fleet::FleetOptions;
+use tickwheel_fleet::{FleetEvent, FleetOptions};
 
 /// How far before its deadline a hand-out still counts as on time: the journal keeps
 /// deadlines in microseconds of Redis `TIME`.
@@ -228,6 +228,26 @@ pub(crate) async fn holding_one_each(opts: &FleetOptions, n: usize, per: u64) ->
         ledger,
         held,
     }
+}
+
+/// Waits (at most 30 s, failing as `what`) until `m` owns every queue of `qs`, then until
+/// the fleet settled ([`settle`]); returns the events `rx` received meanwhile.
+pub(crate) async fn alone_with_all(
+    m: &FleetMember,
+    qs: &[String],
+    what: &str,
+    rx: &mut tokio::sync::broadcast::Receiver<FleetEvent<String>>,
+) -> Vec<FleetEvent<String>> {
+    wait_until(Duration::from_secs(30), what, || {
+        m.owned().len() == qs.len()
+    })
+    .await;
+    settle(&[m], qs).await;
+    let mut events = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    events
 }
 
 /// `a` schedules and journals `per` timers in each of `qs` (ids `n * 1000 + i`), due

@@ -61,15 +61,7 @@ async fn the_joining_member_killed_after_its_first_acquisition_loses_nothing() {
     let mut a_events = a.events();
     child.kill9();
     let acquired = child.lines();
-    wait_until(Duration::from_secs(30), "a owns every queue again", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
-    settle(&[&a], &qs).await;
-    let mut events = Vec::new();
-    while let Ok(e) = a_events.try_recv() {
-        events.push(e);
-    }
+    let events = alone_with_all(&a, &qs, "a owns every queue again", &mut a_events).await;
     eprintln!("the child acquired {acquired:?}; then a: {events:?}");
     let mut ledger = Ledger::default();
     let (must, may) = expected(&fates, &initial, &[&a]);
@@ -188,15 +180,7 @@ async fn the_source_killed_in_the_middle_of_its_moves_loses_nothing() {
     let mut events = b.events();
     first_acquisition(&b).await;
     child.kill9();
-    wait_until(Duration::from_secs(30), "b owns every queue", || {
-        b.owned().len() == qs.len()
-    })
-    .await;
-    settle(&[&b], &qs).await;
-    let mut ev = Vec::new();
-    while let Ok(e) = events.try_recv() {
-        ev.push(e);
-    }
+    let ev = alone_with_all(&b, &qs, "b owns every queue", &mut events).await;
     eprintln!("b after its first acquisition: {ev:?}");
     // Every queue changed owner: everything not ended must come out.
     let initial: BTreeMap<String, u64> = BTreeMap::new();
@@ -293,15 +277,7 @@ async fn later_deadlines_in_offers_hold_when_the_joining_member_dies() {
     for d in held {
         let _ = d.due.retry_at(later);
     }
-    wait_until(Duration::from_secs(30), "a owns every queue again", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
-    settle(&[&a], &qs).await;
-    let mut events = Vec::new();
-    while let Ok(e) = a_events.try_recv() {
-        events.push(e);
-    }
+    let events = alone_with_all(&a, &qs, "a owns every queue again", &mut a_events).await;
     let mut ledger = Ledger::default();
     watch(&mut ledger, &[&a], &intended, Duration::from_secs(3)).await;
     eprintln!(
