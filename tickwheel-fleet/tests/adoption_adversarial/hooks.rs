@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::FrozenEntry;
-use tickwheel_fleet::{FleetEvent, RecoveryError};
+use tickwheel_fleet::{FleetEvent, FleetOptions, RecoveryError};
 
 use crate::common::*;
 use crate::support::*;
@@ -25,6 +25,16 @@ struct Faulty {
 }
 
 impl Faulty {
+    /// Joins `name` with a recovery hook that is [`Faulty::call`] on `self`.
+    async fn join(self: &Arc<Self>, opts: &FleetOptions, name: &str) -> FleetMember {
+        let f = Arc::clone(self);
+        join_hooked(opts, name, move |q: String| {
+            let f = Arc::clone(&f);
+            async move { f.call(q).await }
+        })
+        .await
+    }
+
     async fn call(&self, q: String) -> Result<Vec<FrozenEntry<u64, String>>, RecoveryError> {
         let n = {
             let mut c = self.calls.lock().expect("calls");
@@ -79,14 +89,7 @@ async fn failing_hooks_lose_nothing_and_leak_no_half_imported_timer() {
         ..Faulty::default()
     });
     let bad: BTreeSet<String> = faulty.err.union(&faulty.panic).cloned().collect();
-    let hook = {
-        let f = Arc::clone(&faulty);
-        move |q: String| {
-            let f = Arc::clone(&f);
-            async move { f.call(q).await }
-        }
-    };
-    let m = join_hooked(&opts, "s", hook).await;
+    let m = faulty.join(&opts, "s").await;
     let mut rx = m.events();
     let must = s.must();
     let good: BTreeSet<Key> = must
@@ -205,14 +208,7 @@ async fn every_queue_failing_once_is_adopted_again_with_nothing_doubled() {
         open: AtomicBool::new(true),
         ..Faulty::default()
     });
-    let hook = {
-        let f = Arc::clone(&faulty);
-        move |q: String| {
-            let f = Arc::clone(&f);
-            async move { f.call(q).await }
-        }
-    };
-    let m = join_hooked(&opts, "s", hook).await;
+    let m = faulty.join(&opts, "s").await;
     let mut rx = m.events();
     let (must, ledger) = collected(&[&m], &s, Duration::from_secs(90)).await;
     let events = events_of(&mut rx);
@@ -290,17 +286,7 @@ async fn racing_survivors_one_failing_every_first_adoption() {
         open: AtomicBool::new(true),
         ..Faulty::default()
     });
-    let hook = {
-        let f = Arc::clone(&faulty);
-        move |q: String| {
-            let f = Arc::clone(&f);
-            async move { f.call(q).await }
-        }
-    };
-    let (x, y) = tokio::join!(
-        join_hooked(&opts, "x", hook),
-        join_journaling(&opts, "y", true)
-    );
+    let (x, y) = tokio::join!(faulty.join(&opts, "x"), join_journaling(&opts, "y", true));
     let (must, mut ledger) = collected(&[&x, &y], &s, Duration::from_secs(90)).await;
     wait_until(Duration::from_secs(30), "one owner each", || {
         exactly_one(&[&x, &y], &qs)
@@ -397,14 +383,7 @@ async fn four_hanging_hooks_do_not_hold_the_other_queues_unowned() {
         err: ["q0", "q1", "q2", "q3"].map(String::from).into(),
         ..Faulty::default()
     });
-    let hook = {
-        let f = Arc::clone(&faulty);
-        move |q: String| {
-            let f = Arc::clone(&f);
-            async move { f.call(q).await }
-        }
-    };
-    let m = join_hooked(&opts, "s", hook).await;
+    let m = faulty.join(&opts, "s").await;
     let others: BTreeSet<Key> = s
         .must()
         .into_iter()
