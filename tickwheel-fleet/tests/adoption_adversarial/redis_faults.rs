@@ -152,37 +152,9 @@ async fn undecodable(sizes: &[u64], poisoned: &[&str]) {
     )
     .await;
     let tokens: std::collections::BTreeMap<String, u64> = a.owned().into_iter().collect();
-    let p = tickwheel_redis::Protocol::connect(
-        &redis.url(),
-        tickwheel_redis::Member::new_boot("writer"),
-        tickwheel_redis::Options::default(),
-    )
-    .await
-    .expect("connect");
-    let j = tickwheel_redis::journal::Journal::start(
-        p,
-        tickwheel_redis::journal::JournalOptions::default(),
-    )
-    .expect("journal");
-    let far_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_micros() as u64
-        + 3_600_000_000;
-    let poison = vec![0xce, 0x00, 0x0f, 0x42, 0x3f];
-    for &q in poisoned {
-        j.write(
-            q.as_bytes(),
-            tokens[q],
-            vec![tickwheel_redis::journal::Op::Put {
-                id: poison.clone(),
-                deadline_us: far_us,
-                value: vec![0xc1],
-            }],
-        )
-        .await
-        .expect("poison record written under a's token");
-    }
+    let poison = UNDECODABLE_ID.to_vec();
+    let records: Vec<(&str, u64)> = poisoned.iter().map(|&q| (q, tokens[q])).collect();
+    write_undecodable(&redis, &records).await;
     drop(a);
     keys_gone(&opts, &qs).await;
     let m = join_journaling(&opts, "s", true).await;

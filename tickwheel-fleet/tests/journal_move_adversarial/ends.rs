@@ -349,36 +349,7 @@ async fn a_journal_record_that_does_not_decode_leaves_the_queue_owned() {
     };
     let (qs, a) = owning_all(&opts, 4).await;
     let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(2)).await;
-    let p = tickwheel_redis::Protocol::connect(
-        &redis.url(),
-        tickwheel_redis::Member::new_boot("writer"),
-        tickwheel_redis::Options::default(),
-    )
-    .await
-    .expect("connect");
-    let j = tickwheel_redis::journal::Journal::start(
-        p,
-        tickwheel_redis::journal::JournalOptions::default(),
-    )
-    .expect("journal");
-    let far_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_micros() as u64
-        + 3_600_000_000;
-    j.write(
-        b"q0",
-        initial["q0"],
-        vec![tickwheel_redis::journal::Op::Put {
-            // MessagePack u32 999 999.
-            id: vec![0xce, 0x00, 0x0f, 0x42, 0x3f],
-            deadline_us: far_us,
-            // 0xc1: never used in MessagePack.
-            value: vec![0xc1],
-        }],
-    )
-    .await
-    .expect("poison record written under a's token");
+    write_undecodable(&redis, &[("q0", initial["q0"])]).await;
     let mut a_events = a.events();
     let b = join_journaling(&opts, "b", true).await;
     let mut b_events = b.events();
@@ -424,7 +395,7 @@ async fn a_journal_record_that_does_not_decode_leaves_the_queue_owned() {
         missing.len(),
         &missing[..missing.len().min(5)]
     );
-    let poison = vec![0xce, 0x00, 0x0f, 0x42, 0x3f];
+    let poison = UNDECODABLE_ID.to_vec();
     assert!(
         events.iter().any(|(_, e)| matches!(
             e,
