@@ -250,6 +250,21 @@ pub(crate) async fn alone_with_all(
     events
 }
 
+/// The events `a_rx` and then `b_rx` received so far, each beside its member's name.
+pub(crate) fn events_of_both(
+    a_rx: &mut tokio::sync::broadcast::Receiver<FleetEvent<String>>,
+    b_rx: &mut tokio::sync::broadcast::Receiver<FleetEvent<String>>,
+) -> Vec<(&'static str, FleetEvent<String>)> {
+    let mut events = Vec::new();
+    while let Ok(e) = a_rx.try_recv() {
+        events.push(("a", e));
+    }
+    while let Ok(e) = b_rx.try_recv() {
+        events.push(("b", e));
+    }
+    events
+}
+
 /// `a` schedules and journals `per` timers in each of `qs` (ids `n * 1000 + i`), due
 /// `first` from now and 10 ms apart, then orphans and ends them by [`fate`]. The fates and
 /// the deadlines meant.
@@ -354,14 +369,8 @@ pub(crate) async fn watch(
     collect(ledger, members, intended, limit, |_| false).await;
 }
 
-/// The checks every move test ends with: none early, none twice under one token, no ended
-/// timer handed out, every timer in `must` handed out, nothing outside `may`.
-pub(crate) fn check(
-    ledger: &Ledger,
-    fates: &BTreeMap<(String, u64), Fate>,
-    must: &BTreeSet<(String, u64)>,
-    may: &BTreeSet<(String, u64)>,
-) {
+/// None handed out before its deadline, none twice under one token.
+pub(crate) fn check_timely(ledger: &Ledger) {
     assert!(
         ledger.early.is_empty(),
         "{} hand-outs before their deadline, e.g. {:?}",
@@ -370,6 +379,17 @@ pub(crate) fn check(
     );
     let twice = ledger.twice_under_one_token();
     assert!(twice.is_empty(), "twice under one token: {twice:?}");
+}
+
+/// The checks every move test ends with: none early, none twice under one token, no ended
+/// timer handed out, every timer in `must` handed out, nothing outside `may`.
+pub(crate) fn check(
+    ledger: &Ledger,
+    fates: &BTreeMap<(String, u64), Fate>,
+    must: &BTreeSet<(String, u64)>,
+    may: &BTreeSet<(String, u64)>,
+) {
+    check_timely(ledger);
     let got = ledger.ids();
     let ended: Vec<_> = got
         .iter()

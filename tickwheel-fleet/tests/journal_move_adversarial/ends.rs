@@ -375,13 +375,7 @@ async fn a_journal_record_that_does_not_decode_leaves_the_queue_owned() {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let mut events = Vec::new();
-    while let Ok(e) = a_events.try_recv() {
-        events.push(("a", e));
-    }
-    while let Ok(e) = b_events.try_recv() {
-        events.push(("b", e));
-    }
+    let events = events_of_both(&mut a_events, &mut b_events);
     eprintln!(
         "q0 (time, (a's fence, b's fence, owners)): {q0:?}\nevents: {events:?}; {} hand-outs",
         ledger.dispatches.len()

@@ -278,14 +278,7 @@ async fn racing_joins_and_a_leave(put_first: bool) {
         a_tokens
     );
     assert!(!ends.is_empty() && !acked.is_empty());
-    assert!(
-        ledger.early.is_empty(),
-        "{} hand-outs before their deadline, e.g. {:?}",
-        ledger.early.len(),
-        &ledger.early[..ledger.early.len().min(5)]
-    );
-    let twice = ledger.twice_under_one_token();
-    assert!(twice.is_empty(), "twice under one token: {twice:?}");
+    check_timely(&ledger);
     let got = ledger.ids();
     let lost: Vec<_> = acked.difference(&got).collect();
     assert!(

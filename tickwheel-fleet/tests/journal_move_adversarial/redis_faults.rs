@@ -147,13 +147,7 @@ async fn redis_fault_during_a_move(fault: RedisFault) {
     }
     settle(&[&a, &b], &qs).await;
     let (must, may) = expected(&fates, &initial, &[&a, &b]);
-    let mut events = Vec::new();
-    while let Ok(e) = a_events.try_recv() {
-        events.push(("a", e));
-    }
-    while let Ok(e) = b_events.try_recv() {
-        events.push(("b", e));
-    }
+    let events = events_of_both(&mut a_events, &mut b_events);
     eprintln!(
         "{fault:?}: at the fault a owned {:?}, b {:?}; events since b joined: {events:?}; \
          settled: b owns {:?}",
@@ -238,13 +232,7 @@ async fn redis_killed_while_targets_load_long_journals_loses_nothing() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     redis.restart().expect("restart redis");
     settle(&[&a, &b], &qs).await;
-    let mut events = Vec::new();
-    while let Ok(e) = a_events.try_recv() {
-        events.push(("a", e));
-    }
-    while let Ok(e) = b_events.try_recv() {
-        events.push(("b", e));
-    }
+    let events = events_of_both(&mut a_events, &mut b_events);
     eprintln!("events since b joined: {events:?}; b owns {:?}", b.owned());
     let (must, may) = expected(&fates, &initial, &[&a, &b]);
     let mut ledger = Ledger::default();
