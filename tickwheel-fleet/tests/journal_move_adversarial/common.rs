@@ -134,6 +134,19 @@ pub(crate) async fn owning_all(opts: &FleetOptions, n: usize) -> (Vec<String>, F
     (qs, a)
 }
 
+/// `a` schedules timer `id` of queue `q` (value `"<queue>:<id>"`) due at `at`, then journals
+/// it and waits for the put's acknowledgement. Panics if either is refused.
+pub(crate) async fn schedule_and_put(a: &FleetMember, q: &str, id: u64, at: Instant) {
+    let (q, v) = (q.to_owned(), format!("{q}:{id}"));
+    a.scheduler()
+        .schedule(q.clone(), id, at, v.clone())
+        .expect("schedule");
+    a.journal_put(&q, &id, at, &v)
+        .expect("journal_put")
+        .await
+        .expect("put acknowledged");
+}
+
 /// `a` schedules `per` timers in each of `qs` (ids `n * 100 + i`, value `"<queue>:<id>"`, due
 /// at `at(i)`) and journals each, one acknowledged put after the other. The deadlines meant:
 /// `meant` for every id if given, else `at(i)`.
@@ -149,14 +162,7 @@ pub(crate) async fn put_each(
         for i in 0..per {
             let id = n as u64 * 100 + i;
             let at = at(i);
-            let v = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, v.clone())
-                .expect("schedule");
-            a.journal_put(q, &id, at, &v)
-                .expect("journal_put")
-                .await
-                .expect("put acknowledged");
+            schedule_and_put(a, q, id, at).await;
             intended.insert(id, meant.unwrap_or(at));
         }
     }

@@ -33,14 +33,7 @@ async fn later_deadlines(
         for i in 0..10u64 {
             let id = n as u64 * 100 + i;
             let at = if i < 4 { t0 } else { later };
-            let v = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, v.clone())
-                .expect("schedule");
-            a.journal_put(q, &id, at, &v)
-                .expect("journal_put")
-                .await
-                .expect("put acknowledged");
+            schedule_and_put(&a, q, id, at).await;
             intended.insert(id, later);
         }
         for i in [1u64, 2] {
