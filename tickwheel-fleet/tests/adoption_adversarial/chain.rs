@@ -23,11 +23,14 @@ async fn chain_of_deaths(c_with_b: bool, first: Duration, leave: bool) {
     let Some((_etcd, _redis, opts, qs)) = fleet_with(12).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
-    let s = seeded(&a, &qs, &uneven(12, 5_000), first, Duration::from_secs(4)).await;
-    drop(a);
-    keys_gone(&opts, &qs).await;
+    let s = dead_member(
+        &opts,
+        &qs,
+        &uneven(12, 5_000),
+        first,
+        Duration::from_secs(4),
+    )
+    .await;
     let calls = Arc::new(AtomicUsize::new(0));
     let held = Arc::new(AtomicUsize::new(0));
     let open = Arc::new(AtomicBool::new(false));
@@ -101,9 +104,7 @@ async fn chain_of_deaths(c_with_b: bool, first: Duration, leave: bool) {
         None => join_journaling(&opts, "c", true).await,
     };
     ledger
-        .collect(&[&c], &s.intended, Duration::from_secs(60), |l| {
-            must.is_subset(&l.ids())
-        })
+        .collect_all(&[&c], &s.intended, &must, Duration::from_secs(60))
         .await;
     check(&ledger, &must, &may(&s));
     wait_until(Duration::from_secs(30), "c owns every queue", || {
@@ -172,9 +173,7 @@ async fn queues_adopted_back_by_their_former_owner() {
     ledger.drain(&[&a, &b], &s.intended).await;
     drop(b);
     ledger
-        .collect(&[&a], &s.intended, Duration::from_secs(60), |l| {
-            must.is_subset(&l.ids())
-        })
+        .collect_all(&[&a], &s.intended, &must, Duration::from_secs(60))
         .await;
     wait_until(Duration::from_secs(30), "a owns every queue", || {
         exactly_one(&[&a], &qs)

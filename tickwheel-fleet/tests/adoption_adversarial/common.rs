@@ -106,6 +106,23 @@ pub(crate) async fn seeded(
     s
 }
 
+/// A member `a` joins, owns every queue of `qs`, journals [`seeded`] timers (`sizes`, due
+/// from `first` over `spread`) and is dropped; returns once etcd deleted its owner keys.
+pub(crate) async fn dead_member(
+    opts: &FleetOptions,
+    qs: &[String],
+    sizes: &[u64],
+    first: Duration,
+    spread: Duration,
+) -> Seeded {
+    let a = join_journaling(opts, "a", true).await;
+    owns(&a, qs.len()).await;
+    let s = seeded(&a, qs, sizes, first, spread).await;
+    drop(a);
+    keys_gone(opts, qs).await;
+    s
+}
+
 /// Journal sizes of `n` queues: the first `huge`, the others 0 to 4 (uneven, some empty).
 pub(crate) fn uneven(n: usize, huge: u64) -> Vec<u64> {
     (0..n)
@@ -143,6 +160,18 @@ impl Ledger {
             ended: ended.clone(),
             ..Ledger::default()
         }
+    }
+
+    /// [`Ledger::collect`] until every timer of `must` was handed out (or `limit`).
+    pub(crate) async fn collect_all(
+        &mut self,
+        members: &[&FleetMember],
+        intended: &HashMap<Key, Instant>,
+        must: &BTreeSet<Key>,
+        limit: Duration,
+    ) {
+        self.collect(members, intended, limit, |l| must.is_subset(&l.ids()))
+            .await;
     }
 
     /// Pops everything due at `members` now and records it; each member then journals the
@@ -287,6 +316,12 @@ pub(crate) fn exactly_once(ledger: &Ledger) {
     );
 }
 
+/// [`check`] against what `s` must and may hand out, then [`exactly_once`].
+pub(crate) fn check_once(ledger: &Ledger, must: &BTreeSet<Key>, s: &Seeded) {
+    check(ledger, must, &may(s));
+    exactly_once(ledger);
+}
+
 /// Joins `name` with the journal on, a fresh scheduler and `hook` as its recovery.
 pub(crate) async fn join_hooked<F, Fut>(opts: &FleetOptions, name: &str, hook: F) -> FleetMember
 where
@@ -325,6 +360,19 @@ pub(crate) fn events_of(
         out.push(e);
     }
     out
+}
+
+/// A fresh ledger of `s` collected at `members` until every timer `s` must hand out was
+/// handed out (or `limit`); returns those timers ([`Seeded::must`]) and the ledger.
+pub(crate) async fn collected(
+    members: &[&FleetMember],
+    s: &Seeded,
+    limit: Duration,
+) -> (BTreeSet<Key>, Ledger) {
+    let must = s.must();
+    let mut ledger = Ledger::new(&s.ended);
+    ledger.collect_all(members, &s.intended, &must, limit).await;
+    (must, ledger)
 }
 
 /// Waits (at most 20 s) until etcd deleted every owner key of `qs` (the dead member's lease

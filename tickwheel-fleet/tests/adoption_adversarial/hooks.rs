@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::FrozenEntry;
-use tickwheel_fleet::{FleetEvent, RecoveryError};
+use tickwheel_fleet::{FleetEvent, FleetOptions, RecoveryError};
 
 use crate::common::*;
 use crate::support::*;
@@ -25,6 +25,16 @@ struct Faulty {
 }
 
 impl Faulty {
+    /// Joins `name` with a recovery hook that is [`Faulty::call`] on `self`.
+    async fn join(self: &Arc<Self>, opts: &FleetOptions, name: &str) -> FleetMember {
+        let f = Arc::clone(self);
+        join_hooked(opts, name, move |q: String| {
+            let f = Arc::clone(&f);
+            async move { f.call(q).await }
+        })
+        .await
+    }
+
     async fn call(&self, q: String) -> Result<Vec<FrozenEntry<u64, String>>, RecoveryError> {
         let n = {
             let mut c = self.calls.lock().expect("calls");
@@ -65,32 +75,21 @@ async fn failing_hooks_lose_nothing_and_leak_no_half_imported_timer() {
     let Some((_etcd, _redis, opts, qs)) = fleet_with(12).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
-    let s = seeded(
-        &a,
+    let s = dead_member(
+        &opts,
         &qs,
         &uneven(12, 20_000),
         Duration::from_secs(2),
         Duration::from_secs(3),
     )
     .await;
-    drop(a);
-    keys_gone(&opts, &qs).await;
     let faulty = Arc::new(Faulty {
         err: ["q0", "q5"].map(String::from).into(),
         panic: ["q9"].map(String::from).into(),
         ..Faulty::default()
     });
     let bad: BTreeSet<String> = faulty.err.union(&faulty.panic).cloned().collect();
-    let hook = {
-        let f = Arc::clone(&faulty);
-        move |q: String| {
-            let f = Arc::clone(&f);
-            async move { f.call(q).await }
-        }
-    };
-    let m = join_hooked(&opts, "s", hook).await;
+    let m = faulty.join(&opts, "s").await;
     let mut rx = m.events();
     let must = s.must();
     let good: BTreeSet<Key> = must
@@ -147,12 +146,9 @@ async fn failing_hooks_lose_nothing_and_leak_no_half_imported_timer() {
     );
     faulty.open.store(true, Ordering::SeqCst);
     ledger
-        .collect(&[&m], &s.intended, Duration::from_secs(60), |l| {
-            must.is_subset(&l.ids())
-        })
+        .collect_all(&[&m], &s.intended, &must, Duration::from_secs(60))
         .await;
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     for q in &bad {
         assert!(
             faulty.calls(q) >= 2,
@@ -193,18 +189,14 @@ async fn every_queue_failing_once_is_adopted_again_with_nothing_doubled() {
     let Some((_etcd, _redis, opts, qs)) = fleet_with(40).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
-    let s = seeded(
-        &a,
+    let s = dead_member(
+        &opts,
         &qs,
         &uneven(40, 5_000),
         Duration::ZERO,
         Duration::from_millis(1),
     )
     .await;
-    drop(a);
-    keys_gone(&opts, &qs).await;
     let (even, odd): (Vec<_>, Vec<_>) = qs
         .iter()
         .cloned()
@@ -216,25 +208,11 @@ async fn every_queue_failing_once_is_adopted_again_with_nothing_doubled() {
         open: AtomicBool::new(true),
         ..Faulty::default()
     });
-    let hook = {
-        let f = Arc::clone(&faulty);
-        move |q: String| {
-            let f = Arc::clone(&f);
-            async move { f.call(q).await }
-        }
-    };
-    let m = join_hooked(&opts, "s", hook).await;
+    let m = faulty.join(&opts, "s").await;
     let mut rx = m.events();
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&[&m], &s.intended, Duration::from_secs(90), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
+    let (must, ledger) = collected(&[&m], &s, Duration::from_secs(90)).await;
     let events = events_of(&mut rx);
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     for q in &qs {
         assert!(
             faulty.calls(q) >= 2,
@@ -256,11 +234,14 @@ async fn a_hook_panicking_before_its_future_exists_loses_nothing() {
     let Some((_etcd, _redis, opts, qs)) = fleet_with(8).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
-    let s = seeded(&a, &qs, &[20; 8], Duration::ZERO, Duration::from_millis(1)).await;
-    drop(a);
-    keys_gone(&opts, &qs).await;
+    let s = dead_member(
+        &opts,
+        &qs,
+        &[20; 8],
+        Duration::ZERO,
+        Duration::from_millis(1),
+    )
+    .await;
     let calls = Arc::new(AtomicUsize::new(0));
     let hook = {
         let calls = Arc::clone(&calls);
@@ -272,20 +253,13 @@ async fn a_hook_panicking_before_its_future_exists_loses_nothing() {
         }
     };
     let m = join_hooked(&opts, "s", hook).await;
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&[&m], &s.intended, Duration::from_secs(30), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
+    let (must, ledger) = collected(&[&m], &s, Duration::from_secs(30)).await;
     eprintln!(
         "q3's hook called {} times; s owns {:?}",
         calls.load(Ordering::SeqCst),
         m.owned()
     );
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     assert!(exactly_one(&[&m], &qs), "owned: {:?}", m.owned());
 }
 
@@ -299,41 +273,21 @@ async fn racing_survivors_one_failing_every_first_adoption() {
     let Some((_etcd, _redis, opts, qs)) = fleet_with(24).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
-    let s = seeded(
-        &a,
+    let s = dead_member(
+        &opts,
         &qs,
         &uneven(24, 5_000),
         Duration::ZERO,
         Duration::from_secs(2),
     )
     .await;
-    drop(a);
-    keys_gone(&opts, &qs).await;
     let faulty = Arc::new(Faulty {
         err: qs.iter().cloned().collect(),
         open: AtomicBool::new(true),
         ..Faulty::default()
     });
-    let hook = {
-        let f = Arc::clone(&faulty);
-        move |q: String| {
-            let f = Arc::clone(&f);
-            async move { f.call(q).await }
-        }
-    };
-    let (x, y) = tokio::join!(
-        join_hooked(&opts, "x", hook),
-        join_journaling(&opts, "y", true)
-    );
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&[&x, &y], &s.intended, Duration::from_secs(90), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
+    let (x, y) = tokio::join!(faulty.join(&opts, "x"), join_journaling(&opts, "y", true));
+    let (must, mut ledger) = collected(&[&x, &y], &s, Duration::from_secs(90)).await;
     wait_until(Duration::from_secs(30), "one owner each", || {
         exactly_one(&[&x, &y], &qs)
     })
@@ -353,18 +307,14 @@ async fn a_stale_store_returned_by_the_hook_does_not_fire_journaled_timers_early
     let Some((_etcd, _redis, opts, qs)) = fleet_with(6).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
-    let mut s = seeded(
-        &a,
+    let mut s = dead_member(
+        &opts,
         &qs,
         &[40; 6],
         Duration::from_secs(3),
         Duration::from_secs(2),
     )
     .await;
-    drop(a);
-    keys_gone(&opts, &qs).await;
     let store: Arc<BTreeMap<String, Vec<FrozenEntry<u64, String>>>> = Arc::new(
         qs.iter()
             .enumerate()
@@ -406,15 +356,8 @@ async fn a_stale_store_returned_by_the_hook_does_not_fire_journaled_timers_early
     };
     let m = join_hooked(&opts, "s", hook).await;
     let mut rx = m.events();
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&[&m], &s.intended, Duration::from_secs(30), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    let (must, ledger) = collected(&[&m], &s, Duration::from_secs(30)).await;
+    check_once(&ledger, &must, &s);
     adopted_once_each(&events_of(&mut rx), &qs, &s);
 }
 
@@ -428,23 +371,19 @@ async fn four_hanging_hooks_do_not_hold_the_other_queues_unowned() {
     let Some((_etcd, _redis, opts, qs)) = fleet_with(12).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
-    let s = seeded(&a, &qs, &[5; 12], Duration::ZERO, Duration::from_millis(1)).await;
-    drop(a);
-    keys_gone(&opts, &qs).await;
+    let s = dead_member(
+        &opts,
+        &qs,
+        &[5; 12],
+        Duration::ZERO,
+        Duration::from_millis(1),
+    )
+    .await;
     let faulty = Arc::new(Faulty {
         err: ["q0", "q1", "q2", "q3"].map(String::from).into(),
         ..Faulty::default()
     });
-    let hook = {
-        let f = Arc::clone(&faulty);
-        move |q: String| {
-            let f = Arc::clone(&f);
-            async move { f.call(q).await }
-        }
-    };
-    let m = join_hooked(&opts, "s", hook).await;
+    let m = faulty.join(&opts, "s").await;
     let others: BTreeSet<Key> = s
         .must()
         .into_iter()
@@ -469,9 +408,7 @@ async fn four_hanging_hooks_do_not_hold_the_other_queues_unowned() {
     );
     let must = s.must();
     ledger
-        .collect(&[&m], &s.intended, Duration::from_secs(30), |l| {
-            must.is_subset(&l.ids())
-        })
+        .collect_all(&[&m], &s.intended, &must, Duration::from_secs(30))
         .await;
     check(&ledger, &must, &may(&s));
 }

@@ -94,16 +94,9 @@ async fn forty_uneven_queues_of_a_killed_member_adopted_once_each() {
     };
     let m = join_journaling(&opts, "s", true).await;
     let mut rx = m.events();
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&[&m], &s.intended, Duration::from_secs(90), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
+    let (must, ledger) = collected(&[&m], &s, Duration::from_secs(90)).await;
     let events = events_of(&mut rx);
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     tokens_larger(&ledger, &dead);
     assert!(exactly_one(&[&m], &qs), "owned: {:?}", m.owned());
     adopted_once_each(&events, &qs, &s);
@@ -182,18 +175,14 @@ async fn a_killed_adopter_leaves_its_adoptions_to_the_next() {
     let Some((etcd, redis, opts, qs)) = parent_fleet_with(ADOPTER, 12).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
-    let s = seeded(
-        &a,
+    let s = dead_member(
+        &opts,
         &qs,
         &uneven(12, 40_000),
         Duration::from_secs(1),
         Duration::from_secs(4),
     )
     .await;
-    drop(a);
-    keys_gone(&opts, &qs).await;
     let test = ("killed::adopter_child", ADOPTER);
     let mut child = child_member_ready(
         test,
@@ -212,15 +201,8 @@ async fn a_killed_adopter_leaves_its_adoptions_to_the_next() {
     }
     eprintln!("the adopter died having acquired {acquired:?}");
     let c = join_journaling(&opts, "c", true).await;
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&[&c], &s.intended, Duration::from_secs(90), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    let (must, ledger) = collected(&[&c], &s, Duration::from_secs(90)).await;
+    check_once(&ledger, &must, &s);
     tokens_larger(&ledger, &acquired);
     wait_until(Duration::from_secs(30), "c owns every queue", || {
         exactly_one(&[&c], &qs)

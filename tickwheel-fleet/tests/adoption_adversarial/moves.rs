@@ -19,29 +19,19 @@ async fn a_join_while_a_survivor_adopts_forty_queues() {
     let Some((_etcd, _redis, opts, qs)) = fleet_with(40).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
-    let s = seeded(
-        &a,
+    let s = dead_member(
+        &opts,
         &qs,
         &uneven(40, 20_000),
         Duration::from_secs(1),
         Duration::from_secs(4),
     )
     .await;
-    drop(a);
-    keys_gone(&opts, &qs).await;
     let m = join_journaling(&opts, "s", true).await;
     first_acquisition(&m).await;
     let at_join = m.owned().len();
     let t = join_journaling(&opts, "t", true).await;
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&[&m, &t], &s.intended, Duration::from_secs(90), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
+    let (must, mut ledger) = collected(&[&m, &t], &s, Duration::from_secs(90)).await;
     wait_until(Duration::from_secs(30), "one owner each", || {
         exactly_one(&[&m, &t], &qs)
     })
@@ -66,18 +56,14 @@ async fn the_survivors_lease_lapsing_during_a_huge_load_loses_nothing() {
     let Some((etcd, _redis, opts, qs)) = fleet_with(8).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
-    let s = seeded(
-        &a,
+    let s = dead_member(
+        &opts,
         &qs,
         &uneven(8, 40_000),
         Duration::from_secs(1),
         Duration::from_secs(4),
     )
     .await;
-    drop(a);
-    keys_gone(&opts, &qs).await;
     let m = join_journaling(&opts, "s", true).await;
     let mut rx = m.events();
     let until = Instant::now() + Duration::from_secs(30);
@@ -96,13 +82,7 @@ async fn the_survivors_lease_lapsing_during_a_huge_load_loses_nothing() {
     send_signal(pid, "STOP").expect("SIGSTOP");
     tokio::time::sleep(Duration::from_millis(3_500)).await;
     send_signal(pid, "CONT").expect("SIGCONT");
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&[&m], &s.intended, Duration::from_secs(90), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
+    let (must, ledger) = collected(&[&m], &s, Duration::from_secs(90)).await;
     let events: Vec<_> = events_of(&mut rx)
         .into_iter()
         .filter(|e| !matches!(e, tickwheel_fleet::FleetEvent::Acquired { .. }))

@@ -60,15 +60,8 @@ async fn tiny_pages_later_deadlines_and_undone_ends_are_loaded_exactly() {
     };
     let m = join_with(&opts, "s", paged, nothing).await;
     let mut rx = m.events();
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&[&m], &s.intended, Duration::from_secs(60), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
+    let (must, ledger) = collected(&[&m], &s, Duration::from_secs(60)).await;
     let events = events_of(&mut rx);
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     adopted_once_each(&events, &qs, &s);
 }

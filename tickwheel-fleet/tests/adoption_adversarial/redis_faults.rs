@@ -27,18 +27,14 @@ async fn redis_fault_during_the_load(fault: Fault, racer: bool) {
     let Some((_etcd, mut redis, opts, qs)) = fleet_with(8).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
-    let s = seeded(
-        &a,
+    let s = dead_member(
+        &opts,
         &qs,
         &uneven(8, 40_000),
         Duration::from_secs(1),
         Duration::from_secs(4),
     )
     .await;
-    drop(a);
-    keys_gone(&opts, &qs).await;
     let (m, r) = if racer {
         let (m, r) = tokio::join!(
             join_journaling(&opts, "s", true),
@@ -82,13 +78,7 @@ async fn redis_fault_during_the_load(fault: Fault, racer: bool) {
             None => "already adopted (the fault missed the load)".into(),
         }
     );
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&members, &s.intended, Duration::from_secs(90), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
+    let (must, mut ledger) = collected(&members, &s, Duration::from_secs(90)).await;
     wait_until(Duration::from_secs(30), "one owner each", || {
         exactly_one(&members, &qs)
     })
@@ -162,51 +152,16 @@ async fn undecodable(sizes: &[u64], poisoned: &[&str]) {
     )
     .await;
     let tokens: std::collections::BTreeMap<String, u64> = a.owned().into_iter().collect();
-    let p = tickwheel_redis::Protocol::connect(
-        &redis.url(),
-        tickwheel_redis::Member::new_boot("writer"),
-        tickwheel_redis::Options::default(),
-    )
-    .await
-    .expect("connect");
-    let j = tickwheel_redis::journal::Journal::start(
-        p,
-        tickwheel_redis::journal::JournalOptions::default(),
-    )
-    .expect("journal");
-    let far_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_micros() as u64
-        + 3_600_000_000;
-    let poison = vec![0xce, 0x00, 0x0f, 0x42, 0x3f];
-    for &q in poisoned {
-        j.write(
-            q.as_bytes(),
-            tokens[q],
-            vec![tickwheel_redis::journal::Op::Put {
-                id: poison.clone(),
-                deadline_us: far_us,
-                value: vec![0xc1],
-            }],
-        )
-        .await
-        .expect("poison record written under a's token");
-    }
+    let poison = UNDECODABLE_ID.to_vec();
+    let records: Vec<(&str, u64)> = poisoned.iter().map(|&q| (q, tokens[q])).collect();
+    write_undecodable(&redis, &records).await;
     drop(a);
     keys_gone(&opts, &qs).await;
     let m = join_journaling(&opts, "s", true).await;
     let mut rx = m.events();
-    let must = s.must();
-    let mut ledger = Ledger::new(&s.ended);
-    ledger
-        .collect(&[&m], &s.intended, Duration::from_secs(30), |l| {
-            must.is_subset(&l.ids())
-        })
-        .await;
+    let (must, ledger) = collected(&[&m], &s, Duration::from_secs(30)).await;
     let events = events_of(&mut rx);
-    check(&ledger, &must, &may(&s));
-    exactly_once(&ledger);
+    check_once(&ledger, &must, &s);
     adopted_once_each(&events, &qs, &s);
     assert!(exactly_one(&[&m], &qs), "owned: {:?}", m.owned());
     for &q in poisoned {

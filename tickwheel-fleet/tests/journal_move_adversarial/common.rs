@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 use tickwheel::sync::Cancel;
+use tickwheel_fleet::{FleetEvent, FleetOptions};
 
 /// How far before its deadline a hand-out still counts as on time: the journal keeps
 /// deadlines in microseconds of Redis `TIME`.
@@ -120,6 +121,156 @@ pub(crate) fn fate(i: u64) -> Fate {
     }
 }
 
+/// Registers `n` queues (`queues(n)`) and joins `a` with the journal on; returns once `a`
+/// owns every one of them (at most 30 s).
+pub(crate) async fn owning_all(opts: &FleetOptions, n: usize) -> (Vec<String>, FleetMember) {
+    let qs = queues(n);
+    register(opts, &qs).await;
+    let a = join_journaling(opts, "a", true).await;
+    wait_until(Duration::from_secs(30), "a owns every queue", || {
+        a.owned().len() == qs.len()
+    })
+    .await;
+    (qs, a)
+}
+
+/// `a` schedules timer `id` of queue `q` (value `"<queue>:<id>"`) due at `at`, then journals
+/// it and waits for the put's acknowledgement. Panics if either is refused.
+pub(crate) async fn schedule_and_put(a: &FleetMember, q: &str, id: u64, at: Instant) {
+    let (q, v) = (q.to_owned(), format!("{q}:{id}"));
+    a.scheduler()
+        .schedule(q.clone(), id, at, v.clone())
+        .expect("schedule");
+    a.journal_put(&q, &id, at, &v)
+        .expect("journal_put")
+        .await
+        .expect("put acknowledged");
+}
+
+/// `a` schedules `per` timers in each of `qs` (ids `n * 100 + i`, value `"<queue>:<id>"`, due
+/// at `at(i)`) and journals each, one acknowledged put after the other. The deadlines meant:
+/// `meant` for every id if given, else `at(i)`.
+pub(crate) async fn put_each(
+    a: &FleetMember,
+    qs: &[String],
+    per: u64,
+    at: impl Fn(u64) -> Instant,
+    meant: Option<Instant>,
+) -> HashMap<u64, Instant> {
+    let mut intended = HashMap::new();
+    for (n, q) in qs.iter().enumerate() {
+        for i in 0..per {
+            let id = n as u64 * 100 + i;
+            let at = at(i);
+            schedule_and_put(a, q, id, at).await;
+            intended.insert(id, meant.unwrap_or(at));
+        }
+    }
+    intended
+}
+
+/// Pops `a` every 5 ms (at most 10 s) until it handed out `n` timers, and keeps them
+/// (undelivered); each recorded in `ledger` if given. Panics unless exactly `n` came out.
+pub(crate) async fn hold(
+    a: &FleetMember,
+    n: usize,
+    mut ledger: Option<(&mut Ledger, &HashMap<u64, Instant>)>,
+) -> Vec<tickwheel_fleet::FencedDue<String, u64, String>> {
+    let mut held = Vec::new();
+    let until = Instant::now() + Duration::from_secs(10);
+    while held.len() < n && Instant::now() < until {
+        let now = Instant::now();
+        for d in a.pop_due(now, 100) {
+            if let Some((ledger, intended)) = ledger.as_mut() {
+                ledger.record("a", now, &d, intended);
+            }
+            held.push(d);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(held.len(), n);
+    held
+}
+
+/// What [`holding_one_each`] leaves.
+pub(crate) struct OneHeld {
+    pub(crate) qs: Vec<String>,
+    pub(crate) a: FleetMember,
+    pub(crate) intended: HashMap<u64, Instant>,
+    /// The tokens `a` held its queues under (queue → token) once the timers were put.
+    pub(crate) initial: BTreeMap<String, u64>,
+    /// The hand-outs of the held timers, by `a`.
+    pub(crate) ledger: Ledger,
+    pub(crate) held: Vec<tickwheel_fleet::FencedDue<String, u64, String>>,
+}
+
+/// `a` owns `n` queues ([`owning_all`]) with `per` journaled timers each ([`put_each`]): the
+/// first due now, the others in an hour; `a` hands out the first of each and holds it.
+pub(crate) async fn holding_one_each(opts: &FleetOptions, n: usize, per: u64) -> OneHeld {
+    let (qs, a) = owning_all(opts, n).await;
+    let t0 = Instant::now();
+    let intended = put_each(
+        &a,
+        &qs,
+        per,
+        |i| {
+            if i == 0 {
+                t0
+            } else {
+                t0 + Duration::from_secs(3600)
+            }
+        },
+        None,
+    )
+    .await;
+    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
+    let mut ledger = Ledger::default();
+    let held = hold(&a, qs.len(), Some((&mut ledger, &intended))).await;
+    OneHeld {
+        qs,
+        a,
+        intended,
+        initial,
+        ledger,
+        held,
+    }
+}
+
+/// Waits (at most 30 s, failing as `what`) until `m` owns every queue of `qs`, then until
+/// the fleet settled ([`settle`]); returns the events `rx` received meanwhile.
+pub(crate) async fn alone_with_all(
+    m: &FleetMember,
+    qs: &[String],
+    what: &str,
+    rx: &mut tokio::sync::broadcast::Receiver<FleetEvent<String>>,
+) -> Vec<FleetEvent<String>> {
+    wait_until(Duration::from_secs(30), what, || {
+        m.owned().len() == qs.len()
+    })
+    .await;
+    settle(&[m], qs).await;
+    let mut events = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        events.push(e);
+    }
+    events
+}
+
+/// The events `a_rx` and then `b_rx` received so far, each beside its member's name.
+pub(crate) fn events_of_both(
+    a_rx: &mut tokio::sync::broadcast::Receiver<FleetEvent<String>>,
+    b_rx: &mut tokio::sync::broadcast::Receiver<FleetEvent<String>>,
+) -> Vec<(&'static str, FleetEvent<String>)> {
+    let mut events = Vec::new();
+    while let Ok(e) = a_rx.try_recv() {
+        events.push(("a", e));
+    }
+    while let Ok(e) = b_rx.try_recv() {
+        events.push(("b", e));
+    }
+    events
+}
+
 /// `a` schedules and journals `per` timers in each of `qs` (ids `n * 1000 + i`), due
 /// `first` from now and 10 ms apart, then orphans and ends them by [`fate`]. The fates and
 /// the deadlines meant.
@@ -167,6 +318,22 @@ pub(crate) async fn seed(
     (fates, intended)
 }
 
+/// [`seed`], then the tokens `a` holds its queues under (queue → token) before any move.
+pub(crate) async fn seed_owned(
+    a: &FleetMember,
+    qs: &[String],
+    per: u64,
+    first: Duration,
+) -> (
+    BTreeMap<(String, u64), Fate>,
+    HashMap<u64, Instant>,
+    BTreeMap<String, u64>,
+) {
+    let (fates, intended) = seed(a, qs, per, first).await;
+    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
+    (fates, intended, initial)
+}
+
 /// Polls `members` every 2 ms until `done(ledger)` or `limit`, then once more after 200 ms.
 pub(crate) async fn collect(
     ledger: &mut Ledger,
@@ -184,14 +351,32 @@ pub(crate) async fn collect(
     ledger.drain(members, intended);
 }
 
-/// The checks every move test ends with: none early, none twice under one token, no ended
-/// timer handed out, every timer in `must` handed out, nothing outside `may`.
-pub(crate) fn check(
-    ledger: &Ledger,
-    fates: &BTreeMap<(String, u64), Fate>,
-    must: &BTreeSet<(String, u64)>,
-    may: &BTreeSet<(String, u64)>,
+/// [`collect`] until every timer of `must` was handed out (or `limit`).
+pub(crate) async fn collect_all(
+    ledger: &mut Ledger,
+    members: &[&FleetMember],
+    intended: &HashMap<u64, Instant>,
+    must: &Keys,
+    limit: Duration,
 ) {
+    collect(ledger, members, intended, limit, |l| {
+        must.is_subset(&l.ids())
+    })
+    .await;
+}
+
+/// [`collect`] for all of `limit`: what comes out in that time.
+pub(crate) async fn watch(
+    ledger: &mut Ledger,
+    members: &[&FleetMember],
+    intended: &HashMap<u64, Instant>,
+    limit: Duration,
+) {
+    collect(ledger, members, intended, limit, |_| false).await;
+}
+
+/// None handed out before its deadline, none twice under one token.
+pub(crate) fn check_timely(ledger: &Ledger) {
     assert!(
         ledger.early.is_empty(),
         "{} hand-outs before their deadline, e.g. {:?}",
@@ -200,6 +385,17 @@ pub(crate) fn check(
     );
     let twice = ledger.twice_under_one_token();
     assert!(twice.is_empty(), "twice under one token: {twice:?}");
+}
+
+/// The checks every move test ends with: none early, none twice under one token, no ended
+/// timer handed out, every timer in `must` handed out, nothing outside `may`.
+pub(crate) fn check(
+    ledger: &Ledger,
+    fates: &BTreeMap<(String, u64), Fate>,
+    must: &BTreeSet<(String, u64)>,
+    may: &BTreeSet<(String, u64)>,
+) {
+    check_timely(ledger);
     let got = ledger.ids();
     let ended: Vec<_> = got
         .iter()

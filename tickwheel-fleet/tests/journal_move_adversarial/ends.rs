@@ -24,47 +24,14 @@ async fn ends_sent_as_the_queue_freezes_either_land_or_fire_again_at_the_target(
     let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(12);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
-    let t0 = Instant::now();
-    let mut intended = HashMap::new();
-    for (n, q) in qs.iter().enumerate() {
-        for i in 0..5u64 {
-            let id = n as u64 * 100 + i;
-            let at = if i == 0 {
-                t0
-            } else {
-                t0 + Duration::from_secs(3600)
-            };
-            let v = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, v.clone())
-                .expect("schedule");
-            a.journal_put(q, &id, at, &v)
-                .expect("journal_put")
-                .await
-                .expect("put acknowledged");
-            intended.insert(id, at);
-        }
-    }
-    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
-    let mut ledger = Ledger::default();
-    let mut held = Vec::new();
-    let until = Instant::now() + Duration::from_secs(10);
-    while held.len() < qs.len() && Instant::now() < until {
-        let now = Instant::now();
-        for d in a.pop_due(now, 100) {
-            ledger.record("a", now, &d, &intended);
-            held.push(d);
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(held.len(), qs.len());
+    let OneHeld {
+        qs,
+        a,
+        intended,
+        initial,
+        mut ledger,
+        mut held,
+    } = holding_one_each(&opts, 12, 5).await;
     let b = join_journaling(&opts, "b", true).await;
     // (queue, id, token at a, end then drop, the end's outcome)
     let mut outcomes: Vec<(String, u64, u64, bool, bool)> = Vec::new();
@@ -167,47 +134,14 @@ async fn a_hand_out_kept_across_a_move_and_retried_at_the_source_ends_once() {
     let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(6);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
-    let t0 = Instant::now();
-    let mut intended = HashMap::new();
-    for (n, q) in qs.iter().enumerate() {
-        for i in 0..4u64 {
-            let id = n as u64 * 100 + i;
-            let at = if i == 0 {
-                t0
-            } else {
-                t0 + Duration::from_secs(3600)
-            };
-            let v = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, v.clone())
-                .expect("schedule");
-            a.journal_put(q, &id, at, &v)
-                .expect("journal_put")
-                .await
-                .expect("put acknowledged");
-            intended.insert(id, at);
-        }
-    }
-    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
-    let mut ledger = Ledger::default();
-    let mut held = Vec::new();
-    let until = Instant::now() + Duration::from_secs(10);
-    while held.len() < qs.len() && Instant::now() < until {
-        let now = Instant::now();
-        for d in a.pop_due(now, 100) {
-            ledger.record("a", now, &d, &intended);
-            held.push(d);
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(held.len(), qs.len());
+    let OneHeld {
+        qs,
+        a,
+        intended,
+        initial,
+        mut ledger,
+        held,
+    } = holding_one_each(&opts, 6, 4).await;
     let b = join_journaling(&opts, "b", true).await;
     // Keep the hand-outs past the handoff timeout (5 s here), then fail them all: each
     // retried at once, at the source.
@@ -305,14 +239,7 @@ async fn a_hand_out_kept_across_a_move_and_retried_at_the_source_ends_once() {
         a.owned().len() == qs.len()
     })
     .await;
-    collect(
-        &mut ledger,
-        &[&a],
-        &intended,
-        Duration::from_secs(3),
-        |_| false,
-    )
-    .await;
+    watch(&mut ledger, &[&a], &intended, Duration::from_secs(3)).await;
     let again: Vec<_> = ledger.dispatches[seen..]
         .iter()
         .filter(|(_, q, id, _)| ended.contains(&(q.clone(), *id)))
@@ -344,13 +271,7 @@ async fn a_late_schedule_at_the_old_owner_does_not_bring_back_an_ended_timer() {
     let Some((_etcd, _redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(6);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 6).await;
     let at = Instant::now();
     let mut intended = HashMap::new();
     for (n, q) in qs.iter().enumerate() {
@@ -397,14 +318,7 @@ async fn a_late_schedule_at_the_old_owner_does_not_bring_back_an_ended_timer() {
     let seen = ledger.dispatches.len();
     b.leave().await.expect("leave");
     settle(&[&a], &qs).await;
-    collect(
-        &mut ledger,
-        &[&a],
-        &intended,
-        Duration::from_secs(3),
-        |_| false,
-    )
-    .await;
+    watch(&mut ledger, &[&a], &intended, Duration::from_secs(3)).await;
     let again: Vec<_> = ledger.dispatches[seen..]
         .iter()
         .filter(|(_, q, id, _)| ended.contains(&(q.clone(), *id)))
@@ -433,45 +347,9 @@ async fn a_journal_record_that_does_not_decode_leaves_the_queue_owned() {
     let Some((_etcd, redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(4);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
-    let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(2)).await;
-    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
-    let p = tickwheel_redis::Protocol::connect(
-        &redis.url(),
-        tickwheel_redis::Member::new_boot("writer"),
-        tickwheel_redis::Options::default(),
-    )
-    .await
-    .expect("connect");
-    let j = tickwheel_redis::journal::Journal::start(
-        p,
-        tickwheel_redis::journal::JournalOptions::default(),
-    )
-    .expect("journal");
-    let far_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_micros() as u64
-        + 3_600_000_000;
-    j.write(
-        b"q0",
-        initial["q0"],
-        vec![tickwheel_redis::journal::Op::Put {
-            // MessagePack u32 999 999.
-            id: vec![0xce, 0x00, 0x0f, 0x42, 0x3f],
-            deadline_us: far_us,
-            // 0xc1: never used in MessagePack.
-            value: vec![0xc1],
-        }],
-    )
-    .await
-    .expect("poison record written under a's token");
+    let (qs, a) = owning_all(&opts, 4).await;
+    let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(2)).await;
+    write_undecodable(&redis, &[("q0", initial["q0"])]).await;
     let mut a_events = a.events();
     let b = join_journaling(&opts, "b", true).await;
     let mut b_events = b.events();
@@ -497,13 +375,7 @@ async fn a_journal_record_that_does_not_decode_leaves_the_queue_owned() {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let mut events = Vec::new();
-    while let Ok(e) = a_events.try_recv() {
-        events.push(("a", e));
-    }
-    while let Ok(e) = b_events.try_recv() {
-        events.push(("b", e));
-    }
+    let events = events_of_both(&mut a_events, &mut b_events);
     eprintln!(
         "q0 (time, (a's fence, b's fence, owners)): {q0:?}\nevents: {events:?}; {} hand-outs",
         ledger.dispatches.len()
@@ -517,7 +389,7 @@ async fn a_journal_record_that_does_not_decode_leaves_the_queue_owned() {
         missing.len(),
         &missing[..missing.len().min(5)]
     );
-    let poison = vec![0xce, 0x00, 0x0f, 0x42, 0x3f];
+    let poison = UNDECODABLE_ID.to_vec();
     assert!(
         events.iter().any(|(_, e)| matches!(
             e,

@@ -46,15 +46,8 @@ async fn the_joining_member_killed_after_its_first_acquisition_loses_nothing() {
     let Some((etcd, redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(8);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
-    let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(3)).await;
-    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
+    let (qs, a) = owning_all(&opts, 8).await;
+    let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(3)).await;
     let mut child = TestChild::spawn(
         "killed_children::joiner_child",
         JOINER,
@@ -68,24 +61,16 @@ async fn the_joining_member_killed_after_its_first_acquisition_loses_nothing() {
     let mut a_events = a.events();
     child.kill9();
     let acquired = child.lines();
-    wait_until(Duration::from_secs(30), "a owns every queue again", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
-    settle(&[&a], &qs).await;
-    let mut events = Vec::new();
-    while let Ok(e) = a_events.try_recv() {
-        events.push(e);
-    }
+    let events = alone_with_all(&a, &qs, "a owns every queue again", &mut a_events).await;
     eprintln!("the child acquired {acquired:?}; then a: {events:?}");
     let mut ledger = Ledger::default();
     let (must, may) = expected(&fates, &initial, &[&a]);
-    collect(
+    collect_all(
         &mut ledger,
         &[&a],
         &intended,
+        &must,
         Duration::from_secs(20),
-        |l| must.is_subset(&l.ids()),
     )
     .await;
     let changed: Vec<_> = qs
@@ -195,15 +180,7 @@ async fn the_source_killed_in_the_middle_of_its_moves_loses_nothing() {
     let mut events = b.events();
     first_acquisition(&b).await;
     child.kill9();
-    wait_until(Duration::from_secs(30), "b owns every queue", || {
-        b.owned().len() == qs.len()
-    })
-    .await;
-    settle(&[&b], &qs).await;
-    let mut ev = Vec::new();
-    while let Ok(e) = events.try_recv() {
-        ev.push(e);
-    }
+    let ev = alone_with_all(&b, &qs, "b owns every queue", &mut events).await;
     eprintln!("b after its first acquisition: {ev:?}");
     // Every queue changed owner: everything not ended must come out.
     let initial: BTreeMap<String, u64> = BTreeMap::new();
@@ -255,38 +232,11 @@ async fn later_deadlines_in_offers_hold_when_the_joining_member_dies() {
     let Some((etcd, redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(8);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 8).await;
     let t0 = Instant::now();
     let later = t0 + Duration::from_secs(3600);
-    let mut intended = HashMap::new();
-    for (n, q) in qs.iter().enumerate() {
-        for i in 0..6u64 {
-            let id = n as u64 * 100 + i;
-            let at = if i == 0 { t0 } else { later };
-            let v = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, v.clone())
-                .expect("schedule");
-            a.journal_put(q, &id, at, &v)
-                .expect("journal_put")
-                .await
-                .expect("put acknowledged");
-            intended.insert(id, later);
-        }
-    }
-    let mut held = Vec::new();
-    let until = Instant::now() + Duration::from_secs(10);
-    while held.len() < qs.len() && Instant::now() < until {
-        held.extend(a.pop_due(Instant::now(), 100));
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!(held.len(), qs.len());
+    let intended = put_each(&a, &qs, 6, |i| if i == 0 { t0 } else { later }, Some(later)).await;
+    let mut held = hold(&a, qs.len(), None).await;
     let mut a_events = a.events();
     let mut child = TestChild::spawn(
         "killed_children::joiner_child",
@@ -327,24 +277,9 @@ async fn later_deadlines_in_offers_hold_when_the_joining_member_dies() {
     for d in held {
         let _ = d.due.retry_at(later);
     }
-    wait_until(Duration::from_secs(30), "a owns every queue again", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
-    settle(&[&a], &qs).await;
-    let mut events = Vec::new();
-    while let Ok(e) = a_events.try_recv() {
-        events.push(e);
-    }
+    let events = alone_with_all(&a, &qs, "a owns every queue again", &mut a_events).await;
     let mut ledger = Ledger::default();
-    collect(
-        &mut ledger,
-        &[&a],
-        &intended,
-        Duration::from_secs(3),
-        |_| false,
-    )
-    .await;
+    watch(&mut ledger, &[&a], &intended, Duration::from_secs(3)).await;
     eprintln!(
         "retried at the freeze: {retried:?}\nthe child: {acquired:?}\nlate puts: {puts:?}\n\
          a's events: {events:?}"

@@ -25,13 +25,7 @@ async fn later_deadlines(
     then_adopt: bool,
 ) -> Option<(Ledger, BTreeMap<u64, String>, Vec<(String, u64)>)> {
     let (_etcd, _redis, opts) = fleet()?;
-    let qs = queues(12);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 12).await;
     let t0 = Instant::now();
     let later = t0 + Duration::from_secs(3600);
     let mut intended = HashMap::new();
@@ -39,14 +33,7 @@ async fn later_deadlines(
         for i in 0..10u64 {
             let id = n as u64 * 100 + i;
             let at = if i < 4 { t0 } else { later };
-            let v = format!("{q}:{id}");
-            a.scheduler()
-                .schedule(q.clone(), id, at, v.clone())
-                .expect("schedule");
-            a.journal_put(q, &id, at, &v)
-                .expect("journal_put")
-                .await
-                .expect("put acknowledged");
+            schedule_and_put(&a, q, id, at).await;
             intended.insert(id, later);
         }
         for i in [1u64, 2] {
@@ -133,14 +120,7 @@ async fn later_deadlines(
     .await;
     let moved: Vec<(String, u64)> = b.owned();
     let mut ledger = Ledger::default();
-    collect(
-        &mut ledger,
-        &[&a, &b],
-        &intended,
-        Duration::from_secs(3),
-        |_| false,
-    )
-    .await;
+    watch(&mut ledger, &[&a, &b], &intended, Duration::from_secs(3)).await;
     // Custody: every timer with its queue's owner, at the later deadline.
     for (n, q) in qs.iter().enumerate() {
         let (owner, _) = owner_of(&[&a, &b], q).expect("an owner");
@@ -176,14 +156,7 @@ async fn later_deadlines(
             c.owned().len() == qs.len()
         })
         .await;
-        collect(
-            &mut ledger,
-            &[&c],
-            &intended,
-            Duration::from_secs(3),
-            |_| false,
-        )
-        .await;
+        watch(&mut ledger, &[&c], &intended, Duration::from_secs(3)).await;
     }
     eprintln!("retries of i = 0 during the move: {results:?}; moved: {moved:?}");
     Some((ledger, results, moved))

@@ -195,15 +195,8 @@ async fn racing_joins_and_a_leave(put_first: bool) {
     for q in a_tokens.keys() {
         let id = 9_000_000 + in_flight.len() as u64;
         let at = Instant::now();
-        let v = format!("{q}:{id}");
         race.intended.lock().expect("lock").insert(id, at);
-        a.scheduler()
-            .schedule(q.clone(), id, at, v.clone())
-            .expect("schedule");
-        a.journal_put(q, &id, at, &v)
-            .expect("journal_put")
-            .await
-            .expect("put acknowledged");
+        schedule_and_put(&a, q, id, at).await;
         race.acked_puts
             .lock()
             .expect("lock")
@@ -278,14 +271,7 @@ async fn racing_joins_and_a_leave(put_first: bool) {
         a_tokens
     );
     assert!(!ends.is_empty() && !acked.is_empty());
-    assert!(
-        ledger.early.is_empty(),
-        "{} hand-outs before their deadline, e.g. {:?}",
-        ledger.early.len(),
-        &ledger.early[..ledger.early.len().min(5)]
-    );
-    let twice = ledger.twice_under_one_token();
-    assert!(twice.is_empty(), "twice under one token: {twice:?}");
+    check_timely(&ledger);
     let got = ledger.ids();
     let lost: Vec<_> = acked.difference(&got).collect();
     assert!(

@@ -24,15 +24,8 @@ async fn a_target_joined_through_a_stalled_redis_fires_nothing_early() {
     let Some((_etcd, redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(4);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
-    let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(8)).await;
-    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
+    let (qs, a) = owning_all(&opts, 4).await;
+    let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(8)).await;
     let pid = redis.pid().expect("redis runs");
     let stop = Arc::new(AtomicBool::new(false));
     let pauser = {
@@ -94,12 +87,12 @@ async fn a_target_joined_through_a_stalled_redis_fires_nothing_early() {
     let mut ledger = Ledger::default();
     let last = intended.values().max().copied().expect("timers");
     let (must, may) = expected(&fates, &initial, &[&a, &b]);
-    collect(
+    collect_all(
         &mut ledger,
         &[&a, &b],
         &intended,
+        &must,
         last.saturating_duration_since(Instant::now()) + Duration::from_secs(10),
-        |l| must.is_subset(&l.ids()),
     )
     .await;
     check(&ledger, &fates, &must, &may);
@@ -127,15 +120,8 @@ async fn redis_fault_during_a_move(fault: RedisFault) {
     let Some((_etcd, mut redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(16);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
-    let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(4)).await;
-    let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
+    let (qs, a) = owning_all(&opts, 16).await;
+    let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(4)).await;
     let mut a_events = a.events();
     let b = join_journaling(&opts, "b", true).await;
     let mut b_events = b.events();
@@ -161,13 +147,7 @@ async fn redis_fault_during_a_move(fault: RedisFault) {
     }
     settle(&[&a, &b], &qs).await;
     let (must, may) = expected(&fates, &initial, &[&a, &b]);
-    let mut events = Vec::new();
-    while let Ok(e) = a_events.try_recv() {
-        events.push(("a", e));
-    }
-    while let Ok(e) = b_events.try_recv() {
-        events.push(("b", e));
-    }
+    let events = events_of_both(&mut a_events, &mut b_events);
     eprintln!(
         "{fault:?}: at the fault a owned {:?}, b {:?}; events since b joined: {events:?}; \
          settled: b owns {:?}",
@@ -176,23 +156,23 @@ async fn redis_fault_during_a_move(fault: RedisFault) {
         b.owned()
     );
     let mut ledger = Ledger::default();
-    collect(
+    collect_all(
         &mut ledger,
         &[&a, &b],
         &intended,
+        &must,
         Duration::from_secs(30),
-        |l| must.is_subset(&l.ids()),
     )
     .await;
     // The fleet may still have been settling: take the ownership again for the orphans.
     let (must_now, _) = expected(&fates, &initial, &[&a, &b]);
     let must: BTreeSet<_> = must.union(&must_now).cloned().collect();
-    collect(
+    collect_all(
         &mut ledger,
         &[&a, &b],
         &intended,
+        &must,
         Duration::from_secs(10),
-        |l| must.is_subset(&l.ids()),
     )
     .await;
     check(&ledger, &fates, &must, &may);
@@ -224,13 +204,7 @@ async fn redis_killed_while_targets_load_long_journals_loses_nothing() {
     let Some((_etcd, mut redis, opts)) = fleet() else {
         return;
     };
-    let qs = queues(8);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
+    let (qs, a) = owning_all(&opts, 8).await;
     let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(4)).await;
     let far = Instant::now() + Duration::from_secs(3600);
     let mut extra: BTreeMap<String, Vec<u64>> = BTreeMap::new();
@@ -258,22 +232,16 @@ async fn redis_killed_while_targets_load_long_journals_loses_nothing() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     redis.restart().expect("restart redis");
     settle(&[&a, &b], &qs).await;
-    let mut events = Vec::new();
-    while let Ok(e) = a_events.try_recv() {
-        events.push(("a", e));
-    }
-    while let Ok(e) = b_events.try_recv() {
-        events.push(("b", e));
-    }
+    let events = events_of_both(&mut a_events, &mut b_events);
     eprintln!("events since b joined: {events:?}; b owns {:?}", b.owned());
     let (must, may) = expected(&fates, &initial, &[&a, &b]);
     let mut ledger = Ledger::default();
-    collect(
+    collect_all(
         &mut ledger,
         &[&a, &b],
         &intended,
+        &must,
         Duration::from_secs(30),
-        |l| must.is_subset(&l.ids()),
     )
     .await;
     let mut may = may;

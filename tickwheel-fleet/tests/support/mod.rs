@@ -579,3 +579,43 @@ pub async fn journal_one(
         Err(_) => false,
     }
 }
+
+/// The id of the record [`write_undecodable`] writes: MessagePack u32 999 999.
+pub const UNDECODABLE_ID: [u8; 5] = [0xce, 0x00, 0x0f, 0x42, 0x3f];
+
+/// From a journal writer of its own on `redis` (another build of the program in a rolling
+/// upgrade, encoding values differently), writes into the journal of each `(queue, token)` of
+/// `records`, one after the other, a put of [`UNDECODABLE_ID`] due an hour from now whose
+/// value (0xc1, never used in MessagePack) decodes as no `String`. Panics if a write fails.
+pub async fn write_undecodable(redis: &RedisServer, records: &[(&str, u64)]) {
+    let p = tickwheel_redis::Protocol::connect(
+        &redis.url(),
+        tickwheel_redis::Member::new_boot("writer"),
+        tickwheel_redis::Options::default(),
+    )
+    .await
+    .expect("connect");
+    let j = tickwheel_redis::journal::Journal::start(
+        p,
+        tickwheel_redis::journal::JournalOptions::default(),
+    )
+    .expect("journal");
+    let far_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_micros() as u64
+        + 3_600_000_000;
+    for &(q, token) in records {
+        j.write(
+            q.as_bytes(),
+            token,
+            vec![tickwheel_redis::journal::Op::Put {
+                id: UNDECODABLE_ID.to_vec(),
+                deadline_us: far_us,
+                value: vec![0xc1],
+            }],
+        )
+        .await
+        .expect("poison record written under a's token");
+    }
+}
