@@ -74,6 +74,20 @@ pub struct SnapshotEntry<K, T> {
     pub value: T,
 }
 
+impl<K, T> SnapshotEntry<K, T> {
+    /// This timer as an entry for `Scheduler::import`, its deadline converted to this host's
+    /// clock with [`from_reference`] (read the reference clock first, then `local_now`: a
+    /// deadline can then only come out later). O(1); never panics (a deadline past the range
+    /// of `Instant` saturates).
+    pub fn into_frozen(self, reference_now_us: u64, local_now: Instant) -> FrozenEntry<K, T> {
+        FrozenEntry {
+            id: self.id,
+            at: from_reference(self.deadline_us, reference_now_us, local_now),
+            value: self.value,
+        }
+    }
+}
+
 /// Why [`Snapshot::into_entries`] refused a snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -230,11 +244,7 @@ impl<Q, K, T> Snapshot<Q, K, T> {
         Ok(self
             .entries
             .into_iter()
-            .map(|e| FrozenEntry {
-                id: e.id,
-                at: from_reference(e.deadline_us, reference_now_us, local_now),
-                value: e.value,
-            })
+            .map(|e| e.into_frozen(reference_now_us, local_now))
             .collect())
     }
 }

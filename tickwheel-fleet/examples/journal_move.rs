@@ -29,7 +29,7 @@
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use tickwheel::sync::snapshot::{from_reference, to_reference};
+use tickwheel::sync::snapshot::to_reference;
 use tickwheel::sync::{FrozenEntry, Scheduler};
 use tickwheel_redis::journal::{Journal, JournalOptions, Op};
 use tickwheel_redis::{Custody, CustodyOptions, Member, Options};
@@ -151,11 +151,7 @@ async fn read_journal(
     let local = Instant::now();
     Ok(entries
         .into_iter()
-        .map(|e| FrozenEntry {
-            id: e.id,
-            at: from_reference(e.deadline_us, reference, local),
-            value: e.value,
-        })
+        .map(|e| e.into_frozen(reference, local))
         .collect())
 }
 

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickwheel::sync::FrozenEntry;
-use tickwheel::sync::snapshot::{SnapshotEntry, from_reference, to_reference};
+use tickwheel::sync::snapshot::{SnapshotEntry, to_reference};
 use tickwheel_redis::journal::{Journal, JournalError, Op, Pending};
 use tokio::sync::mpsc;
 
@@ -144,11 +144,7 @@ where
                     let Some(page) = next else {
                         break;
                     };
-                    let frozen = page.into_iter().map(|e| FrozenEntry {
-                        id: e.id,
-                        at: from_reference(e.deadline_us, reference, local),
-                        value: e.value,
-                    });
+                    let frozen = page.into_iter().map(|e| e.into_frozen(reference, local));
                     imported += scheduler.import(queue.clone(), frozen).imported;
                 }
                 imported
@@ -216,11 +212,7 @@ where
     let local = Instant::now();
     Ok(entries
         .into_iter()
-        .map(|e| FrozenEntry {
-            id: e.id,
-            at: from_reference(e.deadline_us, reference, local),
-            value: e.value,
-        })
+        .map(|e| e.into_frozen(reference, local))
         .collect())
 }
 
@@ -250,11 +242,7 @@ where
     let (mut out, mut bad) = (Vec::with_capacity(records.len()), Vec::new());
     for r in records {
         match r.entry::<K, T>() {
-            Ok(e) => out.push(FrozenEntry {
-                id: e.id,
-                at: from_reference(e.deadline_us, reference, local),
-                value: e.value,
-            }),
+            Ok(e) => out.push(e.into_frozen(reference, local)),
             Err(e) => bad.push((r.id, e.to_string())),
         }
     }
@@ -284,8 +272,7 @@ const SAME_DEADLINE: Duration = Duration::from_millis(1);
 /// stale), and the journal is brought up to the scheduler wherever it held the earlier one,
 /// so that the queue's next owner does not fire it early either. `second`: the skipped
 /// source's ids and deadlines; `second_is_journal`: which of the two it is. Timers in flight
-/// are left alone. Returns how many deadlines moved (in the scheduler or in the journal).
-/// O(|second|) lookups, plus one journal request (awaited) for the records it rewrites.
+/// are left alone. O(|second|) lookups, plus one journal request (awaited) for the records it rewrites.
 ///
 /// # Errors
 /// [`Error::Journal`]: a record that does not serialize, Redis unreachable, or `Fenced`.
@@ -295,18 +282,18 @@ pub(crate) async fn later_deadlines_win<Q, K, T>(
     token: u64,
     second: Vec<(K, Instant)>,
     second_is_journal: bool,
-) -> Result<usize, Error>
+) -> Result<(), Error>
 where
     Q: QueueName,
     K: Hash + Eq + Clone + Send + Sync + Serialize + 'static,
     T: Send + Serialize + 'static,
 {
     let Some(j) = &shared.journal else {
-        return Ok(0);
+        return Ok(());
     };
     let s = &shared.scheduler;
     let (local, reference) = *j.anchor.lock();
-    let (mut moved, mut ops) = (0, Vec::new());
+    let mut ops = Vec::new();
     for (id, other) in second {
         let Some(info) = s.lookup(&id) else { continue };
         if info.state == tickwheel::sync::IdState::InFlight {
@@ -318,7 +305,6 @@ where
             if s.reschedule(&id, other).is_err() {
                 continue;
             }
-            moved += 1;
             (other, !second_is_journal)
         } else if here > other + SAME_DEADLINE {
             (here, second_is_journal)
@@ -329,12 +315,11 @@ where
             let at = to_reference(later, local, reference);
             if let Some(op) = s.with_value(&id, |v| Op::put(&id, at, v)) {
                 ops.push(op?);
-                moved += 1;
             }
         }
     }
     if !ops.is_empty() {
         j.journal.submit(queue.as_ref(), token, ops).await?;
     }
-    Ok(moved)
+    Ok(())
 }

@@ -4,8 +4,7 @@ use std::hash::Hash;
 use std::time::Instant;
 
 use serde::de::DeserializeOwned;
-use tickwheel::sync::snapshot::from_reference;
-use tickwheel::sync::{FrozenEntry, Imported, Scheduler};
+use tickwheel::sync::{Imported, Scheduler};
 
 use super::{Custody, CustodyError};
 use crate::chunk::{Chunk, SnapshotEntry};
@@ -203,7 +202,7 @@ where
     }
 
     /// Puts the committed entries into `scheduler` ([`Scheduler::import`], idempotent by id),
-    /// each deadline converted with [`from_reference`] against the fetch's reading, after
+    /// each deadline converted with [`from_reference`](tickwheel::sync::snapshot::from_reference) against the fetch's reading, after
     /// applying the offer's flow policy to the queue there ([`Scheduler::apply_flow_policy`]: a held
     /// queue is held before its first timer arrives, so none is handed out in between; the
     /// concurrency and rate limits replace the scheduler's; nothing for an offer without a
@@ -233,11 +232,7 @@ where
                 expected: "(none: imported)",
             });
         };
-        let entries = entries.into_iter().map(|e| FrozenEntry {
-            id: e.id,
-            at: from_reference(e.deadline_us, reference, local),
-            value: e.value,
-        });
+        let entries = entries.into_iter().map(|e| e.into_frozen(reference, local));
         // The hold and limits first: no timer of a held queue may be handed out here.
         // Checked at fetch, so this decodes.
         if let Ok(Some(policy)) = self.flow_policy() {
