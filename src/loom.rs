@@ -1,22 +1,29 @@
 //! The synchronization primitives of the scheduler, swappable for loom's.
 //!
 //! The scheduler's lock-free parts and the locks around them import their atomics, mutexes
-//! and condition variable from here, never from `std::sync` or `parking_lot` directly. A
-//! normal build re-exports `std`'s atomics and `parking_lot`'s locks, so this module
-//! compiles away. Under `RUSTFLAGS="--cfg loom"` they are [loom]'s, which records every
-//! atomic access and lock so its model checker can run a test under every interleaving and
-//! every outcome the memory model allows (see `.ci/loom.sh`, and the tests named `loom_*`).
+//! and condition variable from here. They never import them from `std::sync` or
+//! `parking_lot` directly. A normal build re-exports `std`'s atomics and `parking_lot`'s
+//! locks, so this module compiles away. Under `RUSTFLAGS="--cfg loom"` they are [loom]'s.
+//! Loom records every atomic access and lock. Its model checker can then run a test under
+//! every interleaving and every outcome the memory model allows. See `.ci/loom.sh`, and the
+//! tests named `loom_*`.
 //!
-//! Two shapes differ, and [`Mutex`] and [`Condvar`] adapt loom's to `parking_lot`'s, the one
-//! the crate is written against: `lock()` returns the guard itself (no poisoning), and
-//! `Condvar::wait` takes `&mut MutexGuard`. Loom has no timed wait: `wait_until` a deadline
-//! not yet passed waits for a notification, so a model in which a poller would only wake at
-//! its (far) deadline deadlocks, which is how a lost wake-up shows.
+//! Two shapes differ. [`Mutex`] and [`Condvar`] adapt loom's to `parking_lot`'s, the one the
+//! crate is written against:
 //!
-//! Not swapped: `Arc` and `Weak` stay `std`'s (loom's `Arc` has no `Weak` nor
-//! `new_cyclic`, both used by the scheduler; the models check no reference count), and
-//! `spawn_dispatcher` starts a `std` thread (loom's handles cannot say whether the thread
-//! finished): the models run the dispatcher's loop in a loom thread of their own.
+//! - `lock()` returns the guard itself (no poisoning);
+//! - `Condvar::wait` takes `&mut MutexGuard`.
+//!
+//! Loom has no timed wait: `wait_until` a deadline not yet passed waits for a notification.
+//! So a model in which a poller would only wake at its (far) deadline deadlocks. That is how
+//! a lost wake-up shows.
+//!
+//! Not swapped:
+//!
+//! - `Arc` and `Weak` stay `std`'s. Loom's `Arc` has no `Weak` nor `new_cyclic`, and the
+//!   scheduler uses both. The models check no reference count.
+//! - `spawn_dispatcher` starts a `std` thread, because loom's handles cannot say whether the
+//!   thread finished. The models run the dispatcher's loop in a loom thread of their own.
 //!
 //! # What the models are known to catch
 //!
@@ -31,12 +38,13 @@
 //! | `loom_shutdown_racing_a_schedule` | the stop flag stored after the notify | deadlock: the dispatcher sleeps through its stop |
 //! | `loom_end_racing_a_pop_at_the_limit` | a merge that found no slot counts itself parked after its second try | timer 2 parked for good: a lost wake-up |
 //!
-//! Weakening every ordering of the due bound (`Release`/`Acquire`), the watermark and the
-//! stop flag (`SeqCst`) to `Relaxed` at once passes the first five: in these protocols every
-//! lock-free read that decides anything is ordered by a lock taken on both sides (the
-//! shard lock for the bound, the signal lock for the watermark, the epoch and the flag).
-//! The stronger orderings are kept as they were: the models show them not needed here, not
-//! harmful, and each step's comment relies on them on its own.
+//! One experiment weakened several orderings to `Relaxed` at once: those of the due bound
+//! (`Release`/`Acquire`), the watermark and the stop flag (`SeqCst`). The first five models
+//! still passed. In these protocols, every lock-free read that decides anything is ordered
+//! by a lock taken on both sides. The shard lock orders the bound. The signal lock orders
+//! the watermark, the epoch and the flag. The stronger orderings are kept as they were. The
+//! models show them not needed here, but not harmful, and each step's comment relies on them
+//! on its own.
 //!
 //! [loom]: https://docs.rs/loom
 
@@ -71,8 +79,8 @@ mod mocked {
             Mutex(::loom::sync::Mutex::new(value))
         }
 
-        /// Nothing poisons in the crate's use (no user code panics under a lock in the
-        /// models), so a poisoned lock is a failed model.
+        /// Nothing poisons in the crate's use: no user code panics under a lock in the
+        /// models. So a poisoned lock is a failed model.
         #[track_caller]
         pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
             MutexGuard(Some(self.0.lock().expect("a model panicked under a lock")))
@@ -95,8 +103,8 @@ mod mocked {
         }
     }
 
-    /// `portable_atomic::AtomicU128`'s operations the crate uses, over a loom mutex (loom
-    /// has no 128-bit atomic; every operation is one step of the model, as an atomic's).
+    /// `portable_atomic::AtomicU128`'s operations the crate uses, over a loom mutex. Loom
+    /// has no 128-bit atomic. Every operation is one step of the model, as an atomic's.
     #[derive(Debug)]
     pub(crate) struct AtomicU128(::loom::sync::Mutex<u128>);
 
@@ -157,9 +165,8 @@ mod mocked {
             guard.0 = Some(self.0.wait(inner).expect("a model panicked under a lock"));
         }
 
-        /// Loom has no clock: returns at once if `deadline` has passed (the timeout a real
-        /// wait would take), and otherwise waits for a notification, however near
-        /// `deadline` is.
+        /// Loom has no clock. Returns at once if `deadline` has passed (the timeout a real
+        /// wait would take). Otherwise waits for a notification, however near `deadline` is.
         pub(crate) fn wait_until<T>(&self, guard: &mut MutexGuard<'_, T>, deadline: Instant) {
             if Instant::now() < deadline {
                 self.wait(guard);
@@ -172,8 +179,8 @@ mod mocked {
     }
 }
 
-/// The preemption bound of a model run when `LOOM_MAX_PREEMPTIONS` is not set: every model
-/// here finishes in well under a minute with it (bugs of this kind need one or two).
+/// The preemption bound of a model run when `LOOM_MAX_PREEMPTIONS` is not set. Every model
+/// here finishes in well under a minute with it. Bugs of this kind need one or two.
 #[cfg(all(test, loom))]
 const DEFAULT_PREEMPTIONS: usize = 3;
 
@@ -191,12 +198,12 @@ pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
 #[cfg(all(test, loom))]
 pub(crate) use ::loom::thread;
 
-/// Between a `SeqCst` write and a `SeqCst` read of another location, in a handshake that
-/// relies on their single total order (Dekker: of two threads each writing one location
-/// and then reading the other's, one reads the other's write). C11 gives that to `SeqCst`
-/// accesses, so a normal build needs nothing here (this compiles away). loom treats
-/// `SeqCst` accesses as `AcqRel` (its README, "Unsupported features"; loom #180), which
-/// lets both reads miss and reports a lost wake-up that cannot happen; a `SeqCst` fence,
+/// Between a `SeqCst` write and a `SeqCst` read of another location. It serves a handshake
+/// that relies on their single total order. (Dekker: two threads each write one location
+/// and then read the other's; one of them reads the other's write.) C11 gives that to
+/// `SeqCst` accesses, so a normal build needs nothing here (this compiles away). Loom treats
+/// `SeqCst` accesses as `AcqRel` (its README, "Unsupported features"; loom #180). That lets
+/// both reads miss, and loom reports a lost wake-up that cannot happen. A `SeqCst` fence,
 /// which loom does model, restores the order under `--cfg loom`.
 #[inline(always)]
 pub(crate) fn dekker_fence() {

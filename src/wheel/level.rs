@@ -21,8 +21,8 @@ pub(crate) const LEVELS: usize = 11;
 
 /// The level a deadline later than `elapsed` files into.
 ///
-/// `| (SLOTS - 1)` makes a deadline that differs from `elapsed` only in the low digit count
-/// as level 0.
+/// A deadline that differs from `elapsed` only in the low digit counts as level 0:
+/// `| (SLOTS - 1)` sees to that.
 #[inline]
 pub(crate) fn level_for(elapsed: u64, deadline: u64) -> usize {
     debug_assert!(

@@ -1,8 +1,13 @@
-//! Moves a [`tickwheel`] scheduled queue between hosts through Redis, with fenced, idempotent
-//! steps: nothing lost, nothing doubled.
+//! Moves a [`tickwheel`] scheduled queue between hosts through Redis. The steps are fenced and
+//! idempotent: nothing lost, nothing doubled.
 //!
-//! This crate holds the protocol layer: the owner record of each queue, every step as one Lua
-//! script, and the chunk encoding of an offer. [`Protocol`] has one async method per step.
+//! This crate holds the protocol layer:
+//!
+//! - the owner record of each queue;
+//! - every step as one Lua script;
+//! - the chunk encoding of an offer.
+//!
+//! [`Protocol`] has one async method per step.
 //!
 //! # States
 //!
@@ -31,57 +36,65 @@
 //! | `claim_at(E)`, `reclaim_at(E)` | any member | as `claim`/`reclaim`, epoch = E (> epoch) |
 //!
 //! Every step is one script, run atomically by Redis. It checks the caller's (name, boot id,
-//! epoch) against the record where the step needs it (deletes included: `abort` and `commit`
-//! delete only for the current holder) and answers with the record as it is after the step, or
-//! a typed [`Rejection`] carrying the record. Each mutating call takes a caller-chosen
-//! [`Token`]; a retry with the same token after a lost reply reports [`Effect::Repeated`] and
-//! acts no second time (a response timeout does not mean the script did not run). Deadlines
-//! are on one reference clock, the server's `TIME`, read inside the script.
+//! epoch) against the record where the step needs it. Deletes are included: `abort` and
+//! `commit` delete only for the current holder. The script answers with the record as it is
+//! after the step, or with a typed [`Rejection`] carrying the record.
+//!
+//! Each mutating call takes a caller-chosen [`Token`]. A retry with the same token after a
+//! lost reply reports [`Effect::Repeated`] and acts no second time. (A response timeout does
+//! not mean the script did not run.) Deadlines are on one reference clock, the server's
+//! `TIME`, read inside the script.
 //!
 //! # The guarantee
 //!
 //! - **Exactly-once ownership**: at any moment one member owns (and may dispatch) a queue. The
-//!   epoch, a fencing token, rises on every change of owner (a new boot of the same name
-//!   included) and every write is checked against it where the data lives.
-//! - **Exactly-once custody**: every timer is at every moment in exactly one place: a
+//!   epoch is a fencing token. It rises on every change of owner, a new boot of the same name
+//!   included. Every write is checked against it where the data lives.
+//! - **Exactly-once custody**: at every moment, every timer is in exactly one place: a
 //!   member's scheduler, Redis, or a value handed back to the caller. The data stays in Redis
-//!   until the claimer commits; deadlines decide who may act next and never delete data. A
-//!   fenced source learns from [`Rejection::Fenced`] how many of its chunks were taken and
+//!   until the claimer commits. Deadlines decide who may act next and never delete data. A
+//!   fenced source learns from [`Rejection::Fenced`] how many of its chunks were taken. It
 //!   gets the rest back.
-//! - **Firing across a crash is at-least-once**, for this crate as for anyone: a member that
-//!   dies after dispatching a timer and before recording it may see it dispatched again by
-//!   the next owner. Every dispatch can carry the timer's (id, epoch) so a sink can
-//!   de-duplicate. Nothing more is claimed.
+//! - **Firing across a crash is at-least-once**, for this crate as for anyone. Say a member
+//!   dies after dispatching a timer and before recording it. The next owner may dispatch it
+//!   again. Every dispatch can carry the timer's (id, epoch) so a sink can de-duplicate.
+//!   Nothing more is claimed.
 //!
 //! # Redis configuration
 //!
-//! One primary with `appendonly yes` and `appendfsync always`. [`Protocol::connect`] checks
-//! both and the replication role, and refuses otherwise unless
-//! [`Options::allow_unsafe_durability`] is set (then it logs a loud warning):
+//! Use one primary with `appendonly yes` and `appendfsync always`. [`Protocol::connect`]
+//! checks both and the replication role. It refuses otherwise, unless
+//! [`Options::allow_unsafe_durability`] is set (then it logs a loud warning). What breaks
+//! without them:
 //!
-//! - with `appendfsync everysec` (or no AOF), a Redis crash can lose up to a second of
-//!   acknowledged steps: a claim the claimer was told it won can vanish, and the source, which
-//!   dropped its copy after `seal`, may find the offer gone: custody is lost;
-//! - after a failover to a replica (asynchronous replication), the same: acknowledged steps
-//!   that had not reached the replica are gone, and two members can believe they own a queue.
+//! - With `appendfsync everysec` (or no AOF), a Redis crash can lose up to a second of
+//!   acknowledged steps. A claim the claimer was told it won can vanish. The source dropped
+//!   its copy after `seal`, and may find the offer gone: custody is lost.
+//! - After a failover to a replica (asynchronous replication), the same holds. Acknowledged
+//!   steps that had not reached the replica are gone. Two members can believe they own a
+//!   queue.
 //!
 //! Keys of one queue share a hash tag (see [`keys`]), so the scripts also run on Redis
-//! Cluster; the durability requirement then applies to every primary.
+//! Cluster. The durability requirement then applies to every primary.
 //!
 //! # Why redis-rs
 //!
-//! The [`redis`] crate is the maintained, official Rust client. Its [`redis::Script`] sends
-//! `EVALSHA` and falls back to loading the script on `NOSCRIPT` (after a server restart the
-//! script cache is empty), its `ConnectionManager` reconnects on its own, and it speaks TLS
-//! through rustls (`rediss://` URLs; a private CA and a client certificate through
-//! [`Options::tls`]) and ACL users.
+//! The [`redis`] crate is the maintained, official Rust client.
+//!
+//! - Its [`redis::Script`] sends `EVALSHA` and falls back to loading the script on
+//!   `NOSCRIPT`. (After a server restart the script cache is empty.)
+//! - Its `ConnectionManager` reconnects on its own.
+//! - It speaks TLS through rustls: `rediss://` URLs, and a private CA and a client
+//!   certificate through [`Options::tls`].
+//! - It speaks ACL users.
 //!
 //! # Security
 //!
-//! Queue names, member names and ids are user data: they reach Redis only as `KEYS` and
-//! `ARGV`, never in script text, and queue names are hex-encoded into keys (injective, so a
-//! `{`, `}`, newline or binary byte neither breaks the hash tag nor meets another queue's
-//! keys). No error or `Debug` output contains a URL's password ([`redact_url`]).
+//! Queue names, member names and ids are user data. They reach Redis only as `KEYS` and
+//! `ARGV`, never in script text. Queue names are hex-encoded into keys. This encoding is
+//! injective, so a `{`, `}`, newline or binary byte neither breaks the hash tag nor meets
+//! another queue's keys. No error or `Debug` output contains a URL's password
+//! ([`redact_url`]).
 //!
 //! # Example
 //! ```no_run
