@@ -61,6 +61,7 @@ pub mod assign;
 mod error;
 mod event;
 pub mod fence;
+mod front;
 mod journal;
 pub mod keys;
 pub mod lease;
