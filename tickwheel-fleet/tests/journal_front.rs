@@ -181,11 +181,17 @@ async fn a_survivor_adopts_exactly_the_fronts_live_timers() {
     let want = child.not_ended();
     let s = join_journaling(&opts, "s", true).await;
     owns(&s, qs.len()).await;
-    wait_until(Duration::from_secs(10), "the survivor holds the timers", || {
-        held(&s, &qs).len() >= want.len()
-    })
+    wait_until(
+        Duration::from_secs(10),
+        "the survivor holds the timers",
+        || held(&s, &qs).len() >= want.len(),
+    )
     .await;
-    assert_eq!(held(&s, &qs), want, "the survivor holds exactly the live timers");
+    assert_eq!(
+        held(&s, &qs),
+        want,
+        "the survivor holds exactly the live timers"
+    );
     let now = Instant::now();
     for (q, id) in &want {
         let info = s.scheduler().lookup(id).expect("held");
@@ -195,8 +201,7 @@ async fn a_survivor_adopts_exactly_the_fronts_live_timers() {
             expected_hours(k).contains(&hours),
             "{q}/{id} ({k:?}) due in {hours:.3} h at the survivor"
         );
-        let w = info.state;
-        assert_eq!(w, tickwheel::sync::IdState::Pending, "{q}/{id}");
+        assert_eq!(info.state, tickwheel::sync::IdState::Pending, "{q}/{id}");
     }
 }
 
