@@ -69,7 +69,9 @@ where
     /// Moves a pending timer to `at`, as `Scheduler::reschedule`, and records its new
     /// deadline (with its value, read with `Scheduler::with_value`) in its queue's journal.
     /// Moved to a later deadline, it is never due earlier at the queue's next owner once the
-    /// [`Pending`] resolved `Ok`. O(1) plus the encoding of id and value; group-committed.
+    /// [`Pending`] resolved `Ok`. O(1) plus the encoding of id and value, which runs under
+    /// the id's shard lock (`with_value` lends the value, it is not cloned);
+    /// group-committed.
     ///
     /// # Errors
     /// Nothing changes on an outer `Err`: [`Error::JournalOff`]; [`Error::NotOwned`] if this
