@@ -14,13 +14,39 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tickwheel::sync::Due;
 
+use crate::journal::MemberJournal;
+
 /// A `Due` handed out under a fencing token: `token` is the etcd revision of the queue's owner
 /// key when this member became its owner. Tokens of one queue rise with every change of owner.
+///
+/// With [`FleetOptions::journal`](crate::FleetOptions::journal) on, end it with
+/// [`FencedDue::done`] or [`FencedDue::retry_at`]: each changes the scheduler and writes the
+/// queue's journal (the end, or the new deadline) under `token`. A hand-out itself writes
+/// nothing, so a timer in flight when this member dies comes back at the queue's next owner.
+///
+/// **Dropping it** (or `due`, or taking `due`'s value) ends the timer in the scheduler as
+/// delivered, as with any `Due`, and writes nothing: its record stays in the journal, so the
+/// queue's next owner (after a death, or an adoption after a handoff) delivers it again — at
+/// least once, never lost — and the record stays in Redis until a later write of the same id
+/// replaces or ends it. Without the journal, dropping it is how a hand-out ends.
 pub struct FencedDue<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     /// The queue's fencing token at hand-out.
     pub token: u64,
-    /// The timer (mark it done by dropping it or taking its value, as with any `Due`).
+    /// The timer (mark it done by dropping it or taking its value, as with any `Due`; see
+    /// the type's docs for the journal).
     pub due: Due<Q, K, T>,
+    /// The member's journal (`None`: off), for [`FencedDue::done`] and
+    /// [`FencedDue::retry_at`].
+    pub(crate) journal: Option<Arc<MemberJournal>>,
+}
+
+impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> FencedDue<Q, K, T> {
+    /// Whether this hand-out writes the journal when ended ([`FencedDue::done`],
+    /// [`FencedDue::retry_at`]): the member that handed it out has
+    /// [`FleetOptions::journal`](crate::FleetOptions::journal) on.
+    pub fn is_journaled(&self) -> bool {
+        self.journal.is_some()
+    }
 }
 
 impl<Q, K, T> fmt::Debug for FencedDue<Q, K, T>
@@ -33,6 +59,7 @@ where
         f.debug_struct("FencedDue")
             .field("token", &self.token)
             .field("due", &self.due)
+            .field("journaled", &self.journal.is_some())
             .finish()
     }
 }
@@ -53,6 +80,8 @@ struct State {
 #[derive(Clone, Default)]
 pub struct Fence {
     state: Arc<Mutex<State>>,
+    /// The member's journal, handed to each [`FencedDue`] (`None`: off).
+    journal: Option<Arc<MemberJournal>>,
 }
 
 impl fmt::Debug for Fence {
@@ -61,11 +90,20 @@ impl fmt::Debug for Fence {
         f.debug_struct("Fence")
             .field("queues", &s.tokens.len())
             .field("valid_until", &s.valid_until)
+            .field("journaled", &self.journal.is_some())
             .finish()
     }
 }
 
 impl Fence {
+    /// A fence whose hand-outs write `journal` when ended (`None`: the journal is off).
+    pub(crate) fn journaled(journal: Option<Arc<MemberJournal>>) -> Self {
+        Fence {
+            state: Arc::default(),
+            journal,
+        }
+    }
+
     /// The token under which `queue` may be dispatched now: `Some` only if this member owns
     /// the queue and `Instant::now()` (monotonic) is before the lease end, which is the send
     /// time of the last acknowledged keep-alive plus the TTL etcd granted minus the margin.
@@ -98,14 +136,19 @@ impl Fence {
     /// frozen) at its own deadline or [`RECHECK`] from now, whichever is later — so a
     /// dispatcher does not pop the same refused timer in a busy loop — and `None` is
     /// returned. This is the filter for `Scheduler::pop_due`, the thread dispatcher
-    /// (`spawn_dispatcher`) and `due_stream`.
+    /// (`spawn_dispatcher`) and `due_stream`. The fence of a member with the journal on
+    /// (`Member::fence`) lets each `Due` out journaled: see [`FencedDue::done`]. O(1).
     pub fn admit<Q, K, T>(&self, due: Due<Q, K, T>) -> Option<FencedDue<Q, K, T>>
     where
         Q: Hash + Eq + Clone + AsRef<[u8]>,
         K: Hash + Eq + Clone,
     {
         match self.token(due.queue().as_ref()) {
-            Some(token) => Some(FencedDue { token, due }),
+            Some(token) => Some(FencedDue {
+                token,
+                due,
+                journal: self.journal.clone(),
+            }),
             None => {
                 let at = due.deadline().max(Instant::now() + RECHECK);
                 // Err only when the scheduler is gone or the id's shard is full: the value is

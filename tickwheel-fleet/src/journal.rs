@@ -1,14 +1,14 @@
 //! A member's journal of its queues' live timers in Redis ([`FleetOptions::journal`]): the
-//! writes the user makes beside its scheduler calls, and the load an adoption or a handoff's
-//! target makes.
+//! low-level writes a user may make beside its own scheduler calls (the journaled front in
+//! `front.rs` makes them itself), and the load an adoption or a handoff's target makes.
 //!
 //! [`FleetOptions::journal`]: crate::FleetOptions::journal
 
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -23,11 +23,49 @@ use crate::{Error, FleetEvent, Member, QueueName};
 /// How old the clock anchor may grow before the placement loop reads it again.
 const ANCHOR_AGE: Duration = Duration::from_secs(60);
 
+/// The stripes of id locks of the journaled front: enough that two producers rarely meet.
+const STRIPES: usize = 256;
+
 /// The journal of a member and its anchor on the reference clock (Redis `TIME`): a local
-/// `Instant` read before a reading of the reference clock, µs since the Unix epoch.
+/// `Instant` read before a reading of the reference clock, µs since the Unix epoch. Shared
+/// (an `Arc`) by the member, its fence and every hand-out the fence lets out.
 pub(crate) struct MemberJournal {
     pub journal: Journal,
     pub anchor: Mutex<(Instant, u64)>,
+    /// Id locks of the journaled front: a call changing an id holds its stripe across the
+    /// scheduler change and the submit of its record, so records of one id reach Redis in
+    /// the order of the changes (see `front.rs`).
+    stripes: Box<[Mutex<()>]>,
+    /// Picks an id's stripe (keyed per process: the stripes are this process's alone).
+    hasher: RandomState,
+}
+
+impl MemberJournal {
+    pub fn new(journal: Journal, anchor: (Instant, u64)) -> Self {
+        MemberJournal {
+            journal,
+            anchor: Mutex::new(anchor),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            hasher: RandomState::new(),
+        }
+    }
+
+    /// `at` on the reference clock (µs since the Unix epoch), through the anchor.
+    pub fn reference_us(&self, at: Instant) -> u64 {
+        let (local, reference) = *self.anchor.lock();
+        to_reference(at, local, reference)
+    }
+
+    /// The lock of `id`'s stripe.
+    pub fn stripe<K: Hash + ?Sized>(&self, id: &K) -> MutexGuard<'_, ()> {
+        let i = self.hasher.hash_one(id) as usize % self.stripes.len();
+        self.stripes[i].lock()
+    }
+
+    /// Every stripe's lock, in order (a change of many ids: a drain).
+    pub fn all_stripes(&self) -> Vec<MutexGuard<'_, ()>> {
+        self.stripes.iter().map(|m| m.lock()).collect()
+    }
 }
 
 impl<Q, K, T> Member<Q, K, T>
@@ -38,8 +76,12 @@ where
 {
     /// Records in Redis that `queue` holds the timer `id` due at `at` with `value` (a
     /// schedule, an import, a reschedule to a new deadline), under the token this member
-    /// holds for the queue. Call it beside the scheduler call that made the change
-    /// (`scheduler().schedule(..)`, `reschedule`, a retry); treat the timer as accepted once
+    /// holds for the queue. The low-level call: [`Member::schedule`], [`Member::reschedule`]
+    /// and [`FencedDue::retry_at`](crate::FencedDue::retry_at) make the scheduler change and
+    /// this write together, in the order of the changes of each id; use this one for changes
+    /// made on the scheduler directly (`scheduler().schedule(..)`, an import), beside the
+    /// call that made the change, and keep two writes of one id in the order of their
+    /// changes yourself. Treat the timer as accepted once
     /// the returned [`Pending`] resolves `Ok`: it is then durable in Redis, and the queue's
     /// next owner loads it if this member dies. The deadline goes to Redis on the reference
     /// clock (Redis `TIME`) through an anchor, a local `Instant` and then `TIME`, read at join
@@ -54,8 +96,7 @@ where
     /// `tickwheel_redis::journal::JournalError::Fenced` once another member holds the queue.
     pub fn journal_put(&self, queue: &Q, id: &K, at: Instant, value: &T) -> Result<Pending, Error> {
         let (j, token) = self.journal_for(queue)?;
-        let (local, reference) = *j.anchor.lock();
-        let deadline_us = to_reference(at, local, reference);
+        let deadline_us = j.reference_us(at);
         Ok(j.journal.submit(
             queue.as_ref(),
             token,
@@ -64,7 +105,9 @@ where
     }
 
     /// Records in Redis that the timer `id` of `queue` ended: delivered and confirmed,
-    /// cancelled, drained. Until the returned [`Pending`] resolves `Ok`, a death of this member
+    /// cancelled, drained. The low-level call: [`FencedDue::done`](crate::FencedDue::done),
+    /// [`Member::cancel`] and [`Member::drain_queue`] end the timer and write its end
+    /// together. Until the returned [`Pending`] resolves `Ok`, a death of this member
     /// lets the next owner fire it again (at least once). O(size of id); group-committed.
     ///
     /// # Errors
@@ -78,10 +121,15 @@ where
     /// The journal and this member's token for `queue`: the owner key's, which stays this
     /// member's until a handoff's target committed (so the ends of timers in flight during
     /// an offer still land).
-    fn journal_for(&self, queue: &Q) -> Result<(&MemberJournal, u64), Error> {
-        let j = self.shared.journal.as_ref().ok_or(Error::JournalOff)?;
+    pub(crate) fn journal_for(&self, queue: &Q) -> Result<(&MemberJournal, u64), Error> {
+        let j = self.shared.journal.as_deref().ok_or(Error::JournalOff)?;
+        Ok((j, self.token_for(queue)?))
+    }
+
+    /// This member's token for `queue` (see [`Member::journal_for`]).
+    pub(crate) fn token_for(&self, queue: &Q) -> Result<u64, Error> {
         let token = self.shared.owned.lock().get(queue).copied();
-        Ok((j, token.ok_or(Error::NotOwned)?))
+        token.ok_or(Error::NotOwned)
     }
 }
 
@@ -292,7 +340,6 @@ where
         return Ok(());
     };
     let s = &shared.scheduler;
-    let (local, reference) = *j.anchor.lock();
     let mut ops = Vec::new();
     for (id, other) in second {
         let Some(info) = s.lookup(&id) else { continue };
@@ -312,7 +359,7 @@ where
             continue;
         };
         if journal_stale {
-            let at = to_reference(later, local, reference);
+            let at = j.reference_us(later);
             if let Some(op) = s.with_value(&id, |v| Op::put(&id, at, v)) {
                 ops.push(op?);
             }

@@ -15,6 +15,13 @@
 //! - **Fence** ([`fence`]): every `Due` leaves with its token, only while the lease is valid.
 //! - **Member** ([`Member`]): the runtime tying them together, with adoption through a user
 //!   [`Recovery`] hook and handoffs through `tickwheel-redis` on rebalancing.
+//! - **Journal** ([`FleetOptions::journal`]): each owned queue's live timers kept in Redis,
+//!   fenced by the token, so that an adopter rebuilds a dead owner's queues without the
+//!   user's store. The journaled front writes it: [`Member::schedule`],
+//!   [`Member::reschedule`], [`Member::cancel`], [`Member::drain_queue`],
+//!   [`FencedDue::done`] and [`FencedDue::retry_at`] (the low-level
+//!   [`Member::journal_put`] and [`Member::journal_end`] for changes made on the scheduler
+//!   directly).
 //!
 //! # Building
 //!
@@ -61,6 +68,7 @@ pub mod assign;
 mod error;
 mod event;
 pub mod fence;
+mod front;
 mod journal;
 pub mod keys;
 pub mod lease;

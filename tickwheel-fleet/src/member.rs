@@ -116,10 +116,10 @@ where
                     custody.protocol().clone(),
                     o.clone(),
                 )?;
-                Some(crate::journal::MemberJournal {
+                Some(Arc::new(crate::journal::MemberJournal::new(
                     journal,
-                    anchor: parking_lot::Mutex::new((before, reference)),
-                })
+                    (before, reference),
+                )))
             }
             None => None,
         };
@@ -132,8 +132,8 @@ where
             scheduler,
             recovery: Arc::new(recovery),
             custody,
+            fence: Fence::journaled(journal.clone()),
             journal,
-            fence: Fence::default(),
             events,
             owned: Mutex::new(BTreeMap::new()),
             lease: Arc::new(LeaseState::default()),

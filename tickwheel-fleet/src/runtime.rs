@@ -40,7 +40,7 @@ pub(crate) struct Shared<Q: QueueName, K, T> {
     pub recovery: Arc<dyn Recovery<Q, K, T>>,
     pub custody: Custody,
     /// The journal of the owned queues' live timers, with its clock anchor (`None`: off).
-    pub journal: Option<crate::journal::MemberJournal>,
+    pub journal: Option<Arc<crate::journal::MemberJournal>>,
     pub fence: Fence,
     pub events: broadcast::Sender<FleetEvent<Q>>,
     /// Queue → token, for the queues this member owns (dispatching or not).

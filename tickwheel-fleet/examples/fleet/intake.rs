@@ -1,8 +1,9 @@
 //! `--journal redis`: how a member takes its queues' messages in, and how a queue's next
 //! owner finds them with no recovery hook (the spool is never read for timers).
 //!
-//! A message becomes its queue's owner's once `Member::journal_put` for it is acknowledged
-//! (durable in the queue's journal); until then it is the inbox's. Per queue the spool keeps
+//! A message becomes its queue's owner's once its put is acknowledged (durable in the
+//! queue's journal: `Member::schedule`, the journaled front, or `Member::journal_put` for an
+//! id already scheduled); until then it is the inbox's. Per queue the spool keeps
 //! the inbox position through which every message of the queue is journaled (`jpos`, only
 //! ever raised), which the owner raises after the acknowledgements. A new owner (after an
 //! adoption, which loaded the journal, or a handoff) reads the inbox again past that
@@ -14,7 +15,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use redis::RedisResult;
-use tickwheel::sync::{ScheduleError, Scheduler};
+use tickwheel::sync::ScheduleError;
 use tickwheel_fleet::Member;
 use tickwheel_redis::journal::Pending;
 
@@ -152,11 +153,7 @@ impl Intake {
 
     /// Schedules each waiting message that has no put in flight and sends its put. A frozen
     /// queue (a handoff under way) takes nothing: its next owner reads the inbox again.
-    pub fn submit(
-        &mut self,
-        member: &Member<String, u64, u64>,
-        scheduler: &Scheduler<String, u64, u64>,
-    ) {
+    pub fn submit(&mut self, member: &Member<String, u64, u64>) {
         for (&q, h) in &mut self.queues {
             let name = queue_name(q);
             // Handed out already under this token (and not failed): delivered, or refused for a
@@ -168,13 +165,19 @@ impl Intake {
             }
             for w in h.waiting.iter_mut().filter(|w| w.put.is_none()) {
                 let at = instant_of(w.at_ns);
-                match scheduler.schedule(name.clone(), w.id, at, w.at_ns) {
-                    Ok(_) | Err(ScheduleError::Pending(_) | ScheduleError::InFlight(_)) => {}
+                let put = match member.schedule(name.clone(), w.id, at, w.at_ns) {
+                    Ok(Ok(p)) => Ok(p),
+                    // Scheduled already (an earlier put of it failed, or its delivery did):
+                    // its put alone, sent again.
+                    Ok(Err(ScheduleError::Pending(_) | ScheduleError::InFlight(_))) => {
+                        member.journal_put(&name, &w.id, at, &w.at_ns)
+                    }
                     // Frozen, full, or a refusal of a later version: tried again next time.
-                    Err(_) => continue,
-                }
+                    Ok(Err(_)) => continue,
+                    Err(e) => Err(e),
+                };
                 // Not owned any more: the next owner reads the inbox again.
-                if let Ok(p) = member.journal_put(&name, &w.id, at, &w.at_ns) {
+                if let Ok(p) = put {
                     w.put = Some(p);
                 }
             }

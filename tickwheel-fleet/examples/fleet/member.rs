@@ -277,7 +277,7 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
         }
         // Journal what came in; raise the journaled positions once acknowledged.
         if let Some(intake) = &mut intake {
-            intake.submit(&member, &scheduler);
+            intake.submit(&member);
             intake.settle(Duration::from_secs(1)).await;
             let all = Instant::now() >= next_raise_all;
             let through = intake.through(all);
@@ -295,22 +295,24 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
         // a member that checks its fence never logs a time past its lease end.
         let t_ns = mono_ns();
         let now = Instant::now();
-        // (token, queue, id) to deliver; `held` keeps each `Due` until its delivery is done.
+        // (token, queue, id) to deliver; `held` keeps each hand-out until its delivery is
+        // done (in flight until then: nothing else changes the id meanwhile).
         let mut dues: Vec<(u64, u32, u64)> = Vec::new();
         // Each id's deadline (CLOCK_MONOTONIC ns), to schedule it again after a failed delivery.
         let mut deadlines: HashMap<u64, u64> = HashMap::new();
-        let mut held = Vec::new();
+        let mut held = HashMap::new();
         match args.plant {
             None => {
                 for d in member.pop_due(now, 1_000) {
+                    // A timer of another queue (none here) is dropped: delivered.
                     if let Some(q) = queue_index(d.due.queue(), queues) {
                         dues.push((d.token, q, *d.due.id()));
                         deadlines.insert(*d.due.id(), *d.due.value());
                         if let Some(intake) = &mut intake {
                             intake.handed(q, d.token, *d.due.id());
                         }
+                        held.insert((q, *d.due.id()), d);
                     }
-                    held.push(d.due);
                 }
             }
             Some(Plant::NoLeaseCheck) => {
@@ -347,12 +349,12 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
             // A Redis error leaves the ids in the spool: the next owner redispatches them.
             match spool.deliver(q, token, &ids).await {
                 Ok(Delivery::Accepted(_)) if journal => {
-                    // Delivered: the timers end. An end not acknowledged before a death
+                    // Delivered: the timers end, in the scheduler and (written under the
+                    // hand-out's token) in the journal. An end not acknowledged before a death
                     // makes the next owner deliver them again (under its newer token).
-                    let name = queue_name(q);
                     for id in &ids {
-                        if let Ok(p) = member.journal_end(&name, id) {
-                            drop(p);
+                        if let Some(d) = held.remove(&(q, *id)) {
+                            drop(d.done());
                         }
                     }
                 }
@@ -386,7 +388,8 @@ async fn run_async(args: MemberArgs) -> Result<(), String> {
                 }
             }
         }
-        // Done: each Due dropped after its delivery.
+        // Done: each Due dropped after its delivery. With the journal, what is left was
+        // refused or failed: dropped without an end, its record stays in the journal.
         drop(held);
         for (q, id) in again {
             if let Some(intake) = &mut intake {
