@@ -7,8 +7,9 @@
 //!
 //! It starts etcd and a redis-server of its own, runs a member in a child process (this
 //! program again, `--victim`) that joins alone, owns every queue and journals `--timers`
-//! timers spread round-robin over them (`Member::journal_put`, each due at once, none
-//! scheduled or dispatched there), then SIGKILLs it and joins a survivor at once. It prints,
+//! timers spread round-robin over them through the journaled front (`Member::schedule`, each
+//! due at once, none dispatched there; the first line gives the durable schedules per
+//! second), then SIGKILLs it and joins a survivor at once. It prints,
 //! from the kill: when the survivor owned every queue, its first dispatch, and its last
 //! (every timer handed out by `Member::pop_due`, the fence checked). The adoption waits for
 //! the dead member's lease to expire in etcd (`--lease-ms`) plus the grace (a fifth of it).
@@ -49,6 +50,10 @@ struct Args {
     /// Most puts submitted and not yet acknowledged (the victim).
     #[arg(long, default_value_t = 100_000)]
     outstanding: usize,
+    /// The victim journals with `Member::journal_put` alone (no scheduler call), to compare
+    /// with the front.
+    #[arg(long)]
+    puts_only: bool,
     /// Run as the victim with these etcd and Redis URLs (set by the parent).
     #[arg(long, hide = true, num_args = 2, value_names = ["ETCD", "REDIS"])]
     victim: Option<Vec<String>>,
@@ -99,10 +104,15 @@ async fn victim(a: &Args, etcd: &str, redis: &str) -> Result<(), String> {
     let mut inflight = VecDeque::new();
     for id in 0..a.timers {
         let q = queue(id % u64::from(a.queues));
-        inflight.push_back(
+        let put = if a.puts_only {
             m.journal_put(&q, &id, Instant::now(), &id)
-                .map_err(|e| e.to_string())?,
-        );
+                .map_err(|e| e.to_string())?
+        } else {
+            m.schedule(q, id, Instant::now(), id)
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("schedule {id}: {e}"))?
+        };
+        inflight.push_back(put);
         while inflight.len() >= a.outstanding.max(1) {
             if let Some(p) = inflight.pop_front() {
                 p.await.map_err(|e| e.to_string())?;
@@ -135,6 +145,7 @@ async fn survivor(a: &Args) -> Result<(), String> {
         ])
         .args(["--lease-ms", &a.lease_ms.to_string()])
         .args(["--outstanding", &a.outstanding.to_string()])
+        .args(a.puts_only.then_some("--puts-only"))
         .args(["--victim", &etcd.url(), &redis.url()])
         .stdout(Stdio::piped())
         .spawn()
@@ -154,9 +165,19 @@ async fn survivor(a: &Args) -> Result<(), String> {
     };
     let put_s = ready.trim_start_matches("READY ").to_owned();
     let deleted = watch_deletes(&etcd.url(), &o.prefix).await?;
+    let rate = put_s.parse::<f64>().map_or("?".into(), |s| {
+        format!("{:.0}", a.timers as f64 / s.max(1e-9))
+    });
     eprintln!(
-        "journal_adopt: {} timers journaled over {} queues in {put_s} s; SIGKILL",
-        a.timers, a.queues
+        "journal_adopt: {} timers {} over {} queues in {put_s} s ({rate} durable {}/s); SIGKILL",
+        a.timers,
+        if a.puts_only {
+            "journaled"
+        } else {
+            "scheduled and journaled"
+        },
+        a.queues,
+        if a.puts_only { "puts" } else { "schedules" },
     );
     let scripts_before = script_usec(&redis.url()).await?;
     child.kill().map_err(|e| format!("kill: {e}"))?;
