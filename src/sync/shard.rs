@@ -64,6 +64,7 @@ mod queues;
 
 pub(crate) use done_list::DoneList;
 pub(crate) use freeze::{Ordered, Refusal};
+pub(crate) use queues::Mark;
 
 /// "No entry": the end of a queue's list.
 const NIL: u32 = u32::MAX;

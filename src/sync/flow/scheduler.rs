@@ -11,6 +11,7 @@ use crate::sync::core::StateGuard;
 use crate::sync::due::DueBatch;
 use crate::sync::flow::{QueueFlow, RateLimit};
 use crate::sync::scheduler::Scheduler;
+use crate::sync::shard::Mark;
 use crate::sync::trash::Trash;
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
@@ -105,7 +106,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         Q: Borrow<B>,
     {
         let (count, earliest) = self
-            .each_shard(|index| self.in_shard(index, |state, trash| state.release(queue, trash)));
+            .each_shard(|index| self.in_shard(index, |state, trash| state.lift(Mark::Held, queue, trash)));
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }

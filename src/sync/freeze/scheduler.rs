@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::{Frozen, FrozenEntry, Imported, IntoQueue, Retried, RetryError};
 use crate::sync::core::Inner;
 use crate::sync::scheduler::Scheduler;
-use crate::sync::shard::{Ordered, Refusal, Timer};
+use crate::sync::shard::{Mark, Ordered, Refusal, Timer};
 use crate::sync::trash::Trash;
 
 /// Sorts by delivery order and drops the keys.
@@ -223,7 +223,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         Q: Borrow<B>,
     {
         let (count, earliest) = self
-            .each_shard(|index| self.in_shard(index, |state, trash| state.unfreeze(queue, trash)));
+            .each_shard(|index| self.in_shard(index, |state, trash| state.lift(Mark::Frozen, queue, trash)));
         self.inner.observer.unfrozen(count);
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);

@@ -8,6 +8,7 @@
 
 use super::id_on;
 use super::phases::{Step, World, expect, run_phases};
+use crate::sync::shard::Mark;
 
 impl World {
     pub(super) fn hold_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
@@ -23,7 +24,7 @@ impl World {
     pub(super) fn release_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
         let (real, _) = self
             .sched
-            .in_shard(shard, |state, trash| state.release(&queue, trash));
+            .in_shard(shard, |state, trash| state.lift(Mark::Held, &queue, trash));
         if !self.holds.remove(&(queue, shard)) {
             return expect("release of an unheld queue", real, 0);
         }

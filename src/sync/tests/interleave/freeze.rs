@@ -7,6 +7,7 @@
 
 use super::id_on;
 use super::phases::{Step, World, expect, run_phases};
+use crate::sync::shard::Mark;
 use crate::sync::Retried;
 
 impl World {
@@ -58,7 +59,7 @@ impl World {
     pub(super) fn unfreeze_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
         let (real, _) = self
             .sched
-            .in_shard(shard, |state, trash| state.unfreeze(&queue, trash));
+            .in_shard(shard, |state, trash| state.lift(Mark::Frozen, &queue, trash));
         let mut model = 0;
         if self.frozen.remove(&(queue, shard)) {
             for (id, _) in self.members(queue, shard) {
