@@ -251,20 +251,6 @@ fn process_cpu() -> Duration {
     Duration::from_nanos(nanos)
 }
 
-/// Peak resident memory (`VmHWM`), where Linux has it.
-fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line
-        .trim_start_matches("VmHWM:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
-
 /// Runs `body` measuring CPU, wall time and the heap's peak above where it started.
 async fn measured<F: std::future::Future<Output = (Vec<End>, bool, Option<String>)>>(
     name: &'static str,
@@ -527,7 +513,7 @@ fn main() -> ExitCode {
     let theirs = runtime.block_on(measured("tokio", tokio_side(args.clone(), reqs.clone())));
     print_side(&ours);
     print_side(&theirs);
-    match peak_rss() {
+    match tickwheel_testkit::memory::peak_rss() {
         Some(b) => println!(
             "peak memory: {:.1} MiB resident (VmHWM, whole run)",
             b as f64 / (1 << 20) as f64

@@ -85,20 +85,6 @@ impl Histogram {
     }
 }
 
-/// Peak resident memory (`VmHWM` from /proc/self/status) in bytes, where Linux has it.
-pub fn peak_memory() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line
-        .trim_start_matches("VmHWM:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
-
 /// What the final sweep saw, besides the ledger.
 pub struct Sweep {
     /// `Scheduler::len()` after every thread stopped.
