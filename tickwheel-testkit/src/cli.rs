@@ -16,9 +16,7 @@ pub fn parse_or_exit<A: Parser>(check: fn(&A) -> Result<(), String>) -> A {
 
 /// Prints `msg` as clap prints a usage error of `A`'s command and exits with status 2.
 pub fn usage<A: CommandFactory>(msg: &str) -> ! {
-    A::command()
-        .error(ErrorKind::ValueValidation, msg)
-        .exit()
+    A::command().error(ErrorKind::ValueValidation, msg).exit()
 }
 
 /// Parses `line` (the arguments after the program name `program`) as `A`, then `check`s

@@ -105,8 +105,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     where
         Q: Borrow<B>,
     {
-        let (count, earliest) = self
-            .each_shard(|index| self.in_shard(index, |state, trash| state.lift(Mark::Held, queue, trash)));
+        let (count, earliest) = self.each_shard(|index| {
+            self.in_shard(index, |state, trash| state.lift(Mark::Held, queue, trash))
+        });
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }

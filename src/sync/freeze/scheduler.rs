@@ -222,8 +222,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     where
         Q: Borrow<B>,
     {
-        let (count, earliest) = self
-            .each_shard(|index| self.in_shard(index, |state, trash| state.lift(Mark::Frozen, queue, trash)));
+        let (count, earliest) = self.each_shard(|index| {
+            self.in_shard(index, |state, trash| state.lift(Mark::Frozen, queue, trash))
+        });
         self.inner.observer.unfrozen(count);
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);

@@ -7,8 +7,8 @@
 
 use super::id_on;
 use super::phases::{Step, World, expect, run_phases};
-use crate::sync::shard::Mark;
 use crate::sync::Retried;
+use crate::sync::shard::Mark;
 
 impl World {
     pub(super) fn freeze_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
@@ -57,9 +57,9 @@ impl World {
     }
 
     pub(super) fn unfreeze_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
-        let (real, _) = self
-            .sched
-            .in_shard(shard, |state, trash| state.lift(Mark::Frozen, &queue, trash));
+        let (real, _) = self.sched.in_shard(shard, |state, trash| {
+            state.lift(Mark::Frozen, &queue, trash)
+        });
         let mut model = 0;
         if self.frozen.remove(&(queue, shard)) {
             for (id, _) in self.members(queue, shard) {
