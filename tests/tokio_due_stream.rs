@@ -344,9 +344,7 @@ async fn multi_thread_runtime_on_the_real_clock() {
 
 #[tokio::test(start_paused = true)]
 async fn two_streams_share_the_timers_each_exactly_once() {
-    let (sched, t0) = scheduler(4);
-    let mut ledger = Ledger::default();
-    fill(&sched, t0, 600, 3, 200, &mut ledger);
+    let (sched, _, mut ledger) = filled(4, 600, 3, 200);
     let (stop_a, task_a, rx_a) = stoppable(sched.due_stream().batch_limit(4));
     let (stop_b, task_b, rx_b) = stoppable(sched.due_stream().batch_limit(4));
     let a = stop_when_empty(&sched, stop_a, task_a, rx_a).await;
