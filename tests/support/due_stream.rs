@@ -156,6 +156,16 @@ impl Ledger {
     }
 }
 
+/// A scheduler of `shards` shards with ticks of `resolution` from `origin`.
+pub fn scheduler_with(shards: usize, resolution: Duration, origin: Instant) -> Arc<Sched> {
+    let sched = Scheduler::builder()
+        .shards(shards)
+        .resolution(resolution)
+        .origin(origin.into_std())
+        .build();
+    Arc::new(sched)
+}
+
 /// A [`scheduler`] of `shards` shards holding ids `0..n` in `queues` queues, due over
 /// `spread_ms` after its origin `t0`: it, `t0`, and a ledger with those ids scheduled.
 pub fn filled(shards: usize, n: u64, queues: u64, spread_ms: u64) -> (Arc<Sched>, Instant, Ledger) {
