@@ -12,9 +12,9 @@
 //! **parks** it: out of the wheel or the staged set, onto its queue record's `parked`
 //! list, `Parked(its position)`. So each due timer of a held queue costs the merge one look, once. A parked
 //! timer is pending for everyone else (`cancel`, `drain_queue`, `freeze_queue`, `len`,
-//! `lookup`), and `release` stages the parked ones (the staged set is ordered by deadline
-//! and `seq`, so they come out in delivery order) in the same critical section that lifts
-//! the mark: a `Parked` entry always belongs to a queue held here.
+//! `lookup`), and `lift(Mark::Held)` stages the parked ones (the staged set is ordered by
+//! deadline and `seq`, so they come out in delivery order) in the same critical section that
+//! lifts the mark: a `Parked` entry always belongs to a queue held here.
 //!
 //! While nothing is held here, the merge pays one branch (`held.is_empty()`).
 

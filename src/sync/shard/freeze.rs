@@ -5,9 +5,9 @@
 //! Rule kept here: while a queue is frozen in this shard, none of its members here is
 //! pending (in the wheel or staged). `freeze` takes them all under the lock that sets the
 //! mark; afterwards `insert` refuses the queue, and a timer of it coming back from the
-//! dispatcher (`retry`, `put_back`) is forwarded. `unfreeze` lifts the mark and makes the
-//! forwarded members pending in the same critical section, so a `Forwarded` entry always
-//! belongs to a queue frozen here.
+//! dispatcher (`retry`, `put_back`) is forwarded. `lift(Mark::Frozen)` lifts the mark and
+//! makes the forwarded members pending in the same critical section, so a `Forwarded` entry
+//! always belongs to a queue frozen here.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
