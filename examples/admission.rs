@@ -251,20 +251,6 @@ fn process_cpu() -> Duration {
     Duration::from_nanos(nanos)
 }
 
-/// Peak resident memory (`VmHWM`), where Linux has it.
-fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line
-        .trim_start_matches("VmHWM:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
-
 /// Runs `body` measuring CPU, wall time and the heap's peak above where it started.
 async fn measured<F: std::future::Future<Output = (Vec<End>, bool, Option<String>)>>(
     name: &'static str,
@@ -287,6 +273,60 @@ async fn measured<F: std::future::Future<Output = (Vec<End>, bool, Option<String
     }
 }
 
+/// Messages in flight hold the whole global limit, spread over the connections: `take(conn,
+/// amount)` for pieces of at most `MAX_AMOUNT`, round robin from connection 0. The pieces
+/// taken, or the first refusal's message.
+fn in_flight<P>(
+    args: &Args,
+    mut take: impl FnMut(usize, u64) -> Result<P, String>,
+) -> Result<Vec<P>, String> {
+    let mut in_flight = Vec::new();
+    let (mut left, mut conn) = (args.global, 0);
+    while left > 0 {
+        let amount = left.min(MAX_AMOUNT);
+        in_flight.push(take(conn, amount)?);
+        left -= amount;
+        conn = (conn + 1) % args.connections;
+    }
+    Ok(in_flight)
+}
+
+/// `wait`, unless request `r` gives up first (after `r.give_up_after`): `None` then.
+async fn unless_given_up<F: std::future::Future>(r: Request, wait: F) -> Option<F::Output> {
+    let give_up = tokio::time::sleep(r.give_up_after.unwrap_or(Duration::MAX / 4));
+    tokio::select! {
+        result = wait => Some(result),
+        _ = give_up => None,
+    }
+}
+
+/// At `start + BURST_AT` drops `in_flight` (the burst of releases), then awaits every waiter
+/// task (task `i` for `reqs[i]`): how each ended. A granted waiter gives `amount` of its
+/// connection back to `in_use`; its permit is held until every task has ended.
+async fn burst_then_ends<H, P>(
+    start: Instant,
+    in_flight: H,
+    tasks: Vec<tokio::task::JoinHandle<(End, Option<P>)>>,
+    reqs: &[Request],
+    in_use: &InUse,
+    amount: impl Fn(&Request, &P) -> u64,
+) -> Vec<End> {
+    tokio::time::sleep_until((start + BURST_AT).into()).await;
+    drop(in_flight);
+    let mut ends = Vec::with_capacity(tasks.len());
+    let mut permits = Vec::new();
+    for (task, r) in tasks.into_iter().zip(reqs.iter()) {
+        let (end, permit) = task.await.expect("waiter task");
+        ends.push(end);
+        if let Some(p) = permit {
+            in_use.give(r.conn, amount(r, &p));
+            permits.push(p);
+        }
+    }
+    drop(permits);
+    ends
+}
+
 // ---------------------------------------------------------------------------------------------
 // tickwheel
 // ---------------------------------------------------------------------------------------------
@@ -302,34 +342,22 @@ async fn tickwheel_side(args: Args, reqs: Arc<Vec<Request>>) -> (Vec<End>, bool,
     );
     let in_use = Arc::new(InUse::new(&args));
     let start = Instant::now();
-    // Messages in flight hold the whole global limit, spread over the connections.
-    let mut in_flight = Vec::new();
-    let (mut left, mut conn) = (args.global, 0);
-    while left > 0 {
-        let amount = left.min(MAX_AMOUNT);
-        match queues[conn].acquire(amount, start) {
-            Ok(permit) => in_flight.push(permit),
-            Err(e) => {
-                return (
-                    Vec::new(),
-                    false,
-                    Some(format!("in-flight setup refused: {e}")),
-                );
-            }
-        }
-        left -= amount;
-        conn = (conn + 1) % args.connections;
-    }
+    let in_flight = match in_flight(&args, |conn, amount| {
+        queues[conn]
+            .acquire(amount, start)
+            .map_err(|e| format!("in-flight setup refused: {e}"))
+    }) {
+        Ok(permits) => permits,
+        Err(msg) => return (Vec::new(), false, Some(msg)),
+    };
     let mut tasks = Vec::with_capacity(reqs.len());
     for r in reqs.iter().copied() {
         let deadline = Instant::now() + r.deadline_after;
         let acquire = queues[r.conn].acquire_async(r.amount, deadline);
         let in_use = in_use.clone();
         tasks.push(tokio::spawn(async move {
-            let give_up = tokio::time::sleep(r.give_up_after.unwrap_or(Duration::MAX / 4));
-            let result = tokio::select! {
-                result = acquire => result,
-                _ = give_up => return (End::Cancelled, None),
+            let Some(result) = unless_given_up(r, acquire).await else {
+                return (End::Cancelled, None);
             };
             match result {
                 Ok(permit) => {
@@ -348,19 +376,7 @@ async fn tickwheel_side(args: Args, reqs: Arc<Vec<Request>>) -> (Vec<End>, bool,
             }
         }));
     }
-    tokio::time::sleep_until((start + BURST_AT).into()).await;
-    drop(in_flight); // the burst of releases
-    let mut ends = Vec::with_capacity(tasks.len());
-    let mut permits = Vec::new();
-    for (task, r) in tasks.into_iter().zip(reqs.iter()) {
-        let (end, permit) = task.await.expect("waiter task");
-        ends.push(end);
-        if let Some(p) = permit {
-            in_use.give(r.conn, p.amount());
-            permits.push(p);
-        }
-    }
-    drop(permits);
+    let ends = burst_then_ends(start, in_flight, tasks, &reqs, &in_use, |_, p| p.amount()).await;
     let mut leak = None;
     for (i, q) in queues.iter().enumerate() {
         if (q.available(), q.held(), q.waiting()) != (args.local, 0, 0) {
@@ -395,19 +411,18 @@ async fn tokio_side(args: Args, reqs: Arc<Vec<Request>>) -> (Vec<End>, bool, Opt
     );
     let in_use = Arc::new(InUse::new(&args));
     let start = Instant::now();
-    let mut in_flight = Vec::new();
-    let (mut left, mut conn) = (args.global, 0);
-    while left > 0 {
-        let amount = left.min(MAX_AMOUNT) as u32;
+    let in_flight = match in_flight(&args, |conn, amount| {
+        let amount = amount as u32; // at most MAX_AMOUNT
         let local = conns[conn].clone().try_acquire_many_owned(amount);
         let global = global.clone().try_acquire_many_owned(amount);
         match (local, global) {
-            (Ok(l), Ok(g)) => in_flight.push((l, g)),
-            _ => return (Vec::new(), false, Some("in-flight setup refused".into())),
+            (Ok(l), Ok(g)) => Ok((l, g)),
+            _ => Err("in-flight setup refused".to_owned()),
         }
-        left -= u64::from(amount);
-        conn = (conn + 1) % args.connections;
-    }
+    }) {
+        Ok(permits) => permits,
+        Err(msg) => return (Vec::new(), false, Some(msg)),
+    };
     let mut tasks = Vec::with_capacity(reqs.len());
     for r in reqs.iter().copied() {
         let deadline = Instant::now() + r.deadline_after;
@@ -419,10 +434,9 @@ async fn tokio_side(args: Args, reqs: Arc<Vec<Request>>) -> (Vec<End>, bool, Opt
                 let g = global.acquire_many_owned(amount).await.ok()?;
                 Some((l, g))
             };
-            let give_up = tokio::time::sleep(r.give_up_after.unwrap_or(Duration::MAX / 4));
-            let result = tokio::select! {
-                result = tokio::time::timeout_at(deadline.into(), both) => result,
-                _ = give_up => return (End::Cancelled, None),
+            let timed = tokio::time::timeout_at(deadline.into(), both);
+            let Some(result) = unless_given_up(r, timed).await else {
+                return (End::Cancelled, None);
             };
             match result {
                 Ok(Some(permits)) => {
@@ -439,19 +453,7 @@ async fn tokio_side(args: Args, reqs: Arc<Vec<Request>>) -> (Vec<End>, bool, Opt
             }
         }));
     }
-    tokio::time::sleep_until((start + BURST_AT).into()).await;
-    drop(in_flight);
-    let mut ends = Vec::with_capacity(tasks.len());
-    let mut permits = Vec::new();
-    for (task, r) in tasks.into_iter().zip(reqs.iter()) {
-        let (end, held) = task.await.expect("waiter task");
-        ends.push(end);
-        if let Some(p) = held {
-            in_use.give(r.conn, r.amount);
-            permits.push(p);
-        }
-    }
-    drop(permits);
+    let ends = burst_then_ends(start, in_flight, tasks, &reqs, &in_use, |r, _| r.amount).await;
     let mut leak = None;
     if global.available_permits() as u64 != args.global {
         leak = Some(format!(
@@ -527,7 +529,7 @@ fn main() -> ExitCode {
     let theirs = runtime.block_on(measured("tokio", tokio_side(args.clone(), reqs.clone())));
     print_side(&ours);
     print_side(&theirs);
-    match peak_rss() {
+    match tickwheel_testkit::memory::peak_rss() {
         Some(b) => println!(
             "peak memory: {:.1} MiB resident (VmHWM, whole run)",
             b as f64 / (1 << 20) as f64

@@ -138,18 +138,31 @@ fn requests(n: u64) -> (mpsc::UnboundedSender<u64>, mpsc::UnboundedReceiver<u64>
     (tx, rx)
 }
 
+/// A burst of `$count` requests (`requests`) for queue `$queue`: `$run`, a future over the
+/// receiver `$rx`, the queue `$q` and `$out`, must insert a timeout for each and push each
+/// value with when it came out (since `$start`) on `$out`. Returns whether it ended within
+/// 60 s, and `$out`.
+macro_rules! burst {
+    ($queue:expr, $count:expr, |$n:ident, $rx:ident, $q:ident, $out:ident, $start:ident| $run:expr) => {{
+        let $n: u64 = $count;
+        let (tx, mut $rx) = requests($n);
+        let $start = Instant::now();
+        let mut $q = $queue;
+        let mut $out = Vec::new();
+        let run = $run;
+        let finished = time::timeout(secs(60), run).await.is_ok();
+        drop(tx);
+        (finished, $out)
+    }};
+}
+
 /// What the hand-written actor loop does with a burst of requests: take every message the
 /// channel has (tokio's channel stops after 128 in one task poll and schedules the task
 /// again), insert a timeout for each, then poll the queue. Returns each value with when it
 /// came out, or stops at a bound of 60 s.
 macro_rules! actor_loop {
-    ($q:expr, $n:expr) => {{
-        let n: u64 = $n;
-        let (tx, mut rx) = requests(n);
-        let start = Instant::now();
-        let mut q = $q;
-        let mut out = Vec::new();
-        let run = poll_fn(|cx| {
+    ($queue:expr, $count:expr) => {
+        burst!($queue, $count, |n, rx, q, out, start| poll_fn(|cx| {
             while let Poll::Ready(Some(i)) = rx.poll_recv(cx) {
                 q.insert(i, ms(10 + i % 7));
             }
@@ -161,11 +174,8 @@ macro_rules! actor_loop {
             } else {
                 Poll::Pending
             }
-        });
-        let finished = time::timeout(secs(60), run).await.is_ok();
-        drop(tx);
-        (finished, out)
-    }};
+        }))
+    };
 }
 
 fn assert_each_once_on_time(n: u64, finished: bool, out: &[(u64, Duration)]) {
@@ -245,13 +255,8 @@ async fn actor_loop_real_clock_gets_every_timeout() {
 /// not check the budget first): the channel's 129th `recv` answers `Pending` for the budget,
 /// and `next()` is polled right after, with none left.
 macro_rules! futures_select_loop {
-    ($q:expr, $n:expr) => {{
-        let n: u64 = $n;
-        let (tx, mut rx) = requests(n);
-        let start = Instant::now();
-        let mut q = $q;
-        let mut out = Vec::new();
-        let run = async {
+    ($queue:expr, $count:expr) => {
+        burst!($queue, $count, |n, rx, q, out, start| async {
             while (out.len() as u64) < n {
                 match futures_util::future::select(pin!(rx.recv()), q.next()).await {
                     futures_util::future::Either::Left((Some(i), _)) => {
@@ -264,11 +269,8 @@ macro_rules! futures_select_loop {
                     futures_util::future::Either::Right((None, _)) => {}
                 }
             }
-        };
-        let finished = time::timeout(secs(60), run).await.is_ok();
-        drop(tx);
-        (finished, out)
-    }};
+        })
+    };
 }
 
 burst_against_both!(

@@ -81,13 +81,7 @@ async fn never_early_with_an_odd_resolution_and_origin() {
     let t0 = Instant::now();
     let resolution = Duration::from_micros(700);
     let origin = t0 - Duration::from_micros(300);
-    let sched = Arc::new(
-        Scheduler::builder()
-            .shards(2)
-            .resolution(resolution)
-            .origin(origin.into_std())
-            .build(),
-    );
+    let sched = scheduler_with(2, resolution, origin);
     for id in 0..200u64 {
         let at = t0 + Duration::from_nanos((id * 7_777_777) % 50_000_000);
         schedule(&sched, 0, id, at);
@@ -199,13 +193,7 @@ async fn a_waiting_stream_makes_progress_whatever_the_waker_origin_and_resolutio
                 } else {
                     t0 + ns(offset.unsigned_abs())
                 };
-                let sched: Arc<Sched> = Arc::new(
-                    Scheduler::builder()
-                        .shards(2)
-                        .resolution(resolution)
-                        .origin(origin.into_std())
-                        .build(),
-                );
+                let sched: Arc<Sched> = scheduler_with(2, resolution, origin);
                 // At t0 (before an origin ahead of it) and sub-millisecond steps after, out of
                 // order.
                 for id in 0..12u64 {
@@ -344,9 +332,7 @@ async fn multi_thread_runtime_on_the_real_clock() {
 
 #[tokio::test(start_paused = true)]
 async fn two_streams_share_the_timers_each_exactly_once() {
-    let (sched, t0) = scheduler(4);
-    let mut ledger = Ledger::default();
-    fill(&sched, t0, 600, 3, 200, &mut ledger);
+    let (sched, _, mut ledger) = filled(4, 600, 3, 200);
     let (stop_a, task_a, rx_a) = stoppable(sched.due_stream().batch_limit(4));
     let (stop_b, task_b, rx_b) = stoppable(sched.due_stream().batch_limit(4));
     let a = stop_when_empty(&sched, stop_a, task_a, rx_a).await;

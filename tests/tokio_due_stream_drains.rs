@@ -71,9 +71,7 @@ async fn a_drain_while_a_batch_is_in_flight_takes_only_what_is_pending() {
 
 #[tokio::test(start_paused = true)]
 async fn drains_from_another_task_race_the_stream_and_every_timer_ends_once() {
-    let (sched, t0) = scheduler(4);
-    let mut ledger = Ledger::default();
-    fill(&sched, t0, 2000, 4, 200, &mut ledger);
+    let (sched, _, mut ledger) = filled(4, 2000, 4, 200);
     let (stop, task, rx) = stoppable(sched.due_stream().batch_limit(16));
 
     // Every 3 ms, drain a queue, and schedule what it returned again into the next queue,
@@ -104,14 +102,7 @@ async fn drains_from_another_task_race_the_stream_and_every_timer_ends_once() {
     };
     let (drained, again, in_flight) = drainer.await.unwrap();
     let delivered = stop_when_empty(&sched, stop, task, rx).await;
-
-    for &id in &again {
-        ledger.scheduled(id);
-    }
-    for id in drained.into_iter().chain(ids(&delivered)) {
-        ledger.ended(id);
-    }
-    ledger.assert_balanced();
+    ledger.assert_balanced_with(&again, drained, &delivered);
     assert!(
         in_flight.len() >= 10,
         "drains ran while the stream had a batch in flight: {in_flight:?}"
@@ -130,9 +121,7 @@ async fn drains_from_another_task_race_the_stream_and_every_timer_ends_once() {
 
 #[tokio::test(start_paused = true)]
 async fn drains_from_another_os_thread_race_the_stream_and_every_timer_ends_once() {
-    let (sched, t0) = scheduler(4);
-    let mut ledger = Ledger::default();
-    fill(&sched, t0, 3000, 6, 300, &mut ledger);
+    let (sched, t0, mut ledger) = filled(4, 3000, 6, 300);
     let (stop, task, rx) = stoppable(sched.due_stream().batch_limit(16));
 
     // A real thread drains a queue whenever something is in flight (at most 60 times), and
@@ -167,14 +156,7 @@ async fn drains_from_another_os_thread_race_the_stream_and_every_timer_ends_once
         .await
         .unwrap();
     let delivered = stop_when_empty(&sched, stop, task, rx).await;
-
-    for &id in &again {
-        ledger.scheduled(id);
-    }
-    for id in drained.into_iter().chain(ids(&delivered)) {
-        ledger.ended(id);
-    }
-    ledger.assert_balanced();
+    ledger.assert_balanced_with(&again, drained, &delivered);
 }
 
 // ---------------------------------------------------------------------------------------

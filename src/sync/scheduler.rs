@@ -137,10 +137,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             seq,
             value,
         };
-        let result = shard.schedule(id, tick, timer, done, &mut trash);
+        let result = shard.insert(id, tick, timer, done, &mut trash);
         drop(shard);
+        // A refused timer's id and queue name go to `trash`; its value comes back.
+        let result = result.map(|()| tick).map_err(|(refusal, id, timer)| {
+            trash.id(id);
+            trash.queue(timer.queue);
+            refusal.error(timer.value)
+        });
         drop(trash);
-        result.map(|()| tick)
+        result
     }
 
     /// Moves a pending timer to `at`, as if scheduled anew (it goes behind other timers of

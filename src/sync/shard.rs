@@ -47,7 +47,7 @@ use hashbrown::{HashMap, HashSet};
 
 use super::flow::QueueFlow;
 use super::trash::Trash;
-use super::types::{Cancel, RescheduleError, ScheduleError};
+use super::types::{Cancel, RescheduleError};
 use crate::wheel::{TimerKey, Wheel, WheelStats};
 use ids::{IdMap, Slot};
 
@@ -64,6 +64,7 @@ mod queues;
 
 pub(crate) use done_list::DoneList;
 pub(crate) use freeze::{Ordered, Refusal};
+pub(crate) use queues::Mark;
 
 /// "No entry": the end of a queue's list.
 const NIL: u32 = u32::MAX;
@@ -206,26 +207,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
 
     /// Adds a timer for a new id; refuses an id that is pending, forwarded or in flight,
     /// and a queue frozen here. An id met in flight is looked at again after settling `done`
-    /// (its `Due` may be done). A refused timer's id and queue name go to `trash`; its value
-    /// comes back in the error.
-    pub(crate) fn schedule(
-        &mut self,
-        id: K,
-        tick: u64,
-        timer: Timer<Q, T>,
-        done: &DoneList,
-        trash: &mut Trash<Q, K>,
-    ) -> Result<(), ScheduleError<T>> {
-        self.insert(id, tick, timer, done, trash)
-            .map_err(|(refusal, id, timer)| {
-                trash.id(id);
-                trash.queue(timer.queue);
-                refusal.error(timer.value)
-            })
-    }
-
-    /// [`schedule`](Self::schedule), giving a refused timer back whole (for `import`, which
-    /// hands the id back too).
+    /// (its `Due` may be done). A refused timer comes back whole, with why (`schedule`
+    /// turns it into a `ScheduleError`, `import` hands the id back too).
     #[inline]
     pub(crate) fn insert(
         &mut self,

@@ -129,6 +129,18 @@ impl Ledger {
         *self.0.entry(id).or_default() -= 1;
     }
 
+    /// Counts the ids in `again` scheduled once more, those in `drained` and `delivered`
+    /// ended, then [`assert_balanced`](Self::assert_balanced).
+    pub fn assert_balanced_with(&mut self, again: &[u64], drained: Vec<u64>, delivered: &[Out]) {
+        for &id in again {
+            self.scheduled(id);
+        }
+        for id in drained.into_iter().chain(ids(delivered)) {
+            self.ended(id);
+        }
+        self.assert_balanced();
+    }
+
     pub fn assert_balanced(&self) {
         let mut off: Vec<(u64, i64)> = self
             .0
@@ -144,13 +156,27 @@ impl Ledger {
     }
 }
 
-/// Ids `0..n` in `queues` queues, due over `spread_ms`, scheduled in the ledger.
-pub fn fill(sched: &Sched, t0: Instant, n: u64, queues: u64, spread_ms: u64, ledger: &mut Ledger) {
+/// A scheduler of `shards` shards with ticks of `resolution` from `origin`.
+pub fn scheduler_with(shards: usize, resolution: Duration, origin: Instant) -> Arc<Sched> {
+    let sched = Scheduler::builder()
+        .shards(shards)
+        .resolution(resolution)
+        .origin(origin.into_std())
+        .build();
+    Arc::new(sched)
+}
+
+/// A [`scheduler`] of `shards` shards holding ids `0..n` in `queues` queues, due over
+/// `spread_ms` after its origin `t0`: it, `t0`, and a ledger with those ids scheduled.
+pub fn filled(shards: usize, n: u64, queues: u64, spread_ms: u64) -> (Arc<Sched>, Instant, Ledger) {
+    let (sched, t0) = scheduler(shards);
+    let mut ledger = Ledger::default();
     for id in 0..n {
         let queue = ((id * 31) % queues) as u32;
-        schedule(sched, queue, id, t0 + ms((id * 7_919) % spread_ms));
+        schedule(&sched, queue, id, t0 + ms((id * 7_919) % spread_ms));
         ledger.scheduled(id);
     }
+    (sched, t0, ledger)
 }
 
 /// Stops a dispatcher made by `stoppable` once nothing is pending or in flight; returns

@@ -182,15 +182,9 @@ impl ser::Serializer for &mut KeySerializer {
         Ok(self)
     }
 
-    fn serialize_struct_variant(
-        self,
-        _name: &'static str,
-        index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self> {
-        self.put(&index.to_be_bytes());
-        Ok(self)
+    // A struct variant is written as a tuple variant: its index, then its fields in order.
+    fn serialize_struct_variant(self, _: &str, index: u32, _: &str, _: usize) -> Result<Self> {
+        self.serialize_tuple_variant("", index, "", 0)
     }
 
     fn is_human_readable(&self) -> bool {

@@ -13,7 +13,7 @@ async fn member(url: &str, name: &str) -> Custody {
     support::custody_member(url, name, 3).await
 }
 
-use support::due_now;
+use support::{due_now, due_now_with};
 
 use support::command as raw;
 
@@ -24,11 +24,11 @@ async fn a_held_limited_queue_arrives_held_with_its_limits() {
     };
     let q = "example.com".to_string();
     let t0 = Instant::now();
-    let src = due_now(&q, 10, t0);
-    src.hold_queue(&q);
-    src.set_concurrency(&q, Some(2));
-    src.set_rate(&q, Some(RateLimit::per_second(4).with_burst(3)));
-    let sent = src.flow_policy(&q);
+    let (src, sent) = due_now_with(&q, 10, t0, |s| {
+        s.hold_queue(&q);
+        s.set_concurrency(&q, Some(2));
+        s.set_rate(&q, Some(RateLimit::per_second(4).with_burst(3)));
+    });
     let offered = support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     assert_eq!(offered.entries, 10);
     assert_eq!(offered.record.state, State::Offered);

@@ -16,7 +16,7 @@ async fn member(url: &str, name: &str) -> Custody {
     support::custody_member(url, name, 3).await
 }
 
-use support::due_now;
+use support::{due_now, due_now_with};
 
 /// The target has the sealed (held) policy for `q` and hands nothing out at `later`.
 fn arrived_held(dst: &support::Sched, q: &str, sealed: FlowPolicy, later: Instant) {
@@ -43,10 +43,10 @@ async fn a_change_on_the_source_after_the_seal_does_not_travel() {
     };
     let q = "q".to_string();
     let t0 = Instant::now();
-    let src = due_now(&q, 5, t0);
-    src.hold_queue(&q);
-    src.set_concurrency(&q, Some(1));
-    let sealed = src.flow_policy(&q);
+    let (src, sealed) = due_now_with(&q, 5, t0, |s| {
+        s.hold_queue(&q);
+        s.set_concurrency(&q, Some(1));
+    });
     support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     src.release_queue(&q);
     src.set_concurrency(&q, None);
@@ -95,10 +95,10 @@ async fn a_source_restarted_after_the_seal_leaves_the_policy() {
     let url = server.url();
     let q = "q".to_string();
     let t0 = Instant::now();
-    let src = due_now(&q, 4, t0);
-    src.hold_queue(&q);
-    src.set_rate(&q, Some(RateLimit::per_second(3).with_burst(2)));
-    let sealed = src.flow_policy(&q);
+    let (src, sealed) = due_now_with(&q, 4, t0, |s| {
+        s.hold_queue(&q);
+        s.set_rate(&q, Some(RateLimit::per_second(3).with_burst(2)));
+    });
     {
         let a = member(&url, "a").await;
         support::acquire_and_offer(&a, &src, &q, Some("b")).await;
@@ -125,10 +125,10 @@ async fn a_target_restarted_before_its_commit_still_applies_the_policy() {
     let a = member(&url, "a").await;
     let q = "q".to_string();
     let t0 = Instant::now();
-    let src = due_now(&q, 4, t0);
-    src.hold_queue(&q);
-    src.set_concurrency(&q, Some(2));
-    let sealed = src.flow_policy(&q);
+    let (src, sealed) = due_now_with(&q, 4, t0, |s| {
+        s.hold_queue(&q);
+        s.set_concurrency(&q, Some(2));
+    });
     support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     {
         let b = member(&url, "b").await;
@@ -270,10 +270,10 @@ async fn a_reclaimed_claim_keeps_the_policy() {
     );
     let q = "q".to_string();
     let t0 = Instant::now();
-    let src = due_now(&q, 7, t0);
-    src.hold_queue(&q);
-    src.set_rate(&q, Some(RateLimit::per_second(5).with_burst(4)));
-    let sealed = src.flow_policy(&q);
+    let (src, sealed) = due_now_with(&q, 7, t0, |s| {
+        s.hold_queue(&q);
+        s.set_rate(&q, Some(RateLimit::per_second(5).with_burst(4)));
+    });
     support::acquire_and_offer(&a, &src, &q, Some("b")).await;
     let mut dead = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
     dead.fetch().await.expect("fetch");

@@ -3,10 +3,12 @@
 //! - [`child`]: signals by PID ([`send_signal`]), the test binary run again as a child.
 //! - [`example`]: builds an example of a workspace package once per test process and runs
 //!   it; [`example::installed`] skips a test outside CI when a program it needs is missing.
+//! - [`memory::peak_rss`]: the process's peak resident memory (Linux).
 //! - `servers` feature: [`redis::RedisServer`] and [`etcd::EtcdServer`], child processes in a
 //!   temporary directory on free loopback ports, ready once healthy, stopped by PID (never by
 //!   name) on drop; [`ServerError`] carries the tail of the server's log.
 //!   [`proof::run_in_temp_dir`]: a proof program's run directory and exit status.
+//! - `cli` feature: [`cli::parse_or_exit`], clap parsing plus checks, exiting 2 as clap does.
 //! - `pki` feature: [`pki::Pki`], a CA and certificates for `127.0.0.1` made at run time.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
@@ -27,7 +29,10 @@ macro_rules! say {
 }
 
 pub mod child;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod example;
+pub mod memory;
 #[cfg(feature = "pki")]
 pub mod pki;
 #[cfg(feature = "servers")]

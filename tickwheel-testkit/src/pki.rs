@@ -112,3 +112,34 @@ impl Pki {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
     }
 }
+
+/// A Redis client for `url`; with `dir`, over TLS with the files [`Pki::write_run`] wrote
+/// there: `ca.crt` as the only root, `client.crt`/`client.key` as the client identity.
+/// Installs rustls's ring provider for the process if none is installed.
+///
+/// # Errors
+/// If the URL does not parse, or a file cannot be read (an I/O error naming the file).
+#[cfg(feature = "redis-tls")]
+pub fn redis_client(url: &str, dir: Option<&Path>) -> ::redis::RedisResult<::redis::Client> {
+    let Some(dir) = dir else {
+        return ::redis::Client::open(url);
+    };
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read(&path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+    };
+    let (ca, cert, key) = (read("ca.crt")?, read("client.crt")?, read("client.key")?);
+    // rustls needs a process-wide crypto provider; an error means one is installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    ::redis::Client::build_with_tls(
+        url,
+        ::redis::TlsCertificates {
+            client_tls: Some(::redis::ClientTlsConfig {
+                client_cert: cert,
+                client_key: key,
+            }),
+            root_cert: Some(ca),
+        },
+    )
+}

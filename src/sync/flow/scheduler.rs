@@ -11,6 +11,7 @@ use crate::sync::core::StateGuard;
 use crate::sync::due::DueBatch;
 use crate::sync::flow::{QueueFlow, RateLimit};
 use crate::sync::scheduler::Scheduler;
+use crate::sync::shard::{Mark, Popped};
 use crate::sync::trash::Trash;
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
@@ -104,8 +105,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     where
         Q: Borrow<B>,
     {
-        let (count, earliest) = self
-            .each_shard(|index| self.in_shard(index, |state, trash| state.release(queue, trash)));
+        let (count, earliest) = self.each_shard(|index| {
+            self.in_shard(index, |state, trash| state.lift(Mark::Held, queue, trash))
+        });
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);
         }
@@ -256,6 +258,26 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             self.inner.signal.deadline_added(tick);
         }
         now_ns
+    }
+
+    /// The end of `pop_due` and `pop_due_queue` at `now`, every shard lock released: drops
+    /// the names in `trash`, registers the `throttles` the pop met, tells the observer what
+    /// was popped, and makes the batch of `items`.
+    #[inline]
+    pub(crate) fn hand_out(
+        &self,
+        trash: Trash<Q, K>,
+        throttles: Vec<(Arc<QueueFlow<Q>>, u128)>,
+        now: Instant,
+        items: VecDeque<(usize, Popped<Q, K, T>)>,
+    ) -> DueBatch<Q, K, T> {
+        drop(trash);
+        if !throttles.is_empty() {
+            self.throttle(throttles);
+        }
+        let deadlines = items.iter().map(|(_, popped)| popped.timer.at);
+        self.inner.observer.popped(now, deadlines);
+        DueBatch::new(Arc::clone(&self.inner), items)
     }
 
     /// Registers throttle wake-ups `(queue, time in ns since the origin)` and wakes the
@@ -530,13 +552,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             }
         }
         drop(states);
-        drop(trash);
-        if !throttles.is_empty() {
-            self.throttle(throttles);
-        }
-        let deadlines = items.iter().map(|(_, popped)| popped.timer.at);
-        self.inner.observer.popped(now, deadlines);
-        DueBatch::new(Arc::clone(&self.inner), items)
+        self.hand_out(trash, throttles, now, items)
     }
 }
 

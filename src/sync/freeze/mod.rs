@@ -5,8 +5,6 @@
 
 mod scheduler;
 
-pub(crate) use scheduler::in_order;
-
 use std::fmt;
 use std::time::Instant;
 

@@ -9,16 +9,29 @@ use std::time::Instant;
 use super::{Frozen, FrozenEntry, Imported, IntoQueue, Retried, RetryError};
 use crate::sync::core::Inner;
 use crate::sync::scheduler::Scheduler;
-use crate::sync::shard::{Ordered, Refusal, Timer};
+use crate::sync::shard::{Mark, Ordered, Refusal, ShardState, Timer};
 use crate::sync::trash::Trash;
 
 /// Sorts by delivery order and drops the keys.
-pub(crate) fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
+fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
     items.sort_unstable_by_key(|&(tick, seq, _)| (tick, seq));
     items.into_iter().map(|(_, _, e)| e).collect()
 }
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
+    /// What `part` puts out of each shard (locked one at a time, in ascending order), in
+    /// delivery order. O(items × log items + shards).
+    pub(crate) fn gather_in_order<E>(
+        &self,
+        mut part: impl FnMut(&ShardState<Q, K, T>, &mut Vec<Ordered<E>>),
+    ) -> Vec<E> {
+        let mut items = Vec::new();
+        for shard in self.inner.shards.iter() {
+            shard.with(|state| part(state, &mut items));
+        }
+        in_order(items)
+    }
+
     /// Freezes `queue`: marks it frozen in every shard and takes its pending timers out
     /// (due ones included), in delivery order; lists its in-flight timers, which stay the
     /// dispatcher's. O(members + shards); locks one shard at a time, in ascending order, and
@@ -138,11 +151,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     where
         Q: Borrow<B>,
     {
-        let mut in_flight = Vec::new();
-        for shard in self.inner.shards.iter() {
-            shard.with(|state| state.in_flight_of(queue, &mut in_flight));
-        }
-        in_order(in_flight)
+        self.gather_in_order(|state, out| state.in_flight_of(queue, out))
     }
 
     /// Takes out the timers of `queue` that were forwarded while it was frozen — each came
@@ -222,8 +231,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     where
         Q: Borrow<B>,
     {
-        let (count, earliest) = self
-            .each_shard(|index| self.in_shard(index, |state, trash| state.unfreeze(queue, trash)));
+        let (count, earliest) = self.each_shard(|index| {
+            self.in_shard(index, |state, trash| state.lift(Mark::Frozen, queue, trash))
+        });
         self.inner.observer.unfrozen(count);
         if let Some(tick) = earliest {
             self.inner.signal.deadline_added(tick);

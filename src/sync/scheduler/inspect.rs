@@ -15,7 +15,6 @@ use std::hash::Hash;
 use hashbrown::HashSet;
 
 use super::Scheduler;
-use crate::sync::freeze::in_order;
 use crate::sync::inspect::{IdInfo, Member, QueueCounts};
 use crate::sync::shard::ShardState;
 
@@ -176,11 +175,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     where
         Q: Borrow<B>,
     {
-        let mut out = Vec::new();
-        for shard in self.inner.shards.iter() {
-            shard.with(|state| state.members_of(queue, &mut out));
-        }
-        in_order(out)
+        self.gather_in_order(|state, out| state.members_of(queue, out))
     }
 
     /// How many members `queue` has pending, in flight and forwarded; all zero for a queue

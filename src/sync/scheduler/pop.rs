@@ -118,13 +118,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             shard.close(std::mem::take(cursor));
         }
         drop(lanes);
-        drop(trash);
-        if !throttles.is_empty() {
-            self.throttle(throttles);
-        }
-        let deadlines = items.iter().map(|(_, popped)| popped.timer.at);
-        self.inner.observer.popped(instant, deadlines);
-        DueBatch::new(Arc::clone(&self.inner), items)
+        self.hand_out(trash, throttles, instant, items)
     }
 
     /// Locks, for `pop_due`'s merge, every shard that may have a timer due at tick `now`,

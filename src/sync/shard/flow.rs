@@ -12,9 +12,9 @@
 //! **parks** it: out of the wheel or the staged set, onto its queue record's `parked`
 //! list, `Parked(its position)`. So each due timer of a held queue costs the merge one look, once. A parked
 //! timer is pending for everyone else (`cancel`, `drain_queue`, `freeze_queue`, `len`,
-//! `lookup`), and `release` stages the parked ones (the staged set is ordered by deadline
-//! and `seq`, so they come out in delivery order) in the same critical section that lifts
-//! the mark: a `Parked` entry always belongs to a queue held here.
+//! `lookup`), and `lift(Mark::Held)` stages the parked ones (the staged set is ordered by
+//! deadline and `seq`, so they come out in delivery order) in the same critical section that
+//! lifts the mark: a `Parked` entry always belongs to a queue held here.
 //!
 //! While nothing is held here, the merge pays one branch (`held.is_empty()`).
 
@@ -26,7 +26,6 @@ use std::time::Instant;
 
 use super::{NIL, Place, Popped, ShardState};
 use crate::sync::flow::QueueFlow;
-use crate::sync::trash::Trash;
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     /// Marks `queue` held here; `true` if it was not. O(1) expected.
@@ -52,26 +51,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         !self.held.is_empty() && self.held.contains(queue)
     }
 
-    /// Lifts the hold of `queue` here (its name goes to `trash`) and stages its parked
-    /// members, due at once, deadline and order unchanged (a member of a queue at its
-    /// concurrency limit is parked again by the next merge that meets it). Returns how
-    /// many, and the earliest tick among them; `(0, None)` if it was not held.
-    /// O(parked × log staged), or O(parked + staged) when more are parked than staged.
-    pub(crate) fn release<B: Hash + Eq + ?Sized>(
-        &mut self,
-        queue: &B,
-        trash: &mut Trash<Q, K>,
-    ) -> (usize, Option<u64>)
-    where
-        Q: Borrow<B>,
-    {
-        match self.held.take(queue) {
-            Some(name) => trash.queue(name),
-            None => return (0, None),
-        }
-        let Some(&rec) = self.queue_ids.get(queue) else {
-            return (0, None);
-        };
+    /// For `lift(Mark::Held)`, the hold of queue record `rec` already lifted: stages its
+    /// parked members, due at once, deadline and order unchanged (a member of a queue at
+    /// its concurrency limit is parked again by the next merge that meets it). Returns how
+    /// many, and the earliest tick among them. O(parked × log staged), or
+    /// O(parked + staged) when more are parked than staged.
+    pub(super) fn release_parked(&mut self, rec: u32) -> (usize, Option<u64>) {
         let q = self.queue_rec_mut(rec);
         q.held = false;
         let mut parked = std::mem::take(&mut q.parked);

@@ -5,9 +5,9 @@
 //! Rule kept here: while a queue is frozen in this shard, none of its members here is
 //! pending (in the wheel or staged). `freeze` takes them all under the lock that sets the
 //! mark; afterwards `insert` refuses the queue, and a timer of it coming back from the
-//! dispatcher (`retry`, `put_back`) is forwarded. `unfreeze` lifts the mark and makes the
-//! forwarded members pending in the same critical section, so a `Forwarded` entry always
-//! belongs to a queue frozen here.
+//! dispatcher (`retry`, `put_back`) is forwarded. `lift(Mark::Frozen)` lifts the mark and
+//! makes the forwarded members pending in the same critical section, so a `Forwarded` entry
+//! always belongs to a queue frozen here.
 
 use std::borrow::Borrow;
 use std::hash::Hash;
@@ -126,24 +126,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         }
     }
 
-    /// Lifts the mark of `queue` here (its name goes to `trash`) and makes its forwarded
-    /// members pending again, deadline and order unchanged. Returns how many, and the
-    /// earliest tick among them. O(members here).
-    pub(crate) fn unfreeze<B: Hash + Eq + ?Sized>(
-        &mut self,
-        queue: &B,
-        trash: &mut Trash<Q, K>,
-    ) -> (usize, Option<u64>)
-    where
-        Q: Borrow<B>,
-    {
-        match self.frozen.take(queue) {
-            Some(name) => trash.queue(name),
-            None => return (0, None),
-        }
-        let Some(&rec) = self.queue_ids.get(queue) else {
-            return (0, None);
-        };
+    /// For `lift(Mark::Frozen)`, the freeze of queue record `rec` already lifted: makes its
+    /// forwarded members pending again, deadline and order unchanged. Returns how many,
+    /// and the earliest tick among them. O(members here).
+    pub(super) fn unfreeze_forwarded(&mut self, rec: u32) -> (usize, Option<u64>) {
         let (mut count, mut earliest) = (0, None::<u64>);
         let mut index = self.queue_rec(rec).head;
         while index != NIL {

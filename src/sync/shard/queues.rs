@@ -1,13 +1,53 @@
 //! A shard's queues: a record per queue with a member here, heading a doubly linked list of
 //! its members' entries (see the `shard` module doc).
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::hash::Hash;
 
 use super::{Entry, NIL, QueueRec, ShardState};
 use crate::sync::trash::Trash;
 
+/// A per-shard mark of a queue name that keeps its members back: a hold (flow control,
+/// members `Parked`) or a freeze (hand-off, members `Forwarded`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Mark {
+    Held,
+    Frozen,
+}
+
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
+    /// Lifts `mark` from `queue` here (its name goes to `trash`) and makes the members it
+    /// kept back pending again, deadline and order unchanged: parked ones are staged
+    /// (`release_parked`), forwarded ones too (`unfreeze_forwarded`). Returns how many,
+    /// and the earliest tick among them; `(0, None)` if the mark was not set here or the
+    /// queue has no member here. O(1) expected to lift, then as the part called.
+    pub(crate) fn lift<B: Hash + Eq + ?Sized>(
+        &mut self,
+        mark: Mark,
+        queue: &B,
+        trash: &mut Trash<Q, K>,
+    ) -> (usize, Option<u64>)
+    where
+        Q: Borrow<B>,
+    {
+        let marks = match mark {
+            Mark::Held => &mut self.held,
+            Mark::Frozen => &mut self.frozen,
+        };
+        match marks.take(queue) {
+            Some(name) => trash.queue(name),
+            None => return (0, None),
+        }
+        let Some(&rec) = self.queue_ids.get(queue) else {
+            return (0, None);
+        };
+        match mark {
+            Mark::Held => self.release_parked(rec),
+            Mark::Frozen => self.unfreeze_forwarded(rec),
+        }
+    }
+
     /// The record of queue `name`, created (with no member) if it has none here.
     pub(super) fn queue_of(&mut self, name: &Q) -> u32 {
         if let Some(&rec) = self.queue_ids.get(name) {

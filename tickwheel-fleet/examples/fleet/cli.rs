@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use clap::{CommandFactory, Parser, Subcommand, ValueEnum, error::ErrorKind};
+use clap::{Parser, Subcommand, ValueEnum};
 
 /// Runs a fleet of member processes sharing scheduled queues through etcd leases, plays
 /// membership changes and faults (a join, an orderly leave, `kill -9`, SIGSTOP past the
@@ -208,11 +208,7 @@ pub struct MemberArgs {
 
 /// Parses the command line; a bad option prints a usage message and exits 2.
 pub fn parse() -> Args {
-    let args = Args::parse();
-    if let Err(msg) = check(&args) {
-        usage(&msg);
-    }
-    args
+    tickwheel_testkit::cli::parse_or_exit(check)
 }
 
 /// The checks clap's types cannot express.
@@ -277,22 +273,12 @@ pub fn check(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// Prints `msg` as clap prints a usage error and exits with status 2.
-pub fn usage(msg: &str) -> ! {
-    Args::command()
-        .error(ErrorKind::ValueValidation, msg)
-        .exit()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn parse(line: &[&str]) -> Result<Args, String> {
-        let args = Args::try_parse_from(std::iter::once("fleet").chain(line.iter().copied()))
-            .map_err(|e| e.to_string())?;
-        check(&args)?;
-        Ok(args)
+        tickwheel_testkit::cli::parse_checked("fleet", line, check)
     }
 
     #[test]

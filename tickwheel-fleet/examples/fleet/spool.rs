@@ -130,7 +130,7 @@ impl Spool {
     /// # Errors
     /// If Redis cannot be reached.
     pub async fn connect(url: &str, prefix: &str, tls: Option<&Path>) -> RedisResult<Spool> {
-        let client = crate::tls::redis_client(url, tls)?;
+        let client = tickwheel_testkit::pki::redis_client(url, tls)?;
         let conn = ConnectionManager::new(client).await?;
         Ok(Spool {
             conn,

@@ -1,5 +1,6 @@
 //! `--tls`: a CA and certificates made for the run (rcgen), etcd and redis-server serving TLS
-//! only and asking for client certificates, and every connection of the run over them.
+//! only and asking for client certificates, and every connection of the run over them (a
+//! Redis client: `tickwheel_testkit::pki::redis_client`).
 
 use std::io;
 use std::path::Path;
@@ -36,25 +37,4 @@ pub fn etcd(dir: &Path) -> io::Result<etcd_client::TlsOptions> {
     Ok(etcd_client::TlsOptions::new()
         .ca_certificate(etcd_client::Certificate::from_pem(ca))
         .identity(etcd_client::Identity::from_pem(cert, key)))
-}
-
-/// A Redis client for `url`, over the run's TLS when `dir` is given.
-pub fn redis_client(url: &str, dir: Option<&Path>) -> redis::RedisResult<redis::Client> {
-    match dir {
-        None => redis::Client::open(url),
-        Some(d) => {
-            let tls = redis(d).map_err(redis::RedisError::from)?;
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            redis::Client::build_with_tls(
-                url,
-                redis::TlsCertificates {
-                    client_tls: tls.client_identity.map(|c| redis::ClientTlsConfig {
-                        client_cert: c.cert_pem,
-                        client_key: c.key_pem,
-                    }),
-                    root_cert: tls.root_cert_pem,
-                },
-            )
-        }
-    }
 }

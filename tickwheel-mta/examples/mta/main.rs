@@ -75,7 +75,7 @@ fn main() -> ExitCode {
             found,
         },
         wall,
-        peak_memory: report::peak_memory(),
+        peak_memory: tickwheel_testkit::memory::peak_rss(),
         tick_ns,
     };
     if args.json {

@@ -85,20 +85,6 @@ impl Histogram {
     }
 }
 
-/// Peak resident memory (`VmHWM` from /proc/self/status) in bytes, where Linux has it.
-pub fn peak_memory() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line
-        .trim_start_matches("VmHWM:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
-
 /// What the final sweep saw, besides the ledger.
 pub struct Sweep {
     /// `Scheduler::len()` after every thread stopped.
@@ -207,48 +193,61 @@ impl Summary<'_> {
         line(format!("  {:<22}{:>12}", "bounced", t.bounced));
         line(format!("  {:<22}{:>12}", "still pending", t.pending));
         line(String::new());
-        line(format!(
-            "  {:<22}{:>12}   {} failed and retried, {} deferred by a suspension",
-            "delivery attempts",
-            g(&c.attempts),
-            g(&c.failed),
-            g(&c.deferred)
-        ));
-        line(format!(
-            "  {:<22}{:>12}   {} rebinds re-queued {} messages, {} transfers drained {}",
-            "drains",
-            g(&c.rebinds) + g(&c.transfers),
-            g(&c.rebinds),
-            g(&c.rebound),
-            g(&c.transfers),
-            g(&c.transferred)
-        ));
-        line(format!(
-            "  {:<22}{:>12}   {} cancelled, {} in flight, {} no longer pending",
-            "bounces",
-            g(&c.bounces),
-            g(&c.bounced),
-            g(&c.bounce_in_flight),
-            g(&c.bounce_not_pending)
-        ));
-        line(format!(
-            "  {:<22}{:>12}   {} messages held back",
-            "suspends",
-            g(&c.suspends),
-            g(&c.suspended)
-        ));
-        line(format!(
-            "  {:<22}{:>12}   drains and suspends that met {} messages in flight (left to the dispatcher)",
-            "in-flight meetings",
-            g(&c.drains_met_in_flight),
-            g(&c.left_in_flight)
-        ));
-        line(format!(
-            "  {:<22}{:>12}   {:.0} ops/s (schedule, cancel, pop_due, and each timer popped or drained)",
-            "timer operations",
-            c.operations(),
-            self.ops_per_sec()
-        ));
+        let (rebinds, transfers) = (g(&c.rebinds), g(&c.transfers));
+        let (rebound, transferred) = (g(&c.rebound), g(&c.transferred));
+        let rows = [
+            (
+                "delivery attempts",
+                g(&c.attempts),
+                format!(
+                    "{} failed and retried, {} deferred by a suspension",
+                    g(&c.failed),
+                    g(&c.deferred)
+                ),
+            ),
+            (
+                "drains",
+                rebinds + transfers,
+                format!(
+                    "{rebinds} rebinds re-queued {rebound} messages, {transfers} transfers drained {transferred}"
+                ),
+            ),
+            (
+                "bounces",
+                g(&c.bounces),
+                format!(
+                    "{} cancelled, {} in flight, {} no longer pending",
+                    g(&c.bounced),
+                    g(&c.bounce_in_flight),
+                    g(&c.bounce_not_pending)
+                ),
+            ),
+            (
+                "suspends",
+                g(&c.suspends),
+                format!("{} messages held back", g(&c.suspended)),
+            ),
+            (
+                "in-flight meetings",
+                g(&c.drains_met_in_flight),
+                format!(
+                    "drains and suspends that met {} messages in flight (left to the dispatcher)",
+                    g(&c.left_in_flight)
+                ),
+            ),
+            (
+                "timer operations",
+                c.operations(),
+                format!(
+                    "{:.0} ops/s (schedule, cancel, pop_due, and each timer popped or drained)",
+                    self.ops_per_sec()
+                ),
+            ),
+        ];
+        // A figure, right-aligned after its label, then what it is made of.
+        for (label, figure, note) in rows {
+            line(format!("  {label:<22}{figure:>12}   {note}"));
+        }
         line(format!("  {:<22}{}", "lateness", self.lateness_text()));
         line(format!(
             "  {:<22}{:>12}   dispatches, {} before their deadline",

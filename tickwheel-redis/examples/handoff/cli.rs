@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use clap::{CommandFactory, Parser, ValueEnum, error::ErrorKind};
+use clap::{Parser, ValueEnum};
 
 use crate::steps::{self, Role};
 
@@ -234,11 +234,7 @@ impl FromStr for Skew {
 
 /// Parses the command line; a bad option prints clap's message and exits 2.
 pub fn parse() -> Args {
-    let args = Args::parse();
-    if let Err(msg) = check(&args) {
-        usage(&msg);
-    }
-    args
+    tickwheel_testkit::cli::parse_or_exit(check)
 }
 
 /// The checks clap's types cannot express.
@@ -301,9 +297,7 @@ pub fn check(args: &Args) -> Result<(), String> {
 
 /// Prints `msg` as clap prints a usage error and exits with status 2.
 pub fn usage(msg: &str) -> ! {
-    Args::command()
-        .error(ErrorKind::ValueValidation, msg)
-        .exit()
+    tickwheel_testkit::cli::usage::<Args>(msg)
 }
 
 #[cfg(test)]
@@ -311,10 +305,7 @@ mod tests {
     use super::*;
 
     fn parse(line: &[&str]) -> Result<Args, String> {
-        let args = Args::try_parse_from(std::iter::once("handoff").chain(line.iter().copied()))
-            .map_err(|e| e.to_string())?;
-        check(&args)?;
-        Ok(args)
+        tickwheel_testkit::cli::parse_checked("handoff", line, check)
     }
 
     #[test]

@@ -92,7 +92,8 @@ impl RefClock {
     /// restarted (a `redis:STEP` kill) is waited for: every error is retried, on a new
     /// connection, for up to [`RIDE_OUT`].
     pub fn from_redis(url: &str, tls: Option<&Path>) -> Result<RefClock, String> {
-        let client = crate::tls::client(url, tls).map_err(|e| fail("redis url", e))?;
+        let client =
+            tickwheel_testkit::pki::redis_client(url, tls).map_err(|e| fail("redis url", e))?;
         let until = Instant::now() + RIDE_OUT;
         loop {
             match Self::anchor_once(&client) {

@@ -387,7 +387,7 @@ fn signal(sig: &str, pid: u32) -> Result<(), String> {
 /// record (queue, the offering epoch, index): a chunk that does not decode is an error.
 fn in_redis(url: &str, queues: u32, tls: Option<PathBuf>) -> Result<Vec<u64>, String> {
     let fail = |e: redis::RedisError| format!("reading Redis: {e}");
-    let client = crate::tls::client(url, tls.as_deref()).map_err(fail)?;
+    let client = tickwheel_testkit::pki::redis_client(url, tls.as_deref()).map_err(fail)?;
     let mut c = client.get_connection().map_err(fail)?;
     let mut ids = Vec::new();
     for q in queue_names(queues) {

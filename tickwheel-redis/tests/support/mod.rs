@@ -129,6 +129,20 @@ pub fn due_now(q: &str, n: u64, t0: Instant) -> Sched {
     s
 }
 
+/// [`due_now`], then `policy` (holds and limits, set by the scheduler's own calls) applied:
+/// the source, and the queue's policy as a seal reads it (`flow_policy(q)`).
+pub fn due_now_with(
+    q: &str,
+    n: u64,
+    t0: Instant,
+    policy: impl FnOnce(&Sched),
+) -> (Sched, tickwheel_redis::FlowPolicy) {
+    let s = due_now(q, n, t0);
+    policy(&s);
+    let sealed = s.flow_policy(q);
+    (s, sealed)
+}
+
 /// [`filled`] with values `value(id)`.
 pub fn filled_with(q: &str, n: u64, t0: Instant, value: impl Fn(u64) -> String) -> Sched {
     let s = Scheduler::builder().origin(t0).build();

@@ -7,7 +7,8 @@
 //! and every timer must have ended exactly once.
 
 use super::id_on;
-use super::phases::{Step, World, expect, run_phases};
+use super::phases::{Step, World, expect, four_timers, pop, retry, run_phases, schedule};
+use crate::sync::shard::Mark;
 
 impl World {
     pub(super) fn hold_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
@@ -23,7 +24,7 @@ impl World {
     pub(super) fn release_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
         let (real, _) = self
             .sched
-            .in_shard(shard, |state, trash| state.release(&queue, trash));
+            .in_shard(shard, |state, trash| state.lift(Mark::Held, &queue, trash));
         if !self.holds.remove(&(queue, shard)) {
             return expect("release of an unheld queue", real, 0);
         }
@@ -104,31 +105,14 @@ impl World {
     }
 }
 
-fn schedule(queue: u8, id: u64, tick: u64) -> Step {
-    Step::Schedule { queue, id, tick }
-}
-
 /// A hold of queue 0 racing the dispatcher: it pops (parking what is held), takes a `Due`
 /// and retries it, drops the half-taken batch and pops again; meanwhile the operator holds
 /// and releases shard by shard, and a producer schedules, reschedules and cancels members.
 #[test]
 fn hold_and_release_against_pop_retry_and_a_half_taken_batch() {
-    let (a, c) = (id_on(0, 0), id_on(0, 1));
-    let (b, d) = (id_on(1, 0), id_on(1, 1));
-    let initial = [
-        schedule(0, a, 1),
-        schedule(0, b, 1),
-        schedule(1, c, 1),
-        schedule(0, d, 2),
-    ];
+    let ([_, b, _, d], initial) = four_timers([1, 1, 1, 2]);
     let threads = [
-        vec![
-            Step::Pop { now: 3, limit: 2 },
-            Step::Take,
-            Step::Retry { tick: 2 },
-            Step::DropBatch,
-            Step::Pop { now: 3, limit: 3 },
-        ],
+        vec![pop(3, 2), Step::Take, retry(2), Step::DropBatch, pop(3, 3)],
         vec![
             Step::HoldShard { queue: 0, shard: 0 },
             Step::HoldShard { queue: 0, shard: 1 },
@@ -152,14 +136,14 @@ fn parked_timers_against_drain_freeze_and_schedule() {
         schedule(0, a, 1),
         schedule(0, b, 1),
         schedule(0, c, 2),
-        Step::Pop { now: 1, limit: 3 },
+        pop(1, 3),
     ];
     let threads = [
         vec![
-            Step::Pop { now: 2, limit: 2 },
+            pop(2, 2),
             Step::Take,
             Step::ReleaseShard { queue: 0, shard: 0 },
-            Step::Pop { now: 2, limit: 2 },
+            pop(2, 2),
         ],
         vec![
             Step::DrainShard { queue: 0, shard: 0 },
@@ -177,9 +161,8 @@ fn parked_timers_against_drain_freeze_and_schedule() {
 /// `pop_due`, never more than the limit in flight.
 #[test]
 fn concurrency_limits_against_delivery_retry_put_back_and_a_hold() {
-    let (a, c) = (id_on(0, 0), id_on(0, 1));
-    let (b, d) = (id_on(1, 0), id_on(1, 1));
-    let initial = [
+    let ([_, _, _, d], timers) = four_timers([1, 1, 1, 2]);
+    let limits = vec![
         Step::Limit {
             queue: 0,
             limit: Some(1),
@@ -188,20 +171,17 @@ fn concurrency_limits_against_delivery_retry_put_back_and_a_hold() {
             queue: 1,
             limit: Some(2),
         },
-        schedule(0, a, 1),
-        schedule(0, b, 1),
-        schedule(1, c, 1),
-        schedule(0, d, 2),
     ];
+    let initial = [limits, timers].concat();
     let threads = [
         vec![
-            Step::Pop { now: 3, limit: 3 },
+            pop(3, 3),
             Step::Take,
-            Step::Retry { tick: 2 },
-            Step::Pop { now: 3, limit: 2 },
+            retry(2),
+            pop(3, 2),
             Step::Take,
             Step::Finish,
-            Step::Pop { now: 3, limit: 3 },
+            pop(3, 3),
         ],
         vec![
             Step::HoldShard { queue: 0, shard: 1 },
@@ -217,22 +197,9 @@ fn concurrency_limits_against_delivery_retry_put_back_and_a_hold() {
 /// now, in deadline order, the in-flight ones are left alone, and every timer ends once.
 #[test]
 fn flush_against_pop_retry_a_hold_and_a_producer() {
-    let (a, c) = (id_on(0, 0), id_on(0, 1));
-    let (b, d) = (id_on(1, 0), id_on(1, 1));
-    let initial = [
-        schedule(0, a, 1),
-        schedule(0, b, 5),
-        schedule(1, c, 1),
-        schedule(0, d, 7),
-    ];
+    let ([_, _, _, d], initial) = four_timers([1, 5, 1, 7]);
     let threads = [
-        vec![
-            Step::Pop { now: 2, limit: 2 },
-            Step::Take,
-            Step::Retry { tick: 9 },
-            Step::DropBatch,
-            Step::Pop { now: 2, limit: 3 },
-        ],
+        vec![pop(2, 2), Step::Take, retry(9), Step::DropBatch, pop(2, 3)],
         vec![
             Step::Flush { queue: 0, now: 2 },
             Step::HoldShard { queue: 0, shard: 1 },

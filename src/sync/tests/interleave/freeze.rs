@@ -6,8 +6,9 @@
 //! `take_forwarded`), none left out.
 
 use super::id_on;
-use super::phases::{Step, World, expect, run_phases};
+use super::phases::{Step, World, expect, four_timers, pop, retry, run_phases, schedule};
 use crate::sync::Retried;
+use crate::sync::shard::Mark;
 
 impl World {
     pub(super) fn freeze_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
@@ -56,9 +57,9 @@ impl World {
     }
 
     pub(super) fn unfreeze_shard(&mut self, queue: u8, shard: usize) -> Result<(), String> {
-        let (real, _) = self
-            .sched
-            .in_shard(shard, |state, trash| state.unfreeze(&queue, trash));
+        let (real, _) = self.sched.in_shard(shard, |state, trash| {
+            state.lift(Mark::Frozen, &queue, trash)
+        });
         let mut model = 0;
         if self.frozen.remove(&(queue, shard)) {
             for (id, _) in self.members(queue, shard) {
@@ -118,32 +119,15 @@ impl World {
     }
 }
 
-fn schedule(queue: u8, id: u64, tick: u64) -> Step {
-    Step::Schedule { queue, id, tick }
-}
-
 /// A freeze of queue 0 (both shards), racing the dispatcher: it pops, takes one `Due` and
 /// retries it, takes another and delivers it, and drops the half-taken batch; meanwhile a
 /// producer schedules into the queue and another queue, and the handoff takes the forwarded
 /// timers, and unfreezes.
 #[test]
 fn freeze_against_pop_retry_and_a_half_taken_batch() {
-    let (a, c) = (id_on(0, 0), id_on(0, 1));
-    let (b, d) = (id_on(1, 0), id_on(1, 1));
-    let initial = [
-        schedule(0, a, 1),
-        schedule(0, b, 1),
-        schedule(1, c, 1),
-        schedule(0, d, 2),
-    ];
+    let ([_, _, c, _], initial) = four_timers([1, 1, 1, 2]);
     let threads = [
-        vec![
-            Step::Pop { now: 3, limit: 3 },
-            Step::Take,
-            Step::Retry { tick: 2 },
-            Step::Take,
-            Step::DropBatch,
-        ],
+        vec![pop(3, 3), Step::Take, retry(2), Step::Take, Step::DropBatch],
         vec![
             Step::FreezeShard { queue: 0, shard: 0 },
             Step::FreezeShard { queue: 0, shard: 1 },
@@ -164,18 +148,12 @@ fn unfreeze_against_retry_and_dropped_batches() {
         schedule(0, a, 1),
         schedule(0, b, 1),
         schedule(0, c, 1),
-        Step::Pop { now: 1, limit: 3 },
+        pop(1, 3),
         Step::FreezeShard { queue: 0, shard: 0 },
         Step::FreezeShard { queue: 0, shard: 1 },
     ];
     let threads = [
-        vec![
-            Step::Take,
-            Step::Retry { tick: 1 },
-            Step::DropBatch,
-            Step::Pop { now: 2, limit: 2 },
-            Step::Take,
-        ],
+        vec![Step::Take, retry(1), Step::DropBatch, pop(2, 2), Step::Take],
         vec![
             Step::UnfreezeShard { queue: 0, shard: 1 },
             Step::TakeForwardedShard { queue: 0, shard: 0 },
@@ -191,13 +169,9 @@ fn unfreeze_against_retry_and_dropped_batches() {
 #[test]
 fn freeze_against_drain_and_schedule_of_the_same_ids() {
     let (a, b) = (id_on(0, 0), id_on(1, 0));
-    let initial = [schedule(0, a, 1), Step::Pop { now: 1, limit: 1 }];
+    let initial = [schedule(0, a, 1), pop(1, 1)];
     let threads = [
-        vec![
-            Step::Take,
-            Step::Retry { tick: 3 },
-            Step::Pop { now: 3, limit: 1 },
-        ],
+        vec![Step::Take, retry(3), pop(3, 1)],
         vec![
             Step::FreezeShard { queue: 0, shard: 1 },
             Step::FreezeShard { queue: 0, shard: 0 },

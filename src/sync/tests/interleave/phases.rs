@@ -71,6 +71,33 @@ pub(super) enum Step {
     },
 }
 
+/// `Step::Schedule` in one line, as the scenarios write it.
+pub(super) fn schedule(queue: u8, id: u64, tick: u64) -> Step {
+    Step::Schedule { queue, id, tick }
+}
+
+/// `Step::Pop` in one line, as the scenarios write it.
+pub(super) fn pop(now: u64, limit: usize) -> Step {
+    Step::Pop { now, limit }
+}
+
+/// `Step::Retry` in one line, as the scenarios write it.
+pub(super) fn retry(tick: u64) -> Step {
+    Step::Retry { tick }
+}
+
+/// The start several scenarios share: timers `a`, `c` in shard 0 and `b`, `d` in shard 1,
+/// all of queue 0 but `c` (queue 1), due at `ticks` (of `a`, `b`, `c`, `d`). Returns the
+/// ids `[a, b, c, d]` and the steps scheduling them, in that order.
+pub(super) fn four_timers(ticks: [u64; 4]) -> ([u64; 4], Vec<Step>) {
+    let ids = [id_on(0, 0), id_on(1, 0), id_on(0, 1), id_on(1, 1)];
+    let queues = [0, 0, 1, 0];
+    let steps = (0..4)
+        .map(|i| schedule(queues[i], ids[i], ticks[i]))
+        .collect();
+    (ids, steps)
+}
+
 /// The sequential model's view of an id: pending, forwarded or in flight, with its order
 /// key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -413,46 +440,18 @@ fn phases_drain_cancel_reschedule_against_in_flight() {
     let (a, c) = (id_on(0, 0), id_on(0, 1));
     let (b, d) = (id_on(1, 0), id_on(1, 1));
     let initial = [
-        Step::Schedule {
-            queue: 0,
-            id: a,
-            tick: 1,
-        },
-        Step::Schedule {
-            queue: 0,
-            id: b,
-            tick: 2,
-        },
-        Step::Schedule {
-            queue: 0,
-            id: c,
-            tick: 9,
-        },
-        Step::Schedule {
-            queue: 1,
-            id: d,
-            tick: 1,
-        },
+        schedule(0, a, 1),
+        schedule(0, b, 2),
+        schedule(0, c, 9),
+        schedule(1, d, 1),
     ];
     let threads = [
-        vec![
-            Step::Pop { now: 5, limit: 2 },
-            Step::Take,
-            Step::Finish,
-            Step::DropBatch,
-        ],
+        vec![pop(5, 2), Step::Take, Step::Finish, Step::DropBatch],
         vec![
             Step::DrainShard { queue: 0, shard: 0 },
             Step::DrainShard { queue: 0, shard: 1 },
         ],
-        vec![
-            Step::Cancel { id: d },
-            Step::Schedule {
-                queue: 0,
-                id: a,
-                tick: 0,
-            },
-        ],
+        vec![Step::Cancel { id: d }, schedule(0, a, 0)],
         vec![
             Step::Reschedule { id: c, tick: 3 },
             Step::Reschedule { id: b, tick: 7 },
@@ -464,39 +463,16 @@ fn phases_drain_cancel_reschedule_against_in_flight() {
 #[test]
 fn phases_pop_vs_schedule_of_the_same_id_and_half_taken_batches() {
     let (a, c) = (id_on(0, 0), id_on(1, 0));
-    let initial = [
-        Step::Schedule {
-            queue: 0,
-            id: a,
-            tick: 1,
-        },
-        Step::Schedule {
-            queue: 0,
-            id: c,
-            tick: 1,
-        },
-    ];
+    let initial = [schedule(0, a, 1), schedule(0, c, 1)];
     let threads = [
         vec![
-            Step::Pop { now: 2, limit: 1 },
+            pop(2, 1),
             Step::DropBatch,
-            Step::Pop { now: 2, limit: 5 },
+            pop(2, 5),
             Step::Take,
             Step::Finish,
         ],
-        vec![
-            Step::Schedule {
-                queue: 0,
-                id: a,
-                tick: 0,
-            },
-            Step::Cancel { id: a },
-            Step::Schedule {
-                queue: 1,
-                id: a,
-                tick: 1,
-            },
-        ],
+        vec![schedule(0, a, 0), Step::Cancel { id: a }, schedule(1, a, 1)],
         vec![
             Step::DrainShard { queue: 0, shard: 0 },
             Step::DrainShard { queue: 0, shard: 1 },
@@ -508,39 +484,16 @@ fn phases_pop_vs_schedule_of_the_same_id_and_half_taken_batches() {
 #[test]
 fn phases_single_shard_take_while_draining() {
     let (a, b, c) = (id_on(0, 0), id_on(0, 1), id_on(0, 2));
-    let initial = [
-        Step::Schedule {
-            queue: 0,
-            id: a,
-            tick: 1,
-        },
-        Step::Schedule {
-            queue: 0,
-            id: b,
-            tick: 1,
-        },
-        Step::Schedule {
-            queue: 0,
-            id: c,
-            tick: 2,
-        },
-    ];
+    let initial = [schedule(0, a, 1), schedule(0, b, 1), schedule(0, c, 2)];
     let threads = [
         vec![
-            Step::Pop { now: 3, limit: 3 },
+            pop(3, 3),
             Step::Take,
             Step::Finish,
             Step::Take,
             Step::DropBatch,
         ],
-        vec![
-            Step::DrainShard { queue: 0, shard: 0 },
-            Step::Schedule {
-                queue: 0,
-                id: b,
-                tick: 0,
-            },
-        ],
+        vec![Step::DrainShard { queue: 0, shard: 0 }, schedule(0, b, 0)],
         vec![Step::Cancel { id: c }, Step::Reschedule { id: a, tick: 2 }],
     ];
     assert_eq!(run_phases(&initial, &threads), 756);
@@ -555,42 +508,19 @@ fn phases_done_dues_are_settled_by_whoever_meets_their_ids() {
     let (a, b) = (id_on(0, 0), id_on(0, 1));
     let c = id_on(1, 0);
     let initial = [
-        Step::Schedule {
-            queue: 0,
-            id: a,
-            tick: 1,
-        },
-        Step::Schedule {
-            queue: 0,
-            id: b,
-            tick: 1,
-        },
-        Step::Schedule {
-            queue: 1,
-            id: c,
-            tick: 1,
-        },
-        Step::Pop { now: 2, limit: 3 },
+        schedule(0, a, 1),
+        schedule(0, b, 1),
+        schedule(1, c, 1),
+        pop(2, 3),
     ];
     let threads = [
         vec![Step::Take, Step::Take, Step::Take, Step::Finish],
         vec![
             Step::Reschedule { id: a, tick: 4 },
-            Step::Schedule {
-                queue: 1,
-                id: a,
-                tick: 4,
-            },
+            schedule(1, a, 4),
             Step::Cancel { id: c },
         ],
-        vec![
-            Step::DrainShard { queue: 0, shard: 0 },
-            Step::Schedule {
-                queue: 0,
-                id: b,
-                tick: 5,
-            },
-        ],
+        vec![Step::DrainShard { queue: 0, shard: 0 }, schedule(0, b, 5)],
     ];
     assert_eq!(run_phases(&initial, &threads), 1_260);
 }
