@@ -1,7 +1,7 @@
 //! Children that use the front, then die by SIGKILL; a survivor must hold exactly their live
 //! timers.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -282,4 +282,135 @@ async fn an_id_dropped_in_one_queue_and_scheduled_in_another_keeps_its_acknowled
     assert_eq!(live.len(), 30, "{lines:?}");
     // One timer per id: the acknowledged schedule in q1, not the stale record of q0.
     holds_exactly(&s, &qs, &live, &BTreeSet::new(), &lines).await;
+}
+
+/// Four tasks, each on 50 ids of its own, run schedule (on either queue), reschedule and
+/// cancel one write at a time until killed: `TRY <queue> <id> <ms>` (live at that deadline
+/// after the write; ms 0: gone) before each call, `OK <queue> <id> <ms>` once its `Pending`
+/// resolved, `NOP <id>` when the front or the scheduler refused it.
+pub(crate) async fn stream_child(m: &FleetMember, qs: &[String]) {
+    let tasks = (0..4u64).map(|t| async move {
+        let mut x = 0x2545_F491_4F6C_DD1Du64.wrapping_mul(t + 1);
+        // id → queue while live.
+        let mut live: std::collections::BTreeMap<u64, String> = Default::default();
+        loop {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let id = t * 1000 + x % 50;
+            let at = Instant::now() + HOUR + Duration::from_millis((x >> 16) % 3_600_000);
+            let ms = unix_ms(at);
+            let (q, p) = match live.get(&id).cloned() {
+                None => {
+                    let q = qs[((x >> 8) % 2) as usize].clone();
+                    println!("TRY {q} {id} {ms}");
+                    (
+                        q.clone(),
+                        m.schedule(q.clone(), id, at, value(&q, id))
+                            .ok()
+                            .and_then(Result::ok),
+                    )
+                }
+                Some(q) if (x >> 8) % 3 == 0 => {
+                    println!("TRY {q} {id} 0");
+                    let p = match m.cancel(&id) {
+                        Ok((tickwheel::sync::Cancel::Cancelled(_), p)) => p,
+                        _ => None,
+                    };
+                    (q, p)
+                }
+                Some(q) => {
+                    println!("TRY {q} {id} {ms}");
+                    (q, m.reschedule(&id, at).ok().and_then(Result::ok))
+                }
+            };
+            let Some(p) = p else {
+                println!("NOP {id}");
+                continue;
+            };
+            match p.await {
+                Ok(_) => {
+                    let gone = matches!(live.get(&id), Some(_)) && (x >> 8) % 3 == 0;
+                    if gone {
+                        live.remove(&id);
+                        println!("OK {q} {id} 0");
+                    } else {
+                        live.insert(id, q.clone());
+                        println!("OK {q} {id} {ms}");
+                    }
+                }
+                Err(e) => panic!("{id}: {e}"),
+            }
+        }
+    });
+    futures_util::future::join_all(tasks).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_killed_mid_stream_loses_no_acknowledged_write() {
+    let Some((etcd, redis, opts, qs)) = parent_fleet_with(CHILD, queues_of("stream")).await else {
+        return;
+    };
+    let test = ("adversarial_child", CHILD);
+    let limit = Duration::from_secs(120);
+    let mut child = child_member_ready(test, (&etcd, &redis, "stream"), limit, ("OK ", 3000)).await;
+    child.kill9();
+    // Let the reader take what the pipe still held.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let lines = child.lines();
+    // Per id: its last acknowledged state, and the state of a write in flight at the kill.
+    let mut acked: BTreeMap<u64, (String, i64)> = BTreeMap::new();
+    let mut tried: BTreeMap<u64, Option<(String, i64)>> = BTreeMap::new();
+    for l in &lines {
+        let p: Vec<&str> = l.split(' ').collect();
+        match p[..] {
+            ["TRY", q, id, ms] => {
+                tried.insert(
+                    id.parse().expect("id"),
+                    Some((q.to_owned(), ms.parse().expect("ms"))),
+                );
+            }
+            ["OK", q, id, ms] => {
+                let id = id.parse().expect("id");
+                acked.insert(id, (q.to_owned(), ms.parse().expect("ms")));
+                tried.insert(id, None);
+            }
+            ["NOP", id] => {
+                tried.insert(id.parse().expect("id"), None);
+            }
+            _ => {}
+        }
+    }
+    let s = join_journaling(&opts, "s", true).await;
+    owns(&s, qs.len()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ids: BTreeSet<u64> = acked.keys().chain(tried.keys()).copied().collect();
+    let mut wrong = Vec::new();
+    for id in ids {
+        let here = s
+            .scheduler()
+            .lookup(&id)
+            .map(|i| (i.queue, unix_ms(i.deadline)));
+        // What may hold: the last acknowledged state, or the in-flight write's.
+        let mut may = vec![acked.get(&id).cloned().filter(|(_, ms)| *ms != 0)];
+        if let Some(Some(t)) = tried.get(&id) {
+            may.push(Some(t.clone()).filter(|(_, ms)| *ms != 0));
+        }
+        let fits = may.iter().any(|m| match (m, &here) {
+            (None, None) => true,
+            (Some((q, ms)), Some((hq, hms))) => q == hq && *hms >= ms - 100 && *hms <= ms + 5000,
+            _ => false,
+        });
+        if !fits {
+            wrong.push((id, may, here));
+        }
+    }
+    let oks = lines.iter().filter(|l| l.starts_with("OK ")).count();
+    assert!(
+        wrong.is_empty(),
+        "{} of the ids disagree after {oks} acknowledged writes (id, allowed, survivor), e.g. \
+         {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
 }

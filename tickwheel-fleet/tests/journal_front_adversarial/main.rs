@@ -10,7 +10,8 @@
 //! <id>`: a hand-out dropped, its record left), then `DONE`, and are killed with SIGKILL.
 //!
 //! - `killed`: reschedules, drains, dropped hand-outs, four threads hammering the front, an
-//!   id dropped in one queue and scheduled in another; each child SIGKILLed, a survivor checked.
+//!   id dropped in one queue and scheduled in another, four tasks writing one id at a time
+//!   (killed mid-stream); each child SIGKILLed, a survivor checked against its ledger.
 //! - `fenced`: a member SIGSTOPped until a survivor adopted its queue ends its hand-outs; hand-outs
 //!   ended while their queues move to a joining member.
 //! - `in_process`: ids and values of odd sizes, queues not owned, cancels racing hand-outs,
@@ -43,6 +44,7 @@ async fn adversarial_child() {
         "moves" => killed::moves_child(&m, &qs).await,
         "hammer" => killed::hammer_child(&m, &qs).await,
         "crossq" => killed::cross_queue_child(&m, &qs).await,
+        "stream" => killed::stream_child(&m, &qs).await,
         "zombie" => fenced::zombie_child(&m, &qs[0]).await,
         other => panic!("no scenario {other}"),
     }
