@@ -300,6 +300,7 @@ pub(crate) async fn stream_child(m: &FleetMember, qs: &[String]) {
             let id = t * 1000 + x % 50;
             let at = Instant::now() + HOUR + Duration::from_millis((x >> 16) % 3_600_000);
             let ms = unix_ms(at);
+            let cancel = (x >> 8).is_multiple_of(3);
             let (q, p) = match live.get(&id).cloned() {
                 None => {
                     let q = qs[((x >> 8) % 2) as usize].clone();
@@ -311,7 +312,7 @@ pub(crate) async fn stream_child(m: &FleetMember, qs: &[String]) {
                             .and_then(Result::ok),
                     )
                 }
-                Some(q) if (x >> 8) % 3 == 0 => {
+                Some(q) if cancel => {
                     println!("TRY {q} {id} 0");
                     let p = match m.cancel(&id) {
                         Ok((tickwheel::sync::Cancel::Cancelled(_), p)) => p,
@@ -330,7 +331,7 @@ pub(crate) async fn stream_child(m: &FleetMember, qs: &[String]) {
             };
             match p.await {
                 Ok(_) => {
-                    let gone = matches!(live.get(&id), Some(_)) && (x >> 8) % 3 == 0;
+                    let gone = live.contains_key(&id) && cancel;
                     if gone {
                         live.remove(&id);
                         println!("OK {q} {id} 0");
