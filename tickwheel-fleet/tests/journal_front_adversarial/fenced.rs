@@ -51,16 +51,34 @@ pub(crate) async fn zombie_child(m: &FleetMember, q: &String) {
         },
     };
     println!("SCHEDULE_AFTER {outcome}");
+    // Once it owns the queue again (its survivor left), what its scheduler holds of it.
+    let until = Instant::now() + Duration::from_secs(60);
+    while token_of(m, q).is_none() {
+        if Instant::now() > until {
+            println!("NEVER_REOWNED");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for t in m.scheduler().queue_members(q) {
+        println!("HELD {} {:?} {}", t.id, t.state, unix_ms(t.deadline));
+    }
+    println!("REOWNED {}", token_of(m, q).unwrap_or(0));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn hand_outs_ended_by_a_member_that_lost_its_queue_are_fenced_and_delivered_again() {
-    let Some((etcd, redis, opts, qs)) = parent_fleet_with(CHILD, 1).await else {
-        return;
-    };
-    let q = &qs[0];
+/// The zombie child, SIGSTOPped once it holds its 20 hand-outs until survivor `s` owns its
+/// queue (and 4 s at least), then continued: once it printed `SCHEDULE_AFTER`.
+async fn zombie_and_survivor() -> Option<(
+    tickwheel_testkit::etcd::EtcdServer,
+    tickwheel_testkit::redis::RedisServer,
+    Vec<String>,
+    tickwheel_testkit::child::TestChild,
+    FleetMember,
+)> {
+    let (etcd, redis, opts, qs) = parent_fleet_with(CHILD, 1).await?;
     let test = ("adversarial_child", CHILD);
-    let mut child = child_member_ready(
+    let child = child_member_ready(
         test,
         (&etcd, &redis, "zombie"),
         Duration::from_secs(60),
@@ -77,7 +95,7 @@ async fn hand_outs_ended_by_a_member_that_lost_its_queue_are_fenced_and_delivere
     tokio::time::sleep(least).await;
     tickwheel_testkit::child::send_signal(pid, "CONT").expect("SIGCONT");
     let started = Instant::now();
-    while !child.has("DONE") {
+    while child.count("SCHEDULE_AFTER ") == 0 {
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "{:?}",
@@ -85,6 +103,63 @@ async fn hand_outs_ended_by_a_member_that_lost_its_queue_are_fenced_and_delivere
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    Some((etcd, redis, qs, child, s))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_that_lost_its_queue_and_gets_it_back_revives_nothing_the_survivor_ended() {
+    let Some((_etcd, _redis, qs, mut child, s)) = zombie_and_survivor().await else {
+        return;
+    };
+    let q = &qs[0];
+    // The survivor delivers the 20 and ends each, acknowledged; then it leaves.
+    let mut got = BTreeSet::new();
+    let mut ends = Vec::new();
+    pop_due_into(
+        &s,
+        Duration::from_secs(10),
+        &mut got,
+        |g| g.len() >= 20,
+        |g, d| {
+            g.insert(*d.due.id());
+            ends.push(d.done().1.expect("journaled"));
+        },
+    )
+    .await;
+    assert_eq!(got.len(), 20);
+    for p in ends {
+        p.await.expect("ended at the survivor");
+    }
+    s.leave().await.expect("leave");
+    let started = Instant::now();
+    while child.count("REOWNED") + child.count("NEVER_REOWNED") == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "{:?}",
+            child.lines()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let lines = child.lines();
+    child.kill9();
+    assert!(
+        !lines.iter().any(|l| l == "NEVER_REOWNED"),
+        "the stale member never owned {q} again: {lines:?}"
+    );
+    let revived: Vec<_> = lines.iter().filter(|l| l.starts_with("HELD ")).collect();
+    assert!(
+        revived.is_empty(),
+        "back at the member that lost {q}, timers the survivor delivered and ended (id, state, \
+         unix ms): {revived:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hand_outs_ended_by_a_member_that_lost_its_queue_are_fenced_and_delivered_again() {
+    let Some((_etcd, _redis, qs, mut child, s)) = zombie_and_survivor().await else {
+        return;
+    };
+    let q = &qs[0];
     let lines = child.lines();
     child.kill9();
     // Every hand-out comes back at the survivor, under a larger token.
