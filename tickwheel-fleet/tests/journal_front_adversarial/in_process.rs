@@ -55,22 +55,6 @@ async fn empty_and_kilobyte_ids_and_values() {
         "journal ids {:?}",
         stored.keys().map(String::len).collect::<Vec<_>>()
     );
-    // 1022 chars encode to 1025 bytes, over MAX_ID_BYTES: never written, so the timer must
-    // not be left in the scheduler as if accepted (nothing scheduled on a refusal).
-    let long = "x".repeat(1022);
-    let r = m.schedule(q.clone(), long.clone(), at, "z".to_owned());
-    let outcome = match r {
-        Err(e) => format!("outer Err: {e}"),
-        Ok(Err(e)) => format!("scheduler refused: {e:?}"),
-        Ok(Ok(p)) => format!("pending: {:?}", p.await),
-    };
-    let left = m.scheduler().lookup(&long);
-    assert!(
-        left.is_none() || outcome.contains("Ok(Written"),
-        "a 1022-char id: {outcome}; yet the scheduler holds it ({:?}), to fire here and be \
-         lost at the next owner",
-        left.map(|i| i.state)
-    );
     // The empty id is an id like any other: reschedule and cancel it through the front.
     match m.reschedule(&String::new(), at + HOUR) {
         Ok(Ok(p)) => p.await.expect("moved"),
@@ -88,6 +72,36 @@ async fn empty_and_kilobyte_ids_and_values() {
             .iter()
             .all(|r| !r.entry::<String, String>().expect("decodes").id.is_empty()),
         "the empty id's end was not applied"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_id_over_the_journals_limit_is_refused_with_nothing_scheduled() {
+    let Some((_etcd, _redis, opts, qs)) = fleet_with(1).await else {
+        return;
+    };
+    let m = join_strings(&opts, "a").await;
+    wait_until(Duration::from_secs(30), "a owns q0", || {
+        m.owned().len() == 1
+    })
+    .await;
+    let q = &qs[0];
+    let at = Instant::now() + HOUR;
+    // MessagePack adds 3 bytes to a string of 256 bytes or more: 1022 chars encode to 1025 bytes, over MAX_ID_BYTES: never written, so the timer must
+    // not be left in the scheduler as if accepted (nothing scheduled on a refusal).
+    let long = "x".repeat(1022);
+    let r = m.schedule(q.clone(), long.clone(), at, "z".to_owned());
+    let outcome = match r {
+        Err(e) => format!("outer Err: {e}"),
+        Ok(Err(e)) => format!("scheduler refused: {e:?}"),
+        Ok(Ok(p)) => format!("pending: {:?}", p.await),
+    };
+    let left = m.scheduler().lookup(&long);
+    assert!(
+        left.is_none() || outcome.contains("Ok(Written"),
+        "a 1022-char id: {outcome}; yet the scheduler holds it ({:?}), to fire here and be \
+         lost at the next owner",
+        left.map(|i| i.state)
     );
 }
 
