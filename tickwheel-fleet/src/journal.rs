@@ -92,8 +92,10 @@ where
     /// # Errors
     /// [`Error::JournalOff`] without [`FleetOptions::journal`](crate::FleetOptions::journal);
     /// [`Error::NotOwned`] if this member does not own `queue` now; [`Error::Journal`] if the id
-    /// or value does not serialize. The [`Pending`] resolves to
-    /// `tickwheel_redis::journal::JournalError::Fenced` once another member holds the queue.
+    /// or value does not serialize, or the id encodes to over
+    /// `tickwheel_redis::journal::MAX_ID_BYTES` (`JournalError::IdTooLong`). The [`Pending`]
+    /// resolves to `tickwheel_redis::journal::JournalError::Fenced` once another member holds
+    /// the queue.
     pub fn journal_put(&self, queue: &Q, id: &K, at: Instant, value: &T) -> Result<Pending, Error> {
         let (j, token) = self.journal_for(queue)?;
         let deadline_us = j.reference_us(at);
