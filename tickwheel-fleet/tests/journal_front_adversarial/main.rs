@@ -16,11 +16,13 @@
 //!   ended while their queues move to a joining member.
 //! - `in_process`: ids and values of odd sizes, queues not owned, cancels racing hand-outs,
 //!   a Redis restart under a stream of writes.
+//! - `crossqueue`: an id journaled in two queues, met by the member a move brings both to.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod common;
+mod crossqueue;
 mod fenced;
 mod in_process;
 mod killed;
