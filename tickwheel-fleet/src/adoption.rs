@@ -12,6 +12,7 @@ use tickwheel::sync::snapshot::from_reference;
 use tickwheel_redis::Adopted;
 use tokio::sync::Semaphore;
 
+use crate::crossqueue::{Claim, later_wins_across};
 use crate::runtime::Shared;
 use crate::{Acquisition, Error, FleetEvent, QueueName};
 
@@ -86,7 +87,8 @@ where
 /// the journal on, the offer's deadlines are read first (a second fetch of the offer: the
 /// import reads it again), and each id already in keeps the later of the two, the journal
 /// brought up to it (a retry at the freeze the source could not journal: else fired early
-/// here, and again at the next owner).
+/// here, and again at the next owner). An offered id whose timer is in another queue of
+/// this member keeps the later deadline too (`crossqueue::later_wins_across`).
 async fn leftover<Q, K, T>(
     s: &Arc<Shared<Q, K, T>>,
     q: &Q,
@@ -116,12 +118,14 @@ where
             })
             .collect();
     }
-    let imported = match s.custody.complete(inc, &s.scheduler).await {
-        Ok(r) => r.imported.imported,
+    let done = match s.custody.complete(inc, &s.scheduler).await {
+        Ok(r) => r.imported,
         Err(e) => return Err(Error::Handoff(e.to_string())),
     };
     if let Err(e) = crate::journal::later_deadlines_win(s, q, token, offered, false).await {
         tracing::warn!(member = %s.name, error = %e, "journal not brought up to the leftover offer's deadlines");
     }
-    Ok(imported)
+    // An offered id with a timer in another queue here: the later deadline wins there too.
+    let claims = Claim::offered(done.present);
+    Ok(done.imported + later_wins_across(s, q, token, claims).await.offer)
 }

@@ -28,7 +28,10 @@ use crate::journal::MemberJournal;
 /// delivered, as with any `Due`, and writes nothing: its record stays in the journal, so the
 /// queue's next owner (after a death, or an adoption after a handoff) delivers it again — at
 /// least once, never lost — and the record stays in Redis until a later write of the same id
-/// replaces or ends it. Without the journal, dropping it is how a hand-out ends.
+/// in that queue replaces or ends it. Scheduled again in **another** queue, the id has two
+/// records: a member that loads both queues keeps the later deadline of the two and ends the
+/// other record (see `docs/fleet.md`, the journal). Without the journal, dropping it is how
+/// a hand-out ends.
 pub struct FencedDue<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     /// The queue's fencing token at hand-out.
     pub token: u64,

@@ -43,7 +43,10 @@ where
     /// Nothing is scheduled on an outer `Err`: [`Error::JournalOff`] without
     /// [`FleetOptions::journal`](crate::FleetOptions::journal); [`Error::NotOwned`] if this
     /// member does not own `queue` now; [`Error::Journal`] if the id or value does not
-    /// serialize. `Ok(Err(..))` is the scheduler's refusal, with the value back (the id
+    /// serialize (`JournalError::Corrupt`) or the id encodes to over
+    /// `tickwheel_redis::journal::MAX_ID_BYTES` (`JournalError::IdTooLong`): both are found
+    /// while encoding, before the scheduler is touched. `Ok(Err(..))` is the scheduler's
+    /// refusal, with the value back (the id
     /// pending or in flight, the queue frozen by a handoff under way, its shard full):
     /// nothing is recorded then. The [`Pending`] resolves to
     /// `tickwheel_redis::journal::JournalError::Fenced` once another member holds the queue
@@ -76,7 +79,9 @@ where
     /// # Errors
     /// Nothing changes on an outer `Err`: [`Error::JournalOff`]; [`Error::NotOwned`] if this
     /// member does not own the timer's queue now; [`Error::Journal`] if the id or value does
-    /// not serialize. `Ok(Err(..))` is the scheduler's refusal (nothing recorded):
+    /// not serialize or the id is too long for the journal, as [`Member::schedule`]'s (such
+    /// an id is in the scheduler only if scheduled there directly: the front refuses it).
+    /// `Ok(Err(..))` is the scheduler's refusal (nothing recorded):
     /// [`RescheduleError::NotFound`] (no timer), [`RescheduleError::InFlight`] (handed out:
     /// use [`FencedDue::retry_at`]), [`RescheduleError::Frozen`] (a handoff under way). The
     /// [`Pending`] resolves as [`Member::schedule`]'s.
@@ -115,7 +120,9 @@ where
     ///
     /// # Errors
     /// Nothing changes on an `Err`: [`Error::JournalOff`]; [`Error::NotOwned`] if this member
-    /// does not own the timer's queue now; [`Error::Journal`] if the id does not serialize.
+    /// does not own the timer's queue now; [`Error::Journal`] if the id does not serialize
+    /// or is too long for the journal, as [`Member::schedule`]'s (the timer stays: one
+    /// scheduled on the scheduler directly, which has no record to end; cancel it there).
     /// `Cancel::InFlight` (handed out: its [`FencedDue`] ends it) and `Cancel::NotFound`
     /// come with `None`: nothing recorded. The [`Pending`] resolves as
     /// [`Member::schedule`]'s.
@@ -145,8 +152,10 @@ where
     ///
     /// # Errors
     /// Nothing is drained on an `Err`: [`Error::JournalOff`]; [`Error::NotOwned`] if this
-    /// member does not own `queue` now. An id that does not serialize is drained without an
-    /// end (logged at warn level; no put of it can have been written either). The
+    /// member does not own `queue` now. An id that does not serialize or is too long for the
+    /// journal (`JournalError::IdTooLong`: only an id scheduled on the scheduler directly,
+    /// as the front refuses it) is drained without an end, logged at warn level: no put of
+    /// it can have been written either, so the drain is not refused for it. The
     /// [`Pending`] resolves as [`Member::schedule`]'s.
     pub fn drain_queue(&self, queue: &Q) -> Result<(Drained<K, T>, Option<Pending>), Error> {
         let (j, token) = self.journal_for(queue)?;
@@ -159,7 +168,7 @@ where
                 Ok(op) => Some(op),
                 Err(e) => {
                     tracing::warn!(member = %self.shared.name, error = %e,
-                        "a drained id that does not serialize: no end journaled");
+                        "a drained id the journal cannot take (unserializable or too long): no end journaled");
                     None
                 }
             })
@@ -183,8 +192,10 @@ where
     /// the id; group-committed.
     ///
     /// `None`: the journal is off ([`FleetOptions::journal`](crate::FleetOptions::journal)),
-    /// or the id does not serialize (logged at warn level; no put of it can have been written
-    /// either). The [`Pending`] resolves to `JournalError::Fenced` once another member holds
+    /// or the id does not serialize or is too long for the journal (logged at warn level; no
+    /// put of it can have been written either). Neither happens to a timer scheduled through
+    /// the front, which refuses such an id at [`Member::schedule`]: only to one scheduled on
+    /// the scheduler directly. The [`Pending`] resolves to `JournalError::Fenced` once another member holds
     /// the queue (its owner delivers the timer again), or to another `JournalError` if Redis
     /// failed.
     pub fn done(self) -> (T, Option<Pending>) {
@@ -200,7 +211,7 @@ where
         let p = match Op::end_id(due.id()) {
             Ok(op) => Some(j.journal.submit(due.queue().as_ref(), token, vec![op])),
             Err(e) => {
-                tracing::warn!(error = %e, "a hand-out whose id does not serialize: no end journaled");
+                tracing::warn!(error = %e, "a hand-out whose id the journal cannot take: no end journaled");
                 None
             }
         };
@@ -222,7 +233,9 @@ where
     /// deadline if it was written, brings it back at the next owner). The [`Pending`] is
     /// `None` when the journal is off or the id or value does not serialize (logged at warn
     /// level: the journal keeps the timer's previous deadline, so the next owner may fire it
-    /// at that, earlier one); it resolves as [`FencedDue::done`]'s.
+    /// at that, earlier one); it resolves as [`FencedDue::done`]'s. An id too long for the
+    /// journal gives `None` too, but only for a timer scheduled on the scheduler directly
+    /// (the front refuses one at [`Member::schedule`], so it has no record).
     pub fn retry_at(self, at: Instant) -> (Result<Retried, RetryError<T>>, Option<Pending>) {
         let FencedDue {
             token,

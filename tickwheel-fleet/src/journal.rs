@@ -92,8 +92,10 @@ where
     /// # Errors
     /// [`Error::JournalOff`] without [`FleetOptions::journal`](crate::FleetOptions::journal);
     /// [`Error::NotOwned`] if this member does not own `queue` now; [`Error::Journal`] if the id
-    /// or value does not serialize. The [`Pending`] resolves to
-    /// `tickwheel_redis::journal::JournalError::Fenced` once another member holds the queue.
+    /// or value does not serialize, or the id encodes to over
+    /// `tickwheel_redis::journal::MAX_ID_BYTES` (`JournalError::IdTooLong`). The [`Pending`]
+    /// resolves to `tickwheel_redis::journal::JournalError::Fenced` once another member holds
+    /// the queue.
     pub fn journal_put(&self, queue: &Q, id: &K, at: Instant, value: &T) -> Result<Pending, Error> {
         let (j, token) = self.journal_for(queue)?;
         let deadline_us = j.reference_us(at);
@@ -156,7 +158,9 @@ const IMPORTERS: usize = 2;
 /// the scheduler a page at a time as the pages arrive, on [`IMPORTERS`] blocking threads: the
 /// number imported (ids already there are skipped). 0 with the journal off. Returns once every
 /// page handed on is imported, also on an error: the pages before it are then in the
-/// scheduler, and the caller drops the queue's timers (freeze, take the forwarded).
+/// scheduler, and the caller drops the queue's timers (freeze, take the forwarded). After a
+/// whole load, a record whose id has a timer in another queue keeps the later deadline of
+/// the two (`crossqueue::later_wins_across`).
 pub(crate) async fn recover<Q, K, T>(
     shared: &Arc<Shared<Q, K, T>>,
     queue: &Q,
@@ -164,8 +168,8 @@ pub(crate) async fn recover<Q, K, T>(
 ) -> Result<usize, Error>
 where
     Q: QueueName,
-    K: Hash + Eq + Clone + Send + Sync + DeserializeOwned + 'static,
-    T: Send + DeserializeOwned + 'static,
+    K: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static,
+    T: Send + Serialize + DeserializeOwned + 'static,
 {
     let Some(j) = &shared.journal else {
         return Ok(0);
@@ -183,7 +187,7 @@ where
                 queue.clone(),
             );
             tokio::task::spawn_blocking(move || {
-                let mut imported = 0;
+                let (mut imported, mut present) = (0, Vec::new());
                 loop {
                     // One importer waits for the next page at a time. A statement of its own:
                     // the guard goes at its end, before the page is imported (in a `while let`
@@ -193,9 +197,11 @@ where
                         break;
                     };
                     let frozen = page.into_iter().map(|e| e.into_frozen(reference, local));
-                    imported += scheduler.import(queue.clone(), frozen).imported;
+                    let done = scheduler.import(queue.clone(), frozen);
+                    imported += done.imported;
+                    present.extend(done.present);
                 }
-                imported
+                (imported, present)
             })
         })
         .collect();
@@ -207,10 +213,13 @@ where
         })
         .await;
     drop(tx);
-    let mut imported = 0;
+    let (mut imported, mut present) = (0, Vec::new());
     for importer in importers {
         match importer.await {
-            Ok(n) => imported += n,
+            Ok((n, p)) => {
+                imported += n;
+                present.extend(p);
+            }
             Err(e) => {
                 return Err(Error::Recovery(format!(
                     "importing the journal panicked: {e}"
@@ -220,14 +229,20 @@ where
     }
     match loaded {
         // Pages before the bad one are in; the rest comes from the lenient read (the
-        // import skips ids already in).
+        // import skips ids already in: this queue's own are not claims, the next step
+        // passes over them).
         Err(JournalError::Corrupt { .. }) => {
             let rest = decodable(shared, queue, token).await?;
-            Ok(imported + shared.scheduler.import(queue.clone(), rest).imported)
+            let done = shared.scheduler.import(queue.clone(), rest);
+            imported += done.imported;
+            present.extend(done.present);
         }
-        Err(e) => Err(e.into()),
-        Ok(_) => Ok(imported),
+        Err(e) => return Err(e.into()),
+        Ok(_) => {}
     }
+    let claims = crate::crossqueue::Claim::journaled(present);
+    let moved = crate::crossqueue::later_wins_across(shared, queue, token, claims).await;
+    Ok(imported + moved.journal)
 }
 
 /// Reads `queue`'s journal under `token` (an adopt or a claim at it made it current) with
@@ -312,7 +327,7 @@ where
 
 /// Slack below which two deadlines of one id count as the same: each crossed the reference
 /// clock once (µs), and a conversion can round either way.
-const SAME_DEADLINE: Duration = Duration::from_millis(1);
+pub(crate) const SAME_DEADLINE: Duration = Duration::from_millis(1);
 
 /// After a queue's timers came from two sources at `token` (an offer, or a leftover offer,
 /// and the journal), of which the second's ids already present were skipped by the import:
@@ -320,7 +335,8 @@ const SAME_DEADLINE: Duration = Duration::from_millis(1);
 /// stale), and the journal is brought up to the scheduler wherever it held the earlier one,
 /// so that the queue's next owner does not fire it early either. `second`: the skipped
 /// source's ids and deadlines; `second_is_journal`: which of the two it is. Timers in flight
-/// are left alone. O(|second|) lookups, plus one journal request (awaited) for the records it rewrites.
+/// are left alone, and so are ids whose timer is in another queue (an earlier record left
+/// by a dropped hand-out: `crossqueue::later_wins_across` applies the same rule to them). O(|second|) lookups, plus one journal request (awaited) for the records it rewrites.
 ///
 /// # Errors
 /// [`Error::Journal`]: a record that does not serialize, Redis unreachable, or `Fenced`.
@@ -343,7 +359,8 @@ where
     let mut ops = Vec::new();
     for (id, other) in second {
         let Some(info) = s.lookup(&id) else { continue };
-        if info.state == tickwheel::sync::IdState::InFlight {
+        // An id in another queue is `crossqueue::later_wins_across`'s.
+        if info.state == tickwheel::sync::IdState::InFlight || info.queue != *queue {
             continue;
         }
         let here = info.deadline;

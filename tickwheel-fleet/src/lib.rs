@@ -65,6 +65,7 @@
 
 mod adoption;
 pub mod assign;
+mod crossqueue;
 mod error;
 mod event;
 pub mod fence;

@@ -18,6 +18,7 @@ use tokio::sync::{Notify, Semaphore, broadcast, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::assign::{self, OwnerKey};
+use crate::crossqueue::after_handoff;
 use crate::keys::Keys;
 use crate::lease::{self, LeaseState, Timing};
 use crate::membership;
@@ -565,8 +566,8 @@ where
         // Whatever an earlier stay here left is dropped (forwarded timers of a lost queue).
         s.scheduler.take_forwarded(q);
         s.scheduler.unfreeze_queue(q);
-        let imported = match s.custody.complete(inc, &s.scheduler).await {
-            Ok(r) => r.imported.imported,
+        let offered = match s.custody.complete(inc, &s.scheduler).await {
+            Ok(r) => r.imported,
             Err(e) => {
                 // The key goes back; the next adopter (likely this member) takes the claim
                 // over as a leftover.
@@ -579,7 +580,7 @@ where
         // the journal adds is what the source no longer held yet never ended: a delivery that
         // failed while the queue was frozen, a put whose schedule the freeze refused.
         let second: Vec<(K, Instant)> = journal.iter().map(|e| (e.id.clone(), e.at)).collect();
-        let journaled = s.scheduler.import(q.clone(), journal).imported;
+        let from_journal = s.scheduler.import(q.clone(), journal);
         // An id in both keeps the later deadline (the journal's is the later after a put
         // the freeze refused to schedule), and the journal learns the offer's later one (a
         // retry at the freeze the source could not journal): else the next owner fires it
@@ -587,6 +588,10 @@ where
         if let Err(e) = crate::journal::later_deadlines_win(&s, q, new, second, true).await {
             tracing::warn!(member = %s.name, error = %e, "journal not brought up to the offer's deadlines");
         }
+        // An id of either source with a timer in another queue here: the later deadline wins.
+        let moved = after_handoff(&s, q, new, offered.present, from_journal.present).await;
+        let imported = offered.imported + moved.offer;
+        let journaled = from_journal.imported + moved.journal;
         s.owned.lock().insert(q.clone(), new);
         s.fence.grant(q.as_ref(), new);
         s.emit(FleetEvent::Acquired {

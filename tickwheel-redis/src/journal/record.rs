@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickwheel::sync::snapshot::SnapshotEntry;
 
-use super::JournalError;
+use super::{JournalError, MAX_ID_BYTES};
 
 /// One change to a queue's journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,12 +43,14 @@ impl Op {
     /// the encoding of a handoff's chunks). O(size of id and value).
     ///
     /// # Errors
-    /// [`JournalError::Corrupt`] (empty queue name) if either does not serialize.
+    /// [`JournalError::Corrupt`] (empty queue name) if either does not serialize;
+    /// [`JournalError::IdTooLong`] if the encoded id is over [`MAX_ID_BYTES`] (the value is
+    /// then not encoded).
     pub fn put_entry<K: Serialize, T: Serialize>(
         entry: &SnapshotEntry<K, T>,
     ) -> Result<Op, JournalError> {
         Ok(Op::Put {
-            id: to_bytes(&entry.id)?,
+            id: id_bytes(&entry.id)?,
             deadline_us: entry.deadline_us,
             value: to_bytes(&entry.value)?,
         })
@@ -58,14 +60,16 @@ impl Op {
     /// taking them (a caller that hands the value to its scheduler next).
     ///
     /// # Errors
-    /// [`JournalError::Corrupt`] (empty queue name) if either does not serialize.
+    /// As [`Op::put_entry`]: [`JournalError::Corrupt`] if either does not serialize,
+    /// [`JournalError::IdTooLong`] if the id is too long for the journal. A caller that
+    /// encodes before changing its scheduler so refuses such an id with nothing changed.
     pub fn put<K: Serialize, T: Serialize>(
         id: &K,
         deadline_us: u64,
         value: &T,
     ) -> Result<Op, JournalError> {
         Ok(Op::Put {
-            id: to_bytes(id)?,
+            id: id_bytes(id)?,
             deadline_us,
             value: to_bytes(value)?,
         })
@@ -74,10 +78,25 @@ impl Op {
     /// [`Op::End`] of a typed id, encoded as [`Op::put_entry`] encodes it.
     ///
     /// # Errors
-    /// [`JournalError::Corrupt`] if the id does not serialize.
+    /// [`JournalError::Corrupt`] if the id does not serialize; [`JournalError::IdTooLong`] if
+    /// it encodes to over [`MAX_ID_BYTES`] (no put of it can have been written either).
     pub fn end_id<K: Serialize>(id: &K) -> Result<Op, JournalError> {
-        Ok(Op::End { id: to_bytes(id)? })
+        Ok(Op::End { id: id_bytes(id)? })
     }
+}
+
+/// An id's bytes, refused over [`MAX_ID_BYTES`] here already, so that a caller learns it
+/// before it changes anything ([`Journal::submit`](super::Journal::submit) checks again, for
+/// ops built by hand).
+fn id_bytes<K: Serialize>(id: &K) -> Result<Vec<u8>, JournalError> {
+    let bytes = to_bytes(id)?;
+    if bytes.len() > MAX_ID_BYTES {
+        return Err(JournalError::IdTooLong {
+            len: bytes.len(),
+            max: MAX_ID_BYTES,
+        });
+    }
+    Ok(bytes)
 }
 
 fn to_bytes<V: Serialize>(v: &V) -> Result<Vec<u8>, JournalError> {
@@ -215,5 +234,32 @@ mod tests {
         };
         assert_eq!(r.entry::<u64, String>().expect("decode"), e);
         assert!(r.entry::<String, String>().is_err());
+    }
+
+    #[test]
+    fn constructors_refuse_an_id_over_the_limit() {
+        // MessagePack: a str8 header for up to 255 bytes, a str16 (3 bytes) above.
+        let at = "x".repeat(MAX_ID_BYTES - 3);
+        let over = "x".repeat(MAX_ID_BYTES - 2);
+        assert_eq!(
+            Op::put(&at, 1, &())
+                .expect("at the limit")
+                .id()
+                .map(<[u8]>::len),
+            Some(MAX_ID_BYTES)
+        );
+        let too_long = |r: Result<Op, JournalError>| {
+            matches!(r, Err(JournalError::IdTooLong { len, max })
+                if len == MAX_ID_BYTES + 1 && max == MAX_ID_BYTES)
+        };
+        assert!(too_long(Op::put(&over, 1, &())));
+        assert!(too_long(Op::end_id(&over)));
+        let entry = SnapshotEntry {
+            id: over,
+            deadline_us: 1,
+            value: (),
+        };
+        assert!(too_long(Op::put_entry(&entry)));
+        assert!(Op::end_id(&at).is_ok());
     }
 }
