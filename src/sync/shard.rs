@@ -332,14 +332,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         Cancel::Cancelled(value)
     }
 
-    /// Takes every pending (or forwarded) member of `queue` into `cancelled` as `(tick, seq, id, value)`
+    /// Takes every pending (or forwarded) member of `queue` into `cancelled` as `(tick, seq, (id, value))`
     /// and lists its in-flight members in `in_flight` as `(tick, seq, id)`. The shard's
     /// other copies of the ids and the queue names go to `trash`.
     pub(crate) fn drain<B: Hash + Eq + ?Sized>(
         &mut self,
         queue: &B,
-        cancelled: &mut Vec<(u64, u64, K, T)>,
-        in_flight: &mut Vec<(u64, u64, K)>,
+        cancelled: &mut Vec<Ordered<(K, T)>>,
+        in_flight: &mut Vec<Ordered<K>>,
         done: &DoneList,
         trash: &mut Trash<Q, K>,
     ) where
@@ -376,7 +376,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
                     trash.id(key);
                 }
                 let (id, value) = self.remove_pending(index, trash);
-                cancelled.push((tick, seq, id, value));
+                cancelled.push((tick, seq, (id, value)));
             }
             index = next;
         }
