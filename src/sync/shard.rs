@@ -357,28 +357,43 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         let q = self.queue_rec(rec);
         cancelled.reserve(q.pending + q.forwarded);
         in_flight.reserve(q.in_flight);
-        // Walks the list once. The record is freed when its last member leaves, and then
-        // that member's `next` is already NIL: the walk never reads a freed record.
-        let mut index = self.queue_rec(rec).head;
+        // Walks the list once, taking the pending members out without unlinking each one:
+        // the in-flight members, which stay, are linked anew into the queue's list.
+        let mut index = std::mem::replace(&mut self.queue_rec_mut(rec).head, NIL);
+        let mut kept = NIL;
         while index != NIL {
             let entry = self.entry(index);
             let next = entry.next;
             if entry.place == Place::InFlight {
                 in_flight.push((entry.tick, entry.seq, entry.id.clone()));
+                self.entry_mut(index).prev = kept;
+                match kept {
+                    NIL => self.queue_rec_mut(rec).head = index,
+                    _ => self.entry_mut(kept).next = index,
+                }
+                kept = index;
             } else {
-                let (tick, seq) = entry.order();
-                if let Some(key) = self.ids.remove(
-                    &self.entries[index as usize]
-                        .as_ref()
-                        .expect("a member's entry is used")
-                        .id,
-                ) {
+                self.unfile(index);
+                let entry = self.free_entry(index);
+                if let Some(key) = self.ids.remove(&entry.id) {
                     trash.id(key);
                 }
-                let (id, value) = self.remove_pending(index, trash);
-                cancelled.push((tick, seq, (id, value)));
+                if entry.place == Place::Forwarded {
+                    self.queue_rec_mut(rec).forwarded -= 1;
+                    self.forwarded -= 1;
+                } else {
+                    self.queue_rec_mut(rec).pending -= 1;
+                }
+                let (queue, value) = entry.payload.expect("a pending entry holds its payload");
+                trash.queue(queue);
+                cancelled.push((entry.tick, entry.seq, (entry.id, value)));
             }
             index = next;
+        }
+        match kept {
+            // No member left here: the record goes.
+            NIL => self.free_queue_rec(rec, trash),
+            _ => self.entry_mut(kept).next = NIL,
         }
     }
 
