@@ -166,9 +166,8 @@ mod tests {
         };
         for n in [0usize, 1, 2, 3, 17, 600, 5000] {
             for (ticks, seqs) in [(1, 1), (4, 1 << 20), (1 << 30, 3), (u64::MAX, u64::MAX)] {
-                let items: Vec<(u64, u64, usize)> = (0..n)
-                    .map(|i| (next() % ticks, next() % seqs, i))
-                    .collect();
+                let items: Vec<(u64, u64, usize)> =
+                    (0..n).map(|i| (next() % ticks, next() % seqs, i)).collect();
                 assert_eq!(
                     in_order(items.clone()),
                     reference(&items),
