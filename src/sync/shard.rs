@@ -248,6 +248,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         let entry_id = id.clone();
         vacant.insert((id, index));
         let queue = self.queue_of(&timer.queue);
+        let next = self.link(queue, index);
         // Written once, whole, where it goes (a push, or over the free slot's `None`).
         let entry = Some(Entry {
             id: entry_id,
@@ -257,7 +258,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             place: Place::Wheel(key),
             queue,
             prev: NIL,
-            next: NIL,
+            next,
             payload: Some((timer.queue, timer.value)),
         });
         if self.free_entries.pop().is_some() {
@@ -265,7 +266,6 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         } else {
             self.entries.push(entry);
         }
-        self.link(queue, index);
         Ok(())
     }
 

@@ -92,16 +92,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             .expect("an entry's queue record exists")
     }
 
-    /// Puts a new pending entry at the head of its queue's list.
-    pub(super) fn link(&mut self, rec: u32, index: u32) {
+    /// Puts pending entry `index`, about to be written, at the head of its queue's list;
+    /// returns the entry's `next` (the old head). Its `prev` is [`NIL`].
+    pub(super) fn link(&mut self, rec: u32, index: u32) -> u32 {
         let q = self.queue_rec_mut(rec);
         let old_head = std::mem::replace(&mut q.head, index);
         q.pending += 1;
         if old_head != NIL {
             self.entry_mut(old_head).prev = index;
         }
-        let entry = self.entry_mut(index);
-        (entry.queue, entry.prev, entry.next) = (rec, NIL, old_head);
+        old_head
     }
 
     /// Takes an entry, already out of the slab, out of its queue's list by its queue record
