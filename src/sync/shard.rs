@@ -84,10 +84,13 @@ pub(crate) struct Timer<Q, T> {
 #[derive(Debug)]
 pub(crate) struct Popped<Q, K, T> {
     pub(crate) id: K,
-    pub(crate) tick: u64,
-    /// Its entry in the shard, which stays `InFlight` until the `Due` is done.
+    /// Its entry in the shard, which stays `InFlight` until the `Due` is done (and keeps
+    /// the deadline tick and `seq`, which the batch does not carry).
     pub(crate) entry: u32,
-    pub(crate) timer: Timer<Q, T>,
+    pub(crate) queue: Q,
+    /// The deadline as given (see [`Timer::at`]).
+    pub(crate) at: Instant,
+    pub(crate) value: T,
     /// The queue's flow record if the timer holds one of its slots.
     pub(crate) flow: Option<Arc<QueueFlow<Q>>>,
 }
