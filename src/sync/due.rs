@@ -109,15 +109,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Iterator for DueBatch<Q, K, 
         let Popped {
             id,
             entry,
-            timer,
+            queue,
+            at,
+            value,
             flow,
-            ..
         } = popped;
         Some(Due {
-            at: timer.at,
-            value: timer.value,
+            at,
+            value,
             id,
-            queue: timer.queue,
+            queue,
             flight: FlightGuard {
                 done: Some(self.inner.shards[shard].done_list()),
                 flow,
@@ -146,7 +147,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueBatch<Q, K, T> {
         let mut items: Vec<_> = self.items.drain(..).collect();
         let put_back = items.len();
         items.sort_by_key(|(shard, _)| *shard); // stable: keeps delivery order per shard
-        let earliest = items.iter().map(|(_, p)| p.tick).min();
+        let mut earliest: Option<u64> = None;
         let mut items = items.into_iter().peekable();
         while let Some(&(shard, _)) = items.peek() {
             let Some(mutex) = self.inner.shards.get(shard) else {
@@ -161,7 +162,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Drop for DueBatch<Q, K, T> {
                         self.inner.flows.freed(&flow);
                     }
                 }
-                lost.extend(state.put_back(popped, &mut trash).err());
+                match state.put_back(popped, &mut trash) {
+                    Ok(tick) => earliest = Some(earliest.map_or(tick, |e| e.min(tick))),
+                    Err(popped) => lost.push(popped),
+                }
             }
             drop(state);
             drop((trash, lost));

@@ -262,6 +262,7 @@
 // dispatcher.rs   the dispatcher thread (spawn_dispatcher)
 // signal.rs       the wake-up protocol between producers and pollers
 // builder.rs, types.rs, inspect.rs, observe.rs, snapshot.rs, hash.rs, trash.rs
+// order.rs        in_order: drained and frozen timers into delivery order
 // padded.rs       Padded: a value alone in its cache lines
 // tests/          test-only: unit tests, the interleaving harness, the loom models
 
@@ -274,6 +275,7 @@ mod freeze;
 mod hash;
 mod inspect;
 pub mod observe;
+mod order;
 mod padded;
 mod scheduler;
 mod shard;

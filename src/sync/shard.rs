@@ -84,10 +84,13 @@ pub(crate) struct Timer<Q, T> {
 #[derive(Debug)]
 pub(crate) struct Popped<Q, K, T> {
     pub(crate) id: K,
-    pub(crate) tick: u64,
-    /// Its entry in the shard, which stays `InFlight` until the `Due` is done.
+    /// Its entry in the shard, which stays `InFlight` until the `Due` is done (and keeps
+    /// the deadline tick and `seq`, which the batch does not carry).
     pub(crate) entry: u32,
-    pub(crate) timer: Timer<Q, T>,
+    pub(crate) queue: Q,
+    /// The deadline as given (see [`Timer::at`]).
+    pub(crate) at: Instant,
+    pub(crate) value: T,
     /// The queue's flow record if the timer holds one of its slots.
     pub(crate) flow: Option<Arc<QueueFlow<Q>>>,
 }
@@ -248,6 +251,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         let entry_id = id.clone();
         vacant.insert((id, index));
         let queue = self.queue_of(&timer.queue);
+        let next = self.link(queue, index);
         // Written once, whole, where it goes (a push, or over the free slot's `None`).
         let entry = Some(Entry {
             id: entry_id,
@@ -257,7 +261,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             place: Place::Wheel(key),
             queue,
             prev: NIL,
-            next: NIL,
+            next,
             payload: Some((timer.queue, timer.value)),
         });
         if self.free_entries.pop().is_some() {
@@ -265,7 +269,6 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         } else {
             self.entries.push(entry);
         }
-        self.link(queue, index);
         Ok(())
     }
 
@@ -332,14 +335,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         Cancel::Cancelled(value)
     }
 
-    /// Takes every pending (or forwarded) member of `queue` into `cancelled` as `(tick, seq, id, value)`
+    /// Takes every pending (or forwarded) member of `queue` into `cancelled` as `(tick, seq, (id, value))`
     /// and lists its in-flight members in `in_flight` as `(tick, seq, id)`. The shard's
     /// other copies of the ids and the queue names go to `trash`.
     pub(crate) fn drain<B: Hash + Eq + ?Sized>(
         &mut self,
         queue: &B,
-        cancelled: &mut Vec<(u64, u64, K, T)>,
-        in_flight: &mut Vec<(u64, u64, K)>,
+        cancelled: &mut Vec<Ordered<(K, T)>>,
+        in_flight: &mut Vec<Ordered<K>>,
         done: &DoneList,
         trash: &mut Trash<Q, K>,
     ) where
@@ -357,28 +360,43 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         let q = self.queue_rec(rec);
         cancelled.reserve(q.pending + q.forwarded);
         in_flight.reserve(q.in_flight);
-        // Walks the list once. The record is freed when its last member leaves, and then
-        // that member's `next` is already NIL: the walk never reads a freed record.
-        let mut index = self.queue_rec(rec).head;
+        // Walks the list once, taking the pending members out without unlinking each one:
+        // the in-flight members, which stay, are linked anew into the queue's list.
+        let mut index = std::mem::replace(&mut self.queue_rec_mut(rec).head, NIL);
+        let mut kept = NIL;
         while index != NIL {
             let entry = self.entry(index);
             let next = entry.next;
             if entry.place == Place::InFlight {
                 in_flight.push((entry.tick, entry.seq, entry.id.clone()));
+                self.entry_mut(index).prev = kept;
+                match kept {
+                    NIL => self.queue_rec_mut(rec).head = index,
+                    _ => self.entry_mut(kept).next = index,
+                }
+                kept = index;
             } else {
-                let (tick, seq) = entry.order();
-                if let Some(key) = self.ids.remove(
-                    &self.entries[index as usize]
-                        .as_ref()
-                        .expect("a member's entry is used")
-                        .id,
-                ) {
+                self.unfile(index);
+                let entry = self.free_entry(index);
+                if let Some(key) = self.ids.remove(&entry.id) {
                     trash.id(key);
                 }
-                let (id, value) = self.remove_pending(index, trash);
-                cancelled.push((tick, seq, id, value));
+                if entry.place == Place::Forwarded {
+                    self.queue_rec_mut(rec).forwarded -= 1;
+                    self.forwarded -= 1;
+                } else {
+                    self.queue_rec_mut(rec).pending -= 1;
+                }
+                let (queue, value) = entry.payload.expect("a pending entry holds its payload");
+                trash.queue(queue);
+                cancelled.push((entry.tick, entry.seq, (entry.id, value)));
             }
             index = next;
+        }
+        match kept {
+            // No member left here: the record goes.
+            NIL => self.free_queue_rec(rec, trash),
+            _ => self.entry_mut(kept).next = NIL,
         }
     }
 

@@ -275,7 +275,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
         if !throttles.is_empty() {
             self.throttle(throttles);
         }
-        let deadlines = items.iter().map(|(_, popped)| popped.timer.at);
+        let deadlines = items.iter().map(|(_, popped)| popped.at);
         self.inner.observer.popped(now, deadlines);
         DueBatch::new(Arc::clone(&self.inner), items)
     }

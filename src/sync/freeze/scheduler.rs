@@ -8,15 +8,10 @@ use std::time::Instant;
 
 use super::{Frozen, FrozenEntry, Imported, IntoQueue, Retried, RetryError};
 use crate::sync::core::Inner;
+use crate::sync::order::in_order;
 use crate::sync::scheduler::Scheduler;
 use crate::sync::shard::{Mark, Ordered, Refusal, ShardState, Timer};
 use crate::sync::trash::Trash;
-
-/// Sorts by delivery order and drops the keys.
-fn in_order<E>(mut items: Vec<Ordered<E>>) -> Vec<E> {
-    items.sort_unstable_by_key(|&(tick, seq, _)| (tick, seq));
-    items.into_iter().map(|(_, _, e)| e).collect()
-}
 
 impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// What `part` puts out of each shard (locked one at a time, in ascending order), in

@@ -2,6 +2,7 @@
 //! delivery order, and the lock-free check that lets an idle poll take no lock.
 
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 use std::hash::Hash;
 use std::sync::Arc;
@@ -98,9 +99,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
             }
         }
         while items.len() < limit {
-            let Some(Reverse((key, index, lane))) = heads.pop() else {
+            // The lane's next head replaces its entry in place (one sift, not a pop and a
+            // push), or the entry goes when the lane has no more.
+            let Some(mut top) = heads.peek_mut() else {
                 break;
             };
+            let Reverse((key, index, lane)) = *top;
             let (_, shard, cursor) = &mut lanes[lane];
             if let Some(popped) = shard.take(key, cursor, now_ns, &mut throttles) {
                 if items.capacity() == 0 {
@@ -110,8 +114,9 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
                 }
                 items.push_back((index, popped));
             }
-            if let Some(key) = shard.head(now, cursor) {
-                heads.push(Reverse((key, index, lane)));
+            match shard.head(now, cursor) {
+                Some(next) => top.0.0 = next,
+                None => drop(PeekMut::pop(top)),
             }
         }
         for (_, shard, cursor) in &mut lanes {

@@ -4,7 +4,7 @@
 use std::hash::Hash;
 use std::sync::Arc;
 
-use super::{Cursor, Place, Popped, ShardState, Timer};
+use super::{Cursor, Place, Popped, ShardState};
 use crate::sync::flow::QueueFlow;
 use crate::sync::trash::Trash;
 
@@ -85,14 +85,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         let rec = entry.queue;
         let popped = Popped {
             id: entry.id.clone(),
-            tick: entry.tick,
             entry: index,
-            timer: Timer {
-                queue,
-                at: entry.at,
-                seq: entry.seq,
-                value,
-            },
+            queue,
+            at: entry.at,
+            value,
             flow,
         };
         self.in_flight += 1;
@@ -134,14 +130,14 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
     }
 
     /// An untaken timer of a dropped batch: in flight again becomes pending (and due), or
-    /// forwarded if its queue is frozen here. Its
-    /// id goes to `trash` (the entry keeps its own copy). Gives the whole timer back if its
-    /// entry is not in flight (never: a bug), for the caller to drop after the lock.
+    /// forwarded if its queue is frozen here; returns its deadline tick. Its id goes to
+    /// `trash` (the entry keeps its own copy). Gives the whole timer back if its entry is
+    /// not in flight (never: a bug), for the caller to drop after the lock.
     pub(crate) fn put_back(
         &mut self,
         popped: Popped<Q, K, T>,
         trash: &mut Trash<Q, K>,
-    ) -> Result<(), Popped<Q, K, T>> {
+    ) -> Result<u64, Popped<Q, K, T>> {
         let index = popped.entry;
         if !self.is_in_flight(index, &popped.id) {
             debug_assert!(
@@ -153,8 +149,8 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
         trash.id(popped.id);
         self.in_flight -= 1;
         let entry = self.entry_mut(index);
-        entry.payload = Some((popped.timer.queue, popped.timer.value));
-        let rec = entry.queue;
+        entry.payload = Some((popped.queue, popped.value));
+        let (rec, tick) = (entry.queue, entry.tick);
         self.queue_rec_mut(rec).in_flight -= 1;
         if self.is_frozen_rec(rec) {
             // Never pending in a frozen queue: the handoff takes it (`take_forwarded`).
@@ -163,6 +159,6 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             self.queue_rec_mut(rec).pending += 1;
             self.stage(index);
         }
-        Ok(())
+        Ok(tick)
     }
 }

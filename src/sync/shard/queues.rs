@@ -92,16 +92,16 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             .expect("an entry's queue record exists")
     }
 
-    /// Puts a new pending entry at the head of its queue's list.
-    pub(super) fn link(&mut self, rec: u32, index: u32) {
+    /// Puts pending entry `index`, about to be written, at the head of its queue's list;
+    /// returns the entry's `next` (the old head). Its `prev` is [`NIL`].
+    pub(super) fn link(&mut self, rec: u32, index: u32) -> u32 {
         let q = self.queue_rec_mut(rec);
         let old_head = std::mem::replace(&mut q.head, index);
         q.pending += 1;
         if old_head != NIL {
             self.entry_mut(old_head).prev = index;
         }
-        let entry = self.entry_mut(index);
-        (entry.queue, entry.prev, entry.next) = (rec, NIL, old_head);
+        old_head
     }
 
     /// Takes an entry, already out of the slab, out of its queue's list by its queue record
@@ -117,14 +117,19 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> ShardState<Q, K, T> {
             self.entry_mut(prev).next = next;
             return;
         }
-        let q = self.queue_rec_mut(rec);
-        q.head = next;
-        if next != NIL {
-            return;
+        self.queue_rec_mut(rec).head = next;
+        if next == NIL {
+            self.free_queue_rec(rec, trash);
         }
+    }
+
+    /// Frees the record `rec` of a queue left with no member here (its name goes to `trash`,
+    /// twice: the record's and the map's).
+    pub(super) fn free_queue_rec(&mut self, rec: u32, trash: &mut Trash<Q, K>) {
+        let q = self.queue_rec(rec);
         debug_assert_eq!(
-            (q.pending, q.in_flight, q.forwarded),
-            (0, 0, 0),
+            (q.head, q.pending, q.in_flight, q.forwarded),
+            (NIL, 0, 0, 0),
             "an empty list counts none"
         );
         if let Some(q) = self.queue_recs[rec as usize].take() {

@@ -264,7 +264,7 @@ impl World {
         in_flight.sort_unstable();
         let real_c: Vec<(u64, u64)> = cancelled
             .iter()
-            .map(|&(_, _, id, token)| (id, token))
+            .map(|&(_, _, (id, token))| (id, token))
             .collect();
         let real_f: Vec<u64> = in_flight.iter().map(|&(_, _, id)| id).collect();
         self.returned.extend(real_c.iter().map(|&(_, token)| token));
