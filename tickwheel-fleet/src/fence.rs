@@ -30,7 +30,7 @@ use crate::journal::MemberJournal;
 /// least once, never lost — and the record stays in Redis until a later write of the same id
 /// in that queue replaces or ends it. Scheduled again in **another** queue, the id has two
 /// records: a member that loads both queues keeps the later deadline of the two and ends the
-/// other record (see `docs/fleet.md`, the journal). Without the journal, dropping it is how
+/// other record (the crate docs' journal section). Without the journal, dropping it is how
 /// a hand-out ends.
 pub struct FencedDue<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> {
     /// The queue's fencing token at hand-out.
