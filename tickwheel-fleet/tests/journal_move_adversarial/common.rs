@@ -52,22 +52,12 @@ impl Ledger {
     }
 
     pub(crate) fn ids(&self) -> BTreeSet<(String, u64)> {
-        self.dispatches
-            .iter()
-            .map(|(_, q, id, _)| (q.clone(), *id))
-            .collect()
+        crate::support::handouts::handed_out_ids(&self.dispatches)
     }
 
     /// `(id, token)` pairs handed out more than once.
     pub(crate) fn twice_under_one_token(&self) -> Vec<(String, u64, u64, usize)> {
-        let mut n: BTreeMap<(String, u64, u64), usize> = BTreeMap::new();
-        for (_, q, id, t) in &self.dispatches {
-            *n.entry((q.clone(), *id, *t)).or_default() += 1;
-        }
-        n.into_iter()
-            .filter(|(_, c)| *c > 1)
-            .map(|((q, id, t), c)| (q, id, t, c))
-            .collect()
+        crate::support::handouts::twice_under_one_token(&self.dispatches)
     }
 }
 
@@ -334,45 +324,45 @@ pub(crate) async fn seed_owned(
     (fates, intended, initial)
 }
 
-/// Polls `members` every 2 ms until `done(ledger)` or `limit`, then once more after 200 ms.
-pub(crate) async fn collect(
-    ledger: &mut Ledger,
-    members: &[&FleetMember],
-    intended: &HashMap<u64, Instant>,
-    limit: Duration,
-    mut done: impl FnMut(&Ledger) -> bool,
-) {
-    let until = Instant::now() + limit;
-    while !done(ledger) && Instant::now() < until {
-        ledger.drain(members, intended);
-        tokio::time::sleep(Duration::from_millis(2)).await;
+impl Ledger {
+    /// Polls `members` every 2 ms until `done(self)` or `limit`, then once more after 200 ms.
+    pub(crate) async fn collect(
+        &mut self,
+        members: &[&FleetMember],
+        intended: &HashMap<u64, Instant>,
+        limit: Duration,
+        mut done: impl FnMut(&Ledger) -> bool,
+    ) {
+        let until = Instant::now() + limit;
+        while !done(self) && Instant::now() < until {
+            self.drain(members, intended);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        self.drain(members, intended);
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    ledger.drain(members, intended);
-}
 
-/// [`collect`] until every timer of `must` was handed out (or `limit`).
-pub(crate) async fn collect_all(
-    ledger: &mut Ledger,
-    members: &[&FleetMember],
-    intended: &HashMap<u64, Instant>,
-    must: &Keys,
-    limit: Duration,
-) {
-    collect(ledger, members, intended, limit, |l| {
-        must.is_subset(&l.ids())
-    })
-    .await;
-}
+    /// [`Ledger::collect`] until every timer of `must` was handed out (or `limit`).
+    pub(crate) async fn collect_all(
+        &mut self,
+        members: &[&FleetMember],
+        intended: &HashMap<u64, Instant>,
+        must: &Keys,
+        limit: Duration,
+    ) {
+        self.collect(members, intended, limit, |l| must.is_subset(&l.ids()))
+            .await;
+    }
 
-/// [`collect`] for all of `limit`: what comes out in that time.
-pub(crate) async fn watch(
-    ledger: &mut Ledger,
-    members: &[&FleetMember],
-    intended: &HashMap<u64, Instant>,
-    limit: Duration,
-) {
-    collect(ledger, members, intended, limit, |_| false).await;
+    /// [`Ledger::collect`] for all of `limit`: what comes out in that time.
+    pub(crate) async fn watch(
+        &mut self,
+        members: &[&FleetMember],
+        intended: &HashMap<u64, Instant>,
+        limit: Duration,
+    ) {
+        self.collect(members, intended, limit, |_| false).await;
+    }
 }
 
 /// None handed out before its deadline, none twice under one token.

@@ -65,14 +65,9 @@ async fn the_joining_member_killed_after_its_first_acquisition_loses_nothing() {
     eprintln!("the child acquired {acquired:?}; then a: {events:?}");
     let mut ledger = Ledger::default();
     let (must, may) = expected(&fates, &initial, &[&a]);
-    collect_all(
-        &mut ledger,
-        &[&a],
-        &intended,
-        &must,
-        Duration::from_secs(20),
-    )
-    .await;
+    ledger
+        .collect_all(&[&a], &intended, &must, Duration::from_secs(20))
+        .await;
     let changed: Vec<_> = qs
         .iter()
         .filter(|q| token_of(&a, q) != initial.get(*q).copied())
@@ -186,14 +181,11 @@ async fn the_source_killed_in_the_middle_of_its_moves_loses_nothing() {
     let initial: BTreeMap<String, u64> = BTreeMap::new();
     let (must, may) = expected(&fates, &initial, &[&b]);
     let mut ledger = Ledger::default();
-    collect(
-        &mut ledger,
-        &[&b],
-        &HashMap::new(),
-        Duration::from_secs(20),
-        |l| must.is_subset(&l.ids()),
-    )
-    .await;
+    ledger
+        .collect(&[&b], &HashMap::new(), Duration::from_secs(20), |l| {
+            must.is_subset(&l.ids())
+        })
+        .await;
     let mut may = may;
     for (n, q) in qs.iter().enumerate() {
         may.extend((0..EXTRA).map(|i| (q.clone(), 10_000_000 + n as u64 * 100_000 + i)));
@@ -279,7 +271,7 @@ async fn later_deadlines_in_offers_hold_when_the_joining_member_dies() {
     }
     let events = alone_with_all(&a, &qs, "a owns every queue again", &mut a_events).await;
     let mut ledger = Ledger::default();
-    watch(&mut ledger, &[&a], &intended, Duration::from_secs(3)).await;
+    ledger.watch(&[&a], &intended, Duration::from_secs(3)).await;
     eprintln!(
         "retried at the freeze: {retried:?}\nthe child: {acquired:?}\nlate puts: {puts:?}\n\
          a's events: {events:?}"

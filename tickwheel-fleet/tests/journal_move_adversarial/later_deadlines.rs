@@ -120,7 +120,9 @@ async fn later_deadlines(
     .await;
     let moved: Vec<(String, u64)> = b.owned();
     let mut ledger = Ledger::default();
-    watch(&mut ledger, &[&a, &b], &intended, Duration::from_secs(3)).await;
+    ledger
+        .watch(&[&a, &b], &intended, Duration::from_secs(3))
+        .await;
     // Custody: every timer with its queue's owner, at the later deadline.
     for (n, q) in qs.iter().enumerate() {
         let (owner, _) = owner_of(&[&a, &b], q).expect("an owner");
@@ -156,7 +158,7 @@ async fn later_deadlines(
             c.owned().len() == qs.len()
         })
         .await;
-        watch(&mut ledger, &[&c], &intended, Duration::from_secs(3)).await;
+        ledger.watch(&[&c], &intended, Duration::from_secs(3)).await;
     }
     eprintln!("retries of i = 0 during the move: {results:?}; moved: {moved:?}");
     Some((ledger, results, moved))

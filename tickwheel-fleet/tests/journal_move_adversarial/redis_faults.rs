@@ -87,14 +87,14 @@ async fn a_target_joined_through_a_stalled_redis_fires_nothing_early() {
     let mut ledger = Ledger::default();
     let last = intended.values().max().copied().expect("timers");
     let (must, may) = expected(&fates, &initial, &[&a, &b]);
-    collect_all(
-        &mut ledger,
-        &[&a, &b],
-        &intended,
-        &must,
-        last.saturating_duration_since(Instant::now()) + Duration::from_secs(10),
-    )
-    .await;
+    ledger
+        .collect_all(
+            &[&a, &b],
+            &intended,
+            &must,
+            last.saturating_duration_since(Instant::now()) + Duration::from_secs(10),
+        )
+        .await;
     check(&ledger, &fates, &must, &may);
 }
 
@@ -156,25 +156,15 @@ async fn redis_fault_during_a_move(fault: RedisFault) {
         b.owned()
     );
     let mut ledger = Ledger::default();
-    collect_all(
-        &mut ledger,
-        &[&a, &b],
-        &intended,
-        &must,
-        Duration::from_secs(30),
-    )
-    .await;
+    ledger
+        .collect_all(&[&a, &b], &intended, &must, Duration::from_secs(30))
+        .await;
     // The fleet may still have been settling: take the ownership again for the orphans.
     let (must_now, _) = expected(&fates, &initial, &[&a, &b]);
     let must: BTreeSet<_> = must.union(&must_now).cloned().collect();
-    collect_all(
-        &mut ledger,
-        &[&a, &b],
-        &intended,
-        &must,
-        Duration::from_secs(10),
-    )
-    .await;
+    ledger
+        .collect_all(&[&a, &b], &intended, &must, Duration::from_secs(10))
+        .await;
     check(&ledger, &fates, &must, &may);
 }
 
@@ -236,14 +226,9 @@ async fn redis_killed_while_targets_load_long_journals_loses_nothing() {
     eprintln!("events since b joined: {events:?}; b owns {:?}", b.owned());
     let (must, may) = expected(&fates, &initial, &[&a, &b]);
     let mut ledger = Ledger::default();
-    collect_all(
-        &mut ledger,
-        &[&a, &b],
-        &intended,
-        &must,
-        Duration::from_secs(30),
-    )
-    .await;
+    ledger
+        .collect_all(&[&a, &b], &intended, &must, Duration::from_secs(30))
+        .await;
     let mut may = may;
     for (q, ids) in &extra {
         may.extend(ids.iter().map(|id| (q.clone(), *id)));
