@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+use crate::support::checks::assert_none;
 use crate::support::*;
 use tickwheel::sync::Cancel;
 use tickwheel_fleet::{FleetEvent, FleetOptions};
@@ -308,6 +309,34 @@ pub(crate) async fn seed(
     (fates, intended)
 }
 
+/// `m` journals `per` more timers in each queue of `qs` (in the `n`-th queue ids
+/// `10 000 000 + n * 100 000 + i` for `i` in `0..per`, due in an hour, value
+/// `"<queue>:<id>"`), not scheduled, and waits until each put is acknowledged: long journals,
+/// so that each move's load takes a while. The ids journaled, by queue.
+pub(crate) async fn journal_only(
+    m: &FleetMember,
+    qs: &[String],
+    per: u64,
+) -> BTreeMap<String, Vec<u64>> {
+    let far = Instant::now() + Duration::from_secs(3600);
+    let mut journaled: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (n, q) in qs.iter().enumerate() {
+        let mut puts = Vec::new();
+        for i in 0..per {
+            let id = 10_000_000 + n as u64 * 100_000 + i;
+            puts.push(
+                m.journal_put(q, &id, far, &format!("{q}:{id}"))
+                    .expect("journal_put"),
+            );
+            journaled.entry(q.clone()).or_default().push(id);
+        }
+        for w in puts {
+            w.await.expect("put acknowledged");
+        }
+    }
+    journaled
+}
+
 /// [`seed`], then the tokens `a` holds its queues under (queue → token) before any move.
 pub(crate) async fn seed_owned(
     a: &FleetMember,
@@ -367,12 +396,7 @@ impl Ledger {
 
 /// None handed out before its deadline, none twice under one token.
 pub(crate) fn check_timely(ledger: &Ledger) {
-    assert!(
-        ledger.early.is_empty(),
-        "{} hand-outs before their deadline, e.g. {:?}",
-        ledger.early.len(),
-        &ledger.early[..ledger.early.len().min(5)]
-    );
+    assert_none(&ledger.early, "hand-outs before their deadline");
     let twice = ledger.twice_under_one_token();
     assert!(twice.is_empty(), "twice under one token: {twice:?}");
 }
@@ -391,20 +415,14 @@ pub(crate) fn check(
         .iter()
         .filter(|k| fates.get(*k) == Some(&Fate::Ended))
         .collect();
-    assert!(
-        ended.is_empty(),
-        "{} timers whose end was acknowledged before the move were handed out, e.g. {:?}",
-        ended.len(),
-        &ended[..ended.len().min(5)]
-    );
+    let what = "timers whose end was acknowledged before the move were handed out";
+    assert_none(&ended, what);
     let missing: Vec<_> = must.difference(&got).collect();
-    assert!(
-        missing.is_empty(),
-        "{} of {} journaled, not ended timers never handed out, e.g. {:?}",
-        missing.len(),
-        must.len(),
-        &missing[..missing.len().min(5)]
+    let what = format!(
+        "of {} journaled, not ended timers never handed out",
+        must.len()
     );
+    assert_none(&missing, &what);
     let stray: Vec<_> = got.difference(may).collect();
     assert!(stray.is_empty(), "handed out, never scheduled: {stray:?}");
 }

@@ -258,10 +258,9 @@ async fn a_hand_out_kept_across_a_move_and_retried_at_the_source_ends_once() {
 /// come back to `a`, which must not hand out an X whose end was acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_late_schedule_at_the_old_owner_does_not_bring_back_an_ended_timer() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs, a)) = journaled_a(6).await else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 6).await;
     let at = Instant::now();
     let mut intended = HashMap::new();
     for (n, q) in qs.iter().enumerate() {
@@ -331,10 +330,9 @@ async fn a_late_schedule_at_the_old_owner_does_not_bring_back_an_ended_timer() {
 /// is reported (`FleetEvent::Undecodable`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_journal_record_that_does_not_decode_leaves_the_queue_owned() {
-    let Some((_etcd, redis, opts)) = fleet() else {
+    let Some((_etcd, redis, opts, qs, a)) = journaled_a(4).await else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 4).await;
     let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(2)).await;
     write_undecodable(&redis, &[("q0", initial["q0"])]).await;
     let mut a_events = a.events();

@@ -1,6 +1,6 @@
 //! A child member (the joining one, or the source) SIGKILLed in the middle of the moves.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::common::token_of;
@@ -43,10 +43,9 @@ async fn the_joining_member_killed_after_its_first_acquisition_loses_nothing() {
     if std::env::var_os(JOINER).is_some() {
         return;
     }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, _opts, qs, a)) = journaled_a(8).await else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 8).await;
     let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(3)).await;
     let mut child = TestChild::spawn(
         "killed_children::joiner_child",
@@ -106,20 +105,7 @@ async fn source_child() {
     .await;
     let (fates, _) = seed(&m, &qs, 30, Duration::from_secs(3)).await;
     // Long journals, so that each move's load takes a while.
-    let far = Instant::now() + Duration::from_secs(3600);
-    for (n, q) in qs.iter().enumerate() {
-        let mut puts = Vec::new();
-        for i in 0..EXTRA {
-            let id = 10_000_000 + n as u64 * 100_000 + i;
-            puts.push(
-                m.journal_put(q, &id, far, &format!("{q}:{id}"))
-                    .expect("journal_put"),
-            );
-        }
-        for w in puts {
-            w.await.expect("put acknowledged");
-        }
-    }
+    journal_only(&m, &qs, EXTRA).await;
     for ((q, id), f) in &fates {
         println!("FATE {q} {id} {f:?}");
     }
@@ -192,12 +178,7 @@ async fn the_source_killed_in_the_middle_of_its_moves_loses_nothing() {
     }
     check(&ledger, &fates, &must, &may);
     for (n, q) in qs.iter().enumerate() {
-        let held: BTreeSet<u64> = b
-            .scheduler()
-            .queue_members(q)
-            .into_iter()
-            .map(|m| m.id)
-            .collect();
+        let held = ids_held(&b, q);
         let missing = (0..EXTRA)
             .map(|i| 10_000_000 + n as u64 * 100_000 + i)
             .filter(|id| !held.contains(id))
@@ -221,10 +202,9 @@ async fn later_deadlines_in_offers_hold_when_the_joining_member_dies() {
     if std::env::var_os(JOINER).is_some() {
         return;
     }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, _opts, qs, a)) = journaled_a(8).await else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 8).await;
     let t0 = Instant::now();
     let later = t0 + Duration::from_secs(3600);
     let intended = put_each(&a, &qs, 6, |i| if i == 0 { t0 } else { later }, Some(later)).await;

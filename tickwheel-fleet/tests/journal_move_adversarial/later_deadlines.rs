@@ -24,8 +24,7 @@ use crate::support::*;
 async fn later_deadlines(
     then_adopt: bool,
 ) -> Option<(Ledger, BTreeMap<u64, String>, Vec<(String, u64)>)> {
-    let (_etcd, _redis, opts) = fleet()?;
-    let (qs, a) = owning_all(&opts, 12).await;
+    let (_etcd, _redis, opts, qs, a) = journaled_a(12).await?;
     let t0 = Instant::now();
     let later = t0 + Duration::from_secs(3600);
     let mut intended = HashMap::new();

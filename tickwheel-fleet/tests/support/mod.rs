@@ -17,6 +17,7 @@ use tickwheel_testkit::etcd::EtcdServer;
 use tickwheel_testkit::example::{Example, last_line, text};
 use tickwheel_testkit::redis::RedisServer;
 
+pub mod checks;
 pub mod handouts;
 
 /// The `fleet` example (the ownership proof), built with the test's profile.
