@@ -7,6 +7,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::checks::assert_none;
+pub(crate) use crate::support::handouts::Collect;
 use crate::support::*;
 use tickwheel::sync::{FrozenEntry, Scheduler};
 use tickwheel_fleet::{Acquisition, FleetEvent, FleetOptions, Member, RecoveryError};
@@ -195,18 +197,6 @@ impl Ledger {
         }
     }
 
-    /// [`Ledger::collect`] until every timer of `must` was handed out (or `limit`).
-    pub(crate) async fn collect_all(
-        &mut self,
-        members: &[&FleetMember],
-        intended: &HashMap<Key, Instant>,
-        must: &BTreeSet<Key>,
-        limit: Duration,
-    ) {
-        self.collect(members, intended, limit, |l| must.is_subset(&l.ids()))
-            .await;
-    }
-
     /// Pops everything due at `members` now and records it; each member then journals the
     /// end of what it handed out (a confirmed delivery) and the ends acknowledged are noted.
     pub(crate) async fn drain(
@@ -244,23 +234,6 @@ impl Ledger {
         }
     }
 
-    /// Drains `members` every 5 ms until `done(self)` or `limit`, then once more after 300 ms.
-    pub(crate) async fn collect(
-        &mut self,
-        members: &[&FleetMember],
-        intended: &HashMap<Key, Instant>,
-        limit: Duration,
-        mut done: impl FnMut(&Ledger) -> bool,
-    ) {
-        let until = Instant::now() + limit;
-        while !done(self) && Instant::now() < until {
-            self.drain(members, intended).await;
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        self.drain(members, intended).await;
-    }
-
     pub(crate) fn ids(&self) -> BTreeSet<Key> {
         crate::support::handouts::handed_out_ids(&self.dispatches)
     }
@@ -280,23 +253,27 @@ impl Ledger {
     }
 }
 
-/// Asserts `v` is empty, saying how many it holds (`what` they are) and the first five.
-fn none<T: std::fmt::Debug>(v: &[T], what: &str) {
-    assert!(
-        v.is_empty(),
-        "{} {what}, e.g. {:?}",
-        v.len(),
-        &v[..v.len().min(5)]
-    );
+/// Drains `members` every 5 ms; the last round 300 ms after.
+impl Collect for Ledger {
+    type Intended = HashMap<Key, Instant>;
+    const PACE: (Duration, Duration) = (Duration::from_millis(5), Duration::from_millis(300));
+
+    async fn round(&mut self, members: &[&FleetMember], intended: &Self::Intended) {
+        self.drain(members, intended).await;
+    }
+
+    fn handed_out(&self) -> BTreeSet<Key> {
+        self.ids()
+    }
 }
 
 /// None early, none twice under one token, none after its acknowledged end, every timer of
 /// `must` handed out, nothing outside `may`.
 pub(crate) fn check(ledger: &Ledger, must: &BTreeSet<Key>, may: &BTreeSet<Key>) {
-    none(&ledger.early, "hand-outs before their deadline");
+    assert_none(&ledger.early, "hand-outs before their deadline");
     let twice = ledger.twice_under_one_token();
-    none(&twice, "(queue, id, token) handed out more than once");
-    none(
+    assert_none(&twice, "(queue, id, token) handed out more than once");
+    assert_none(
         &ledger.after_end,
         "hand-outs after the timer's end was acknowledged",
     );
@@ -306,9 +283,9 @@ pub(crate) fn check(ledger: &Ledger, must: &BTreeSet<Key>, may: &BTreeSet<Key>) 
         "of {} journaled, not ended timers never handed out",
         must.len()
     );
-    none(&missing, &never);
+    assert_none(&missing, &never);
     let stray: Vec<_> = got.difference(may).cloned().collect();
-    none(&stray, "handed out that were never journaled or were ended");
+    assert_none(&stray, "handed out that were never journaled or were ended");
 }
 
 /// With no fault and no move after the adoption: every timer handed out exactly once.
@@ -318,7 +295,7 @@ pub(crate) fn exactly_once(ledger: &Ledger) {
         .into_iter()
         .filter(|(_, c)| *c > 1)
         .collect();
-    none(&more, "timers handed out more than once");
+    assert_none(&more, "timers handed out more than once");
 }
 
 /// [`check`] against what `s` must and may hand out, then [`exactly_once`].

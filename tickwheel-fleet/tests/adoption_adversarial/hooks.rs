@@ -60,6 +60,15 @@ impl Faulty {
         let c = self.calls.lock().expect("calls");
         c.get(q).copied().unwrap_or(0)
     }
+
+    /// Asserts that the hook was called at least twice for each queue of `qs`: each was
+    /// adopted again after its failed first adoption.
+    fn adopted_again<'a>(&self, qs: impl IntoIterator<Item = &'a String>) {
+        for q in qs {
+            let n = self.calls(q);
+            assert!(n >= 2, "{q} adopted again: {n} calls");
+        }
+    }
 }
 
 /// A dead member (dropped: its lease revoked) journaled 12 queues, q0 with 20 000 timers due
@@ -146,13 +155,7 @@ async fn failing_hooks_lose_nothing_and_leak_no_half_imported_timer() {
         .collect_all(&[&m], &s.intended, &must, Duration::from_secs(60))
         .await;
     check_once(&ledger, &must, &s);
-    for q in &bad {
-        assert!(
-            faulty.calls(q) >= 2,
-            "{q} adopted again: {} calls",
-            faulty.calls(q)
-        );
-    }
+    faulty.adopted_again(&bad);
     let events = events_of(&mut rx);
     let mut announced: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
     for e in events.iter().cloned() {
@@ -202,13 +205,7 @@ async fn every_queue_failing_once_is_adopted_again_with_nothing_doubled() {
     let (must, ledger) = collected(&[&m], &s, Duration::from_secs(90)).await;
     let events = events_of(&mut rx);
     check_once(&ledger, &must, &s);
-    for q in &qs {
-        assert!(
-            faulty.calls(q) >= 2,
-            "{q} adopted again: {} calls",
-            faulty.calls(q)
-        );
-    }
+    faulty.adopted_again(&qs);
     assert!(exactly_one(&[&m], &qs), "owned: {:?}", m.owned());
     adopted_once_each(&events, &qs, &s);
 }

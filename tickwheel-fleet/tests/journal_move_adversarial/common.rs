@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::support::checks::assert_none;
+pub(crate) use crate::support::handouts::Collect;
 use crate::support::*;
 use tickwheel::sync::Cancel;
 use tickwheel_fleet::{FleetEvent, FleetOptions};
@@ -353,37 +354,22 @@ pub(crate) async fn seed_owned(
     (fates, intended, initial)
 }
 
-impl Ledger {
-    /// Polls `members` every 2 ms until `done(self)` or `limit`, then once more after 200 ms.
-    pub(crate) async fn collect(
-        &mut self,
-        members: &[&FleetMember],
-        intended: &HashMap<u64, Instant>,
-        limit: Duration,
-        mut done: impl FnMut(&Ledger) -> bool,
-    ) {
-        let until = Instant::now() + limit;
-        while !done(self) && Instant::now() < until {
-            self.drain(members, intended);
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+/// Polls `members` every 2 ms; the last round 200 ms after.
+impl Collect for Ledger {
+    type Intended = HashMap<u64, Instant>;
+    const PACE: (Duration, Duration) = (Duration::from_millis(2), Duration::from_millis(200));
+
+    async fn round(&mut self, members: &[&FleetMember], intended: &Self::Intended) {
         self.drain(members, intended);
     }
 
-    /// [`Ledger::collect`] until every timer of `must` was handed out (or `limit`).
-    pub(crate) async fn collect_all(
-        &mut self,
-        members: &[&FleetMember],
-        intended: &HashMap<u64, Instant>,
-        must: &Keys,
-        limit: Duration,
-    ) {
-        self.collect(members, intended, limit, |l| must.is_subset(&l.ids()))
-            .await;
+    fn handed_out(&self) -> Keys {
+        self.ids()
     }
+}
 
-    /// [`Ledger::collect`] for all of `limit`: what comes out in that time.
+impl Ledger {
+    /// [`Collect::collect`] for all of `limit`: what comes out in that time.
     pub(crate) async fn watch(
         &mut self,
         members: &[&FleetMember],
