@@ -22,6 +22,7 @@ fn rejection_of<K, T>(e: &CustodyError<K, T>) -> Option<&Rejection> {
 
 /// Asserts that `r`, a claim or reclaim, was refused (`what` says why it must be) with a
 /// rejection that `is` accepts.
+#[track_caller]
 fn assert_refused<T>(r: Result<T, Error>, what: &str, is: impl Fn(&Rejection) -> bool) {
     let e = r.err().expect(what);
     assert!(e.rejection().is_some_and(is), "{e}");
