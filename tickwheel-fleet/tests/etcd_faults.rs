@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use support::*;
-use tickwheel_fleet::{Error, FleetEvent, Member};
+use tickwheel_fleet::{Error, FleetEvent, FleetOptions, Member};
 use tokio::sync::broadcast::Receiver;
 
 /// Drains `rx`, returning whether an event matching `f` arrived (no waiting).
@@ -129,13 +129,7 @@ async fn etcd_unreachable_at_join_is_a_clear_error_without_credentials() {
     opts.etcd_timeout = Duration::from_millis(500);
     let debug = format!("{opts:?}");
     assert!(!debug.contains(password), "{debug}");
-    let r = Member::<String, u64, String>::join(
-        opts,
-        "a",
-        std::sync::Arc::new(Sched::new()),
-        |_q: String| async { Ok::<_, tickwheel_fleet::RecoveryError>(Vec::new()) },
-    )
-    .await;
+    let r = try_join(&opts, "a").await;
     match r {
         Err(e @ Error::EtcdUnreachable { .. }) => {
             let (text, debug) = (e.to_string(), format!("{e:?}"));
@@ -149,6 +143,16 @@ async fn etcd_unreachable_at_join_is_a_clear_error_without_credentials() {
     }
 }
 
+/// The error of the join `r`, which must be refused (`why` it must), shown as a user sees it
+/// (its text and its debug form), and the debug form of the `opts` it joined with.
+fn refusal_texts(r: Result<FleetMember, Error>, opts: &FleetOptions, why: &str) -> [String; 3] {
+    let e = match r {
+        Err(e) => e,
+        Ok(_) => panic!("{why}"),
+    };
+    [e.to_string(), format!("{e:?}"), format!("{opts:?}")]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn passwords_never_reach_errors_or_debug_output() {
     let Some((etcd, redis)) = servers() else {
@@ -158,18 +162,9 @@ async fn passwords_never_reach_errors_or_debug_output() {
     // etcd without auth: the client's authentication fails.
     let mut opts = options(&etcd, &redis);
     opts.etcd_user = Some(("root".into(), password.into()));
-    let r = Member::<String, u64, String>::join(
-        opts.clone(),
-        "a",
-        std::sync::Arc::new(Sched::new()),
-        |_q: String| async { Ok::<_, tickwheel_fleet::RecoveryError>(Vec::new()) },
-    )
-    .await;
-    let e = match r {
-        Err(e) => e,
-        Ok(_) => panic!("authentication against etcd without auth should fail"),
-    };
-    for s in [e.to_string(), format!("{e:?}"), format!("{opts:?}")] {
+    let r = try_join(&opts, "a").await;
+    let why = "authentication against etcd without auth should fail";
+    for s in refusal_texts(r, &opts, why) {
         assert!(!s.contains(password), "{s}");
     }
     // A Redis URL with a password (percent-encoded) that the server refuses.
@@ -179,18 +174,8 @@ async fn passwords_never_reach_errors_or_debug_output() {
         "s3%2F%3F%23%40cret",
         redis.port()
     );
-    let r = Member::<String, u64, String>::join(
-        opts.clone(),
-        "b",
-        std::sync::Arc::new(Sched::new()),
-        |_q: String| async { Ok::<_, tickwheel_fleet::RecoveryError>(Vec::new()) },
-    )
-    .await;
-    let e = match r {
-        Err(e) => e,
-        Ok(_) => panic!("a wrong Redis password should fail"),
-    };
-    for s in [e.to_string(), format!("{e:?}"), format!("{opts:?}")] {
+    let r = try_join(&opts, "b").await;
+    for s in refusal_texts(r, &opts, "a wrong Redis password should fail") {
         assert!(
             !s.contains("s3%2F%3F%23%40cret") && !s.contains(password),
             "{s}"

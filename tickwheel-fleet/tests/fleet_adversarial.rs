@@ -393,12 +393,11 @@ async fn odd_queue_names_are_separate_queues_each_owned_once() {
     }
 }
 
-fn member_result(
-    opts: FleetOptions,
-) -> impl std::future::Future<Output = Result<FleetMember, Error>> {
-    Member::<String, u64, String>::join(opts, "x", Arc::new(Sched::new()), |_q: String| async {
-        Ok::<_, RecoveryError>(Vec::new())
-    })
+/// A copy of `base` that `change` changed: one case of the option tables below.
+fn changed(base: &FleetOptions, change: impl FnOnce(&mut FleetOptions)) -> FleetOptions {
+    let mut o = base.clone();
+    change(&mut o);
+    o
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -421,24 +420,15 @@ async fn zero_and_huge_timing_options_are_refused_before_joining() {
             "lease Duration::MAX",
             base.clone().with_lease_ttl(Duration::MAX),
         ),
-        ("keep_alive 0", {
-            let mut o = base.clone();
-            o.keep_alive = Duration::ZERO;
-            o
-        }),
-        ("margin = ttl", {
-            let mut o = base.clone();
-            o.margin = o.lease_ttl;
-            o
-        }),
-        ("no endpoint", {
-            let mut o = base.clone();
-            o.etcd_endpoints.clear();
-            o
-        }),
+        (
+            "keep_alive 0",
+            changed(&base, |o| o.keep_alive = Duration::ZERO),
+        ),
+        ("margin = ttl", changed(&base, |o| o.margin = o.lease_ttl)),
+        ("no endpoint", changed(&base, |o| o.etcd_endpoints.clear())),
     ];
     for (what, o) in cases {
-        match member_result(o).await {
+        match try_join(&o, "x").await {
             Err(Error::Options(_) | Error::Etcd(_)) => {}
             Err(e) => panic!("{what}: unexpected error {e}"),
             Ok(m) => {
@@ -461,30 +451,26 @@ async fn zero_periods_and_timeouts_are_refused_or_harmless() {
     let qs = queues(2);
     register(&base, &qs).await;
     let cases: Vec<(&str, FleetOptions)> = vec![
-        ("poll_interval 0", {
-            let mut o = base.clone();
-            o.poll_interval = Duration::ZERO;
-            o
-        }),
-        ("handoff_timeout 0", {
-            let mut o = base.clone();
-            o.handoff_timeout = Duration::ZERO;
-            o
-        }),
-        ("grace Duration::MAX", {
-            let mut o = base.clone();
-            o.grace = Duration::MAX;
-            o
-        }),
-        ("etcd_timeout 0", {
-            let mut o = base.clone();
-            o.etcd_timeout = Duration::ZERO;
-            o
-        }),
+        (
+            "poll_interval 0",
+            changed(&base, |o| o.poll_interval = Duration::ZERO),
+        ),
+        (
+            "handoff_timeout 0",
+            changed(&base, |o| o.handoff_timeout = Duration::ZERO),
+        ),
+        (
+            "grace Duration::MAX",
+            changed(&base, |o| o.grace = Duration::MAX),
+        ),
+        (
+            "etcd_timeout 0",
+            changed(&base, |o| o.etcd_timeout = Duration::ZERO),
+        ),
     ];
     for (what, o) in cases {
         let infinite_grace = what.starts_with("grace");
-        match member_result(o).await {
+        match try_join(&o, "x").await {
             Err(Error::Options(_)) => {}
             Err(e) => panic!("{what}: neither refused as an option nor joined: {e}"),
             Ok(m) => {

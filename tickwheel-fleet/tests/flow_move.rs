@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use support::*;
 use tickwheel::sync::{FrozenEntry, RateLimit, Scheduler};
 use tickwheel_fleet::{FencedDue, Member, RecoveryError};
+use tickwheel_testkit::etcd::EtcdServer;
+use tickwheel_testkit::redis::RedisServer;
 
 /// A member whose store holds `per_queue` timers of each queue, all due when it recovers.
 async fn join_due(opts: &tickwheel_fleet::FleetOptions, name: &str, per_queue: u64) -> FleetMember {
@@ -39,16 +41,25 @@ fn owns(m: &FleetMember, qs: &[String]) -> bool {
     owned == qs
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_members_fenced_hand_out_keeps_holds_and_concurrency_limits() {
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(2).await else {
-        return;
-    };
-    let a = join_due(&opts, "a", 4).await;
+/// A fleet of two queues and member `a` ([`join_due`], `per_queue` timers a queue) once it
+/// owns both and may dispatch them; `None` where etcd or redis-server is missing.
+async fn a_owning_two(
+    per_queue: u64,
+) -> Option<(EtcdServer, RedisServer, Vec<String>, FleetMember)> {
+    let (etcd, redis, opts, qs) = fleet_with(2).await?;
+    let a = join_due(&opts, "a", per_queue).await;
     wait_for(Duration::from_secs(20), "a owns both queues", || async {
         owns(&a, &qs) && qs.iter().all(|q| a.fence().token(q.as_bytes()).is_some())
     })
     .await;
+    Some((etcd, redis, qs, a))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_members_fenced_hand_out_keeps_holds_and_concurrency_limits() {
+    let Some((_etcd, _redis, qs, a)) = a_owning_two(4).await else {
+        return;
+    };
     let (held, limited) = (&qs[0], &qs[1]);
     let s = a.scheduler();
     s.hold_queue(held);
@@ -174,14 +185,9 @@ async fn a_queue_moved_on_a_join_arrives_held_with_its_limits() {
 async fn due_stream_behind_the_fence_keeps_holds_and_concurrency_limits() {
     use futures_util::StreamExt;
 
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(2).await else {
+    let Some((_etcd, _redis, qs, a)) = a_owning_two(3).await else {
         return;
     };
-    let a = join_due(&opts, "a", 3).await;
-    wait_for(Duration::from_secs(20), "a owns both queues", || async {
-        owns(&a, &qs) && qs.iter().all(|q| a.fence().token(q.as_bytes()).is_some())
-    })
-    .await;
     let (held, limited) = (qs[0].clone(), qs[1].clone());
     let s = Arc::clone(a.scheduler());
     s.hold_queue(&held);

@@ -7,17 +7,26 @@ mod support;
 use std::time::Duration;
 
 use support::*;
+use tickwheel_fleet::FleetOptions;
+use tickwheel_testkit::etcd::EtcdServer;
+use tickwheel_testkit::redis::RedisServer;
 
 const BOUND: Duration = Duration::from_secs(20);
 
-/// The test's options with a 60 s handoff timeout: a leave that waits for it fails the bound.
-fn slow_handoffs(
-    etcd: &tickwheel_testkit::etcd::EtcdServer,
-    redis: &tickwheel_testkit::redis::RedisServer,
-) -> tickwheel_fleet::FleetOptions {
-    let mut opts = options(etcd, redis);
+/// [`fleet`] with a 60 s handoff timeout in its options: a leave that waits for it fails the
+/// bound.
+fn slow_fleet() -> Option<(EtcdServer, RedisServer, FleetOptions)> {
+    let (etcd, redis, mut opts) = fleet()?;
     opts.handoff_timeout = Duration::from_secs(60);
-    opts
+    Some((etcd, redis, opts))
+}
+
+/// [`slow_fleet`] with 6 queues of `per_queue` timers each, all owned by member `a`
+/// ([`start_with_a`]).
+async fn slow_fleet_with_a(per_queue: u64) -> Option<FleetWithA> {
+    let (etcd, redis, opts) = slow_fleet()?;
+    let (qs, _, a) = start_with_a(&opts, 6, per_queue, BOUND, false).await;
+    Some((etcd, redis, opts, qs, a))
 }
 
 /// `m.leave()` must succeed within [`BOUND`], not by waiting for the handoff timeout.
@@ -47,10 +56,9 @@ async fn holds_all(m: &FleetMember, qs: &[String], per_queue: u64) {
 /// Afterwards a new member adopts every queue with every timer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_members_leaving_together_both_leave_without_the_timeout() {
-    let Some((etcd, redis)) = servers() else {
+    let Some((_etcd, _redis, opts)) = slow_fleet() else {
         return;
     };
-    let opts = slow_handoffs(&etcd, &redis);
     let qs = queues(6);
     register(&opts, &qs).await;
     let per_queue = 2;
@@ -81,12 +89,10 @@ async fn two_members_leaving_together_both_leave_without_the_timeout() {
 /// with every timer, none doubled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_last_leave_racing_a_join_loses_nothing_and_does_not_wait() {
-    let Some((etcd, redis)) = servers() else {
+    let per_queue = 3;
+    let Some((_etcd, _redis, opts, qs, a)) = slow_fleet_with_a(per_queue).await else {
         return;
     };
-    let opts = slow_handoffs(&etcd, &redis);
-    let per_queue = 3;
-    let (qs, _, a) = start_with_a(&opts, 6, per_queue, BOUND, false).await;
     let opts_b = opts.clone();
     let joining = tokio::spawn(async move { join(&opts_b, "b", per_queue).await });
     leaves_within_bound(a).await;
@@ -103,12 +109,10 @@ async fn the_last_leave_racing_a_join_loses_nothing_and_does_not_wait() {
 /// every queue with every timer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_last_leave_after_a_member_just_died_does_not_wait_for_the_timeout() {
-    let Some((etcd, redis)) = servers() else {
+    let per_queue = 2;
+    let Some((etcd, _redis, opts, qs, a)) = slow_fleet_with_a(per_queue).await else {
         return;
     };
-    let opts = slow_handoffs(&etcd, &redis);
-    let per_queue = 2;
-    let (qs, _, a) = start_with_a(&opts, 6, per_queue, BOUND, false).await;
     // A member that has just died: registered under a 3 s lease that is never kept alive.
     let mut client = match tickwheel_fleet::etcd_client::Client::connect([etcd.url()], None).await {
         Ok(c) => c,

@@ -12,8 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::*;
-use tickwheel_fleet::FleetEvent;
+use tickwheel_fleet::{FleetEvent, FleetOptions};
 use tickwheel_testkit::child::TestChild;
+use tickwheel_testkit::etcd::EtcdServer;
+use tickwheel_testkit::redis::RedisServer;
 use tickwheel_testkit::send_signal;
 
 const PROBE: &str = "TICKWHEEL_FLEET_PROBE";
@@ -73,6 +75,23 @@ fn spawn_probe(etcd: &str, redis: &str, name: &str) -> Probe {
     TestChild::spawn("probe_child", PROBE, &format!("{etcd} {redis} {name}"))
 }
 
+/// A fleet of `n` queues ([`fleet_with`]) and the probe `p` once it acquired every one;
+/// `None` where etcd or redis-server is missing, and in the probe's own run.
+async fn probe_owning(
+    n: usize,
+) -> Option<(EtcdServer, RedisServer, FleetOptions, Vec<String>, Probe)> {
+    if std::env::var_os(PROBE).is_some() {
+        return None;
+    }
+    let (etcd, redis, opts, qs) = fleet_with(n).await?;
+    let probe = spawn_probe(&etcd.url(), &redis.url(), "p");
+    wait_for(Duration::from_secs(30), "p owns every queue", || async {
+        acquired(&probe).len() == qs.len()
+    })
+    .await;
+    Some((etcd, redis, opts, qs, probe))
+}
+
 /// What `probe` acquired: queue → token.
 fn acquired(probe: &Probe) -> BTreeMap<String, u64> {
     probe
@@ -87,17 +106,9 @@ fn acquired(probe: &Probe) -> BTreeMap<String, u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_member_is_adopted_within_lease_and_grace() {
-    if std::env::var_os(PROBE).is_some() {
-        return;
-    }
-    let Some((etcd, redis, opts, qs)) = fleet_with(6).await else {
+    let Some((_etcd, _redis, opts, qs, mut probe)) = probe_owning(6).await else {
         return;
     };
-    let mut probe = spawn_probe(&etcd.url(), &redis.url(), "p");
-    wait_for(Duration::from_secs(30), "p owns every queue", || async {
-        acquired(&probe).len() == qs.len()
-    })
-    .await;
     let s = join(&opts, "s", 3).await;
     let killed = Instant::now();
     probe.kill9();
@@ -125,17 +136,9 @@ async fn a_killed_member_is_adopted_within_lease_and_grace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_paused_member_is_fenced_and_its_writes_are_rejected_when_it_wakes() {
-    if std::env::var_os(PROBE).is_some() {
-        return;
-    }
-    let Some((etcd, redis, opts, qs)) = fleet_with(4).await else {
+    let Some((_etcd, _redis, opts, qs, probe)) = probe_owning(4).await else {
         return;
     };
-    let probe = spawn_probe(&etcd.url(), &redis.url(), "p");
-    wait_for(Duration::from_secs(30), "p owns every queue", || async {
-        acquired(&probe).len() == qs.len()
-    })
-    .await;
     let before = acquired(&probe);
     for (q, t) in &before {
         let line = format!("WRITE {q} {t} ok");

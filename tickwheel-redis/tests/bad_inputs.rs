@@ -3,6 +3,8 @@
 
 mod support;
 
+use support::connect::connect_a;
+
 use tickwheel_redis::chunk::{CHUNK_VERSION, Chunk, ChunkError, SnapshotEntry};
 use tickwheel_redis::{Effect, Error, Member, Options, Protocol, State, Token};
 use tickwheel_testkit::redis::start_for_test_with;
@@ -144,7 +146,7 @@ async fn unsafe_servers_are_refused_unless_allowed() {
         let Some(server) = start_for_test_with(&extra) else {
             return;
         };
-        let err = Protocol::connect(&server.url(), Member::new_boot("a"), Options::default())
+        let err = connect_a(&server.url())
             .await
             .expect_err("unsafe server accepted");
         assert!(matches!(err, Error::UnsafeServer { .. }), "{err:?}");
@@ -166,16 +168,12 @@ async fn passwords_never_show() {
     };
     let port = server.port();
     let wrong = format!("redis://:pw-wrong-2@127.0.0.1:{port}/");
-    let err = Protocol::connect(&wrong, Member::new_boot("a"), Options::default())
-        .await
-        .expect_err("wrong password");
+    let err = connect_a(&wrong).await.expect_err("wrong password");
     for text in [err.to_string(), format!("{err:?}")] {
         assert!(!text.contains("pw-wrong-2"), "{text}");
     }
     let right = format!("redis://default:pw-secret-1@127.0.0.1:{port}/");
-    let p = Protocol::connect(&right, Member::new_boot("a"), Options::default())
-        .await
-        .expect("right password");
+    let p = connect_a(&right).await.expect("right password");
     let debug = format!("{p:?}");
     assert!(
         !debug.contains("pw-secret-1") && debug.contains("***"),
@@ -203,9 +201,7 @@ async fn an_unparsable_url_is_echoed_with_only_the_password_hidden() {
             Some("pw-typed-3"),
         ),
     ] {
-        let err = Protocol::connect(typed, Member::new_boot("a"), Options::default())
-            .await
-            .expect_err("not a redis URL");
+        let err = connect_a(typed).await.expect_err("not a redis URL");
         let text = format!("{err} {err:?}");
         assert!(matches!(err, Error::Url { .. }), "{text}");
         assert!(text.contains(shown), "{text}");

@@ -3,6 +3,8 @@
 
 mod support;
 
+use support::moving::custody_pair_on;
+
 use std::time::{Duration, Instant};
 
 use support::{Sched, contents, custody_member as member, filled};
@@ -50,11 +52,9 @@ async fn sealed(out: &mut Outgoing<'_, String, u64, String>) {
 
 #[tokio::test]
 async fn a_queue_moves_whole_and_no_deadline_gets_earlier() {
-    let Some((_server, _url, a, b)) = support::custody_pair(7).await else {
+    let Some((_server, _url, a, b, q, t0)) = custody_pair_on("example.com", 7).await else {
         return;
     };
-    let q = "example.com".to_string();
-    let t0 = Instant::now();
     let src = filled(&q, 50, t0);
     let before = contents(&src, &q);
     let dst = support::empty(t0);
@@ -92,11 +92,9 @@ async fn a_queue_moves_whole_and_no_deadline_gets_earlier() {
 
 #[tokio::test]
 async fn an_in_flight_timer_that_comes_back_is_forwarded() {
-    let Some((_server, _url, a, b)) = support::custody_pair(100).await else {
+    let Some((_server, _url, a, b, q, t0)) = custody_pair_on("q", 100).await else {
         return;
     };
-    let q = "q".to_string();
-    let t0 = Instant::now();
     let src = support::empty(t0);
     src.schedule(q.clone(), 1, t0, "due".into())
         .expect("schedule");
@@ -279,11 +277,9 @@ async fn redis_gone_is_a_retryable_error_and_the_step_resumes() {
 /// on a second call, and the chunks sent are exactly those.
 #[tokio::test]
 async fn stage_names_each_chunk_before_it_is_sent() {
-    let Some((_server, _url, a, b)) = support::custody_pair(3).await else {
+    let Some((_server, _url, a, b, q, t0)) = custody_pair_on("q", 3).await else {
         return;
     };
-    let q = "q".to_string();
-    let t0 = Instant::now();
     let src = filled(&q, 7, t0);
     src.schedule(q.clone(), 100, t0, "due".into())
         .expect("schedule");

@@ -4,7 +4,9 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use support::moving::custody_pair_on;
+
+use std::time::Duration;
 
 use support::filled;
 use support::rejection;
@@ -50,14 +52,9 @@ async fn adopt_takes_the_external_epoch_and_refuses_a_stale_one() {
 
 #[tokio::test]
 async fn adopt_discards_an_unsealed_offer_and_the_source_keeps_every_value() {
-    let Some(server) = support::server() else {
+    let Some((_server, _url, a, b, q, t0)) = custody_pair_on("q2", 4).await else {
         return;
     };
-    let url = server.url();
-    let a = support::custody_member(&url, "a", 4).await;
-    let b = support::custody_member(&url, "b", 4).await;
-    let q = "q2".to_string();
-    let t0 = Instant::now();
     let src = filled(&q, 10, t0);
     let epoch = match a.adopt::<_, u64, String>(q.clone(), 7).await {
         Ok(Adopted::Owned(x)) => x.record.epoch,
@@ -100,14 +97,9 @@ async fn adopt_discards_an_unsealed_offer_and_the_source_keeps_every_value() {
 
 #[tokio::test]
 async fn a_leftover_sealed_offer_is_claimed_by_the_adopter_and_imported_once() {
-    let Some(server) = support::server() else {
+    let Some((_server, _url, a, b, q, t0)) = custody_pair_on("q3", 3).await else {
         return;
     };
-    let url = server.url();
-    let a = support::custody_member(&url, "a", 3).await;
-    let b = support::custody_member(&url, "b", 3).await;
-    let q = "q3".to_string();
-    let t0 = Instant::now();
     let src = filled(&q, 8, t0);
     let Ok(Adopted::Owned(x)) = a.adopt::<_, u64, String>(q.clone(), 20).await else {
         panic!("adopt");
@@ -152,15 +144,10 @@ async fn a_leftover_sealed_offer_is_claimed_by_the_adopter_and_imported_once() {
 
 #[tokio::test]
 async fn claim_at_and_reclaim_at_take_the_given_epoch() {
-    let Some(server) = support::server() else {
+    let Some((_server, url, a, b, q, t0)) = custody_pair_on("q4", 3).await else {
         return;
     };
-    let url = server.url();
-    let a = support::custody_member(&url, "a", 3).await;
-    let b = support::custody_member(&url, "b", 3).await;
     let p = b.protocol().clone();
-    let q = "q4".to_string();
-    let t0 = Instant::now();
     let src = filled(&q, 5, t0);
     let Ok(Adopted::Owned(x)) = a.adopt::<_, u64, String>(q.clone(), 40).await else {
         panic!("adopt");

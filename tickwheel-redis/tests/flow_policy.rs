@@ -4,6 +4,8 @@
 
 mod support;
 
+use support::moving::custody_pair_on;
+
 use std::time::{Duration, Instant};
 
 use tickwheel::sync::RateLimit;
@@ -19,11 +21,9 @@ use support::command as raw;
 
 #[tokio::test]
 async fn a_held_limited_queue_arrives_held_with_its_limits() {
-    let Some((_server, _url, a, b)) = support::custody_pair(3).await else {
+    let Some((_server, _url, a, b, q, t0)) = custody_pair_on("example.com", 3).await else {
         return;
     };
-    let q = "example.com".to_string();
-    let t0 = Instant::now();
     let (src, sent) = due_now_with(&q, 10, t0, |s| {
         s.hold_queue(&q);
         s.set_concurrency(&q, Some(2));
@@ -66,11 +66,9 @@ async fn a_held_limited_queue_arrives_held_with_its_limits() {
 
 #[tokio::test]
 async fn an_offer_without_a_policy_applies_none() {
-    let Some((_server, url, a, b)) = support::custody_pair(3).await else {
+    let Some((_server, url, a, b, q, t0)) = custody_pair_on("q", 3).await else {
         return;
     };
-    let q = "q".to_string();
-    let t0 = Instant::now();
     let src = due_now(&q, 4, t0);
     src.hold_queue(&q);
     support::acquire_and_offer(&a, &src, &q, None).await;
@@ -93,11 +91,9 @@ async fn an_offer_without_a_policy_applies_none() {
 
 #[tokio::test]
 async fn a_policy_of_an_unknown_format_is_refused_before_the_commit() {
-    let Some((_server, url, a, b)) = support::custody_pair(3).await else {
+    let Some((_server, url, a, b, q, t0)) = custody_pair_on("q", 3).await else {
         return;
     };
-    let q = "q".to_string();
-    let t0 = Instant::now();
     let src = due_now(&q, 4, t0);
     support::acquire_and_offer(&a, &src, &q, None).await;
     let owner = a.protocol().keys(q.as_bytes()).owner;

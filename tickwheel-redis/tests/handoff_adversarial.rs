@@ -20,6 +20,21 @@ fn rejection_of<K, T>(e: &CustodyError<K, T>) -> Option<&Rejection> {
     }
 }
 
+/// Asserts that `r`, a claim or reclaim, was refused (`what` says why it must be) with a
+/// rejection that `is` accepts.
+#[track_caller]
+fn assert_refused<T>(r: Result<T, Error>, what: &str, is: impl Fn(&Rejection) -> bool) {
+    let e = r.err().expect(what);
+    assert!(e.rejection().is_some_and(is), "{e}");
+}
+
+/// Queue `name` and a scheduler holding its `n` timers (ids `0..n`, values `v<id>`, due a
+/// minute or so on).
+fn queue_of(name: &str, n: u64) -> (String, Sched) {
+    let src = filled(name, n, Instant::now(), |i| format!("v{i}"));
+    (name.to_string(), src)
+}
+
 /// Two targets race to claim one offer (for anyone) and both run the whole target side:
 /// exactly one imports, the other is refused, and the ids are in exactly one scheduler.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,9 +42,7 @@ async fn two_targets_race_only_one_imports() {
     let Some(srv) = server() else { return };
     let url = srv.url();
     for round in 0..20 {
-        let q = format!("race{round}.example");
-        let t0 = Instant::now();
-        let src = filled(&q, 50, t0, |i| format!("v{i}"));
+        let (q, src) = queue_of(&format!("race{round}.example"), 50);
         let mx1 = member(&url, "mx1", 7).await;
         let mx2 = member(&url, "mx2", 7).await;
         let mx3 = member(&url, "mx3", 7).await;
@@ -50,29 +63,15 @@ async fn two_targets_race_only_one_imports() {
 async fn named_offer_not_claimable_by_another() {
     let Some(srv) = server() else { return };
     let url = srv.url();
-    let q = "named.example".to_string();
-    let t0 = Instant::now();
-    let src = filled(&q, 10, t0, |i| format!("v{i}"));
+    let (q, src) = queue_of("named.example", 10);
     let (mx1, mx2, mx3) = three_members(&url, 4).await;
     support::acquire_and_offer(&mx1, &src, &q, Some("mx2")).await;
-    let e = mx3
-        .claim::<_, u64, String>(q.clone())
-        .await
-        .err()
-        .expect("mx3 must not claim");
-    assert!(
-        matches!(e.rejection(), Some(Rejection::NotOffered(_))),
-        "{e}"
-    );
-    let e = mx3
-        .reclaim::<_, u64, String>(q.clone())
-        .await
-        .err()
-        .expect("not expired");
-    assert!(
-        matches!(e.rejection(), Some(Rejection::NotExpired(_))),
-        "{e}"
-    );
+    let r = mx3.claim::<_, u64, String>(q.clone()).await;
+    assert_refused(r, "mx3 must not claim", |r| {
+        matches!(r, Rejection::NotOffered(_))
+    });
+    let r = mx3.reclaim::<_, u64, String>(q.clone()).await;
+    assert_refused(r, "not expired", |r| matches!(r, Rejection::NotExpired(_)));
     let s2 = Sched::new();
     let got = mx2.receive(&s2, q.clone()).await.unwrap();
     assert_eq!(got.imported.imported, 10);
@@ -85,9 +84,7 @@ async fn named_offer_not_claimable_by_another() {
 async fn reclaim_while_target_mid_fetch_then_stale_commit() {
     let Some(srv) = server() else { return };
     let url = srv.url();
-    let q = "midfetch.example".to_string();
-    let t0 = Instant::now();
-    let src = filled(&q, 30, t0, |i| format!("v{i}"));
+    let (q, src) = queue_of("midfetch.example", 30);
     let (mx1, mx2, mx3) = three_members(&url, 4).await;
     support::acquire_and_offer(&mx1, &src, &q, None).await;
     let mut inc2 = mx2.claim::<_, u64, String>(q.clone()).await.unwrap();
@@ -123,9 +120,7 @@ async fn reclaim_while_target_mid_fetch_then_stale_commit() {
 async fn out_of_order_steps_and_import_twice() {
     let Some(srv) = server() else { return };
     let url = srv.url();
-    let q = "order.example".to_string();
-    let t0 = Instant::now();
-    let src = filled(&q, 12, t0, |i| format!("v{i}"));
+    let (q, src) = queue_of("order.example", 12);
     let (mx1, mx2) = (member(&url, "mx1", 5).await, member(&url, "mx2", 5).await);
     let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
     let mut out = mx1.outgoing(&src, q.clone(), epoch);
@@ -179,9 +174,7 @@ async fn out_of_order_steps_and_import_twice() {
 async fn ping_pong_back_to_the_original_host() {
     let Some(srv) = server() else { return };
     let url = srv.url();
-    let q = "pingpong.example".to_string();
-    let t0 = Instant::now();
-    let a = filled(&q, 20, t0, |i| format!("v{i}"));
+    let (q, a) = queue_of("pingpong.example", 20);
     let b = Sched::new();
     let (mxa, mxb) = (member(&url, "mxa", 6).await, member(&url, "mxb", 6).await);
     support::acquire_and_offer(&mxa, &a, &q, Some("mxb")).await;
@@ -429,24 +422,17 @@ async fn hostile_names_and_values_round_trip() {
 async fn late_commit_without_reclaim_then_reclaim_refused() {
     let Some(srv) = server() else { return };
     let url = srv.url();
-    let q = "late.example".to_string();
-    let t0 = Instant::now();
-    let s1 = filled(&q, 9, t0, |i| format!("v{i}"));
+    let (q, s1) = queue_of("late.example", 9);
     let (mx1, mx2, mx3) = three_members(&url, 4).await;
     support::acquire_and_offer(&mx1, &s1, &q, None).await;
     let mut inc = mx2.claim::<_, u64, String>(q.clone()).await.unwrap();
     inc.fetch().await.unwrap();
     support::expire(&url, &mx1.protocol().keys(q.as_bytes()).owner).await;
     inc.commit().await.unwrap();
-    let e = mx3
-        .reclaim::<_, u64, String>(q.clone())
-        .await
-        .err()
-        .expect("reclaim of OWNED");
-    assert!(
-        matches!(e.rejection(), Some(Rejection::WrongState(_))),
-        "{e}"
-    );
+    let r = mx3.reclaim::<_, u64, String>(q.clone()).await;
+    assert_refused(r, "reclaim of OWNED", |r| {
+        matches!(r, Rejection::WrongState(_))
+    });
     let s2 = Sched::new();
     assert_eq!(inc.import(&s2).unwrap().imported.imported, 9);
 }
@@ -457,9 +443,7 @@ async fn late_commit_without_reclaim_then_reclaim_refused() {
 async fn one_call_offer_with_redis_down_loses_no_value() {
     let Some(mut srv) = server() else { return };
     let url = srv.url();
-    let q = "down.example".to_string();
-    let t0 = Instant::now();
-    let s1 = filled(&q, 8, t0, |i| format!("v{i}"));
+    let (q, s1) = queue_of("down.example", 8);
     let mx1 = member(&url, "mx1", 4).await;
     let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
     srv.kill9().unwrap();

@@ -3,6 +3,8 @@
 
 mod support;
 
+use support::connect::connect_a;
+
 use std::future::Future;
 use std::time::Duration;
 use support::rejection as rej;
@@ -823,7 +825,7 @@ async fn a_server_made_unsafe_after_connect_is_refused_at_seal_claim_and_commit(
     let Some(server) = start_for_test_with(&[("appendfsync", "everysec")]) else {
         return;
     };
-    let r = Protocol::connect(&server.url(), Member::new_boot("a"), Options::default()).await;
+    let r = connect_a(&server.url()).await;
     assert!(matches!(r, Err(Error::UnsafeServer { .. })), "{r:?}");
     drop(server);
     // Safe at connect, made unsafe afterwards.

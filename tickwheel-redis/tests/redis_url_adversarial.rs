@@ -4,7 +4,9 @@
 
 mod support;
 
-use tickwheel_redis::{Error, Member, Options, Protocol, redact_url};
+use support::connect::connect_a;
+
+use tickwheel_redis::{Error, redact_url};
 use tickwheel_testkit::redis::start_for_test_with;
 
 #[test]
@@ -38,9 +40,7 @@ async fn unparsable_urls_never_repeat_a_hostile_password() {
         ("redis://u:pwsëc-4@[::1", "pwsëc-4", "pwsëc-4"),
         ("u:pw%3Asec-5@db:notaport", "pw%3Asec-5", "pw:sec-5"),
     ] {
-        let err = Protocol::connect(typed, Member::new_boot("a"), Options::default())
-            .await
-            .expect_err("not a usable URL");
+        let err = connect_a(typed).await.expect_err("not a usable URL");
         let text = format!("{err} | {err:?}");
         assert!(!text.contains(secret), "{typed}: {text}");
         assert!(!text.contains(decoded), "{typed}: {text}");
@@ -58,15 +58,13 @@ async fn a_wrong_encoded_password_never_shows() {
     };
     let port = server.port();
     let wrong = format!("redis://default:wr%40ng%3Apw@127.0.0.1:{port}/");
-    let err = Protocol::connect(&wrong, Member::new_boot("a"), Options::default())
-        .await
-        .expect_err("wrong password");
+    let err = connect_a(&wrong).await.expect_err("wrong password");
     let text = format!("{err} | {err:?}");
     for secret in ["wr%40ng%3Apw", "wr@ng:pw", "right@pw:1"] {
         assert!(!text.contains(secret), "{text}");
     }
     let right = format!("redis://default:right%40pw%3A1@127.0.0.1:{port}/");
-    let p = Protocol::connect(&right, Member::new_boot("a"), Options::default())
+    let p = connect_a(&right)
         .await
         .expect("right password, percent-encoded");
     let debug = format!("{p:?}");

@@ -80,6 +80,15 @@ fn key_body(leaf: &Leaf) -> String {
     leaf.key_pem.lines().nth(1).unwrap_or_default().to_owned()
 }
 
+/// Member `name` connected to `server` over TLS with [`PASSWORD`], trusting `pki`'s CA and
+/// presenting `client`. Panics if the connection is refused.
+async fn connected(server: &RedisServer, pki: &Pki, name: &str, client: &Leaf) -> Protocol {
+    let options = options(&pki.ca_pem, Some(client));
+    Protocol::connect(&url(server, PASSWORD), Member::new_boot(name), options)
+        .await
+        .unwrap_or_else(|e| panic!("connect {name} over TLS: {e}"))
+}
+
 #[tokio::test]
 async fn a_handoff_over_mutual_tls_with_a_password() {
     let dir = tempfile::tempdir().expect("dir");
@@ -89,20 +98,8 @@ async fn a_handoff_over_mutual_tls_with_a_password() {
     };
     assert!(server.url().starts_with("rediss://"));
     let (ca, ca2) = (leaf(&pki, false), leaf(&pki, false));
-    let a = Protocol::connect(
-        &url(&server, PASSWORD),
-        Member::new_boot("a"),
-        options(&pki.ca_pem, Some(&ca)),
-    )
-    .await
-    .expect("connect a over TLS");
-    let b = Protocol::connect(
-        &url(&server, PASSWORD),
-        Member::new_boot("b"),
-        options(&pki.ca_pem, Some(&ca2)),
-    )
-    .await
-    .expect("connect b over TLS");
+    let a = connected(&server, &pki, "a", &ca).await;
+    let b = connected(&server, &pki, "b", &ca2).await;
     assert!(!format!("{:?}", a.options()).contains(&key_body(&ca)));
 
     let acquired = a.acquire(Q, &Token::generate()).await.expect("acquire");

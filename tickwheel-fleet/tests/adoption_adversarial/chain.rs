@@ -20,17 +20,11 @@ use crate::support::*;
 /// every journaled, not-ended timer must be handed out: none early, none twice under one
 /// token, none after its acknowledged end.
 async fn chain_of_deaths(c_with_b: bool, first: Duration, leave: bool) {
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(12).await else {
+    let Some((_etcd, _redis, opts, qs, s)) =
+        dead_fleet(&uneven(12, 5_000), (first, Duration::from_secs(4))).await
+    else {
         return;
     };
-    let s = dead_member(
-        &opts,
-        &qs,
-        &uneven(12, 5_000),
-        first,
-        Duration::from_secs(4),
-    )
-    .await;
     let calls = Arc::new(AtomicUsize::new(0));
     let held = Arc::new(AtomicUsize::new(0));
     let open = Arc::new(AtomicBool::new(false));

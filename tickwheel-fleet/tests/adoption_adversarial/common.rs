@@ -7,10 +7,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::checks::assert_none;
+pub(crate) use crate::support::handouts::Collect;
 use crate::support::*;
 use tickwheel::sync::{FrozenEntry, Scheduler};
 use tickwheel_fleet::{Acquisition, FleetEvent, FleetOptions, Member, RecoveryError};
 use tickwheel_redis::journal::JournalOptions;
+use tickwheel_testkit::etcd::EtcdServer;
+use tickwheel_testkit::redis::RedisServer;
 
 /// How far before its deadline a hand-out still counts as on time: the journal keeps
 /// deadlines in microseconds of Redis `TIME`, and a child's deadlines cross processes as
@@ -123,6 +127,37 @@ pub(crate) async fn dead_member(
     s
 }
 
+/// Due from 1 s on, over 4 s: a `(first, spread)` of [`dead_fleet`].
+pub(crate) const FROM_1S: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(4));
+
+/// Due at once (over 1 ms): a `(first, spread)` of [`dead_fleet`].
+pub(crate) const AT_ONCE: (Duration, Duration) = (Duration::ZERO, Duration::from_millis(1));
+
+/// The servers, options and queues of [`fleet_with`]`(sizes.len())`, after a
+/// [`dead_member`] journaled `sizes` timers there (due from `first` over `spread`); `None`
+/// where etcd or redis-server is missing.
+pub(crate) async fn dead_fleet(
+    sizes: &[u64],
+    (first, spread): (Duration, Duration),
+) -> Option<(EtcdServer, RedisServer, FleetOptions, Vec<String>, Seeded)> {
+    let (etcd, redis, opts, qs) = fleet_with(sizes.len()).await?;
+    let s = dead_member(&opts, &qs, sizes, first, spread).await;
+    Some((etcd, redis, opts, qs, s))
+}
+
+/// [`dead_fleet`] for the parent of a child test: `None` also in the child's own run (the
+/// environment variable `env` set).
+pub(crate) async fn parent_dead_fleet(
+    env: &str,
+    sizes: &[u64],
+    due: (Duration, Duration),
+) -> Option<(EtcdServer, RedisServer, FleetOptions, Vec<String>, Seeded)> {
+    if std::env::var_os(env).is_some() {
+        return None;
+    }
+    dead_fleet(sizes, due).await
+}
+
 /// Journal sizes of `n` queues: the first `huge`, the others 0 to 4 (uneven, some empty).
 pub(crate) fn uneven(n: usize, huge: u64) -> Vec<u64> {
     (0..n)
@@ -162,18 +197,6 @@ impl Ledger {
         }
     }
 
-    /// [`Ledger::collect`] until every timer of `must` was handed out (or `limit`).
-    pub(crate) async fn collect_all(
-        &mut self,
-        members: &[&FleetMember],
-        intended: &HashMap<Key, Instant>,
-        must: &BTreeSet<Key>,
-        limit: Duration,
-    ) {
-        self.collect(members, intended, limit, |l| must.is_subset(&l.ids()))
-            .await;
-    }
-
     /// Pops everything due at `members` now and records it; each member then journals the
     /// end of what it handed out (a confirmed delivery) and the ends acknowledged are noted.
     pub(crate) async fn drain(
@@ -211,28 +234,8 @@ impl Ledger {
         }
     }
 
-    /// Drains `members` every 5 ms until `done(self)` or `limit`, then once more after 300 ms.
-    pub(crate) async fn collect(
-        &mut self,
-        members: &[&FleetMember],
-        intended: &HashMap<Key, Instant>,
-        limit: Duration,
-        mut done: impl FnMut(&Ledger) -> bool,
-    ) {
-        let until = Instant::now() + limit;
-        while !done(self) && Instant::now() < until {
-            self.drain(members, intended).await;
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        self.drain(members, intended).await;
-    }
-
     pub(crate) fn ids(&self) -> BTreeSet<Key> {
-        self.dispatches
-            .iter()
-            .map(|(_, q, id, _)| (q.clone(), *id))
-            .collect()
+        crate::support::handouts::handed_out_ids(&self.dispatches)
     }
 
     /// How often each (queue, id) was handed out, whatever the token.
@@ -246,59 +249,43 @@ impl Ledger {
 
     /// `(queue, id, token)` handed out more than once.
     pub(crate) fn twice_under_one_token(&self) -> Vec<(String, u64, u64, usize)> {
-        let mut n: BTreeMap<(String, u64, u64), usize> = BTreeMap::new();
-        for (_, q, id, t) in &self.dispatches {
-            *n.entry((q.clone(), *id, *t)).or_default() += 1;
-        }
-        n.into_iter()
-            .filter(|(_, c)| *c > 1)
-            .map(|((q, id, t), c)| (q, id, t, c))
-            .collect()
+        crate::support::handouts::twice_under_one_token(&self.dispatches)
     }
 }
 
-fn first<T: std::fmt::Debug>(v: &[T]) -> &[T] {
-    &v[..v.len().min(5)]
+/// Drains `members` every 5 ms; the last round 300 ms after.
+impl Collect for Ledger {
+    type Intended = HashMap<Key, Instant>;
+    const PACE: (Duration, Duration) = (Duration::from_millis(5), Duration::from_millis(300));
+
+    async fn round(&mut self, members: &[&FleetMember], intended: &Self::Intended) {
+        self.drain(members, intended).await;
+    }
+
+    fn handed_out(&self) -> BTreeSet<Key> {
+        self.ids()
+    }
 }
 
 /// None early, none twice under one token, none after its acknowledged end, every timer of
 /// `must` handed out, nothing outside `may`.
 pub(crate) fn check(ledger: &Ledger, must: &BTreeSet<Key>, may: &BTreeSet<Key>) {
-    assert!(
-        ledger.early.is_empty(),
-        "{} hand-outs before their deadline, e.g. {:?}",
-        ledger.early.len(),
-        first(&ledger.early)
-    );
+    assert_none(&ledger.early, "hand-outs before their deadline");
     let twice = ledger.twice_under_one_token();
-    assert!(
-        twice.is_empty(),
-        "{} (queue, id, token) handed out more than once, e.g. {:?}",
-        twice.len(),
-        first(&twice)
-    );
-    assert!(
-        ledger.after_end.is_empty(),
-        "{} hand-outs after the timer's end was acknowledged, e.g. {:?}",
-        ledger.after_end.len(),
-        first(&ledger.after_end)
+    assert_none(&twice, "(queue, id, token) handed out more than once");
+    assert_none(
+        &ledger.after_end,
+        "hand-outs after the timer's end was acknowledged",
     );
     let got = ledger.ids();
     let missing: Vec<_> = must.difference(&got).cloned().collect();
-    assert!(
-        missing.is_empty(),
-        "{} of {} journaled, not ended timers never handed out, e.g. {:?}",
-        missing.len(),
-        must.len(),
-        first(&missing)
+    let never = format!(
+        "of {} journaled, not ended timers never handed out",
+        must.len()
     );
+    assert_none(&missing, &never);
     let stray: Vec<_> = got.difference(may).cloned().collect();
-    assert!(
-        stray.is_empty(),
-        "{} handed out that were never journaled or were ended, e.g. {:?}",
-        stray.len(),
-        first(&stray)
-    );
+    assert_none(&stray, "handed out that were never journaled or were ended");
 }
 
 /// With no fault and no move after the adoption: every timer handed out exactly once.
@@ -308,12 +295,7 @@ pub(crate) fn exactly_once(ledger: &Ledger) {
         .into_iter()
         .filter(|(_, c)| *c > 1)
         .collect();
-    assert!(
-        more.is_empty(),
-        "{} timers handed out more than once, e.g. {:?}",
-        more.len(),
-        first(&more)
-    );
+    assert_none(&more, "timers handed out more than once");
 }
 
 /// [`check`] against what `s` must and may hand out, then [`exactly_once`].

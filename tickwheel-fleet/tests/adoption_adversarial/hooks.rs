@@ -60,6 +60,15 @@ impl Faulty {
         let c = self.calls.lock().expect("calls");
         c.get(q).copied().unwrap_or(0)
     }
+
+    /// Asserts that the hook was called at least twice for each queue of `qs`: each was
+    /// adopted again after its failed first adoption.
+    fn adopted_again<'a>(&self, qs: impl IntoIterator<Item = &'a String>) {
+        for q in qs {
+            let n = self.calls(q);
+            assert!(n >= 2, "{q} adopted again: {n} calls");
+        }
+    }
 }
 
 /// A dead member (dropped: its lease revoked) journaled 12 queues, q0 with 20 000 timers due
@@ -72,17 +81,14 @@ impl Faulty {
 /// attempt (every hand-out's token is the one its queue's `Acquired` event announced).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failing_hooks_lose_nothing_and_leak_no_half_imported_timer() {
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(12).await else {
+    let Some((_etcd, _redis, opts, qs, s)) = dead_fleet(
+        &uneven(12, 20_000),
+        (Duration::from_secs(2), Duration::from_secs(3)),
+    )
+    .await
+    else {
         return;
     };
-    let s = dead_member(
-        &opts,
-        &qs,
-        &uneven(12, 20_000),
-        Duration::from_secs(2),
-        Duration::from_secs(3),
-    )
-    .await;
     let faulty = Arc::new(Faulty {
         err: ["q0", "q5"].map(String::from).into(),
         panic: ["q9"].map(String::from).into(),
@@ -149,13 +155,7 @@ async fn failing_hooks_lose_nothing_and_leak_no_half_imported_timer() {
         .collect_all(&[&m], &s.intended, &must, Duration::from_secs(60))
         .await;
     check_once(&ledger, &must, &s);
-    for q in &bad {
-        assert!(
-            faulty.calls(q) >= 2,
-            "{q} adopted again: {} calls",
-            faulty.calls(q)
-        );
-    }
+    faulty.adopted_again(&bad);
     let events = events_of(&mut rx);
     let mut announced: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
     for e in events.iter().cloned() {
@@ -186,17 +186,9 @@ async fn failing_hooks_lose_nothing_and_leak_no_half_imported_timer() {
 /// counted), and every such timer handed out exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_queue_failing_once_is_adopted_again_with_nothing_doubled() {
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(40).await else {
+    let Some((_etcd, _redis, opts, qs, s)) = dead_fleet(&uneven(40, 5_000), AT_ONCE).await else {
         return;
     };
-    let s = dead_member(
-        &opts,
-        &qs,
-        &uneven(40, 5_000),
-        Duration::ZERO,
-        Duration::from_millis(1),
-    )
-    .await;
     let (even, odd): (Vec<_>, Vec<_>) = qs
         .iter()
         .cloned()
@@ -213,13 +205,7 @@ async fn every_queue_failing_once_is_adopted_again_with_nothing_doubled() {
     let (must, ledger) = collected(&[&m], &s, Duration::from_secs(90)).await;
     let events = events_of(&mut rx);
     check_once(&ledger, &must, &s);
-    for q in &qs {
-        assert!(
-            faulty.calls(q) >= 2,
-            "{q} adopted again: {} calls",
-            faulty.calls(q)
-        );
-    }
+    faulty.adopted_again(&qs);
     assert!(exactly_one(&[&m], &qs), "owned: {:?}", m.owned());
     adopted_once_each(&events, &qs, &s);
 }
@@ -231,17 +217,9 @@ async fn every_queue_failing_once_is_adopted_again_with_nothing_doubled() {
 /// not-ended timer handed out exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hook_panicking_before_its_future_exists_loses_nothing() {
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(8).await else {
+    let Some((_etcd, _redis, opts, qs, s)) = dead_fleet(&[20; 8], AT_ONCE).await else {
         return;
     };
-    let s = dead_member(
-        &opts,
-        &qs,
-        &[20; 8],
-        Duration::ZERO,
-        Duration::from_millis(1),
-    )
-    .await;
     let calls = Arc::new(AtomicUsize::new(0));
     let hook = {
         let calls = Arc::clone(&calls);
@@ -270,17 +248,11 @@ async fn a_hook_panicking_before_its_future_exists_loses_nothing() {
 /// token, none after its acknowledged end, none early.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_survivors_one_failing_every_first_adoption() {
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(24).await else {
+    let Some((_etcd, _redis, opts, qs, s)) =
+        dead_fleet(&uneven(24, 5_000), (Duration::ZERO, Duration::from_secs(2))).await
+    else {
         return;
     };
-    let s = dead_member(
-        &opts,
-        &qs,
-        &uneven(24, 5_000),
-        Duration::ZERO,
-        Duration::from_secs(2),
-    )
-    .await;
     let faulty = Arc::new(Faulty {
         err: qs.iter().cloned().collect(),
         open: AtomicBool::new(true),
@@ -304,17 +276,11 @@ async fn racing_survivors_one_failing_every_first_adoption() {
 /// come out too; all exactly once, and `recovered` counts each id once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stale_store_returned_by_the_hook_does_not_fire_journaled_timers_early() {
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(6).await else {
+    let Some((_etcd, _redis, opts, qs, mut s)) =
+        dead_fleet(&[40; 6], (Duration::from_secs(3), Duration::from_secs(2))).await
+    else {
         return;
     };
-    let mut s = dead_member(
-        &opts,
-        &qs,
-        &[40; 6],
-        Duration::from_secs(3),
-        Duration::from_secs(2),
-    )
-    .await;
     let store: Arc<BTreeMap<String, Vec<FrozenEntry<u64, String>>>> = Arc::new(
         qs.iter()
             .enumerate()
@@ -368,17 +334,9 @@ async fn a_stale_store_returned_by_the_hook_does_not_fire_journaled_timers_early
 /// and *its own* adoption's time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn four_hanging_hooks_do_not_hold_the_other_queues_unowned() {
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(12).await else {
+    let Some((_etcd, _redis, opts, _qs, s)) = dead_fleet(&[5; 12], AT_ONCE).await else {
         return;
     };
-    let s = dead_member(
-        &opts,
-        &qs,
-        &[5; 12],
-        Duration::ZERO,
-        Duration::from_millis(1),
-    )
-    .await;
     let faulty = Arc::new(Faulty {
         err: ["q0", "q1", "q2", "q3"].map(String::from).into(),
         ..Faulty::default()

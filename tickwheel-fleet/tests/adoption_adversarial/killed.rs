@@ -172,17 +172,11 @@ async fn adopter_child() {
 /// out nothing), none early, each under a token larger than any the child acquired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_adopter_leaves_its_adoptions_to_the_next() {
-    let Some((etcd, redis, opts, qs)) = parent_fleet_with(ADOPTER, 12).await else {
+    let Some((etcd, redis, opts, qs, s)) =
+        parent_dead_fleet(ADOPTER, &uneven(12, 40_000), FROM_1S).await
+    else {
         return;
     };
-    let s = dead_member(
-        &opts,
-        &qs,
-        &uneven(12, 40_000),
-        Duration::from_secs(1),
-        Duration::from_secs(4),
-    )
-    .await;
     let test = ("killed::adopter_child", ADOPTER);
     let mut child = child_member_ready(
         test,

@@ -16,17 +16,9 @@ use crate::support::*;
 /// end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_join_while_a_survivor_adopts_forty_queues() {
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(40).await else {
+    let Some((_etcd, _redis, opts, qs, s)) = dead_fleet(&uneven(40, 20_000), FROM_1S).await else {
         return;
     };
-    let s = dead_member(
-        &opts,
-        &qs,
-        &uneven(40, 20_000),
-        Duration::from_secs(1),
-        Duration::from_secs(4),
-    )
-    .await;
     let m = join_journaling(&opts, "s", true).await;
     first_acquisition(&m).await;
     let at_join = m.owned().len();
@@ -53,17 +45,9 @@ async fn a_join_while_a_survivor_adopts_forty_queues() {
 /// handed out, none early, none twice under one token, none after its acknowledged end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_survivors_lease_lapsing_during_a_huge_load_loses_nothing() {
-    let Some((etcd, _redis, opts, qs)) = fleet_with(8).await else {
+    let Some((etcd, _redis, opts, qs, s)) = dead_fleet(&uneven(8, 40_000), FROM_1S).await else {
         return;
     };
-    let s = dead_member(
-        &opts,
-        &qs,
-        &uneven(8, 40_000),
-        Duration::from_secs(1),
-        Duration::from_secs(4),
-    )
-    .await;
     let m = join_journaling(&opts, "s", true).await;
     let mut rx = m.events();
     let until = Instant::now() + Duration::from_secs(30);

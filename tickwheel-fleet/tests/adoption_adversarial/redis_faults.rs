@@ -24,17 +24,10 @@ enum Fault {
 /// once, none early, none after its acknowledged end. With `racer`, a second survivor joins
 /// beside the first (each timer then at most once per token, each queue one owner).
 async fn redis_fault_during_the_load(fault: Fault, racer: bool) {
-    let Some((_etcd, mut redis, opts, qs)) = fleet_with(8).await else {
+    let Some((_etcd, mut redis, opts, qs, s)) = dead_fleet(&uneven(8, 40_000), FROM_1S).await
+    else {
         return;
     };
-    let s = dead_member(
-        &opts,
-        &qs,
-        &uneven(8, 40_000),
-        Duration::from_secs(1),
-        Duration::from_secs(4),
-    )
-    .await;
     let (m, r) = if racer {
         let (m, r) = tokio::join!(
             join_journaling(&opts, "s", true),

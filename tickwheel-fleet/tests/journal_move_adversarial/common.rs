@@ -4,6 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+use crate::support::checks::assert_none;
+pub(crate) use crate::support::handouts::Collect;
 use crate::support::*;
 use tickwheel::sync::Cancel;
 use tickwheel_fleet::{FleetEvent, FleetOptions};
@@ -52,22 +54,12 @@ impl Ledger {
     }
 
     pub(crate) fn ids(&self) -> BTreeSet<(String, u64)> {
-        self.dispatches
-            .iter()
-            .map(|(_, q, id, _)| (q.clone(), *id))
-            .collect()
+        crate::support::handouts::handed_out_ids(&self.dispatches)
     }
 
     /// `(id, token)` pairs handed out more than once.
     pub(crate) fn twice_under_one_token(&self) -> Vec<(String, u64, u64, usize)> {
-        let mut n: BTreeMap<(String, u64, u64), usize> = BTreeMap::new();
-        for (_, q, id, t) in &self.dispatches {
-            *n.entry((q.clone(), *id, *t)).or_default() += 1;
-        }
-        n.into_iter()
-            .filter(|(_, c)| *c > 1)
-            .map(|((q, id, t), c)| (q, id, t, c))
-            .collect()
+        crate::support::handouts::twice_under_one_token(&self.dispatches)
     }
 }
 
@@ -318,6 +310,34 @@ pub(crate) async fn seed(
     (fates, intended)
 }
 
+/// `m` journals `per` more timers in each queue of `qs` (in the `n`-th queue ids
+/// `10 000 000 + n * 100 000 + i` for `i` in `0..per`, due in an hour, value
+/// `"<queue>:<id>"`), not scheduled, and waits until each put is acknowledged: long journals,
+/// so that each move's load takes a while. The ids journaled, by queue.
+pub(crate) async fn journal_only(
+    m: &FleetMember,
+    qs: &[String],
+    per: u64,
+) -> BTreeMap<String, Vec<u64>> {
+    let far = Instant::now() + Duration::from_secs(3600);
+    let mut journaled: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (n, q) in qs.iter().enumerate() {
+        let mut puts = Vec::new();
+        for i in 0..per {
+            let id = 10_000_000 + n as u64 * 100_000 + i;
+            puts.push(
+                m.journal_put(q, &id, far, &format!("{q}:{id}"))
+                    .expect("journal_put"),
+            );
+            journaled.entry(q.clone()).or_default().push(id);
+        }
+        for w in puts {
+            w.await.expect("put acknowledged");
+        }
+    }
+    journaled
+}
+
 /// [`seed`], then the tokens `a` holds its queues under (queue → token) before any move.
 pub(crate) async fn seed_owned(
     a: &FleetMember,
@@ -334,55 +354,35 @@ pub(crate) async fn seed_owned(
     (fates, intended, initial)
 }
 
-/// Polls `members` every 2 ms until `done(ledger)` or `limit`, then once more after 200 ms.
-pub(crate) async fn collect(
-    ledger: &mut Ledger,
-    members: &[&FleetMember],
-    intended: &HashMap<u64, Instant>,
-    limit: Duration,
-    mut done: impl FnMut(&Ledger) -> bool,
-) {
-    let until = Instant::now() + limit;
-    while !done(ledger) && Instant::now() < until {
-        ledger.drain(members, intended);
-        tokio::time::sleep(Duration::from_millis(2)).await;
+/// Polls `members` every 2 ms; the last round 200 ms after.
+impl Collect for Ledger {
+    type Intended = HashMap<u64, Instant>;
+    const PACE: (Duration, Duration) = (Duration::from_millis(2), Duration::from_millis(200));
+
+    async fn round(&mut self, members: &[&FleetMember], intended: &Self::Intended) {
+        self.drain(members, intended);
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    ledger.drain(members, intended);
+
+    fn handed_out(&self) -> Keys {
+        self.ids()
+    }
 }
 
-/// [`collect`] until every timer of `must` was handed out (or `limit`).
-pub(crate) async fn collect_all(
-    ledger: &mut Ledger,
-    members: &[&FleetMember],
-    intended: &HashMap<u64, Instant>,
-    must: &Keys,
-    limit: Duration,
-) {
-    collect(ledger, members, intended, limit, |l| {
-        must.is_subset(&l.ids())
-    })
-    .await;
-}
-
-/// [`collect`] for all of `limit`: what comes out in that time.
-pub(crate) async fn watch(
-    ledger: &mut Ledger,
-    members: &[&FleetMember],
-    intended: &HashMap<u64, Instant>,
-    limit: Duration,
-) {
-    collect(ledger, members, intended, limit, |_| false).await;
+impl Ledger {
+    /// [`Collect::collect`] for all of `limit`: what comes out in that time.
+    pub(crate) async fn watch(
+        &mut self,
+        members: &[&FleetMember],
+        intended: &HashMap<u64, Instant>,
+        limit: Duration,
+    ) {
+        self.collect(members, intended, limit, |_| false).await;
+    }
 }
 
 /// None handed out before its deadline, none twice under one token.
 pub(crate) fn check_timely(ledger: &Ledger) {
-    assert!(
-        ledger.early.is_empty(),
-        "{} hand-outs before their deadline, e.g. {:?}",
-        ledger.early.len(),
-        &ledger.early[..ledger.early.len().min(5)]
-    );
+    assert_none(&ledger.early, "hand-outs before their deadline");
     let twice = ledger.twice_under_one_token();
     assert!(twice.is_empty(), "twice under one token: {twice:?}");
 }
@@ -401,20 +401,14 @@ pub(crate) fn check(
         .iter()
         .filter(|k| fates.get(*k) == Some(&Fate::Ended))
         .collect();
-    assert!(
-        ended.is_empty(),
-        "{} timers whose end was acknowledged before the move were handed out, e.g. {:?}",
-        ended.len(),
-        &ended[..ended.len().min(5)]
-    );
+    let what = "timers whose end was acknowledged before the move were handed out";
+    assert_none(&ended, what);
     let missing: Vec<_> = must.difference(&got).collect();
-    assert!(
-        missing.is_empty(),
-        "{} of {} journaled, not ended timers never handed out, e.g. {:?}",
-        missing.len(),
-        must.len(),
-        &missing[..missing.len().min(5)]
+    let what = format!(
+        "of {} journaled, not ended timers never handed out",
+        must.len()
     );
+    assert_none(&missing, &what);
     let stray: Vec<_> = got.difference(may).collect();
     assert!(stray.is_empty(), "handed out, never scheduled: {stray:?}");
 }

@@ -75,12 +75,8 @@ async fn ends_sent_as_the_queue_freezes_either_land_or_fire_again_at_the_target(
         .filter(|(_, _, _, _, ok)| !ok)
         .map(|(q, id, _, _, _)| (q.clone(), *id))
         .collect();
-    collect(
-        &mut ledger,
-        &[&a, &b],
-        &intended,
-        Duration::from_secs(10),
-        |l| {
+    ledger
+        .collect(&[&a, &b], &intended, Duration::from_secs(10), |l| {
             must.iter().all(|k| {
                 l.dispatches
                     .iter()
@@ -88,9 +84,8 @@ async fn ends_sent_as_the_queue_freezes_either_land_or_fire_again_at_the_target(
                     .count()
                     > 1
             })
-        },
-    )
-    .await;
+        })
+        .await;
     eprintln!(
         "ends (queue, id, token, end before drop, acknowledged): {outcomes:?}; b: {:?}",
         b.owned()
@@ -182,20 +177,15 @@ async fn a_hand_out_kept_across_a_move_and_retried_at_the_source_ends_once() {
         .map(|(q, id, _)| (q.clone(), *id))
         .collect();
     assert!(!kept.is_empty());
-    collect(
-        &mut ledger,
-        &[&a, &b],
-        &intended,
-        Duration::from_secs(10),
-        |l| {
+    ledger
+        .collect(&[&a, &b], &intended, Duration::from_secs(10), |l| {
             kept.iter().all(|(q, id)| {
                 l.dispatches
                     .iter()
                     .any(|(_, q2, id2, t)| q2 == q && id2 == id && *t > initial[q])
             })
-        },
-    )
-    .await;
+        })
+        .await;
     eprintln!("retries at a after the move: {retried:?}; moved: {moved:?}");
     // A failed delivery retried where its queue stayed comes out again under the same
     // token, by the user's choice: one more hand-out of those is allowed.
@@ -239,7 +229,7 @@ async fn a_hand_out_kept_across_a_move_and_retried_at_the_source_ends_once() {
         a.owned().len() == qs.len()
     })
     .await;
-    watch(&mut ledger, &[&a], &intended, Duration::from_secs(3)).await;
+    ledger.watch(&[&a], &intended, Duration::from_secs(3)).await;
     let again: Vec<_> = ledger.dispatches[seen..]
         .iter()
         .filter(|(_, q, id, _)| ended.contains(&(q.clone(), *id)))
@@ -268,10 +258,9 @@ async fn a_hand_out_kept_across_a_move_and_retried_at_the_source_ends_once() {
 /// come back to `a`, which must not hand out an X whose end was acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_late_schedule_at_the_old_owner_does_not_bring_back_an_ended_timer() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs, a)) = journaled_a(6).await else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 6).await;
     let at = Instant::now();
     let mut intended = HashMap::new();
     for (n, q) in qs.iter().enumerate() {
@@ -288,14 +277,11 @@ async fn a_late_schedule_at_the_old_owner_does_not_bring_back_an_ended_timer() {
     let moved: Vec<String> = b.owned().into_iter().map(|(q, _)| q).collect();
     assert!(!moved.is_empty());
     let mut ledger = Ledger::default();
-    collect(
-        &mut ledger,
-        &[&b],
-        &intended,
-        Duration::from_secs(10),
-        |l| l.dispatches.len() >= moved.len(),
-    )
-    .await;
+    ledger
+        .collect(&[&b], &intended, Duration::from_secs(10), |l| {
+            l.dispatches.len() >= moved.len()
+        })
+        .await;
     let mut ended = BTreeSet::new();
     for (_, q, id, _) in ledger.dispatches.clone() {
         b.journal_end(&q, &id)
@@ -318,7 +304,7 @@ async fn a_late_schedule_at_the_old_owner_does_not_bring_back_an_ended_timer() {
     let seen = ledger.dispatches.len();
     b.leave().await.expect("leave");
     settle(&[&a], &qs).await;
-    watch(&mut ledger, &[&a], &intended, Duration::from_secs(3)).await;
+    ledger.watch(&[&a], &intended, Duration::from_secs(3)).await;
     let again: Vec<_> = ledger.dispatches[seen..]
         .iter()
         .filter(|(_, q, id, _)| ended.contains(&(q.clone(), *id)))
@@ -344,10 +330,9 @@ async fn a_late_schedule_at_the_old_owner_does_not_bring_back_an_ended_timer() {
 /// is reported (`FleetEvent::Undecodable`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_journal_record_that_does_not_decode_leaves_the_queue_owned() {
-    let Some((_etcd, redis, opts)) = fleet() else {
+    let Some((_etcd, redis, opts, qs, a)) = journaled_a(4).await else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 4).await;
     let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(2)).await;
     write_undecodable(&redis, &[("q0", initial["q0"])]).await;
     let mut a_events = a.events();

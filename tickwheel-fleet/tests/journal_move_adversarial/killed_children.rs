@@ -1,6 +1,6 @@
 //! A child member (the joining one, or the source) SIGKILLed in the middle of the moves.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::common::token_of;
@@ -43,10 +43,9 @@ async fn the_joining_member_killed_after_its_first_acquisition_loses_nothing() {
     if std::env::var_os(JOINER).is_some() {
         return;
     }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, _opts, qs, a)) = journaled_a(8).await else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 8).await;
     let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(3)).await;
     let mut child = TestChild::spawn(
         "killed_children::joiner_child",
@@ -65,14 +64,9 @@ async fn the_joining_member_killed_after_its_first_acquisition_loses_nothing() {
     eprintln!("the child acquired {acquired:?}; then a: {events:?}");
     let mut ledger = Ledger::default();
     let (must, may) = expected(&fates, &initial, &[&a]);
-    collect_all(
-        &mut ledger,
-        &[&a],
-        &intended,
-        &must,
-        Duration::from_secs(20),
-    )
-    .await;
+    ledger
+        .collect_all(&[&a], &intended, &must, Duration::from_secs(20))
+        .await;
     let changed: Vec<_> = qs
         .iter()
         .filter(|q| token_of(&a, q) != initial.get(*q).copied())
@@ -111,20 +105,7 @@ async fn source_child() {
     .await;
     let (fates, _) = seed(&m, &qs, 30, Duration::from_secs(3)).await;
     // Long journals, so that each move's load takes a while.
-    let far = Instant::now() + Duration::from_secs(3600);
-    for (n, q) in qs.iter().enumerate() {
-        let mut puts = Vec::new();
-        for i in 0..EXTRA {
-            let id = 10_000_000 + n as u64 * 100_000 + i;
-            puts.push(
-                m.journal_put(q, &id, far, &format!("{q}:{id}"))
-                    .expect("journal_put"),
-            );
-        }
-        for w in puts {
-            w.await.expect("put acknowledged");
-        }
-    }
+    journal_only(&m, &qs, EXTRA).await;
     for ((q, id), f) in &fates {
         println!("FATE {q} {id} {f:?}");
     }
@@ -186,26 +167,18 @@ async fn the_source_killed_in_the_middle_of_its_moves_loses_nothing() {
     let initial: BTreeMap<String, u64> = BTreeMap::new();
     let (must, may) = expected(&fates, &initial, &[&b]);
     let mut ledger = Ledger::default();
-    collect(
-        &mut ledger,
-        &[&b],
-        &HashMap::new(),
-        Duration::from_secs(20),
-        |l| must.is_subset(&l.ids()),
-    )
-    .await;
+    ledger
+        .collect(&[&b], &HashMap::new(), Duration::from_secs(20), |l| {
+            must.is_subset(&l.ids())
+        })
+        .await;
     let mut may = may;
     for (n, q) in qs.iter().enumerate() {
         may.extend((0..EXTRA).map(|i| (q.clone(), 10_000_000 + n as u64 * 100_000 + i)));
     }
     check(&ledger, &fates, &must, &may);
     for (n, q) in qs.iter().enumerate() {
-        let held: BTreeSet<u64> = b
-            .scheduler()
-            .queue_members(q)
-            .into_iter()
-            .map(|m| m.id)
-            .collect();
+        let held = ids_held(&b, q);
         let missing = (0..EXTRA)
             .map(|i| 10_000_000 + n as u64 * 100_000 + i)
             .filter(|id| !held.contains(id))
@@ -229,10 +202,9 @@ async fn later_deadlines_in_offers_hold_when_the_joining_member_dies() {
     if std::env::var_os(JOINER).is_some() {
         return;
     }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, _opts, qs, a)) = journaled_a(8).await else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 8).await;
     let t0 = Instant::now();
     let later = t0 + Duration::from_secs(3600);
     let intended = put_each(&a, &qs, 6, |i| if i == 0 { t0 } else { later }, Some(later)).await;
@@ -279,7 +251,7 @@ async fn later_deadlines_in_offers_hold_when_the_joining_member_dies() {
     }
     let events = alone_with_all(&a, &qs, "a owns every queue again", &mut a_events).await;
     let mut ledger = Ledger::default();
-    watch(&mut ledger, &[&a], &intended, Duration::from_secs(3)).await;
+    ledger.watch(&[&a], &intended, Duration::from_secs(3)).await;
     eprintln!(
         "retried at the freeze: {retried:?}\nthe child: {acquired:?}\nlate puts: {puts:?}\n\
          a's events: {events:?}"

@@ -24,8 +24,7 @@ use crate::support::*;
 async fn later_deadlines(
     then_adopt: bool,
 ) -> Option<(Ledger, BTreeMap<u64, String>, Vec<(String, u64)>)> {
-    let (_etcd, _redis, opts) = fleet()?;
-    let (qs, a) = owning_all(&opts, 12).await;
+    let (_etcd, _redis, opts, qs, a) = journaled_a(12).await?;
     let t0 = Instant::now();
     let later = t0 + Duration::from_secs(3600);
     let mut intended = HashMap::new();
@@ -120,7 +119,9 @@ async fn later_deadlines(
     .await;
     let moved: Vec<(String, u64)> = b.owned();
     let mut ledger = Ledger::default();
-    watch(&mut ledger, &[&a, &b], &intended, Duration::from_secs(3)).await;
+    ledger
+        .watch(&[&a, &b], &intended, Duration::from_secs(3))
+        .await;
     // Custody: every timer with its queue's owner, at the later deadline.
     for (n, q) in qs.iter().enumerate() {
         let (owner, _) = owner_of(&[&a, &b], q).expect("an owner");
@@ -156,7 +157,7 @@ async fn later_deadlines(
             c.owned().len() == qs.len()
         })
         .await;
-        watch(&mut ledger, &[&c], &intended, Duration::from_secs(3)).await;
+        ledger.watch(&[&c], &intended, Duration::from_secs(3)).await;
     }
     eprintln!("retries of i = 0 during the move: {results:?}; moved: {moved:?}");
     Some((ledger, results, moved))

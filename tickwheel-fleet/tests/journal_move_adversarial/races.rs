@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
+use crate::support::checks::assert_none;
 use crate::support::*;
 
 // ---------------------------------------------------------------------------------------
@@ -274,13 +275,8 @@ async fn racing_joins_and_a_leave(put_first: bool) {
     check_timely(&ledger);
     let got = ledger.ids();
     let lost: Vec<_> = acked.difference(&got).collect();
-    assert!(
-        lost.is_empty(),
-        "{} of {} acknowledged puts never handed out, e.g. {:?}",
-        lost.len(),
-        acked.len(),
-        &lost[..lost.len().min(5)]
-    );
+    let what = format!("of {} acknowledged puts never handed out", acked.len());
+    assert_none(&lost, &what);
     let mut again = Vec::new();
     for (q, id, t) in &ends {
         for (m, q2, id2, t2) in &ledger.dispatches {
@@ -289,12 +285,8 @@ async fn racing_joins_and_a_leave(put_first: bool) {
             }
         }
     }
-    assert!(
-        again.is_empty(),
-        "{} hand-outs after an acknowledged end, (queue, id, token ended, by, token) e.g. {:?}",
-        again.len(),
-        &again[..again.len().min(5)]
-    );
+    let what = "hand-outs after an acknowledged end, (queue, id, token ended, by, token)";
+    assert_none(&again, what);
     for id in &in_flight {
         let q = ledger
             .dispatches

@@ -21,10 +21,9 @@ use tickwheel_testkit::child::send_signal;
 /// out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_target_joined_through_a_stalled_redis_fires_nothing_early() {
-    let Some((_etcd, redis, opts)) = fleet() else {
+    let Some((_etcd, redis, opts, qs, a)) = journaled_a(4).await else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 4).await;
     let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(8)).await;
     let pid = redis.pid().expect("redis runs");
     let stop = Arc::new(AtomicBool::new(false));
@@ -87,14 +86,14 @@ async fn a_target_joined_through_a_stalled_redis_fires_nothing_early() {
     let mut ledger = Ledger::default();
     let last = intended.values().max().copied().expect("timers");
     let (must, may) = expected(&fates, &initial, &[&a, &b]);
-    collect_all(
-        &mut ledger,
-        &[&a, &b],
-        &intended,
-        &must,
-        last.saturating_duration_since(Instant::now()) + Duration::from_secs(10),
-    )
-    .await;
+    ledger
+        .collect_all(
+            &[&a, &b],
+            &intended,
+            &must,
+            last.saturating_duration_since(Instant::now()) + Duration::from_secs(10),
+        )
+        .await;
     check(&ledger, &fates, &must, &may);
 }
 
@@ -117,10 +116,9 @@ enum RedisFault {
 /// every orphan of a queue whose owner's token changed, none early, none twice under one
 /// token.
 async fn redis_fault_during_a_move(fault: RedisFault) {
-    let Some((_etcd, mut redis, opts)) = fleet() else {
+    let Some((_etcd, mut redis, opts, qs, a)) = journaled_a(16).await else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 16).await;
     let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(4)).await;
     let mut a_events = a.events();
     let b = join_journaling(&opts, "b", true).await;
@@ -156,25 +154,15 @@ async fn redis_fault_during_a_move(fault: RedisFault) {
         b.owned()
     );
     let mut ledger = Ledger::default();
-    collect_all(
-        &mut ledger,
-        &[&a, &b],
-        &intended,
-        &must,
-        Duration::from_secs(30),
-    )
-    .await;
+    ledger
+        .collect_all(&[&a, &b], &intended, &must, Duration::from_secs(30))
+        .await;
     // The fleet may still have been settling: take the ownership again for the orphans.
     let (must_now, _) = expected(&fates, &initial, &[&a, &b]);
     let must: BTreeSet<_> = must.union(&must_now).cloned().collect();
-    collect_all(
-        &mut ledger,
-        &[&a, &b],
-        &intended,
-        &must,
-        Duration::from_secs(10),
-    )
-    .await;
+    ledger
+        .collect_all(&[&a, &b], &intended, &must, Duration::from_secs(10))
+        .await;
     check(&ledger, &fates, &must, &may);
 }
 
@@ -201,27 +189,11 @@ async fn redis_paused_past_the_handoff_timeout_during_a_move_loses_nothing() {
 /// its owner's scheduler (or was handed out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_killed_while_targets_load_long_journals_loses_nothing() {
-    let Some((_etcd, mut redis, opts)) = fleet() else {
+    let Some((_etcd, mut redis, opts, qs, a)) = journaled_a(8).await else {
         return;
     };
-    let (qs, a) = owning_all(&opts, 8).await;
     let (fates, intended) = seed(&a, &qs, 30, Duration::from_secs(4)).await;
-    let far = Instant::now() + Duration::from_secs(3600);
-    let mut extra: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for (n, q) in qs.iter().enumerate() {
-        let mut puts = Vec::new();
-        for i in 0..8_000u64 {
-            let id = 10_000_000 + n as u64 * 100_000 + i;
-            puts.push(
-                a.journal_put(q, &id, far, &format!("{q}:{id}"))
-                    .expect("journal_put"),
-            );
-            extra.entry(q.clone()).or_default().push(id);
-        }
-        for w in puts {
-            w.await.expect("put acknowledged");
-        }
-    }
+    let extra = journal_only(&a, &qs, 8_000).await;
     let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
     let mut a_events = a.events();
     let b = join_journaling(&opts, "b", true).await;
@@ -236,14 +208,9 @@ async fn redis_killed_while_targets_load_long_journals_loses_nothing() {
     eprintln!("events since b joined: {events:?}; b owns {:?}", b.owned());
     let (must, may) = expected(&fates, &initial, &[&a, &b]);
     let mut ledger = Ledger::default();
-    collect_all(
-        &mut ledger,
-        &[&a, &b],
-        &intended,
-        &must,
-        Duration::from_secs(30),
-    )
-    .await;
+    ledger
+        .collect_all(&[&a, &b], &intended, &must, Duration::from_secs(30))
+        .await;
     let mut may = may;
     for (q, ids) in &extra {
         may.extend(ids.iter().map(|id| (q.clone(), *id)));
@@ -254,12 +221,7 @@ async fn redis_killed_while_targets_load_long_journals_loses_nothing() {
         if Some(token) == initial.get(q).copied() {
             continue;
         }
-        let held: BTreeSet<u64> = owner
-            .scheduler()
-            .queue_members(q)
-            .into_iter()
-            .map(|m| m.id)
-            .collect();
+        let held = ids_held(owner, q);
         let missing: Vec<_> = ids.iter().filter(|id| !held.contains(id)).collect();
         assert!(
             missing.is_empty(),

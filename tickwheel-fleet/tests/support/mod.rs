@@ -17,6 +17,9 @@ use tickwheel_testkit::etcd::EtcdServer;
 use tickwheel_testkit::example::{Example, last_line, text};
 use tickwheel_testkit::redis::RedisServer;
 
+pub mod checks;
+pub mod handouts;
+
 /// The `fleet` example (the ownership proof), built with the test's profile.
 pub const FLEET: Example = Example::new("tickwheel-fleet", "fleet");
 
@@ -286,18 +289,20 @@ pub fn child_spec(spec: &str) -> (FleetOptions, String) {
     (opts, name.to_owned())
 }
 
-/// A fleet of the test's own: its servers and options, `n` queues registered ([`queues`]),
-/// and member `a` with the journal on, owning them all (`None`: skip, see [`servers`]).
-/// Keep the servers: dropping one stops it.
-pub async fn journaled_a(
-    n: usize,
-) -> Option<(
+/// A fleet of the test's own (its servers: keep them, dropping one stops it), its options,
+/// its queues and member `a`.
+pub type FleetWithA = (
     EtcdServer,
     RedisServer,
     FleetOptions,
     Vec<String>,
     FleetMember,
-)> {
+);
+
+/// A fleet of the test's own: its servers and options, `n` queues registered ([`queues`]),
+/// and member `a` with the journal on, owning them all (`None`: skip, see [`servers`]).
+/// Keep the servers: dropping one stops it.
+pub async fn journaled_a(n: usize) -> Option<FleetWithA> {
     let (etcd, redis, opts, qs) = fleet_with(n).await?;
     let a = join_journaling(&opts, "a", true).await;
     owns(&a, qs.len()).await;

@@ -13,6 +13,9 @@ use tickwheel_redis::{
 };
 use tickwheel_testkit::redis::{RedisServer, start_for_test};
 
+pub mod connect;
+pub mod moving;
+
 pub type Sched = Scheduler<String, u64, String>;
 
 pub fn server() -> Option<RedisServer> {
