@@ -211,22 +211,8 @@ async fn journal_of(
     q: &str,
     token: u64,
 ) -> BTreeMap<u64, f64> {
-    let p = tickwheel_redis::Protocol::connect(
-        &redis.url(),
-        tickwheel_redis::Member::new_boot("reader"),
-        tickwheel_redis::Options::default(),
-    )
-    .await
-    .expect("connect");
-    let j = tickwheel_redis::journal::Journal::start(
-        p,
-        tickwheel_redis::journal::JournalOptions::default(),
-    )
-    .expect("journal");
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_micros() as f64;
+    let j = support::own_journal(redis, "reader").await;
+    let now_us = support::unix_now_us() as f64;
     let records = j.load(q.as_bytes(), token).await.expect("load");
     records
         .iter()

@@ -154,17 +154,6 @@ pub(crate) async fn join_strings(
 
 /// The records of `q`'s journal under `token`, read by a journal handle of the test's own.
 pub(crate) async fn records(redis: &RedisServer, q: &str, token: u64) -> Vec<JournalRecord> {
-    let p = tickwheel_redis::Protocol::connect(
-        &redis.url(),
-        tickwheel_redis::Member::new_boot("reader"),
-        tickwheel_redis::Options::default(),
-    )
-    .await
-    .expect("connect");
-    let j = tickwheel_redis::journal::Journal::start(
-        p,
-        tickwheel_redis::journal::JournalOptions::default(),
-    )
-    .expect("journal");
+    let j = crate::support::own_journal(redis, "reader").await;
     j.load(q.as_bytes(), token).await.expect("load")
 }

@@ -585,6 +585,28 @@ pub async fn journal_one(
     }
 }
 
+/// A journal handle of the test's own on `redis`, as member `name` (a reader, or a writer of
+/// another build). Panics if Redis does not answer.
+pub async fn own_journal(redis: &RedisServer, name: &str) -> tickwheel_redis::journal::Journal {
+    let p = tickwheel_redis::Protocol::connect(
+        &redis.url(),
+        tickwheel_redis::Member::new_boot(name),
+        tickwheel_redis::Options::default(),
+    )
+    .await
+    .expect("connect");
+    tickwheel_redis::journal::Journal::start(p, tickwheel_redis::journal::JournalOptions::default())
+        .expect("journal")
+}
+
+/// Now on Redis's clock's scale: µs since the Unix epoch (this host's wall clock).
+pub fn unix_now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_micros() as u64
+}
+
 /// The id of the record [`write_undecodable`] writes: MessagePack u32 999 999.
 pub const UNDECODABLE_ID: [u8; 5] = [0xce, 0x00, 0x0f, 0x42, 0x3f];
 
@@ -593,23 +615,8 @@ pub const UNDECODABLE_ID: [u8; 5] = [0xce, 0x00, 0x0f, 0x42, 0x3f];
 /// `records`, one after the other, a put of [`UNDECODABLE_ID`] due an hour from now whose
 /// value (0xc1, never used in MessagePack) decodes as no `String`. Panics if a write fails.
 pub async fn write_undecodable(redis: &RedisServer, records: &[(&str, u64)]) {
-    let p = tickwheel_redis::Protocol::connect(
-        &redis.url(),
-        tickwheel_redis::Member::new_boot("writer"),
-        tickwheel_redis::Options::default(),
-    )
-    .await
-    .expect("connect");
-    let j = tickwheel_redis::journal::Journal::start(
-        p,
-        tickwheel_redis::journal::JournalOptions::default(),
-    )
-    .expect("journal");
-    let far_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_micros() as u64
-        + 3_600_000_000;
+    let j = own_journal(redis, "writer").await;
+    let far_us = unix_now_us() + 3_600_000_000;
     for &(q, token) in records {
         j.write(
             q.as_bytes(),
