@@ -20,10 +20,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 use tickwheel::sync::{
-    Cancel, Drained, IdState, RescheduleError, Retried, RetryError, ScheduleError,
+    Cancel, Drained, Due, IdState, RescheduleError, Retried, RetryError, ScheduleError,
 };
-use tickwheel_redis::journal::{Op, Pending};
+use tickwheel_redis::journal::{JournalError, Op, Pending};
 
+use crate::journal::MemberJournal;
 use crate::{Error, FencedDue, Member, QueueName};
 
 impl<Q, K, T> Member<Q, K, T>
@@ -199,25 +200,11 @@ where
     /// the queue (its owner delivers the timer again), or to another `JournalError` if Redis
     /// failed.
     pub fn done(self) -> (T, Option<Pending>) {
-        let FencedDue {
-            token,
-            due,
-            journal,
-        } = self;
-        let Some(j) = journal else {
-            return (due.into_value(), None);
-        };
-        let stripe = j.stripe(due.id());
-        let p = match Op::end_id(due.id()) {
-            Ok(op) => Some(j.journal.submit(due.queue().as_ref(), token, vec![op])),
-            Err(e) => {
-                tracing::warn!(error = %e, "a hand-out whose id the journal cannot take: no end journaled");
-                None
-            }
-        };
-        let value = due.into_value();
-        drop(stripe);
-        (value, p)
+        self.journaled(
+            |_, due| Op::end_id(due.id()),
+            "a hand-out whose id the journal cannot take: no end journaled",
+            Due::into_value,
+        )
     }
 
     /// Puts the timer back pending at `at`, as `Due::retry_at` (forwarded if its queue is
@@ -237,24 +224,41 @@ where
     /// journal gives `None` too, but only for a timer scheduled on the scheduler directly
     /// (the front refuses one at [`Member::schedule`], so it has no record).
     pub fn retry_at(self, at: Instant) -> (Result<Retried, RetryError<T>>, Option<Pending>) {
+        self.journaled(
+            |j, due| Op::put(due.id(), j.reference_us(at), due.value()),
+            "a retry that does not serialize: its deadline not journaled",
+            |due| due.retry_at(at),
+        )
+    }
+
+    /// With the journal on, submits `op`'s record under the id's stripe lock while the timer
+    /// is still in flight, then ends the hand-out with `finish`; an op that does not encode
+    /// is logged at warn level (`refused`) and gives `None`. Without the journal, `finish`
+    /// alone.
+    fn journaled<R>(
+        self,
+        op: impl FnOnce(&MemberJournal, &Due<Q, K, T>) -> Result<Op, JournalError>,
+        refused: &str,
+        finish: impl FnOnce(Due<Q, K, T>) -> R,
+    ) -> (R, Option<Pending>) {
         let FencedDue {
             token,
             due,
             journal,
         } = self;
         let Some(j) = journal else {
-            return (due.retry_at(at), None);
+            return (finish(due), None);
         };
         let stripe = j.stripe(due.id());
-        let p = match Op::put(due.id(), j.reference_us(at), due.value()) {
+        let p = match op(&j, &due) {
             Ok(op) => Some(j.journal.submit(due.queue().as_ref(), token, vec![op])),
             Err(e) => {
-                tracing::warn!(error = %e, "a retry that does not serialize: its deadline not journaled");
+                tracing::warn!(error = %e, "{refused}");
                 None
             }
         };
-        let retried = due.retry_at(at);
+        let out = finish(due);
         drop(stripe);
-        (retried, p)
+        (out, p)
     }
 }
