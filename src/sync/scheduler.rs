@@ -450,7 +450,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     }
 
     /// The shard of `id`, by any borrowed form of it: `Borrow` requires `B` to hash as `K`
-    /// does, and [`ShardHasher`] sees only what `Hash` writes, so both pick the same shard.
+    /// does, and [`ShardHasher`](super::hash::ShardHasher) sees only what `Hash` writes, so both pick the same shard.
     pub(crate) fn shard_index<B: Hash + ?Sized>(&self, id: &B) -> usize {
         shard_of_hash(self.inner.hasher.hash_one(id), self.inner.shards.len())
     }

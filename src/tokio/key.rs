@@ -23,7 +23,7 @@ use crate::TimerKey;
 /// answered like a stale one (the `try_*` methods: `None`/`false`; the others panic). It can
 /// name an entry only if the other queue issued the same (slot, generation) pair, which never
 /// happens between queues driven alike and otherwise about once in `2^31 / R` pairs of queues
-/// whose slots were reused fewer than `R` times; [`TimerKey`](crate::TimerKey) states
+/// whose slots were reused fewer than `R` times; [`TimerKey`] states
 /// exactly what holds.
 ///
 /// `Debug` prints `Key(slot v generation)`, e.g. `Key(3v2654435769)`: generations start at

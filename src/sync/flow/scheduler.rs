@@ -139,7 +139,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> Scheduler<Q, K, T> {
     /// more than can ever be in flight, is no limit too and reads back `None`). A timer is in
     /// flight from the `pop_due` that hands it out until its `Due` is done (dropped or
     /// consumed), retried ([`Due::retry_at`](crate::sync::Due::retry_at)) or put back (a
-    /// [`DueBatch`](crate::sync::DueBatch) dropped with it untaken). A due timer of a queue
+    /// [`DueBatch`] dropped with it untaken). A due timer of a queue
     /// at its limit is **parked** in its shard, as a held queue's are; when an in-flight one
     /// ends, the next `pop_due` makes the earliest parked one due (in delivery order). A
     /// limit of 0 hands nothing out. Changes take effect at once: a raised or lifted limit
