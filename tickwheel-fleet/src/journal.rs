@@ -336,7 +336,8 @@ pub(crate) const SAME_DEADLINE: Duration = Duration::from_millis(1);
 /// so that the queue's next owner does not fire it early either. `second`: the skipped
 /// source's ids and deadlines; `second_is_journal`: which of the two it is. Timers in flight
 /// are left alone, and so are ids whose timer is in another queue (an earlier record left
-/// by a dropped hand-out: `crossqueue::later_wins_across` applies the same rule to them). O(|second|) lookups, plus one journal request (awaited) for the records it rewrites.
+/// by a dropped hand-out: `crossqueue::later_wins_across` applies the same rule to them).
+/// O(|second|) lookups, plus one journal request (awaited) for the records it rewrites.
 ///
 /// # Errors
 /// [`Error::Journal`]: a record that does not serialize, Redis unreachable, or `Fenced`.

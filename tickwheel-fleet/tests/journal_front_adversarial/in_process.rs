@@ -9,21 +9,35 @@ use std::time::{Duration, Instant};
 use tickwheel::sync::Cancel;
 use tickwheel_fleet::Error;
 use tickwheel_redis::journal::JournalError;
+use tickwheel_testkit::etcd::EtcdServer;
+use tickwheel_testkit::redis::RedisServer;
 
 use super::common::*;
 use super::support::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn empty_and_kilobyte_ids_and_values() {
-    let Some((_etcd, redis, opts, qs)) = fleet_with(1).await else {
-        return;
-    };
+/// A fleet of one queue and member `a` (string ids and values, the journal on) owning it:
+/// the servers, the member and the queue's name. `None` where the servers may be missing.
+async fn a_owning_one() -> Option<(
+    EtcdServer,
+    RedisServer,
+    tickwheel_fleet::Member<String, String, String>,
+    String,
+)> {
+    let (etcd, redis, opts, mut qs) = fleet_with(1).await?;
     let m = join_strings(&opts, "a").await;
     wait_until(Duration::from_secs(30), "a owns q0", || {
         m.owned().len() == 1
     })
     .await;
-    let q = &qs[0];
+    Some((etcd, redis, m, qs.remove(0)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn empty_and_kilobyte_ids_and_values() {
+    let Some((_etcd, redis, m, q)) = a_owning_one().await else {
+        return;
+    };
+    let q = &q;
     let token = m.owned()[0].1;
     let at = Instant::now() + HOUR;
     let big_value = "v".repeat(1 << 20);
@@ -77,15 +91,10 @@ async fn empty_and_kilobyte_ids_and_values() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_id_over_the_journals_limit_is_refused_with_nothing_scheduled() {
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(1).await else {
+    let Some((_etcd, _redis, m, q)) = a_owning_one().await else {
         return;
     };
-    let m = join_strings(&opts, "a").await;
-    wait_until(Duration::from_secs(30), "a owns q0", || {
-        m.owned().len() == 1
-    })
-    .await;
-    let q = &qs[0];
+    let q = &q;
     let at = Instant::now() + HOUR;
     // MessagePack adds 3 bytes to a string of 256 bytes or more: 1022 chars encode to 1025 bytes, over MAX_ID_BYTES: never written, so the timer must
     // not be left in the scheduler as if accepted (nothing scheduled on a refusal).
