@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use tickwheel_testkit::example::{Example, can_run, installed, text};
 
 /// The custody proof, built with the test's profile.
-const HANDOFF: Example = Example::new("tickwheel-redis", "handoff");
+const HANDOFF: Example = Example::new("tickwheel-proofs", "handoff");
 
 /// Small enough for a debug build: about a second a run.
 const SMALL: &[&str] = &[

@@ -21,7 +21,7 @@ pub mod checks;
 pub mod handouts;
 
 /// The `fleet` example (the ownership proof), built with the test's profile.
-pub const FLEET: Example = Example::new("tickwheel-fleet", "fleet");
+pub const FLEET: Example = Example::new("tickwheel-proofs", "fleet");
 
 /// Example options small enough for a debug build; a lease of 1 s keeps a pause short.
 pub const SMALL: &[&str] = &[

@@ -1,4 +1,4 @@
-//! The fleet proof: `cargo run --release -p tickwheel-fleet --example fleet -- --help`.
+//! The fleet proof: `cargo run --release -p tickwheel-proofs --example fleet -- --help`.
 //!
 //! The parent (`orchestrate.rs`) starts etcd and redis-server (unless given URLs), runs
 //! member processes of this same program (`member.rs`, the hidden `member` subcommand),

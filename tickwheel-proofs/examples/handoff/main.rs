@@ -1,4 +1,4 @@
-//! The handoff proof: `cargo run --release -p tickwheel-redis --example handoff -- --help`.
+//! The handoff proof: `cargo run --release -p tickwheel-proofs --example handoff -- --help`.
 //!
 //! The parent (`orchestrate.rs`) runs a source and a target host as child processes of this
 //! program (`host.rs`, selected by a hidden `--role`), kills them at protocol steps when
