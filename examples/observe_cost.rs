@@ -19,6 +19,11 @@ use std::time::{Duration, Instant};
 
 use tickwheel::sync::Scheduler;
 
+// The benchmarks' clock: one copy, in the bench crate.
+#[path = "../tickwheel-bench/benches/peers/cpu_time.rs"]
+mod cpu_time;
+use cpu_time::thread_cpu_ns;
+
 const TIMERS: u32 = 100_000;
 const QUEUES: u32 = 1_000;
 const TICKS: u64 = 1_000;
@@ -67,19 +72,6 @@ fn run() -> f64 {
     }
     assert!(sched.is_empty(), "every timer ended");
     (thread_cpu_ns() - started) as f64 / f64::from(TIMERS)
-}
-
-/// CPU time this thread has used, in ns (as `tickwheel-bench/benches/peers/workloads.rs` measures it).
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux and the
-    // BSDs define. clock_gettime only writes `ts`.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(feature = "metrics")]

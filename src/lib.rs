@@ -202,6 +202,8 @@ pub mod indexed;
 mod loom;
 mod parts;
 pub mod sync;
+#[cfg(test)]
+mod test_wake;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 pub mod wheel;

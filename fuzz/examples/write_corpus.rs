@@ -2,13 +2,14 @@
 //! decodes back to the input it was built from. Run from `fuzz/`:
 //! `cargo run --example write_corpus`.
 
+use std::fmt::Debug;
 use std::path::Path;
 
 use arbitrary::{Arbitrary, Unstructured};
 use tickwheel_fuzz::delay_queue_model::{DqAt, DqOp, Dur};
 use tickwheel_fuzz::encode::{self, Start};
 use tickwheel_fuzz::indexed_model::IxOp;
-use tickwheel_fuzz::model::{KeyPick::*, Op, Op::*, When::*};
+use tickwheel_fuzz::model::{KeyPick::*, Op, Op::*, When, When::*};
 use tickwheel_fuzz::scheduler_model::{At, SchedOp};
 use tickwheel_fuzz::{DelayQueueInput, IndexedInput, SchedInput, WheelInput};
 
@@ -21,14 +22,40 @@ fn write(target: &str, name: &str, bytes: &[u8]) {
     println!("{target}/{name}: {} bytes", bytes.len());
 }
 
-fn wheel_seed(name: &str, start: Start, ops: Vec<Op>) {
-    let bytes = encode::wheel_input(start, &ops);
-    let decoded = WheelInput::arbitrary(&mut Unstructured::new(&bytes)).expect("decodes");
+/// Checks that `bytes` decode (as an `I`) to `ops`, then writes them as the seed `name` of
+/// `target`.
+///
+/// # Panics
+/// If they do not decode, or decode to other ops.
+fn seed<I: for<'a> Arbitrary<'a>, O: PartialEq + Debug>(
+    target: &str,
+    name: &str,
+    bytes: &[u8],
+    ops: &[O],
+    ops_of: fn(&I) -> &[O],
+) {
+    let decoded = I::arbitrary(&mut Unstructured::new(bytes)).expect("decodes");
     assert_eq!(
-        decoded.ops, ops,
+        ops_of(&decoded),
+        ops,
         "{name}: the seed decodes to what was meant"
     );
-    write("wheel_ops", name, &bytes);
+    write(target, name, bytes);
+}
+
+/// `When::Ahead { level, offset }`: most seeds' deadlines and poll times.
+fn ahead(level: u8, offset: u64) -> When {
+    Ahead { level, offset }
+}
+
+/// `When::Behind { level, offset }`.
+fn behind(level: u8, offset: u64) -> When {
+    Behind { level, offset }
+}
+
+fn wheel_seed(name: &str, start: Start, ops: Vec<Op>) {
+    let bytes = encode::wheel_input(start, &ops);
+    seed::<WheelInput, _>("wheel_ops", name, &bytes, &ops, |input| &input.ops);
 }
 
 fn wheel_ops() {
@@ -56,23 +83,11 @@ fn wheel_ops() {
         "stale_keys",
         Start::Zero,
         vec![
-            Insert(Ahead {
-                level: 0,
-                offset: 5,
-            }),
+            Insert(ahead(0, 5)),
             Cancel(Issued(0)),
-            Insert(Ahead {
-                level: 0,
-                offset: 5,
-            }),
+            Insert(ahead(0, 5)),
             Cancel(Issued(0)),
-            Reset(
-                Issued(0),
-                Ahead {
-                    level: 1,
-                    offset: 3,
-                },
-            ),
+            Reset(Issued(0), ahead(1, 3)),
             GetMut(Issued(0)),
             Reset(Skewed { pick: 1, dgen: -1 }, Elapsed),
             Cancel(Skewed { pick: 1, dgen: 1 }),
@@ -82,19 +97,10 @@ fn wheel_ops() {
             }),
             Poll(Same { pick: 1, delta: 0 }),
             Cancel(Issued(1)),
-            Insert(Behind {
-                level: 0,
-                offset: 1,
-            }),
+            Insert(behind(0, 1)),
             ShrinkToFit,
-            Insert(Ahead {
-                level: 0,
-                offset: 1,
-            }),
-            PollAll(Ahead {
-                level: 1,
-                offset: 0,
-            }),
+            Insert(ahead(0, 1)),
+            PollAll(ahead(1, 0)),
         ],
     );
 
@@ -104,56 +110,23 @@ fn wheel_ops() {
         "resets",
         Start::Zero,
         vec![
-            Insert(Ahead {
-                level: 0,
-                offset: 4,
-            }),
-            Insert(Ahead {
-                level: 1,
-                offset: 0,
-            }),
+            Insert(ahead(0, 4)),
+            Insert(ahead(1, 0)),
             Reset(Issued(0), Same { pick: 1, delta: 0 }),
             Insert(Same { pick: 1, delta: 0 }),
-            Insert(Ahead {
-                level: 2,
-                offset: 7,
-            }),
-            Reset(
-                Issued(3),
-                Ahead {
-                    level: 0,
-                    offset: 2,
-                },
-            ),
-            Insert(Behind {
-                level: 0,
-                offset: 0,
-            }),
-            Reset(
-                Issued(4),
-                Ahead {
-                    level: 0,
-                    offset: 9,
-                },
-            ),
+            Insert(ahead(2, 7)),
+            Reset(Issued(3), ahead(0, 2)),
+            Insert(behind(0, 0)),
+            Reset(Issued(4), ahead(0, 9)),
             PollInto {
                 now: Same { pick: 1, delta: 0 },
                 limit: 1,
                 prefill: 1,
             },
-            Reset(
-                Issued(2),
-                Ahead {
-                    level: 3,
-                    offset: 0,
-                },
-            ),
+            Reset(Issued(2), ahead(3, 0)),
             Reset(Issued(2), Same { pick: 3, delta: 0 }),
             PollInto {
-                now: Ahead {
-                    level: 2,
-                    offset: 0,
-                },
+                now: ahead(2, 0),
                 limit: 2,
                 prefill: 0,
             },
@@ -170,48 +143,21 @@ fn wheel_ops() {
             below: true,
         },
         vec![
-            Insert(Ahead {
-                level: 0,
-                offset: 2,
-            }),
-            Insert(Ahead {
-                level: 0,
-                offset: 3,
-            }),
-            Insert(Ahead {
-                level: 9,
-                offset: 12345,
-            }),
-            Insert(Ahead {
-                level: 10,
-                offset: 1,
-            }),
+            Insert(ahead(0, 2)),
+            Insert(ahead(0, 3)),
+            Insert(ahead(9, 12345)),
+            Insert(ahead(10, 1)),
             Insert(Top { back: 1 }),
             Insert(Top { back: 0 }),
-            Poll(Behind {
-                level: 4,
-                offset: 0,
-            }),
+            Poll(behind(4, 0)),
             PollInto {
-                now: Ahead {
-                    level: 0,
-                    offset: 5,
-                },
+                now: ahead(0, 5),
                 limit: 1,
                 prefill: 0,
             },
-            Poll(Behind {
-                level: 0,
-                offset: 3,
-            }),
-            PollAll(Ahead {
-                level: 9,
-                offset: 0,
-            }),
-            Insert(Behind {
-                level: 9,
-                offset: 0,
-            }),
+            Poll(behind(0, 3)),
+            PollAll(ahead(9, 0)),
+            Insert(behind(9, 0)),
             PollAll(Top { back: 1 }),
             PollAll(Top { back: 0 }),
             Insert(Top { back: 0 }),
@@ -221,10 +167,7 @@ fn wheel_ops() {
 
     // Crowded tick: many timers at one deadline, cancels and resets among them, drained one
     // at a time.
-    let mut ops = vec![Insert(Ahead {
-        level: 1,
-        offset: 0,
-    })];
+    let mut ops = vec![Insert(ahead(1, 0))];
     ops.extend((0..12).map(|_| Insert(Same { pick: 0, delta: 0 })));
     ops.extend([
         Cancel(Issued(3)),
@@ -252,18 +195,9 @@ fn wheel_ops() {
         "clear_shrink",
         Start::Any(4095),
         vec![
-            Insert(Ahead {
-                level: 0,
-                offset: 0,
-            }),
-            Insert(Ahead {
-                level: 3,
-                offset: 1,
-            }),
-            Insert(Behind {
-                level: 0,
-                offset: 1,
-            }),
+            Insert(ahead(0, 0)),
+            Insert(ahead(3, 1)),
+            Insert(behind(0, 1)),
             PollInto {
                 now: Elapsed,
                 limit: 0,
@@ -271,80 +205,40 @@ fn wheel_ops() {
             },
             Clear,
             Cancel(Issued(0)),
-            Insert(Ahead {
-                level: 1,
-                offset: 1,
-            }),
-            Insert(Ahead {
-                level: 1,
-                offset: 2,
-            }),
+            Insert(ahead(1, 1)),
+            Insert(ahead(1, 2)),
             Cancel(Issued(4)),
             ShrinkToFit,
-            Insert(Ahead {
-                level: 0,
-                offset: 1,
-            }),
-            PollAll(Ahead {
-                level: 2,
-                offset: 0,
-            }),
+            Insert(ahead(0, 1)),
+            PollAll(ahead(2, 0)),
         ],
     );
 }
 
 fn indexed_seed(name: &str, start: Start, ops: Vec<IxOp>) {
     let bytes = encode::indexed_input(start, &ops);
-    let decoded = IndexedInput::arbitrary(&mut Unstructured::new(&bytes)).expect("decodes");
-    assert_eq!(
-        decoded.ops, ops,
-        "{name}: the seed decodes to what was meant"
-    );
-    write("indexed_ops", name, &bytes);
+    seed::<IndexedInput, _>("indexed_ops", name, &bytes, &ops, |input| &input.ops);
 }
 
 fn indexed_ops() {
     use IxOp as X;
+    let insert = |id, when| X::Insert { id, when };
     // Replacing pending ids (insert on an id that is pending), at equal deadlines.
     indexed_seed(
         "replace",
         Start::Zero,
         vec![
-            X::Insert {
-                id: 1,
-                when: Ahead {
-                    level: 0,
-                    offset: 9,
-                },
-            },
-            X::Insert {
-                id: 2,
-                when: Same { pick: 1, delta: 0 },
-            },
-            X::Insert {
-                id: 1,
-                when: Same { pick: 2, delta: 0 },
-            },
-            X::Insert {
-                id: 3,
-                when: Same { pick: 2, delta: 0 },
-            },
-            X::Insert {
-                id: 2,
-                when: Ahead {
-                    level: 2,
-                    offset: 5,
-                },
-            },
+            insert(1, ahead(0, 9)),
+            insert(2, Same { pick: 1, delta: 0 }),
+            insert(1, Same { pick: 2, delta: 0 }),
+            insert(3, Same { pick: 2, delta: 0 }),
+            insert(2, ahead(2, 5)),
             X::PollInto {
                 now: Same { pick: 1, delta: 0 },
                 limit: 1,
                 prefill: 0,
             },
-            X::Insert {
-                id: 1,
-                when: Elapsed,
-            },
+            insert(1, Elapsed),
             X::PollAll(Same { pick: 2, delta: 0 }),
         ],
     );
@@ -357,71 +251,35 @@ fn indexed_ops() {
             below: true,
         },
         vec![
-            X::Insert {
-                id: 0,
-                when: Ahead {
-                    level: 0,
-                    offset: 0,
-                },
-            },
-            X::Poll(Ahead {
-                level: 0,
-                offset: 1,
-            }),
-            X::Reset(
-                0,
-                Ahead {
-                    level: 1,
-                    offset: 0,
-                },
-            ),
+            insert(0, ahead(0, 0)),
+            X::Poll(ahead(0, 1)),
+            X::Reset(0, ahead(1, 0)),
             X::Cancel(0),
-            X::Insert {
-                id: 0,
-                when: Boundary {
+            insert(
+                0,
+                Boundary {
                     k: 0,
                     delta: 0,
                     aligned: true,
                 },
-            },
-            X::Insert {
-                id: 5,
-                when: Boundary {
+            ),
+            insert(
+                5,
+                Boundary {
                     k: 0,
                     delta: -1,
                     aligned: true,
                 },
-            },
+            ),
             X::Cancel(5),
             X::GetMut(0),
-            X::Insert {
-                id: 5,
-                when: Top { back: 0 },
-            },
-            X::Reset(
-                5,
-                Behind {
-                    level: 3,
-                    offset: 0,
-                },
-            ),
+            insert(5, Top { back: 0 }),
+            X::Reset(5, behind(3, 0)),
             X::PollAll(Same { pick: 0, delta: 0 }),
             X::ShrinkToFit,
-            X::Insert {
-                id: 240,
-                when: Ahead {
-                    level: 10,
-                    offset: 0,
-                },
-            },
+            insert(240, ahead(10, 0)),
             X::Clear,
-            X::Insert {
-                id: 240,
-                when: Ahead {
-                    level: 0,
-                    offset: 3,
-                },
-            },
+            insert(240, ahead(0, 3)),
         ],
     );
     // Far deadlines from a long uptime, polled with limits.
@@ -433,37 +291,16 @@ fn indexed_ops() {
             below: false,
         },
         vec![
-            X::Insert {
-                id: 1,
-                when: Ahead {
-                    level: 9,
-                    offset: 7,
-                },
-            },
-            X::Insert {
-                id: 2,
-                when: Ahead {
-                    level: 10,
-                    offset: 7,
-                },
-            },
-            X::Insert {
-                id: 3,
-                when: Top { back: 1 },
-            },
-            X::Insert {
-                id: 4,
-                when: Top { back: 0 },
-            },
+            insert(1, ahead(9, 7)),
+            insert(2, ahead(10, 7)),
+            insert(3, Top { back: 1 }),
+            insert(4, Top { back: 0 }),
             X::PollInto {
                 now: Top { back: 1 },
                 limit: 2,
                 prefill: 1,
             },
-            X::Poll(Behind {
-                level: 5,
-                offset: 0,
-            }),
+            X::Poll(behind(5, 0)),
             X::PollAll(Top { back: 0 }),
         ],
     );
@@ -471,16 +308,12 @@ fn indexed_ops() {
 
 fn sched_seed(name: &str, shards: u8, resolution: u8, ops: Vec<SchedOp>) {
     let bytes = encode::sched_input(shards, resolution, &ops);
-    let decoded = SchedInput::arbitrary(&mut Unstructured::new(&bytes)).expect("decodes");
-    assert_eq!(
-        decoded.ops, ops,
-        "{name}: the seed decodes to what was meant"
-    );
-    write("scheduler_races", name, &bytes);
+    seed::<SchedInput, _>("scheduler_races", name, &bytes, &ops, |input| &input.ops);
 }
 
 fn scheduler_races() {
     use SchedOp as S;
+    let schedule = |queue, id, at| S::Schedule { queue, id, at };
     let now = At::Ahead { ticks: 0, sub: 0 };
     let soon = At::Ahead { ticks: 2, sub: 1 };
     // The MTA race: a drain while the dispatcher holds popped timers; cancel and schedule of
@@ -490,44 +323,20 @@ fn scheduler_races() {
         1,
         0,
         vec![
-            S::Schedule {
-                queue: 0,
-                id: 1,
-                at: now,
-            },
-            S::Schedule {
-                queue: 0,
-                id: 2,
-                at: now,
-            },
-            S::Schedule {
-                queue: 0,
-                id: 3,
-                at: soon,
-            },
-            S::Schedule {
-                queue: 1,
-                id: 4,
-                at: now,
-            },
+            schedule(0, 1, now),
+            schedule(0, 2, now),
+            schedule(0, 3, soon),
+            schedule(1, 4, now),
             S::PopDue { now, limit: 2 },
             S::Drain(0),
             S::Cancel(1),
-            S::Schedule {
-                queue: 1,
-                id: 1,
-                at: now,
-            },
+            schedule(1, 1, now),
             S::Take { batch: 0, n: 1 },
             S::Finish {
                 due: 0,
                 consume: true,
             },
-            S::Schedule {
-                queue: 1,
-                id: 1,
-                at: now,
-            },
+            schedule(1, 1, now),
             S::DropBatch(0),
             S::PopDue {
                 now: soon,
@@ -552,37 +361,17 @@ fn scheduler_races() {
         3,
         2,
         vec![
-            S::Schedule {
-                queue: 0,
-                id: 5,
-                at: soon,
-            },
-            S::Schedule {
-                queue: 1,
-                id: 6,
-                at: soon,
-            },
-            S::Schedule {
-                queue: 2,
-                id: 7,
-                at: soon,
-            },
-            S::Schedule {
-                queue: 3,
-                id: 8,
-                at: now,
-            },
+            schedule(0, 5, soon),
+            schedule(1, 6, soon),
+            schedule(2, 7, soon),
+            schedule(3, 8, now),
             S::PopDue {
                 now: soon,
                 limit: u8::MAX,
             },
             S::Take { batch: 0, n: 1 },
             S::DropBatch(0),
-            S::Schedule {
-                queue: 0,
-                id: 9,
-                at: soon,
-            },
+            schedule(0, 9, soon),
             S::Reschedule { id: 6, at: now },
             S::PopDue {
                 now: soon,
@@ -609,21 +398,9 @@ fn scheduler_races() {
         1,
         2,
         vec![
-            S::Schedule {
-                queue: 0,
-                id: 1,
-                at: At::BeforeOrigin { ns: 5 },
-            },
-            S::Schedule {
-                queue: 0,
-                id: 2,
-                at: At::Far { shift: 63 },
-            },
-            S::Schedule {
-                queue: 0,
-                id: 3,
-                at: At::Ahead { ticks: 1, sub: 1 },
-            },
+            schedule(0, 1, At::BeforeOrigin { ns: 5 }),
+            schedule(0, 2, At::Far { shift: 63 }),
+            schedule(0, 3, At::Ahead { ticks: 1, sub: 1 }),
             S::PopDue {
                 now: At::BeforeOrigin { ns: 1 },
                 limit: u8::MAX,
@@ -655,12 +432,7 @@ fn scheduler_races() {
 
 fn dq_seed(name: &str, ops: Vec<DqOp>) {
     let bytes = encode::delay_queue_input(&ops);
-    let decoded = DelayQueueInput::arbitrary(&mut Unstructured::new(&bytes)).expect("decodes");
-    assert_eq!(
-        decoded.ops, ops,
-        "{name}: the seed decodes to what was meant"
-    );
-    write("tokio_delay_queue", name, &bytes);
+    seed::<DelayQueueInput, _>("tokio_delay_queue", name, &bytes, &ops, |input| &input.ops);
 }
 
 fn tokio_delay_queue() {

@@ -2,26 +2,16 @@
 
 use arbitrary::{Arbitrary, Result, Unstructured};
 
-use crate::MAX_OPS;
 use crate::indexed_model::IxOp;
 use crate::model::When;
-use crate::wheel_ops::{deadline, limit, now, start};
+use crate::wheel_ops::{WheelInput, deadline, limit, now};
 
 /// The input of `indexed_ops`: a starting tick and an op sequence over colliding ids.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexedInput {
-    pub start: u64,
-    pub ops: Vec<IxOp>,
-}
+pub type IndexedInput = WheelInput<IxOp>;
 
 impl<'a> Arbitrary<'a> for IndexedInput {
     fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
-        let start = start(u)?;
-        let mut ops = Vec::new();
-        while !u.is_empty() && ops.len() < MAX_OPS {
-            ops.push(ix_op(u)?);
-        }
-        Ok(IndexedInput { start, ops })
+        Self::decode(u, ix_op)
     }
 }
 

@@ -8,6 +8,8 @@
 //! `cargo fuzz fmt <target> <artifact>` prints a crash as an op list that pastes straight
 //! into a regression test.
 
+use arbitrary::{Result, Unstructured};
+
 #[path = "../../tests/support/delay_queue_model.rs"]
 pub mod delay_queue_model;
 #[path = "../../tests/support/indexed_model.rs"]
@@ -31,6 +33,19 @@ pub use wheel_ops::{WheelInput, deadline, key, limit, now, op, start};
 
 /// Most ops decoded from one input: bounds the work per run.
 pub const MAX_OPS: usize = 1024;
+
+/// Ops decoded by `op` until the input runs out or [`MAX_OPS`] are decoded; an error of `op`
+/// is returned as it is.
+pub fn ops<'a, T>(
+    u: &mut Unstructured<'a>,
+    mut op: impl FnMut(&mut Unstructured<'a>) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut ops = Vec::new();
+    while !u.is_empty() && ops.len() < MAX_OPS {
+        ops.push(op(u)?);
+    }
+    Ok(ops)
+}
 
 /// Long-uptime marks a wheel may start near.
 pub const START_MARKS: [u64; 6] = [0, 1 << 30, 1 << 32, 1 << 36, 1 << 63, u64::MAX - (1 << 20)];

@@ -2,7 +2,7 @@
 
 use arbitrary::{Arbitrary, Result, Unstructured};
 
-use crate::MAX_OPS;
+use crate::ops;
 use crate::scheduler_model::{At, SchedOp};
 
 /// The input of `scheduler_races`: shard count, resolution, and an interleaving of phases.
@@ -17,10 +17,7 @@ impl<'a> Arbitrary<'a> for SchedInput {
     fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
         let shards = u.int_in_range(0..=7)?;
         let resolution = u.int_in_range(0..=3)?;
-        let mut ops = Vec::new();
-        while !u.is_empty() && ops.len() < MAX_OPS {
-            ops.push(sched_op(u)?);
-        }
+        let ops = ops(u, sched_op)?;
         Ok(SchedInput {
             shards,
             resolution,

@@ -3,8 +3,8 @@
 
 use arbitrary::{Arbitrary, Result, Unstructured};
 
-use crate::MAX_OPS;
 use crate::delay_queue_model::{DqAt, DqOp, Dur};
+use crate::ops;
 
 /// The input of `tokio_delay_queue`: a sequence of queue operations, clock advances and
 /// polls by two tasks.
@@ -15,11 +15,9 @@ pub struct DelayQueueInput {
 
 impl<'a> Arbitrary<'a> for DelayQueueInput {
     fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
-        let mut ops = Vec::new();
-        while !u.is_empty() && ops.len() < MAX_OPS {
-            ops.push(dq_op(u)?);
-        }
-        Ok(DelayQueueInput { ops })
+        Ok(DelayQueueInput {
+            ops: ops(u, dq_op)?,
+        })
     }
 }
 

@@ -4,23 +4,33 @@
 use arbitrary::{Arbitrary, Result, Unstructured};
 
 use crate::model::{KeyPick, Op, When};
-use crate::{MAX_OPS, START_MARKS};
+use crate::{START_MARKS, ops};
 
-/// The input of `wheel_ops`: a starting tick and an op sequence.
+/// The input of the two wheel targets: a starting tick and an op sequence, of [`Op`]s for
+/// `wheel_ops` and of `IxOp`s for `indexed_ops` (`IndexedInput`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WheelInput {
+pub struct WheelInput<O = Op> {
     pub start: u64,
-    pub ops: Vec<Op>,
+    pub ops: Vec<O>,
+}
+
+impl<O> WheelInput<O> {
+    /// A starting tick ([`start`]), then ops decoded by `op` ([`ops`]).
+    pub fn decode<'a>(
+        u: &mut Unstructured<'a>,
+        op: impl FnMut(&mut Unstructured<'a>) -> Result<O>,
+    ) -> Result<Self> {
+        let start = start(u)?;
+        Ok(WheelInput {
+            start,
+            ops: ops(u, op)?,
+        })
+    }
 }
 
 impl<'a> Arbitrary<'a> for WheelInput {
     fn arbitrary(u: &mut Unstructured<'a>) -> Result<Self> {
-        let start = start(u)?;
-        let mut ops = Vec::new();
-        while !u.is_empty() && ops.len() < MAX_OPS {
-            ops.push(op(u)?);
-        }
-        Ok(WheelInput { start, ops })
+        Self::decode(u, op)
     }
 }
 

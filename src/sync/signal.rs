@@ -190,29 +190,18 @@ impl Signal {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::sync::atomic::AtomicUsize;
-    use std::task::Wake;
 
     use super::*;
-
-    #[derive(Default)]
-    struct CountWaker(AtomicUsize);
+    use crate::test_wake::{CountWake, counting};
 
     /// A signal with two pollers, each with a counting waker (not armed yet).
-    fn two_pollers() -> (Signal, [(Arc<CountWaker>, Waker, PollerId); 2]) {
+    fn two_pollers() -> (Signal, [(Arc<CountWake>, Waker, PollerId); 2]) {
         let s = Signal::default();
         let each = [(); 2].map(|()| {
-            let count = Arc::new(CountWaker::default());
-            let waker = Waker::from(Arc::clone(&count));
+            let (count, waker) = counting();
             (count, waker, s.new_poller())
         });
         (s, each)
-    }
-
-    impl Wake for CountWaker {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
     }
 
     #[test]
@@ -247,8 +236,8 @@ mod tests {
         assert_eq!(s.waker_count(), 2, "one waker per poller");
         // A waker that `will_wake` does not match (another `Arc`, same task behind it)
         // replaces the poller's own; it neither wakes the old one nor piles up.
-        let a2 = Arc::new(CountWaker::default());
-        s.arm_waker(p, &Waker::from(Arc::clone(&a2)));
+        let (a2, wa2) = counting();
+        s.arm_waker(p, &wa2);
         assert_eq!(s.waker_count(), 2);
         assert_eq!(a.0.load(Ordering::SeqCst), 0, "replaced, not woken");
         s.deadline_added(7);

@@ -385,12 +385,23 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> fmt::Debug for DueStream<Q, 
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     use std::task::{Wake, Waker};
 
     use futures_util::StreamExt;
 
     use super::*;
+    use crate::test_wake::{CountWake, counting};
+
+    /// A scheduler at tokio's (paused) `t0` whose one timer (id 1, queue "q") is an hour
+    /// ahead: a stream polled now waits.
+    fn one_timer_an_hour_ahead(t0: Instant) -> Arc<Scheduler<&'static str, u32, ()>> {
+        let sched = Arc::new(Scheduler::builder().origin(t0.into_std()).build());
+        sched
+            .schedule("q", 1u32, (t0 + Duration::from_secs(3600)).into_std(), ())
+            .unwrap();
+        sched
+    }
 
     #[tokio::test(start_paused = true)]
     async fn one_sleep_is_reset_never_remade() {
@@ -413,19 +424,6 @@ mod tests {
             sleeps, [1; 100],
             "one sleep, made at the first wait, then reset"
         );
-    }
-
-    struct CountWake(AtomicUsize);
-
-    impl Wake for CountWake {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn counting() -> (Arc<CountWake>, Waker) {
-        let count = Arc::new(CountWake(AtomicUsize::new(0)));
-        (Arc::clone(&count), Waker::from(count))
     }
 
     /// Regression: a dropped stream left its waker registered in the scheduler until
@@ -454,10 +452,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn dropping_one_of_two_streams_in_a_task_loses_no_wakeup() {
         let t0 = Instant::now();
-        let sched = Arc::new(Scheduler::builder().origin(t0.into_std()).build());
-        sched
-            .schedule("q", 1u32, (t0 + Duration::from_secs(3600)).into_std(), ())
-            .unwrap();
+        let sched = one_timer_an_hour_ahead(t0);
         let (count, waker) = counting();
         let mut cx = Context::from_waker(&waker);
         let (mut a, mut b) = (sched.due_stream(), sched.due_stream());
@@ -481,10 +476,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stream_moved_to_another_task_forgets_the_old_waker() {
         let t0 = Instant::now();
-        let sched = Arc::new(Scheduler::builder().origin(t0.into_std()).build());
-        sched
-            .schedule("q", 1u32, (t0 + Duration::from_secs(3600)).into_std(), ())
-            .unwrap();
+        let sched = one_timer_an_hour_ahead(t0);
         let mut stream = sched.due_stream();
         let mut counts = Vec::new();
         for _ in 0..10 {
@@ -513,7 +505,7 @@ mod tests {
         let sched = Arc::new(Scheduler::builder().origin(t0.into_std()).build());
         let at = t0 + Duration::from_millis(5);
         sched.schedule("q", 1u32, at.into_std(), ()).unwrap();
-        let task = Arc::new(CountWake(AtomicUsize::new(0)));
+        let task = Arc::new(CountWake::default());
         let mut stream = sched.due_stream();
         for _ in 0..100 {
             let wrapper = Waker::from(Arc::new(Forward(Waker::from(Arc::clone(&task)))));

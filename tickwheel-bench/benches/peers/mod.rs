@@ -74,6 +74,7 @@
 pub mod scheduler;
 
 mod baselines;
+mod cpu_time;
 mod hhwt;
 mod input;
 mod memory;
@@ -93,11 +94,13 @@ pub use self::tokio::TickwheelDelayQueue;
 pub use self::tokio::{TokioDelayQueue, TokioSleep};
 // Each includer uses its own subset of what follows (the bench neither memory nor `median`).
 #[allow(unused_imports)]
+pub use self::cpu_time::thread_cpu_ns;
+#[allow(unused_imports)]
 pub use self::input::{Churn, Input};
 #[allow(unused_imports)]
 pub use self::memory::{bytes_per_timer, churn_heap};
 #[allow(unused_imports)]
-pub use self::workloads::{Outcome, Tally, Workload, median, run, thread_cpu_ns};
+pub use self::workloads::{Outcome, Tally, Workload, median, run};
 
 /// Deadlines are uniform over this many ticks (60 s at 1 ms).
 pub const SPAN: u64 = 60_000;

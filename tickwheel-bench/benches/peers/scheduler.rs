@@ -214,13 +214,59 @@ impl Contender for TickwheelScheduler {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The maps a drain needs, beside a single-threaded queue
+// ---------------------------------------------------------------------------------------------
+
+/// Each pending timer's key in the queue (by id), and each queue's pending ids.
+struct Members<K> {
+    keys: HashMap<u64, K>,
+    ids: HashMap<u32, HashSet<u64>>,
+}
+
+impl<K> Default for Members<K> {
+    fn default() -> Self {
+        Members {
+            keys: HashMap::new(),
+            ids: HashMap::new(),
+        }
+    }
+}
+
+impl<K> Members<K> {
+    /// Timer `id` of `queue` is pending at `key`.
+    fn add(&mut self, queue: u32, id: u64, key: K) {
+        self.keys.insert(id, key);
+        self.ids.entry(queue).or_default().insert(id);
+    }
+
+    /// Timer `id` of `queue` fired: forgets it.
+    fn fired(&mut self, queue: u32, id: u64) {
+        self.keys.remove(&id);
+        if let Some(set) = self.ids.get_mut(&queue) {
+            set.remove(&id);
+        }
+    }
+
+    /// Forgets every pending timer of `queue`, handing each one's key to `remove` (which
+    /// takes it out of the queue); returns how many there were.
+    fn drain(&mut self, queue: u32, mut remove: impl FnMut(K)) -> u64 {
+        let ids = self.ids.remove(&queue).unwrap_or_default();
+        for id in &ids {
+            if let Some(key) = self.keys.remove(id) {
+                remove(key);
+            }
+        }
+        ids.len() as u64
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Mutex<DelayQueue>
 // ---------------------------------------------------------------------------------------------
 
 struct DqState {
     queue: tokio_util::time::DelayQueue<(u32, u64)>,
-    keys: HashMap<u64, tokio_util::time::delay_queue::Key>,
-    members: HashMap<u32, HashSet<u64>>,
+    members: Members<tokio_util::time::delay_queue::Key>,
 }
 
 /// `Mutex<DelayQueue>` plus the maps a drain needs. Producers enter the runtime (a
@@ -244,8 +290,7 @@ impl MutexDelayQueue {
             rt,
             state: Mutex::new(DqState {
                 queue,
-                keys: HashMap::new(),
-                members: HashMap::new(),
+                members: Members::default(),
             }),
         }
     }
@@ -259,18 +304,14 @@ impl Contender for MutexDelayQueue {
     fn schedule(&self, queue: u32, id: u64, at: Instant) {
         let mut st = self.state.lock().expect("state");
         let key = st.queue.insert_at((queue, id), at.into());
-        st.keys.insert(id, key);
-        st.members.entry(queue).or_default().insert(id);
+        st.members.add(queue, id, key);
     }
     fn drain(&self, queue: u32) -> u64 {
         let mut st = self.state.lock().expect("state");
-        let ids = st.members.remove(&queue).unwrap_or_default();
-        for id in &ids {
-            if let Some(key) = st.keys.remove(id) {
-                st.queue.remove(&key);
-            }
-        }
-        ids.len() as u64
+        let DqState { queue: dq, members } = &mut *st;
+        members.drain(queue, |key| {
+            dq.remove(&key);
+        })
     }
     fn dispatch(self: Arc<Self>, delivered: &AtomicU64, done: &dyn Fn(u64) -> bool) {
         self.rt.block_on(async {
@@ -280,19 +321,12 @@ impl Contender for MutexDelayQueue {
                 // The lock is taken inside the poll, so it is never held across an await.
                 std::future::poll_fn(|cx| {
                     let mut st = self.state.lock().expect("state");
-                    let DqState {
-                        queue,
-                        keys,
-                        members,
-                    } = &mut *st;
+                    let DqState { queue, members } = &mut *st;
                     while batch.len() < BATCH {
                         match queue.poll_expired(cx) {
                             Poll::Ready(Some(expired)) => {
                                 let (q, id) = expired.into_inner();
-                                keys.remove(&id);
-                                if let Some(set) = members.get_mut(&q) {
-                                    set.remove(&id);
-                                }
+                                members.fired(q, id);
                                 batch.push(id);
                             }
                             Poll::Ready(None) | Poll::Pending => break,
@@ -324,8 +358,7 @@ impl Contender for MutexDelayQueue {
 #[derive(Default)]
 struct BtState {
     map: BTreeMap<(Instant, u64), (u32, u64)>,
-    keys: HashMap<u64, (Instant, u64)>,
-    members: HashMap<u32, HashSet<u64>>,
+    members: Members<(Instant, u64)>,
     seq: u64,
 }
 
@@ -340,18 +373,14 @@ impl Contender for MutexBTreeMap {
         st.seq += 1;
         let key = (at, st.seq);
         st.map.insert(key, (queue, id));
-        st.keys.insert(id, key);
-        st.members.entry(queue).or_default().insert(id);
+        st.members.add(queue, id, key);
     }
     fn drain(&self, queue: u32) -> u64 {
         let mut st = self.0.lock().expect("state");
-        let ids = st.members.remove(&queue).unwrap_or_default();
-        for id in &ids {
-            if let Some(key) = st.keys.remove(id) {
-                st.map.remove(&key);
-            }
-        }
-        ids.len() as u64
+        let BtState { map, members, .. } = &mut *st;
+        members.drain(queue, |key| {
+            map.remove(&key);
+        })
     }
     fn dispatch(self: Arc<Self>, delivered: &AtomicU64, done: &dyn Fn(u64) -> bool) {
         let mut count = 0u64;
@@ -368,10 +397,7 @@ impl Contender for MutexBTreeMap {
                         break;
                     }
                     let (q, id) = entry.remove();
-                    st.keys.remove(&id);
-                    if let Some(set) = st.members.get_mut(&q) {
-                        set.remove(&id);
-                    }
+                    st.members.fired(q, id);
                     batch.push(id);
                 }
             }

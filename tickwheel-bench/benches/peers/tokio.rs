@@ -10,7 +10,8 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use super::Peer;
-use super::workloads::{median, thread_cpu_ns};
+use super::cpu_time::thread_cpu_ns;
+use super::workloads::median;
 
 fn paused_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -42,6 +43,42 @@ fn current_runtime() -> Rc<tokio::runtime::Runtime> {
     RUNTIME
         .with(|slot| slot.borrow().clone())
         .expect("inside with_paused_runtime")
+}
+
+/// A tokio peer's runtime and its paused clock, in ticks (ms) since `epoch`.
+struct PausedClock {
+    rt: Rc<tokio::runtime::Runtime>,
+    epoch: tokio::time::Instant,
+    now: u64,
+}
+
+impl PausedClock {
+    /// The runtime of [`with_paused_runtime`], its clock at tick 0 now.
+    fn start() -> Self {
+        PausedClock {
+            rt: current_runtime(),
+            epoch: tokio::time::Instant::now(),
+            now: 0,
+        }
+    }
+
+    /// The `Instant` of tick `ms`.
+    #[inline]
+    fn deadline(&self, ms: u64) -> tokio::time::Instant {
+        self.epoch + Duration::from_millis(ms)
+    }
+
+    /// One `block_on`: advances the clock to tick `to` (never back), then runs `then`, under
+    /// `unconstrained` (tokio's co-operative budget would otherwise cut a long drain short
+    /// with a `Pending` that only means "yield", not "nothing due").
+    fn advance_then(&mut self, to: u64, then: impl Future<Output = ()>) {
+        let from = self.now;
+        self.rt.block_on(tokio::task::unconstrained(async {
+            advance_clock(from, to).await;
+            then.await;
+        }));
+        self.now = self.now.max(to);
+    }
 }
 
 /// Moves tokio's paused clock from tick `from` to tick `to`; `advance` also yields once, so
@@ -149,10 +186,8 @@ delay_queue_api!(
 /// still say `true`. The workloads only cancel pending timers, so that case never arises here;
 /// a wrong removal would show in the fires instead.
 pub struct DelayQueuePeer<Q> {
-    rt: Rc<tokio::runtime::Runtime>,
+    clock: PausedClock,
     queue: Q,
-    epoch: tokio::time::Instant,
-    now: u64,
 }
 
 /// `tokio_util::time::DelayQueue<u64>`.
@@ -169,15 +204,13 @@ impl<Q: DelayQueueApi> Peer for DelayQueuePeer<Q> {
 
     fn new(_lanes: usize, capacity: usize) -> Self {
         DelayQueuePeer {
-            rt: current_runtime(),
+            clock: PausedClock::start(),
             queue: Q::with_capacity(capacity),
-            epoch: tokio::time::Instant::now(),
-            now: 0,
         }
     }
     #[inline]
     fn deadline(&self, ms: u64) -> tokio::time::Instant {
-        self.epoch + Duration::from_millis(ms)
+        self.clock.deadline(ms)
     }
     #[inline]
     fn insert(&mut self, deadline: tokio::time::Instant, lane: u64) -> Self::Key {
@@ -193,12 +226,9 @@ impl<Q: DelayQueueApi> Peer for DelayQueuePeer<Q> {
         key
     }
     fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
-        let DelayQueuePeer { rt, queue, .. } = self;
-        let from = self.now;
-        // `unconstrained`: tokio's co-operative budget would otherwise cut a long drain short
-        // with a `Pending` that only means "yield", not "nothing due".
-        rt.block_on(tokio::task::unconstrained(async {
-            advance_clock(from, now).await;
+        let DelayQueuePeer { clock, queue } = self;
+        clock.advance_then(
+            now,
             std::future::poll_fn(|cx| {
                 loop {
                     match queue.poll_expired(cx) {
@@ -206,10 +236,8 @@ impl<Q: DelayQueueApi> Peer for DelayQueuePeer<Q> {
                         Poll::Ready(None) | Poll::Pending => return Poll::Ready(()),
                     }
                 }
-            })
-            .await;
-        }));
-        self.now = self.now.max(now);
+            }),
+        );
     }
     fn poll_overhead_ns() -> f64 {
         tokio_clock_overhead_ns()
@@ -239,11 +267,9 @@ impl Wake for LaneWaker {
 
 /// tokio's runtime timer wheel, through `tokio::time::Sleep`.
 pub struct TokioSleep {
-    rt: Rc<tokio::runtime::Runtime>,
-    epoch: tokio::time::Instant,
+    clock: PausedClock,
     wakers: Vec<Waker>,
     sink: Arc<FiredSink>,
-    now: u64,
 }
 
 impl Peer for TokioSleep {
@@ -264,16 +290,14 @@ impl Peer for TokioSleep {
             })
             .collect();
         TokioSleep {
-            rt: current_runtime(),
-            epoch: tokio::time::Instant::now(),
+            clock: PausedClock::start(),
             wakers,
             sink,
-            now: 0,
         }
     }
     #[inline]
     fn deadline(&self, ms: u64) -> tokio::time::Instant {
-        self.epoch + Duration::from_millis(ms)
+        self.clock.deadline(ms)
     }
     #[inline]
     fn insert(&mut self, deadline: tokio::time::Instant, lane: u64) -> Self::Key {
@@ -295,9 +319,7 @@ impl Peer for TokioSleep {
         key
     }
     fn poll(&mut self, now: u64, fired: &mut Vec<u64>) {
-        self.rt
-            .block_on(tokio::task::unconstrained(advance_clock(self.now, now)));
-        self.now = self.now.max(now);
+        self.clock.advance_then(now, async {});
         fired.append(&mut self.sink.0.lock().expect("sink"));
     }
     fn poll_overhead_ns() -> f64 {

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::cpu_time::thread_cpu_ns;
 use super::input::{Input, OP_CANCEL, OP_INSERT, OP_TAG};
 use super::{IDLE_POLLS, Peer, RESETS, ROUND_TICKS, SPAN};
 
@@ -131,21 +132,6 @@ impl Outcome {
     }
 }
 
-/// CPU time this thread has used, in ns (`CLOCK_THREAD_CPUTIME_ID`). The figures are CPU
-/// time, not wall time: on a shared machine the time a thread spends descheduled is noise,
-/// not work. Everything a peer does runs on this thread (tokio's runtime is current-thread).
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux and the
-    // BSDs define. clock_gettime only writes `ts`.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// The timed region of a workload, with a time budget.
 pub(super) struct Clock {
     /// Wall clock (for the budget) and thread CPU time (for the figure) at `start`.
@@ -212,17 +198,6 @@ pub(super) fn poll_at<P: Peer>(
     collect(peer, now, keys, fired, tally);
 }
 
-/// Polls `peer` at `now` outside any timed region (a check, not a measurement).
-fn poll_untimed<P: Peer>(
-    peer: &mut P,
-    now: u64,
-    keys: &mut [Option<P::Key>],
-    fired: &mut Vec<u64>,
-    tally: &mut Tally,
-) {
-    collect(peer, now, keys, fired, tally);
-}
-
 /// The buffer a workload's polls fill with fired lanes: room for `n`, its pages written
 /// now, before the timed region. First-touch faults and reallocations of the harness's own
 /// output are no peer's cost (one poll at 1 M timers fills 4 MB of it).
@@ -241,7 +216,8 @@ fn key_buffer<P: Peer>(n: usize) -> Vec<Option<P::Key>> {
     (0..n).map(|_| None).collect()
 }
 
-/// The poll itself: what fired goes into `tally`, and fired keys back to the peer.
+/// The poll itself: what fired goes into `tally`, and fired keys back to the peer. Called
+/// by [`poll_at`] in a timed region, and directly for a check outside any.
 #[inline]
 fn collect<P: Peer>(
     peer: &mut P,
@@ -312,7 +288,7 @@ fn insert<P: Peer>(input: &Input, budget: Duration) -> Outcome {
         expected.fire(lane, SPAN + 1);
     }
     let mut fired = Vec::with_capacity(input.n);
-    poll_untimed(&mut peer, SPAN + 1, &mut keys, &mut fired, &mut tally);
+    collect(&mut peer, SPAN + 1, &mut keys, &mut fired, &mut tally);
     clock.outcome::<P>(input.n as u64, tally, expected)
 }
 

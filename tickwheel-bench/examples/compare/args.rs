@@ -158,59 +158,64 @@ mod tests {
 
     #[test]
     fn bad_values_are_usage_errors_naming_the_option_and_what_it_accepts() {
-        let sizes = "from 2 to 10000000";
         let reps = "from 1 to 1000";
         let budget = "from 0.001 to 86400";
-        for (args, accepted) in [
-            (&["--budget", "-1"][..], budget),
-            (&["--budget=-1"], budget),
-            (&["--budget", "0"], budget),
-            (&["--budget", "0.0009"], budget),
-            (&["--budget", "nan"], budget),
-            (&["--budget", "inf"], budget),
-            (&["--budget", "-inf"], budget),
-            (&["--budget", "--quick"], budget),
-            (&["--budget", "1e30"], budget),
-            (&["--budget", "86400.5"], budget),
-            (&["--budget", ""], budget),
-            (&["--budget", "3s"], budget),
-            (&["--reps", "0"], reps),
-            (&["--reps", "-1"], reps),
-            (&["--reps", "x"], reps),
-            (&["--reps", "99999999999999999999999"], reps),
-            (&["--reps", "1001"], reps),
-            (&["--reps", "18446744073709551615"], reps),
-            (&["--scheduler-reps", "0"], reps),
-            (&["--scheduler-reps", ""], reps),
-            (&["--producers", "0"], "from 1 to 64"),
-            (&["--producers", "65"], "from 1 to 64"),
-            (&["--producers", "1,,2"], "from 1 to 64"),
-            (&["--sizes", "0"], sizes),
-            (&["--sizes", "1"], sizes),
-            (&["--sizes", ""], sizes),
-            (&["--sizes", "1000,,100000"], sizes),
-            (&["--sizes", "1000,-5"], sizes),
-            (&["--sizes", "4294967296"], sizes),
-            (&["--sizes", "4294967295"], sizes),
-            (&["--sizes", "10000001"], sizes),
-            (&["--sizes", "1e3"], sizes),
-            (&["--peers", "foo"], "BTreeMap"),
-            (&["--peers", ""], "BTreeMap"),
-            (&["--peers", "BTreeMap,btreemap"], "BTreeMap"),
-            (&["--workloads", "foo"], "expire_once"),
-            (&["--workloads", "insert,"], "expire_once"),
+        let refused = |args: &[&str], option: &str, accepted: &str| match parse(args) {
+            Ok(parsed) => panic!("{args:?} parsed as {parsed:?}"),
+            Err(e) => {
+                let text = e.to_string();
+                assert_eq!(e.exit_code(), 2, "{args:?}: {text}");
+                assert!(text.contains(&format!("'{option} <")), "{args:?}: {text}");
+                assert!(text.contains(accepted), "{args:?}: {text}");
+            }
+        };
+        // Each option, what its message says it accepts, and values it refuses.
+        for (option, accepted, values) in [
+            (
+                "--budget",
+                budget,
+                &[
+                    "-1", "0", "0.0009", "nan", "inf", "-inf", "--quick", "1e30", "86400.5", "",
+                    "3s",
+                ][..],
+            ),
+            (
+                "--reps",
+                reps,
+                &[
+                    "0",
+                    "-1",
+                    "x",
+                    "99999999999999999999999",
+                    "1001",
+                    "18446744073709551615",
+                ],
+            ),
+            ("--scheduler-reps", reps, &["0", ""]),
+            ("--producers", "from 1 to 64", &["0", "65", "1,,2"]),
+            (
+                "--sizes",
+                "from 2 to 10000000",
+                &[
+                    "0",
+                    "1",
+                    "",
+                    "1000,,100000",
+                    "1000,-5",
+                    "4294967296",
+                    "4294967295",
+                    "10000001",
+                    "1e3",
+                ],
+            ),
+            ("--peers", "BTreeMap", &["foo", "", "BTreeMap,btreemap"]),
+            ("--workloads", "expire_once", &["foo", "insert,"]),
         ] {
-            let option = args[0].split('=').next().unwrap_or_default();
-            match parse(args) {
-                Ok(parsed) => panic!("{args:?} parsed as {parsed:?}"),
-                Err(e) => {
-                    let text = e.to_string();
-                    assert_eq!(e.exit_code(), 2, "{args:?}: {text}");
-                    assert!(text.contains(&format!("'{option} <")), "{args:?}: {text}");
-                    assert!(text.contains(accepted), "{args:?}: {text}");
-                }
+            for value in values {
+                refused(&[option, value], option, accepted);
             }
         }
+        refused(&["--budget=-1"], "--budget", budget);
     }
 
     #[test]

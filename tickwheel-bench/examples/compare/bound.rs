@@ -97,6 +97,12 @@ mod tests {
         }
     }
 
+    /// The row of `w` for these figures (`Sleep`, the drop-in, tokio-util's), which must be
+    /// near the bound.
+    fn row_near_bound(w: Workload, sleep: &[f64], ours: &[f64], theirs: &[f64]) -> Vec<String> {
+        row(w, &cell(sleep), &cell(ours), &cell(theirs)).expect("near the bound")
+    }
+
     #[test]
     fn rows_only_where_a_per_tick_workload_is_near_the_bound() {
         let (ours, theirs) = (cell(&[40.0]), cell(&[80.0]));
@@ -114,29 +120,35 @@ mod tests {
 
     #[test]
     fn excess_is_pairwise_and_the_ratio_is_theirs_over_ours() {
-        let sleep = cell(&[100.0, 200.0, 150.0]);
-        let ours = cell(&[110.0, 210.0, 160.0]);
-        let theirs = cell(&[130.0, 230.0, 180.0]);
-        let r = row(Workload::Churn, &sleep, &ours, &theirs).expect("bound by the Sleep");
+        let r = row_near_bound(
+            Workload::Churn,
+            &[100.0, 200.0, 150.0],
+            &[110.0, 210.0, 160.0],
+            &[130.0, 230.0, 180.0],
+        );
         assert_eq!(r, ["150", "+10.0", "+30.0", "3.00"]);
     }
 
     #[test]
     fn no_excess_means_bound_by_tokios_timer() {
-        let sleep = cell(&[100.0, 100.0, 100.0]);
-        let ours = cell(&[98.0, 103.0, 99.0]);
-        let theirs = cell(&[120.0, 125.0, 119.0]);
-        let r = row(Workload::Churn, &sleep, &ours, &theirs).expect("bound by the Sleep");
+        let r = row_near_bound(
+            Workload::Churn,
+            &[100.0, 100.0, 100.0],
+            &[98.0, 103.0, 99.0],
+            &[120.0, 125.0, 119.0],
+        );
         assert_eq!(r[1], "−1.00");
         assert!(r[3].starts_with("bound by tokio's timer"), "{r:?}");
     }
 
     #[test]
     fn only_tokio_utils_at_the_bound_gives_no_ratio() {
-        let sleep = cell(&[100.0, 100.0, 100.0]);
-        let ours = cell(&[120.0, 125.0, 119.0]);
-        let theirs = cell(&[90.0, 103.0, 99.0]);
-        let r = row(Workload::ExpireTicks, &sleep, &ours, &theirs).expect("near the bound");
+        let r = row_near_bound(
+            Workload::ExpireTicks,
+            &[100.0, 100.0, 100.0],
+            &[120.0, 125.0, 119.0],
+            &[90.0, 103.0, 99.0],
+        );
         assert_eq!(r[1..3], ["+20.0", "−1.00"]);
         assert_eq!(r[3], "DelayQueue at the bound, the drop-in above it");
     }
