@@ -15,25 +15,10 @@ use tickwheel::sync::Scheduler;
 
 use crate::custody::{Custody, CustodyError, Incoming, Received};
 use crate::error::Error;
-use crate::protocol::{ADOPT, Applied, CLAIM, Protocol, RECLAIM, applied};
+use crate::protocol::{ADOPT, Applied, CLAIM, Protocol, RECLAIM};
 use crate::record::{State, Token};
 
 impl Protocol {
-    /// One step at an external epoch, after the durability check.
-    async fn at_epoch(
-        &self,
-        script: &redis::Script,
-        queue: &[u8],
-        epoch: u64,
-        token: &Token,
-    ) -> Result<Applied, Error> {
-        self.check_durability().await?;
-        let r = self
-            .call(script, queue, Some(token), Some(epoch), &[])
-            .await?;
-        applied(r, 0)
-    }
-
     /// adopt at the external epoch `epoch` (≥ 1): makes this member the holder of `queue`.
     ///
     /// - no record → OWNED by this member at `epoch`;
@@ -53,7 +38,7 @@ impl Protocol {
     /// [`Rejection::OtherQueue`](crate::Rejection::OtherQueue); [`Error::UnexpectedReply`] for `epoch` 0;
     /// [`Error::Unavailable`] (retry with the same token); [`Error::UnsafeServer`].
     pub async fn adopt(&self, queue: &[u8], epoch: u64, token: &Token) -> Result<Applied, Error> {
-        self.at_epoch(&ADOPT, queue, epoch, token).await
+        self.checked_step(&ADOPT, queue, token, Some(epoch)).await
     }
 
     /// claim at the external epoch `epoch`: as [`Protocol::claim`] (OFFERED for this member,
@@ -68,7 +53,7 @@ impl Protocol {
         epoch: u64,
         token: &Token,
     ) -> Result<Applied, Error> {
-        self.at_epoch(&CLAIM, queue, epoch, token).await
+        self.checked_step(&CLAIM, queue, token, Some(epoch)).await
     }
 
     /// reclaim at the external epoch `epoch`: as [`Protocol::reclaim`] (PREPARING, OFFERED
@@ -83,7 +68,7 @@ impl Protocol {
         epoch: u64,
         token: &Token,
     ) -> Result<Applied, Error> {
-        self.at_epoch(&RECLAIM, queue, epoch, token).await
+        self.checked_step(&RECLAIM, queue, token, Some(epoch)).await
     }
 }
 
@@ -137,7 +122,7 @@ impl Custody {
         queue: Q,
         epoch: u64,
     ) -> Result<Incoming<'_, Q, K, T>, Error> {
-        self.take_at(queue, epoch, false).await
+        self.take(&CLAIM, queue, Some(epoch)).await
     }
 
     /// [`Protocol::reclaim_at`], retried with one token; then [`Incoming::fetch`].
@@ -149,28 +134,7 @@ impl Custody {
         queue: Q,
         epoch: u64,
     ) -> Result<Incoming<'_, Q, K, T>, Error> {
-        self.take_at(queue, epoch, true).await
-    }
-
-    /// `claim_at` (or `reclaim_at`, when `reclaim`) retried with one token, as an [`Incoming`].
-    async fn take_at<Q: AsRef<[u8]>, K, T>(
-        &self,
-        queue: Q,
-        epoch: u64,
-        reclaim: bool,
-    ) -> Result<Incoming<'_, Q, K, T>, Error> {
-        let t = Token::generate();
-        let a = self
-            .retrying(|| async {
-                let (p, q) = (self.protocol(), queue.as_ref());
-                if reclaim {
-                    p.reclaim_at(q, epoch, &t).await
-                } else {
-                    p.claim_at(q, epoch, &t).await
-                }
-            })
-            .await?;
-        Incoming::new(self, queue, a.record)
+        self.take(&RECLAIM, queue, Some(epoch)).await
     }
 
     /// Fetches, commits (retried until Redis answers, as in [`Custody::receive`]) and imports
