@@ -551,9 +551,10 @@ impl Custody {
     ) -> Result<Incoming<'_, Q, K, T>, Error> {
         let t = Token::generate();
         let a = self
-            .retrying(|| {
-                self.protocol
-                    .checked_step(script, queue.as_ref(), &t, epoch)
+            .retrying(|| async {
+                let p = &self.protocol;
+                p.check_durability().await?;
+                p.step(script, queue.as_ref(), &t, epoch).await
             })
             .await?;
         Incoming::new(self, queue, a.record)

@@ -38,7 +38,8 @@ impl Protocol {
     /// [`Rejection::OtherQueue`](crate::Rejection::OtherQueue); [`Error::UnexpectedReply`] for `epoch` 0;
     /// [`Error::Unavailable`] (retry with the same token); [`Error::UnsafeServer`].
     pub async fn adopt(&self, queue: &[u8], epoch: u64, token: &Token) -> Result<Applied, Error> {
-        self.checked_step(&ADOPT, queue, token, Some(epoch)).await
+        self.check_durability().await?;
+        self.step(&ADOPT, queue, token, Some(epoch)).await
     }
 
     /// claim at the external epoch `epoch`: as [`Protocol::claim`] (OFFERED for this member,
@@ -53,7 +54,8 @@ impl Protocol {
         epoch: u64,
         token: &Token,
     ) -> Result<Applied, Error> {
-        self.checked_step(&CLAIM, queue, token, Some(epoch)).await
+        self.check_durability().await?;
+        self.step(&CLAIM, queue, token, Some(epoch)).await
     }
 
     /// reclaim at the external epoch `epoch`: as [`Protocol::reclaim`] (PREPARING, OFFERED
@@ -68,7 +70,8 @@ impl Protocol {
         epoch: u64,
         token: &Token,
     ) -> Result<Applied, Error> {
-        self.checked_step(&RECLAIM, queue, token, Some(epoch)).await
+        self.check_durability().await?;
+        self.step(&RECLAIM, queue, token, Some(epoch)).await
     }
 }
 

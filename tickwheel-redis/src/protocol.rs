@@ -380,7 +380,8 @@ impl Protocol {
     /// # Errors
     /// [`Rejection::Absent`], [`Rejection::NotOffered`].
     pub async fn claim(&self, queue: &[u8], token: &Token) -> Result<Applied, Error> {
-        self.checked_step(&CLAIM, queue, token, None).await
+        self.check_durability().await?;
+        self.step(&CLAIM, queue, token, None).await
     }
 
     /// reclaim: OFFERED, CLAIMED or PREPARING past its deadline -> CLAIMED by this member,
@@ -390,7 +391,8 @@ impl Protocol {
     /// # Errors
     /// [`Rejection::Absent`], [`Rejection::WrongState`] (OWNED), [`Rejection::NotExpired`].
     pub async fn reclaim(&self, queue: &[u8], token: &Token) -> Result<Applied, Error> {
-        self.checked_step(&RECLAIM, queue, token, None).await
+        self.check_durability().await?;
+        self.step(&RECLAIM, queue, token, None).await
     }
 
     /// commit, by the claimer at `epoch`: CLAIMED -> OWNED; only now is the offer's data
@@ -400,7 +402,8 @@ impl Protocol {
     /// # Errors
     /// [`Rejection::Fenced`], [`Rejection::WrongState`].
     pub async fn commit(&self, queue: &[u8], epoch: u64, token: &Token) -> Result<Applied, Error> {
-        self.checked_step(&COMMIT, queue, token, Some(epoch)).await
+        self.check_durability().await?;
+        self.step(&COMMIT, queue, token, Some(epoch)).await
     }
 
     /// renew, by the holder at `epoch` of OWNED, PREPARING or CLAIMED: deadline = now + lease.
@@ -490,7 +493,7 @@ impl Protocol {
 
     /// A step that takes no arguments past the common ones: `script` run by `token` (at
     /// `epoch` when the step names one), its reply read as an [`Applied`].
-    async fn step(
+    pub(crate) async fn step(
         &self,
         script: &Script,
         queue: &[u8],
@@ -499,19 +502,6 @@ impl Protocol {
     ) -> Result<Applied, Error> {
         let r = self.call(script, queue, Some(token), epoch, &[]).await?;
         applied(r, 0)
-    }
-
-    /// [`Self::step`] after [`Self::check_durability`]: for the steps whose acknowledgement
-    /// lets a member drop or take a copy.
-    pub(crate) async fn checked_step(
-        &self,
-        script: &Script,
-        queue: &[u8],
-        token: &Token,
-        epoch: Option<u64>,
-    ) -> Result<Applied, Error> {
-        self.check_durability().await?;
-        self.step(script, queue, token, epoch).await
     }
 
     pub(crate) async fn call(

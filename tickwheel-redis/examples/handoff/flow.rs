@@ -195,6 +195,11 @@ pub fn recover_target(
 pub fn offer(rt: &Runtime, h: &Host, c: &Custody, q: &str) -> Result<(), String> {
     let epoch = h.epoch(q);
     let mut out = c.outgoing(&h.sched, q.to_string(), epoch);
+    // The record that drops the copy: after a fence or after the claimer's commit.
+    let moved = || Log::Moved {
+        queue: q.to_string(),
+        epoch,
+    };
     {
         let _exclusive = h.freeze_lock.write().unwrap_or_else(|p| p.into_inner());
         out.freeze().map_err(|e| fail("freeze", e))?;
@@ -254,20 +259,14 @@ pub fn offer(rt: &Runtime, h: &Host, c: &Custody, q: &str) -> Result<(), String>
                     .iter()
                     .map(|v| Log::HandedBack { id: v.id })
                     .collect();
-                records.push(Log::Moved {
-                    queue: q.to_string(),
-                    epoch,
-                });
+                records.push(moved());
                 return h.log(&records);
             }
             Err(e) => return Err(fail(step, e)),
         }
     }
     out.finish().map_err(|e| fail("finish", e))?;
-    h.log(&[Log::Moved {
-        queue: q.to_string(),
-        epoch,
-    }])?;
+    h.log(&[moved()])?;
     h.gates.pass("drop");
     Ok(())
 }
