@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use tickwheel::sync::RateLimit;
-use tickwheel_journal::{Durability, Durable, Engine, Options};
+use tickwheel_journal::{Durable, Engine, Options};
 
 mod support;
 
@@ -61,17 +61,12 @@ fn flow_child() {
     let Some(parts) = support::child_args(CHILD) else {
         return;
     };
-    let (dir, seed, batched, engine) = (
+    let (dir, seed, durability, engine) = (
         parts[0].as_str(),
         parts[1].parse::<u64>().expect("seed"),
-        parts[2] == "batched",
+        support::durability_named(&parts[2]),
         engine_named(&parts[3]),
     );
-    let durability = if batched {
-        Durability::Batched(Duration::from_millis(1))
-    } else {
-        Durability::Sync
-    };
     let j: J =
         Durable::open(dir, Options::new().durability(durability).engine(engine)).expect("open");
     println!("OPEN");

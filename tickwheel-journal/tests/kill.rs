@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use tickwheel::sync::Cancel;
-use tickwheel_journal::{Durability, Durable, Options};
+use tickwheel_journal::{Durable, Options};
 
 mod support;
 
@@ -30,17 +30,12 @@ fn child_process() {
     let Some(parts) = support::child_args(CHILD) else {
         return;
     };
-    let (dir, base, seed, batched) = (
+    let (dir, base, seed, durability) = (
         parts[0].as_str(),
         parts[1].parse::<u64>().expect("base"),
         parts[2].parse::<u64>().expect("seed"),
-        parts[3] == "batched",
+        support::durability_named(&parts[3]),
     );
-    let durability = if batched {
-        Durability::Batched(Duration::from_millis(1))
-    } else {
-        Durability::Sync
-    };
     let j: J = Durable::open(dir, Options::new().durability(durability)).expect("open");
     println!("OPEN");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);

@@ -48,6 +48,16 @@ pub fn child_args(env: &str) -> Option<Vec<String>> {
     Some(spec.split(',').map(str::to_owned).collect())
 }
 
+/// The durability a killed child runs with, by its argument: `batched` (a 1 ms window), any
+/// other word `Sync`.
+pub fn durability_named(name: &str) -> Durability {
+    if name == "batched" {
+        Durability::Batched(Duration::from_millis(1))
+    } else {
+        Durability::Sync
+    }
+}
+
 /// Runs the test `child` of this test binary as a child process with `env = spec`, waits
 /// (60 s at most) until it prints a line ending in `OPEN`, lets it run `run_for` more,
 /// SIGKILLs it and returns every line it printed. Panics if it cannot spawn the child or
