@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -152,26 +152,13 @@ impl Book {
             suspended_until: vec![0; args.queues as usize],
             ..Book::default()
         };
-        let file = match File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(b),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+        let good = tickwheel_testkit::lines::read_complete(path, |_, line| {
+            b.apply(line)
+                .ok_or_else(|| format!("{}: bad line {line:?}", path.display()))
+        })?;
+        let Some(good) = good else {
+            return Ok(b);
         };
-        let mut good = 0u64;
-        let mut reader = BufReader::new(file);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            let read = reader
-                .read_line(&mut line)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            if read == 0 || !line.ends_with('\n') {
-                break;
-            }
-            good += read as u64;
-            b.apply(&line)
-                .ok_or_else(|| format!("{}: bad line {line:?}", path.display()))?;
-        }
         let f = OpenOptions::new()
             .write(true)
             .open(path)

@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -223,27 +223,11 @@ impl Log {
 /// Reads a log back. A last line cut short by a kill (no newline) was never acknowledged and
 /// is skipped; any other line that does not parse is an error naming the file and line.
 pub fn read<R>(path: &Path, parse: impl Fn(&str) -> Result<R, String>) -> Result<Vec<R>, String> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
     let mut out = Vec::new();
-    let mut reader = BufReader::new(file);
-    let mut line = String::new();
-    for n in 1.. {
-        line.clear();
-        let len = reader
-            .read_line(&mut line)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        if len == 0 || !line.ends_with('\n') {
-            break;
-        }
-        out.push(
-            parse(line.trim_end_matches('\n'))
-                .map_err(|e| format!("{}:{n}: {e}", path.display()))?,
-        );
-    }
+    tickwheel_testkit::lines::read_complete(path, |n, line| {
+        out.push(parse(line).map_err(|e| format!("{}:{n}: {e}", path.display()))?);
+        Ok(())
+    })?;
     Ok(out)
 }
 
