@@ -19,6 +19,18 @@ use crate::protocol::{ADOPT, Applied, CLAIM, Protocol, RECLAIM};
 use crate::record::{State, Token};
 
 impl Protocol {
+    /// One step at an external epoch, after the durability check.
+    async fn at_epoch(
+        &self,
+        script: &redis::Script,
+        queue: &[u8],
+        epoch: u64,
+        token: &Token,
+    ) -> Result<Applied, Error> {
+        self.check_durability().await?;
+        self.step(script, queue, token, Some(epoch)).await
+    }
+
     /// adopt at the external epoch `epoch` (≥ 1): makes this member the holder of `queue`.
     ///
     /// - no record → OWNED by this member at `epoch`;
@@ -38,8 +50,7 @@ impl Protocol {
     /// [`Rejection::OtherQueue`](crate::Rejection::OtherQueue); [`Error::UnexpectedReply`] for `epoch` 0;
     /// [`Error::Unavailable`] (retry with the same token); [`Error::UnsafeServer`].
     pub async fn adopt(&self, queue: &[u8], epoch: u64, token: &Token) -> Result<Applied, Error> {
-        self.check_durability().await?;
-        self.step(&ADOPT, queue, token, Some(epoch)).await
+        self.at_epoch(&ADOPT, queue, epoch, token).await
     }
 
     /// claim at the external epoch `epoch`: as [`Protocol::claim`] (OFFERED for this member,
@@ -54,8 +65,7 @@ impl Protocol {
         epoch: u64,
         token: &Token,
     ) -> Result<Applied, Error> {
-        self.check_durability().await?;
-        self.step(&CLAIM, queue, token, Some(epoch)).await
+        self.at_epoch(&CLAIM, queue, epoch, token).await
     }
 
     /// reclaim at the external epoch `epoch`: as [`Protocol::reclaim`] (PREPARING, OFFERED
@@ -70,8 +80,7 @@ impl Protocol {
         epoch: u64,
         token: &Token,
     ) -> Result<Applied, Error> {
-        self.check_durability().await?;
-        self.step(&RECLAIM, queue, token, Some(epoch)).await
+        self.at_epoch(&RECLAIM, queue, epoch, token).await
     }
 }
 

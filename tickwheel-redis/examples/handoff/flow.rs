@@ -13,7 +13,7 @@ use tickwheel_redis::{
 use tokio::runtime::Runtime;
 
 use crate::host::{Host, Msg, RIDE_OUT, queue_names};
-use crate::spool::{Entry, Record as Log};
+use crate::spool::{Chunk, Entry, Record as Log};
 use crate::steps::Role;
 
 /// The source's member name (the target's and spare's are their own).
@@ -224,11 +224,13 @@ pub fn offer(rt: &Runtime, h: &Host, c: &Custody, q: &str) -> Result<(), String>
             let staged = rt.block_on(out.stage()).map_err(|e| fail(step, e))?;
             let records: Vec<Log> = staged
                 .into_iter()
-                .map(|(index, ids)| Log::Chunk {
-                    queue: q.to_string(),
-                    epoch,
-                    index,
-                    ids,
+                .map(|(index, ids)| {
+                    Log::Chunk(Chunk {
+                        queue: q.to_string(),
+                        epoch,
+                        index,
+                        ids,
+                    })
                 })
                 .collect();
             h.log(&records)?;
