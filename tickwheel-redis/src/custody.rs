@@ -539,10 +539,9 @@ impl Custody {
         }
     }
 
-    /// Runs `call` until it is not [`Error::Unavailable`] or `retry_for` has passed, pausing
-    /// 20 ms, then twice as long each time up to 1 s. The caller keeps the token fixed.
     /// `script` (claim or reclaim; at `epoch` when given, else epoch + 1) retried with one
-    /// token, as an [`Incoming`].
+    /// token, as an [`Incoming`]: what [`Protocol::claim`], [`Protocol::claim_at`] and their
+    /// reclaim forms run, the durability check first.
     pub(crate) async fn take<Q: AsRef<[u8]>, K, T>(
         &self,
         script: &Script,
@@ -560,6 +559,8 @@ impl Custody {
         Incoming::new(self, queue, a.record)
     }
 
+    /// Runs `call` until it is not [`Error::Unavailable`] or `retry_for` has passed, pausing
+    /// 20 ms, then twice as long each time up to 1 s. The caller keeps the token fixed.
     pub(crate) async fn retrying<R, F, Fut>(&self, mut call: F) -> Result<R, Error>
     where
         F: FnMut() -> Fut,
