@@ -54,7 +54,11 @@ pub struct ChildRun {
 /// The parent's side: the spec of a child of round `round` in `dir` seeded `seed`, followed
 /// by `rest` (no commas in them).
 pub fn child_spec(dir: &Path, seed: u64, round: u64, rest: &[&str]) -> String {
-    let mode = if round.is_multiple_of(2) { "batched" } else { "sync" };
+    let mode = if round.is_multiple_of(2) {
+        "batched"
+    } else {
+        "sync"
+    };
     let mut parts = vec![dir.display().to_string(), seed.to_string(), mode.to_owned()];
     parts.extend(rest.iter().map(|r| r.to_string()));
     parts.join(",")
