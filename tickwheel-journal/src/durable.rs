@@ -282,6 +282,19 @@ where
         self.stripes.iter().map(|m| m.lock()).collect()
     }
 
+    /// Runs `change` holding every id lock (once the journal is found open), queues the
+    /// records it returns, releases the locks and returns once the records are durable (per
+    /// the mode). A queue-wide change: nothing else changes the journal meanwhile.
+    fn with_all_stripes<R>(&self, change: impl FnOnce() -> Result<(Vec<Op>, R)>) -> Result<R> {
+        let guards = self.all_stripes();
+        self.core.shared.check()?;
+        let (ops, out) = change()?;
+        let n = self.core.queue(ops)?;
+        drop(guards);
+        self.core.settle(n)?;
+        Ok(out)
+    }
+
     /// Adds a timer, as [`Scheduler::schedule`], and records it. Returns once the record
     /// is durable (per the [`Durability`] mode). O(1) plus the encoding of the record.
     ///
@@ -408,21 +421,19 @@ where
     ///
     /// The journal's (see the type's docs).
     pub fn drain_queue(&self, queue: &Q) -> Result<Drained<K, T>> {
-        let guards = self.all_stripes();
-        self.core.shared.check()?;
-        let drained = self.sched.drain_queue(queue);
-        let mut ops = Vec::with_capacity(drained.cancelled.len());
-        let mut cancelled = Vec::with_capacity(drained.cancelled.len());
-        for (id, slot) in drained.cancelled {
-            ops.extend(end_ops(codec::key(&id)?, slot.has_meta()));
-            cancelled.push((id, slot.value));
-        }
-        let n = self.core.queue(ops)?;
-        drop(guards);
-        self.core.settle(n)?;
-        Ok(Drained {
-            cancelled,
-            in_flight: drained.in_flight,
+        self.with_all_stripes(|| {
+            let drained = self.sched.drain_queue(queue);
+            let mut ops = Vec::with_capacity(drained.cancelled.len());
+            let mut cancelled = Vec::with_capacity(drained.cancelled.len());
+            for (id, slot) in drained.cancelled {
+                ops.extend(end_ops(codec::key(&id)?, slot.has_meta()));
+                cancelled.push((id, slot.value));
+            }
+            let drained = Drained {
+                cancelled,
+                in_flight: drained.in_flight,
+            };
+            Ok((ops, drained))
         })
     }
 
@@ -435,16 +446,14 @@ where
     ///
     /// The journal's (see the type's docs).
     pub fn freeze_queue(&self, queue: &Q) -> Result<Frozen<K, T>> {
-        let guards = self.all_stripes();
-        self.core.shared.check()?;
-        let frozen = self.sched.freeze_queue(queue);
-        let (ops, pending) = self.end_entries(frozen.pending)?;
-        let n = self.core.queue(ops)?;
-        drop(guards);
-        self.core.settle(n)?;
-        Ok(Frozen {
-            pending,
-            in_flight: frozen.in_flight,
+        self.with_all_stripes(|| {
+            let frozen = self.sched.freeze_queue(queue);
+            let (ops, pending) = self.end_entries(frozen.pending)?;
+            let frozen = Frozen {
+                pending,
+                in_flight: frozen.in_flight,
+            };
+            Ok((ops, frozen))
         })
     }
 
@@ -455,14 +464,7 @@ where
     ///
     /// The journal's (see the type's docs).
     pub fn take_forwarded(&self, queue: &Q) -> Result<Vec<FrozenEntry<K, T>>> {
-        let guards = self.all_stripes();
-        self.core.shared.check()?;
-        let taken = self.sched.take_forwarded(queue);
-        let (ops, taken) = self.end_entries(taken)?;
-        let n = self.core.queue(ops)?;
-        drop(guards);
-        self.core.settle(n)?;
-        Ok(taken)
+        self.with_all_stripes(|| self.end_entries(self.sched.take_forwarded(queue)))
     }
 
     /// Lifts a freeze, as [`Scheduler::unfreeze_queue`] (nothing to record: forwarded

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use tickwheel::sync::RateLimit;
-use tickwheel_journal::{Durability, Durable, Engine, Options};
+use tickwheel_journal::{Durable, Engine, Options};
 
 mod support;
 
@@ -58,25 +58,15 @@ fn engine_of(round: u64) -> &'static str {
 
 #[test]
 fn flow_child() {
-    let Some(parts) = support::child_args(CHILD) else {
+    let Some(run) = support::child_run(CHILD) else {
         return;
     };
-    let (dir, seed, batched, engine) = (
-        parts[0].as_str(),
-        parts[1].parse::<u64>().expect("seed"),
-        parts[2] == "batched",
-        engine_named(&parts[3]),
-    );
-    let durability = if batched {
-        Durability::Batched(Duration::from_millis(1))
-    } else {
-        Durability::Sync
-    };
-    let j: J =
-        Durable::open(dir, Options::new().durability(durability).engine(engine)).expect("open");
+    let options = Options::new().durability(run.durability);
+    let options = options.engine(engine_named(&run.rest[0]));
+    let j: J = Durable::open(&run.dir, options).expect("open");
     println!("OPEN");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut next_id = seed << 20;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(run.seed);
+    let mut next_id = run.seed << 20;
     loop {
         let qi = rng.gen_range(0..QUEUES.len());
         let q: String = QUEUES[qi].into();
@@ -137,16 +127,11 @@ fn sigkill_keeps_the_last_acknowledged_policy() {
     let mut acked: HashMap<(usize, usize), String> = HashMap::new();
     let mut changes = 0usize;
     for round in 0..8u64 {
-        let mode = if round % 2 == 0 { "batched" } else { "sync" };
         // One directory per engine, and one ledger per directory.
         let d = usize::from(engine_of(round) == "fjall");
         let dir = &dirs[d];
-        let spec = format!(
-            "{},{},{mode},{}",
-            dir.path().display(),
-            rng.r#gen::<u32>(),
-            engine_of(round)
-        );
+        let seed = u64::from(rng.r#gen::<u32>());
+        let spec = support::child_spec(dir.path(), seed, round, &[engine_of(round)]);
         let run_for = Duration::from_millis(rng.gen_range(5..120));
         let lines = support::run_and_kill("flow_child", CHILD, spec, run_for);
         // The change in progress at the kill, if any.

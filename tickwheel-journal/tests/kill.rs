@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use tickwheel::sync::Cancel;
-use tickwheel_journal::{Durability, Durable, Options};
+use tickwheel_journal::{Durable, Options};
 
 mod support;
 
@@ -27,23 +27,13 @@ const CHILD: &str = "TICKWHEEL_KILL_CHILD";
 
 #[test]
 fn child_process() {
-    let Some(parts) = support::child_args(CHILD) else {
+    let Some(run) = support::child_run(CHILD) else {
         return;
     };
-    let (dir, base, seed, batched) = (
-        parts[0].as_str(),
-        parts[1].parse::<u64>().expect("base"),
-        parts[2].parse::<u64>().expect("seed"),
-        parts[3] == "batched",
-    );
-    let durability = if batched {
-        Durability::Batched(Duration::from_millis(1))
-    } else {
-        Durability::Sync
-    };
-    let j: J = Durable::open(dir, Options::new().durability(durability)).expect("open");
+    let base = run.rest[0].parse::<u64>().expect("base");
+    let j: J = Durable::open(&run.dir, Options::new().durability(run.durability)).expect("open");
     println!("OPEN");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(run.seed);
     let mut mine: Vec<u64> = Vec::new();
     let mut next = base;
     loop {
@@ -156,13 +146,8 @@ fn sigkill_loses_no_acknowledged_change() {
     let mut ledger = Ledger::default();
     let mut steps = 0usize;
     for round in 0..rounds {
-        let mode = if round % 2 == 0 { "batched" } else { "sync" };
-        let spec = format!(
-            "{},{},{},{mode}",
-            dir.path().display(),
-            round * 10_000_000,
-            rng.r#gen::<u64>()
-        );
+        let base = (round * 10_000_000).to_string();
+        let spec = support::child_spec(dir.path(), rng.r#gen::<u64>(), round, &[&base]);
         // Kill at a random point after recovery finished.
         let run_for = Duration::from_millis(rng.gen_range(1..150));
         let lines = support::run_and_kill("child_process", CHILD, spec, run_for);

@@ -9,6 +9,13 @@ mod support;
 
 use support::{J, each_engine, open};
 
+/// Schedules a new timer. Panics if the journal fails or refuses it.
+fn add(j: &J, q: &str, id: u64, at: Instant, value: &str) {
+    j.schedule(q.to_owned(), id, at, value.to_owned())
+        .expect("journal")
+        .expect("a new id");
+}
+
 /// (queue, id, value, attempt) of every pending timer, sorted by id, by draining a copy of
 /// the view through `pop_due` far in the future and retrying nothing.
 fn contents(j: &J) -> Vec<(String, u64, String)> {
@@ -43,9 +50,7 @@ fn every_operation_round_trips() {
             let j = open(dir, engine);
             for id in 0..10u64 {
                 let q = format!("q{}", id % 3);
-                j.schedule(q, id, later, format!("v{id}"))
-                    .expect("journal")
-                    .expect("new id");
+                add(&j, &q, id, later, &format!("v{id}"));
             }
             // Refusals record nothing.
             assert!(matches!(
@@ -115,12 +120,8 @@ fn reschedule_and_retry_deadlines_survive() {
         let hour = t0 + Duration::from_secs(3600);
         {
             let j = open(dir, engine);
-            j.schedule("q".into(), 1, hour, "a".into())
-                .expect("journal")
-                .expect("new");
-            j.schedule("q".into(), 2, t0, "b".into())
-                .expect("journal")
-                .expect("new");
+            add(&j, "q", 1, hour, "a");
+            add(&j, "q", 2, t0, "b");
             j.reschedule(&1, t0).expect("journal").expect("pending");
             let mut batch = j.pop_due(Instant::now(), 10).expect("journal");
             assert_eq!(batch.len(), 2);
@@ -161,12 +162,8 @@ fn in_flight_comes_back_pending_with_its_attempt() {
         for round in 1..=3u32 {
             let j = open(dir, engine);
             if round == 1 {
-                j.schedule("q".into(), 7, t0, "x".into())
-                    .expect("journal")
-                    .expect("new");
-                j.schedule("q".into(), 8, t0, "y".into())
-                    .expect("journal")
-                    .expect("new");
+                add(&j, "q", 7, t0, "x");
+                add(&j, "q", 8, t0, "y");
             }
             assert_eq!(j.len(), 2, "round {round}");
             let batch = j.pop_due(Instant::now(), 10).expect("journal");
@@ -197,9 +194,7 @@ fn untaken_items_of_a_dropped_batch_stay() {
     let t0 = Instant::now();
     let j = open(dir.path(), Engine::Redb);
     for id in 0..3 {
-        j.schedule("q".into(), id, t0, "v".into())
-            .expect("journal")
-            .expect("new");
+        add(&j, "q", id, t0, "v");
     }
     let mut batch = j.pop_due(Instant::now(), 10).expect("journal");
     assert_eq!(batch.len(), 3);

@@ -63,18 +63,18 @@ async fn run(url: &str, chunk_entries: usize) -> Result<(), Box<dyn std::error::
             .map_err(|_| "schedule refused")?;
     }
     let epoch = a.acquire(q.as_bytes()).await?.record.epoch;
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg("0")
-        .query_async(&mut raw)
-        .await?;
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-max-len")
-        .arg("1000000")
-        .query_async(&mut raw)
-        .await?;
+    // Every command into the slow log, and room for all of them.
+    for (name, value) in [
+        ("slowlog-log-slower-than", "0"),
+        ("slowlog-max-len", "1000000"),
+    ] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query_async(&mut raw)
+            .await?;
+    }
     let _: () = redis::cmd("SLOWLOG")
         .arg("RESET")
         .query_async(&mut raw)

@@ -74,6 +74,32 @@ fn redis_cpu(server: &RedisServer) -> Result<(f64, f64), ServerError> {
     Ok((field("used_cpu_user") + field("used_cpu_sys"), evalsha))
 }
 
+/// Submits `ops(id)` for each id of `0..args.timers` (to the queues in turn), each its own
+/// submit, at most `args.outstanding` unanswered at a time. Returns the seconds from the first
+/// submit to the last answer.
+async fn submit_each(
+    j: &Journal,
+    queues: &[Vec<u8>],
+    args: &Args,
+    ops: impl Fn(u64) -> Result<Vec<Op>, Box<dyn std::error::Error>>,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    let mut waiting = VecDeque::new();
+    for id in 0..args.timers {
+        let q = &queues[(id % queues.len() as u64) as usize];
+        waiting.push_back(j.submit(q, 1, ops(id)?));
+        if waiting.len() >= args.outstanding
+            && let Some(w) = waiting.pop_front()
+        {
+            w.await?;
+        }
+    }
+    for w in waiting {
+        w.await?;
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
 async fn run(args: &Args, server: &RedisServer) -> Result<(), Box<dyn std::error::Error>> {
     let url = server.url();
     let url = url.as_str();
@@ -97,26 +123,15 @@ async fn run(args: &Args, server: &RedisServer) -> Result<(), Box<dyn std::error
     let value = "v".repeat(args.value_bytes);
 
     let (cpu0, eval0) = redis_cpu(server)?;
-    let started = Instant::now();
-    let mut waiting = VecDeque::new();
-    for id in 0..args.timers {
-        let q = &queues[(id % queues.len() as u64) as usize];
+    let put_secs = submit_each(&j, &queues, args, |id| {
         let entry = SnapshotEntry {
             id,
             deadline_us: 1_765_000_000_000_000 + id * 1000,
             value: value.clone(),
         };
-        waiting.push_back(j.submit(q, 1, vec![Op::put_entry(&entry)?]));
-        if waiting.len() >= args.outstanding
-            && let Some(w) = waiting.pop_front()
-        {
-            w.await?;
-        }
-    }
-    for w in waiting {
-        w.await?;
-    }
-    let put_secs = started.elapsed().as_secs_f64();
+        Ok(vec![Op::put_entry(&entry)?])
+    })
+    .await?;
     let (cpu1, eval1) = redis_cpu(server)?;
     let after = server.used_memory()?;
 
@@ -166,21 +181,7 @@ async fn run(args: &Args, server: &RedisServer) -> Result<(), Box<dyn std::error
     }
     let load_secs = loaded_at.elapsed().as_secs_f64();
 
-    let ended_at = Instant::now();
-    let mut waiting = VecDeque::new();
-    for id in 0..args.timers {
-        let q = &queues[(id % queues.len() as u64) as usize];
-        waiting.push_back(j.submit(q, 1, vec![Op::end_id(&id)?]));
-        if waiting.len() >= args.outstanding
-            && let Some(w) = waiting.pop_front()
-        {
-            w.await?;
-        }
-    }
-    for w in waiting {
-        w.await?;
-    }
-    let end_secs = ended_at.elapsed().as_secs_f64();
+    let end_secs = submit_each(&j, &queues, args, |id| Ok(vec![Op::end_id(&id)?])).await?;
     let emptied = server.used_memory()?;
 
     let n = args.timers.max(1) as f64;

@@ -38,6 +38,7 @@ use std::future::Future;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
+use redis::Script;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tickwheel::sync::{FrozenEntry, Scheduler};
@@ -45,7 +46,7 @@ use tickwheel::sync::{FrozenEntry, Scheduler};
 use crate::chunk::{ChunkError, DEFAULT_CHUNK_ENTRIES};
 use crate::error::{Error, Rejection};
 use crate::policy::PolicyError;
-use crate::protocol::{Applied, Options, Protocol, View, map_redis};
+use crate::protocol::{Applied, CLAIM, Options, Protocol, RECLAIM, View, map_redis};
 use crate::record::{Member, Record, State, Token};
 
 /// Settings of the high-level handoff (the connection's own are [`Options`]).
@@ -424,11 +425,7 @@ impl Custody {
     where
         Q: AsRef<[u8]>,
     {
-        let t = Token::generate();
-        let a = self
-            .retrying(|| self.protocol.claim(queue.as_ref(), &t))
-            .await?;
-        Incoming::new(self, queue, a.record)
+        self.take(&CLAIM, queue, None).await
     }
 
     /// `reclaim`: a PREPARING, OFFERED or CLAIMED `queue` past its deadline (a dead source or
@@ -441,11 +438,7 @@ impl Custody {
     where
         Q: AsRef<[u8]>,
     {
-        let t = Token::generate();
-        let a = self
-            .retrying(|| self.protocol.reclaim(queue.as_ref(), &t))
-            .await?;
-        Incoming::new(self, queue, a.record)
+        self.take(&RECLAIM, queue, None).await
     }
 
     /// Resumes a claim this member holds (e.g. the record [`Custody::recover`] returned in
@@ -544,6 +537,26 @@ impl Custody {
             }
             tokio::time::sleep(self.options.poll_interval).await;
         }
+    }
+
+    /// `script` (claim or reclaim; at `epoch` when given, else epoch + 1) retried with one
+    /// token, as an [`Incoming`]: what [`Protocol::claim`], [`Protocol::claim_at`] and their
+    /// reclaim forms run, the durability check first.
+    pub(crate) async fn take<Q: AsRef<[u8]>, K, T>(
+        &self,
+        script: &Script,
+        queue: Q,
+        epoch: Option<u64>,
+    ) -> Result<Incoming<'_, Q, K, T>, Error> {
+        let t = Token::generate();
+        let a = self
+            .retrying(|| async {
+                let p = &self.protocol;
+                p.check_durability().await?;
+                p.step(script, queue.as_ref(), &t, epoch).await
+            })
+            .await?;
+        Incoming::new(self, queue, a.record)
     }
 
     /// Runs `call` until it is not [`Error::Unavailable`] or `retry_for` has passed, pausing

@@ -15,7 +15,7 @@ use tickwheel::sync::Scheduler;
 
 use crate::custody::{Custody, CustodyError, Incoming, Received};
 use crate::error::Error;
-use crate::protocol::{ADOPT, Applied, CLAIM, Protocol, RECLAIM, applied};
+use crate::protocol::{ADOPT, Applied, CLAIM, Protocol, RECLAIM};
 use crate::record::{State, Token};
 
 impl Protocol {
@@ -28,10 +28,7 @@ impl Protocol {
         token: &Token,
     ) -> Result<Applied, Error> {
         self.check_durability().await?;
-        let r = self
-            .call(script, queue, Some(token), Some(epoch), &[])
-            .await?;
-        applied(r, 0)
+        self.step(script, queue, token, Some(epoch)).await
     }
 
     /// adopt at the external epoch `epoch` (≥ 1): makes this member the holder of `queue`.
@@ -137,7 +134,7 @@ impl Custody {
         queue: Q,
         epoch: u64,
     ) -> Result<Incoming<'_, Q, K, T>, Error> {
-        self.take_at(queue, epoch, false).await
+        self.take(&CLAIM, queue, Some(epoch)).await
     }
 
     /// [`Protocol::reclaim_at`], retried with one token; then [`Incoming::fetch`].
@@ -149,28 +146,7 @@ impl Custody {
         queue: Q,
         epoch: u64,
     ) -> Result<Incoming<'_, Q, K, T>, Error> {
-        self.take_at(queue, epoch, true).await
-    }
-
-    /// `claim_at` (or `reclaim_at`, when `reclaim`) retried with one token, as an [`Incoming`].
-    async fn take_at<Q: AsRef<[u8]>, K, T>(
-        &self,
-        queue: Q,
-        epoch: u64,
-        reclaim: bool,
-    ) -> Result<Incoming<'_, Q, K, T>, Error> {
-        let t = Token::generate();
-        let a = self
-            .retrying(|| async {
-                let (p, q) = (self.protocol(), queue.as_ref());
-                if reclaim {
-                    p.reclaim_at(q, epoch, &t).await
-                } else {
-                    p.claim_at(q, epoch, &t).await
-                }
-            })
-            .await?;
-        Incoming::new(self, queue, a.record)
+        self.take(&RECLAIM, queue, Some(epoch)).await
     }
 
     /// Fetches, commits (retried until Redis answers, as in [`Custody::receive`]) and imports

@@ -250,8 +250,7 @@ impl Protocol {
     /// # Errors
     /// [`Rejection::Taken`] if another member or boot has the record.
     pub async fn acquire(&self, queue: &[u8], token: &Token) -> Result<Applied, Error> {
-        let r = self.call(&ACQUIRE, queue, Some(token), None, &[]).await?;
-        applied(r, 0)
+        self.step(&ACQUIRE, queue, token, None).await
     }
 
     /// recover, by a restarted member (same name, new boot): OWNED -> OWNED under this boot,
@@ -262,8 +261,7 @@ impl Protocol {
     /// # Errors
     /// [`Rejection::Absent`], or [`Rejection::Taken`] if another name holds the record.
     pub async fn recover(&self, queue: &[u8], token: &Token) -> Result<Applied, Error> {
-        let r = self.call(&RECOVER, queue, Some(token), None, &[]).await?;
-        applied(r, 0)
+        self.step(&RECOVER, queue, token, None).await
     }
 
     /// prepare, by the owner at `epoch`: OWNED -> PREPARING, deadline now + lease, optionally
@@ -372,10 +370,7 @@ impl Protocol {
     /// # Errors
     /// [`Rejection::Fenced`] (with the chunks taken), [`Rejection::WrongState`].
     pub async fn abort(&self, queue: &[u8], epoch: u64, token: &Token) -> Result<Applied, Error> {
-        let r = self
-            .call(&ABORT, queue, Some(token), Some(epoch), &[])
-            .await?;
-        applied(r, 0)
+        self.step(&ABORT, queue, token, Some(epoch)).await
     }
 
     /// claim: OFFERED (to nobody in particular, to this member, or past its deadline) ->
@@ -386,8 +381,7 @@ impl Protocol {
     /// [`Rejection::Absent`], [`Rejection::NotOffered`].
     pub async fn claim(&self, queue: &[u8], token: &Token) -> Result<Applied, Error> {
         self.check_durability().await?;
-        let r = self.call(&CLAIM, queue, Some(token), None, &[]).await?;
-        applied(r, 0)
+        self.step(&CLAIM, queue, token, None).await
     }
 
     /// reclaim: OFFERED, CLAIMED or PREPARING past its deadline -> CLAIMED by this member,
@@ -398,8 +392,7 @@ impl Protocol {
     /// [`Rejection::Absent`], [`Rejection::WrongState`] (OWNED), [`Rejection::NotExpired`].
     pub async fn reclaim(&self, queue: &[u8], token: &Token) -> Result<Applied, Error> {
         self.check_durability().await?;
-        let r = self.call(&RECLAIM, queue, Some(token), None, &[]).await?;
-        applied(r, 0)
+        self.step(&RECLAIM, queue, token, None).await
     }
 
     /// commit, by the claimer at `epoch`: CLAIMED -> OWNED; only now is the offer's data
@@ -410,10 +403,7 @@ impl Protocol {
     /// [`Rejection::Fenced`], [`Rejection::WrongState`].
     pub async fn commit(&self, queue: &[u8], epoch: u64, token: &Token) -> Result<Applied, Error> {
         self.check_durability().await?;
-        let r = self
-            .call(&COMMIT, queue, Some(token), Some(epoch), &[])
-            .await?;
-        applied(r, 0)
+        self.step(&COMMIT, queue, token, Some(epoch)).await
     }
 
     /// renew, by the holder at `epoch` of OWNED, PREPARING or CLAIMED: deadline = now + lease.
@@ -422,10 +412,7 @@ impl Protocol {
     /// [`Rejection::Fenced`], [`Rejection::WrongState`] (OFFERED: an offer's deadline is not a
     /// lease).
     pub async fn renew(&self, queue: &[u8], epoch: u64, token: &Token) -> Result<Applied, Error> {
-        let r = self
-            .call(&RENEW, queue, Some(token), Some(epoch), &[])
-            .await?;
-        applied(r, 0)
+        self.step(&RENEW, queue, token, Some(epoch)).await
     }
 
     /// Reads chunk `index` of the offer this member has CLAIMED at `epoch`. Read only.
@@ -502,6 +489,19 @@ impl Protocol {
             url: self.url.clone(),
             problems: problems.join("; "),
         })
+    }
+
+    /// A step that takes no arguments past the common ones: `script` run by `token` (at
+    /// `epoch` when the step names one), its reply read as an [`Applied`].
+    pub(crate) async fn step(
+        &self,
+        script: &Script,
+        queue: &[u8],
+        token: &Token,
+        epoch: Option<u64>,
+    ) -> Result<Applied, Error> {
+        let r = self.call(script, queue, Some(token), epoch, &[]).await?;
+        applied(r, 0)
     }
 
     pub(crate) async fn call(

@@ -3,7 +3,7 @@
 
 mod support;
 
-use support::connect::connect_a;
+use support::connect::{connect_a, wrong_and_right};
 
 use tickwheel_redis::chunk::{CHUNK_VERSION, Chunk, ChunkError, SnapshotEntry};
 use tickwheel_redis::{Effect, Error, Member, Options, Protocol, State, Token};
@@ -163,18 +163,12 @@ async fn unsafe_servers_are_refused_unless_allowed() {
 
 #[tokio::test]
 async fn passwords_never_show() {
-    let Some(server) = start_for_test_with(&[("requirepass", "pw-secret-1")]) else {
+    let Some((text, debug)) =
+        wrong_and_right("pw-secret-1", ":pw-wrong-2", "default:pw-secret-1").await
+    else {
         return;
     };
-    let port = server.port();
-    let wrong = format!("redis://:pw-wrong-2@127.0.0.1:{port}/");
-    let err = connect_a(&wrong).await.expect_err("wrong password");
-    for text in [err.to_string(), format!("{err:?}")] {
-        assert!(!text.contains("pw-wrong-2"), "{text}");
-    }
-    let right = format!("redis://default:pw-secret-1@127.0.0.1:{port}/");
-    let p = connect_a(&right).await.expect("right password");
-    let debug = format!("{p:?}");
+    assert!(!text.contains("pw-wrong-2"), "{text}");
     assert!(
         !debug.contains("pw-secret-1") && debug.contains("***"),
         "{debug}"

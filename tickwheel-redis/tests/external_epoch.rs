@@ -8,10 +8,10 @@ use support::moving::custody_pair_on;
 
 use std::time::Duration;
 
-use support::filled;
 use support::rejection;
+use support::{Sched, filled};
 use tickwheel::sync::FrozenEntry;
-use tickwheel_redis::{Adopted, Effect, Error, Rejection, State, Token};
+use tickwheel_redis::{Adopted, Custody, Effect, Error, Rejection, State, Token};
 
 #[tokio::test]
 async fn adopt_takes_the_external_epoch_and_refuses_a_stale_one() {
@@ -95,18 +95,22 @@ async fn adopt_discards_an_unsealed_offer_and_the_source_keeps_every_value() {
     }
 }
 
+/// `a` adopts `q` at `epoch` (no record yet: OWNED) and offers `src`'s timers to `to`.
+async fn adopt_and_offer(a: &Custody, q: &str, epoch: u64, src: &Sched, to: &str) {
+    let Ok(Adopted::Owned(x)) = a.adopt::<_, u64, String>(q.to_string(), epoch).await else {
+        panic!("adopt");
+    };
+    a.offer(src, q.to_string(), x.record.epoch, Some(to))
+        .await
+        .expect("offer");
+}
+
 #[tokio::test]
 async fn a_leftover_sealed_offer_is_claimed_by_the_adopter_and_imported_once() {
     let Some((_server, _url, a, b, q, t0)) = custody_pair_on("q3", 3).await else {
         return;
     };
-    let src = filled(&q, 8, t0);
-    let Ok(Adopted::Owned(x)) = a.adopt::<_, u64, String>(q.clone(), 20).await else {
-        panic!("adopt");
-    };
-    a.offer(&src, q.clone(), x.record.epoch, Some("c"))
-        .await
-        .expect("offer");
+    adopt_and_offer(&a, &q, 20, &filled(&q, 8, t0), "c").await;
     // The source is gone and its target never came: b adopts with a larger token.
     let dst = support::empty(t0);
     // What the durable store gave back first (some ids overlap the offer).
@@ -148,13 +152,7 @@ async fn claim_at_and_reclaim_at_take_the_given_epoch() {
         return;
     };
     let p = b.protocol().clone();
-    let src = filled(&q, 5, t0);
-    let Ok(Adopted::Owned(x)) = a.adopt::<_, u64, String>(q.clone(), 40).await else {
-        panic!("adopt");
-    };
-    a.offer(&src, q.clone(), x.record.epoch, Some("b"))
-        .await
-        .expect("offer");
+    adopt_and_offer(&a, &q, 40, &filled(&q, 5, t0), "b").await;
     match rejection(p.claim_at(q.as_bytes(), 40, &Token::generate()).await) {
         Rejection::Fenced { record, .. } => assert_eq!(record.state, State::Offered),
         other => panic!("{other:?}"),

@@ -15,7 +15,7 @@ async fn member(url: &str, name: &str) -> Custody {
     support::custody_member(url, name, 3).await
 }
 
-use support::{due_now, due_now_with};
+use support::due_now;
 
 use support::command as raw;
 
@@ -24,12 +24,11 @@ async fn a_held_limited_queue_arrives_held_with_its_limits() {
     let Some((_server, _url, a, b, q, t0)) = custody_pair_on("example.com", 3).await else {
         return;
     };
-    let (src, sent) = due_now_with(&q, 10, t0, |s| {
-        s.hold_queue(&q);
+    let (src, sent, offered) = support::held_offered_to_b(&a, &q, 10, t0, |s| {
         s.set_concurrency(&q, Some(2));
         s.set_rate(&q, Some(RateLimit::per_second(4).with_burst(3)));
-    });
-    let offered = support::acquire_and_offer(&a, &src, &q, Some("b")).await;
+    })
+    .await;
     assert_eq!(offered.entries, 10);
     assert_eq!(offered.record.state, State::Offered);
     let stored = offered.record.policy.as_deref().expect("a policy sealed");

@@ -54,11 +54,8 @@ async fn a_change_on_the_source_after_the_seal_does_not_travel() {
     let Some((_server, _url, a, b, q, t0)) = custody_pair_on("q", 3).await else {
         return;
     };
-    let (src, sealed) = due_now_with(&q, 5, t0, |s| {
-        s.hold_queue(&q);
-        s.set_concurrency(&q, Some(1));
-    });
-    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
+    let (src, sealed, _) =
+        support::held_offered_to_b(&a, &q, 5, t0, |s| s.set_concurrency(&q, Some(1))).await;
     src.release_queue(&q);
     src.set_concurrency(&q, None);
     src.set_rate(&q, Some(RateLimit::per_second(1)));
@@ -130,11 +127,8 @@ async fn a_target_restarted_before_its_commit_still_applies_the_policy() {
     let Some((_server, url, a, q, t0)) = source_a().await else {
         return;
     };
-    let (src, sealed) = due_now_with(&q, 4, t0, |s| {
-        s.hold_queue(&q);
-        s.set_concurrency(&q, Some(2));
-    });
-    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
+    let (_src, sealed, _) =
+        support::held_offered_to_b(&a, &q, 4, t0, |s| s.set_concurrency(&q, Some(2))).await;
     {
         let b = member(&url, "b").await;
         let mut inc = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
@@ -271,11 +265,10 @@ async fn a_reclaimed_claim_keeps_the_policy() {
     );
     let q = "q".to_string();
     let t0 = Instant::now();
-    let (src, sealed) = due_now_with(&q, 7, t0, |s| {
-        s.hold_queue(&q);
-        s.set_rate(&q, Some(RateLimit::per_second(5).with_burst(4)));
-    });
-    support::acquire_and_offer(&a, &src, &q, Some("b")).await;
+    let (_src, sealed, _) = support::held_offered_to_b(&a, &q, 7, t0, |s| {
+        s.set_rate(&q, Some(RateLimit::per_second(5).with_burst(4)))
+    })
+    .await;
     let mut dead = b.claim::<_, u64, String>(q.clone()).await.expect("claim");
     dead.fetch().await.expect("fetch");
     drop(dead); // b dies holding the claim

@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use support::{
-    Sched, contents, custody_member as member, filled_with as filled, server, three_members,
+    Sched, contents, custody_member as member, due_at, filled_with as filled, server, three_members,
 };
 use tickwheel::sync::{Retried, ScheduleError, Scheduler};
-use tickwheel_redis::{CustodyError, Error, Rejection, State};
+use tickwheel_redis::{Custody, CustodyError, Error, Offered, Rejection, State};
+use tickwheel_testkit::redis::RedisServer;
 
 fn rejection_of<K, T>(e: &CustodyError<K, T>) -> Option<&Rejection> {
     match e {
@@ -33,6 +34,28 @@ fn assert_refused<T>(r: Result<T, Error>, what: &str, is: impl Fn(&Rejection) ->
 fn queue_of(name: &str, n: u64) -> (String, Sched) {
     let src = filled(name, n, Instant::now(), |i| format!("v{i}"));
     (name.to_string(), src)
+}
+
+/// A source (origin `t0`) of queue `q` with timers `0..n`, values `v<id>`: ids below `now` due
+/// at `t0`, the others at `later(id)`.
+fn partly_due(q: &str, n: u64, now: u64, t0: Instant, later: impl Fn(u64) -> Instant) -> Sched {
+    due_at(q, n, t0, |id| if id < now { t0 } else { later(id) })
+}
+
+/// A redis-server, its URL, queue `name` with `n` timers (see [`queue_of`]), three members
+/// (4 timers a chunk), and the offer of the queue mx1 made to `to`, or to anyone. `None` where
+/// the tests skip without a redis-server.
+async fn offered(
+    name: &str,
+    n: u64,
+    to: Option<&str>,
+) -> Option<(RedisServer, String, String, [Custody; 3], Offered)> {
+    let srv = server()?;
+    let url = srv.url();
+    let (q, src) = queue_of(name, n);
+    let (mx1, mx2, mx3) = three_members(&url, 4).await;
+    let offer = support::acquire_and_offer(&mx1, &src, &q, to).await;
+    Some((srv, url, q, [mx1, mx2, mx3], offer))
 }
 
 /// Two targets race to claim one offer (for anyone) and both run the whole target side:
@@ -61,11 +84,10 @@ async fn two_targets_race_only_one_imports() {
 /// refused while it is live.
 #[tokio::test]
 async fn named_offer_not_claimable_by_another() {
-    let Some(srv) = server() else { return };
-    let url = srv.url();
-    let (q, src) = queue_of("named.example", 10);
-    let (mx1, mx2, mx3) = three_members(&url, 4).await;
-    support::acquire_and_offer(&mx1, &src, &q, Some("mx2")).await;
+    let Some((_srv, _, q, [_, mx2, mx3], _)) = offered("named.example", 10, Some("mx2")).await
+    else {
+        return;
+    };
     let r = mx3.claim::<_, u64, String>(q.clone()).await;
     assert_refused(r, "mx3 must not claim", |r| {
         matches!(r, Rejection::NotOffered(_))
@@ -82,11 +104,10 @@ async fn named_offer_not_claimable_by_another() {
 /// further fetch and its commit are refused (fenced), the reclaimer gets every id once.
 #[tokio::test]
 async fn reclaim_while_target_mid_fetch_then_stale_commit() {
-    let Some(srv) = server() else { return };
-    let url = srv.url();
-    let (q, src) = queue_of("midfetch.example", 30);
-    let (mx1, mx2, mx3) = three_members(&url, 4).await;
-    support::acquire_and_offer(&mx1, &src, &q, None).await;
+    let Some((_srv, url, q, [mx1, mx2, mx3], _)) = offered("midfetch.example", 30, None).await
+    else {
+        return;
+    };
     let mut inc2 = mx2.claim::<_, u64, String>(q.clone()).await.unwrap();
     // mx2 fetched once (a read copy), then stalls past its lease.
     assert_eq!(inc2.fetch().await.unwrap().len(), 30);
@@ -209,16 +230,10 @@ async fn offer_while_producers_schedule_and_dispatcher_retries() {
     let url = srv.url();
     let q = "busy.example".to_string();
     let t0 = Instant::now();
-    let s1: Sched = Scheduler::builder().origin(t0).build();
     // 0..10 due now (will be in flight), 10..40 later.
-    for id in 0..40u64 {
-        let at = if id < 10 {
-            t0
-        } else {
-            t0 + Duration::from_millis(300 + id * 10)
-        };
-        s1.schedule(q.clone(), id, at, format!("v{id}")).unwrap();
-    }
+    let s1 = partly_due(&q, 40, 10, t0, |id| {
+        t0 + Duration::from_millis(300 + id * 10)
+    });
     let (mx1, mx2) = (member(&url, "mx1", 3).await, member(&url, "mx2", 3).await);
     let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
     let mut dues: Vec<_> = s1.pop_due(Instant::now(), 10).collect();
@@ -306,15 +321,7 @@ async fn fenced_source_gets_back_exactly_what_was_not_taken() {
     let url = srv.url();
     let q = "fenced.example".to_string();
     let t0 = Instant::now();
-    let s1: Sched = Scheduler::builder().origin(t0).build();
-    for id in 0..20u64 {
-        let at = if id < 4 {
-            t0
-        } else {
-            t0 + Duration::from_secs(60)
-        };
-        s1.schedule(q.clone(), id, at, format!("v{id}")).unwrap();
-    }
+    let s1 = partly_due(&q, 20, 4, t0, |_| t0 + Duration::from_secs(60));
     let (mx1, mx3) = (member(&url, "mx1", 5).await, member(&url, "mx3", 5).await);
     let epoch = mx1.acquire(q.as_bytes()).await.unwrap().record.epoch;
     let dues: Vec<_> = s1.pop_due(Instant::now(), 4).collect();
@@ -420,11 +427,9 @@ async fn hostile_names_and_values_round_trip() {
 /// a late reclaim finds OWNED and is refused: the committed owner keeps it.
 #[tokio::test]
 async fn late_commit_without_reclaim_then_reclaim_refused() {
-    let Some(srv) = server() else { return };
-    let url = srv.url();
-    let (q, s1) = queue_of("late.example", 9);
-    let (mx1, mx2, mx3) = three_members(&url, 4).await;
-    support::acquire_and_offer(&mx1, &s1, &q, None).await;
+    let Some((_srv, url, q, [mx1, mx2, mx3], _)) = offered("late.example", 9, None).await else {
+        return;
+    };
     let mut inc = mx2.claim::<_, u64, String>(q.clone()).await.unwrap();
     inc.fetch().await.unwrap();
     support::expire(&url, &mx1.protocol().keys(q.as_bytes()).owner).await;
@@ -571,12 +576,9 @@ async fn offer_under_live_producer_and_dispatcher_threads() {
 /// An empty queue (no timers at all) is offered, claimed and committed like any other.
 #[tokio::test]
 async fn empty_queue_moves() {
-    let Some(srv) = server() else { return };
-    let url = srv.url();
-    let q = "empty.example".to_string();
-    let s1 = Sched::new();
-    let (mx1, mx2) = (member(&url, "mx1", 4).await, member(&url, "mx2", 4).await);
-    let o = support::acquire_and_offer(&mx1, &s1, &q, None).await;
+    let Some((_srv, _, q, [_, mx2, _], o)) = offered("empty.example", 0, None).await else {
+        return;
+    };
     assert_eq!((o.chunks, o.entries), (0, 0));
     let s2 = Sched::new();
     let r = mx2.receive(&s2, q.clone()).await.unwrap();

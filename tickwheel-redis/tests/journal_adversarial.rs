@@ -15,6 +15,25 @@ fn num(i: u64) -> Vec<u8> {
     i.to_be_bytes().to_vec()
 }
 
+/// What `call` answers once a restarted server is back: retried while unreachable, at most
+/// 200 times 50 ms apart. Panics (naming `what`) on any other error or if it never answers.
+async fn once_back<T, F, Fut>(what: &str, mut call: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, JournalError>>,
+{
+    for _ in 0..200 {
+        match call().await {
+            Ok(v) => return v,
+            Err(e) if e.is_retryable() => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+    panic!("{what}: the journal never came back");
+}
+
 /// A token above the current epoch, below it, and any token on a queue with no owner record
 /// are all refused, for writes and for reads, and leave nothing behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -420,23 +439,10 @@ async fn redis_down_then_back_reports_and_recovers() {
     );
     server.restart().expect("restart");
     // Retries until the connection is back: the same ops, idempotent.
-    let mut ok = None;
-    for _ in 0..200 {
-        match j
-            .write(q, 2, vec![put(b"down", 1, b"d"), end(&num(0))])
-            .await
-        {
-            Ok(w) => {
-                ok = Some(w);
-                break;
-            }
-            Err(e) if e.is_retryable() => {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("after restart: {e}"),
-        }
-    }
-    let w = ok.expect("the journal never came back");
+    let w = once_back("write after restart", || {
+        j.write(q, 2, vec![put(b"down", 1, b"d"), end(&num(0))])
+    })
+    .await;
     model.insert(b"down".to_vec(), (1, b"d".to_vec()));
     model.remove(&num(0));
     assert_eq!(w.live, model.len() as u64);
@@ -639,21 +645,8 @@ async fn a_kill_of_redis_mid_batch_loses_no_acknowledged_write() {
     server.kill9().expect("kill");
     let acked = writer.await.expect("writer");
     server.restart().expect("restart");
-    let mut loaded = None;
-    for _ in 0..200 {
-        match j.load(q, 2).await {
-            Ok(l) => {
-                loaded = Some(l);
-                break;
-            }
-            Err(e) if e.is_retryable() => {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("load after restart: {e}"),
-        }
-    }
-    let held: BTreeSet<Vec<u8>> = loaded
-        .expect("never loaded")
+    let held: BTreeSet<Vec<u8>> = once_back("load after restart", || j.load(q, 2))
+        .await
         .into_iter()
         .map(|r| r.id)
         .collect();

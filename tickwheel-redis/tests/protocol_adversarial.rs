@@ -14,6 +14,14 @@ use tickwheel_redis::{
 };
 use tickwheel_testkit::redis::{RedisServer, start_for_test_with};
 
+/// Asserts that `result`, a step's, is a rejection matching `pattern`.
+macro_rules! assert_rejected {
+    ($result:expr, $pattern:pat) => {{
+        let r = rej($result);
+        assert!(matches!(r, $pattern), "{}: {r:?}", stringify!($result));
+    }};
+}
+
 /// Retries a call while Redis is unreachable or loading (a restart).
 async fn retry<T, F, Fut>(call: F) -> Result<T, Error>
 where
@@ -42,17 +50,38 @@ async fn preparing(a: &Protocol, q: &[u8], n: u64, target: Option<&str>) -> u64 
     e
 }
 
+/// The rejections of a claim and of a reclaim of `q` by `b` (each must be refused).
+async fn claim_and_reclaim(b: &Protocol, q: &[u8]) -> (Rejection, Rejection) {
+    let claim = rej(b.claim(q, &Token::generate()).await);
+    (claim, rej(b.reclaim(q, &Token::generate()).await))
+}
+
+/// A server and member a, a having acquired `q` (OWNED) at the epoch returned. `None`: skip
+/// (see `support::server`).
+async fn owned_by_a(q: &[u8]) -> Option<(RedisServer, Protocol, u64)> {
+    let (server, [a]) = support::with_members(["a"]).await?;
+    let e = a.acquire(q, &Token::generate()).await.unwrap().record.epoch;
+    Some((server, a, e))
+}
+
+/// A server and members a and b, a having OFFERED `q` to anyone (one chunk of one entry) at
+/// the epoch returned. `None`: skip (see `support::server`).
+async fn offered_by_a(q: &[u8]) -> Option<(RedisServer, [Protocol; 2], u64)> {
+    let (server, [a, b]) = support::with_members(["a", "b"]).await?;
+    let e = preparing(&a, q, 1, None).await;
+    a.seal(q, e, 1, 1, &Token::generate()).await.unwrap();
+    Some((server, [a, b], e))
+}
+
 // ------------------------------------------------------------------------------------------
 // Token replay across steps.
 
 #[tokio::test]
 async fn a_claim_token_reused_for_commit_is_refused() {
-    let Some((_server, [a, b])) = support::with_members(["a", "b"]).await else {
+    let q = b"replay";
+    let Some((_server, [_, b], _)) = offered_by_a(q).await else {
         return;
     };
-    let q = b"replay";
-    let e = preparing(&a, q, 1, None).await;
-    a.seal(q, e, 1, 1, &Token::generate()).await.unwrap();
     let t = Token::generate();
     let claimed = b.claim(q, &t).await.unwrap();
     let e2 = claimed.record.epoch;
@@ -75,11 +104,10 @@ async fn a_claim_token_reused_for_commit_is_refused() {
 
 #[tokio::test]
 async fn a_prepare_token_reused_for_seal_is_refused() {
-    let Some((_server, [a])) = support::with_members(["a"]).await else {
+    let q = b"replay-seal";
+    let Some((_server, a, e)) = owned_by_a(q).await else {
         return;
     };
-    let q = b"replay-seal";
-    let e = a.acquire(q, &Token::generate()).await.unwrap().record.epoch;
     let t = Token::generate();
     a.prepare(q, e, None, &t).await.unwrap();
     let r = a.seal(q, e, 0, 0, &t).await;
@@ -102,12 +130,10 @@ async fn a_commit_retried_after_a_renew_is_repeated() {
     // and commits. The commit's reply is lost; meanwhile the renewer ran. The commit retried
     // with the same token must be recognised as a repeat: a refusal would read as "not
     // committed" although the data in Redis is gone (a renewal stores no token).
-    let Some((_server, [a, b])) = support::with_members(["a", "b"]).await else {
+    let q = b"retry-after-renew";
+    let Some((_server, [_, b], _)) = offered_by_a(q).await else {
         return;
     };
-    let q = b"retry-after-renew";
-    let e = preparing(&a, q, 1, None).await;
-    a.seal(q, e, 1, 1, &Token::generate()).await.unwrap();
     let e2 = b.claim(q, &Token::generate()).await.unwrap().record.epoch;
     let t_commit = Token::generate();
     b.commit(q, e2, &t_commit).await.unwrap(); // reply "lost"
@@ -176,28 +202,22 @@ async fn steps_out_of_order_are_refused_and_change_nothing() {
     ] {
         assert!(matches!(rej(r), Rejection::WrongState(_)));
     }
-    assert!(matches!(
-        rej(b.claim(q, &Token::generate()).await),
-        Rejection::NotOffered(_)
-    ));
-    assert!(matches!(
-        rej(b.reclaim(q, &Token::generate()).await),
-        Rejection::WrongState(_)
-    ));
-    assert!(matches!(
-        rej(a.fetch(q, e, 0).await),
-        Rejection::WrongState(_)
-    ));
+    let r = claim_and_reclaim(&b, q).await;
+    assert!(
+        matches!(r, (Rejection::NotOffered(_), Rejection::WrongState(_))),
+        "{r:?}"
+    );
+    assert_rejected!(a.fetch(q, e, 0).await, Rejection::WrongState(_));
     // PREPARING.
     a.prepare(q, e, None, &Token::generate()).await.unwrap();
-    assert!(matches!(
-        rej(a.prepare(q, e, None, &Token::generate()).await),
+    assert_rejected!(
+        a.prepare(q, e, None, &Token::generate()).await,
         Rejection::WrongState(_)
-    ));
-    assert!(matches!(
-        rej(a.append(q, e, 1, b"x", 1, &Token::generate()).await),
+    );
+    assert_rejected!(
+        a.append(q, e, 1, b"x", 1, &Token::generate()).await,
         Rejection::OutOfOrder { expected: 0, .. }
-    ));
+    );
     a.append(q, e, 0, b"x", 1, &Token::generate())
         .await
         .unwrap();
@@ -206,33 +226,30 @@ async fn steps_out_of_order_are_refused_and_change_nothing() {
         .await
         .unwrap();
     assert_eq!(again.effect, Effect::Repeated);
-    assert!(matches!(
-        rej(a.append(q, e, 0, b"y", 1, &Token::generate()).await),
+    assert_rejected!(
+        a.append(q, e, 0, b"y", 1, &Token::generate()).await,
         Rejection::ChunkConflict { index: 0, .. }
-    ));
-    assert!(matches!(
-        rej(a.seal(q, e, 2, 1, &Token::generate()).await),
+    );
+    assert_rejected!(
+        a.seal(q, e, 2, 1, &Token::generate()).await,
         Rejection::CountMismatch {
             chunks_in_redis: 1,
             ..
         }
-    ));
-    assert!(matches!(
-        rej(a.seal(q, e, 1, 2, &Token::generate()).await),
+    );
+    assert_rejected!(
+        a.seal(q, e, 1, 2, &Token::generate()).await,
         Rejection::CountMismatch { .. }
-    ));
-    assert!(matches!(
-        rej(b.claim(q, &Token::generate()).await),
-        Rejection::NotOffered(_)
-    ));
-    assert!(matches!(
-        rej(b.reclaim(q, &Token::generate()).await),
-        Rejection::NotExpired(_)
-    ));
-    assert!(matches!(
-        rej(a.commit(q, e, &Token::generate()).await),
+    );
+    let r = claim_and_reclaim(&b, q).await;
+    assert!(
+        matches!(r, (Rejection::NotOffered(_), Rejection::NotExpired(_))),
+        "{r:?}"
+    );
+    assert_rejected!(
+        a.commit(q, e, &Token::generate()).await,
         Rejection::WrongState(_)
-    ));
+    );
     // OFFERED.
     a.seal(q, e, 1, 1, &Token::generate()).await.unwrap();
     for r in [
@@ -248,10 +265,10 @@ async fn steps_out_of_order_are_refused_and_change_nothing() {
         matches!(rej(a.fetch(q, e, 0).await), Rejection::WrongState(_)),
         "source fetch"
     );
-    assert!(matches!(
-        rej(b.reclaim(q, &Token::generate()).await),
+    assert_rejected!(
+        b.reclaim(q, &Token::generate()).await,
         Rejection::NotExpired(_)
-    ));
+    );
     let view = a.read(q, None).await.unwrap().record.unwrap();
     assert_eq!(
         (view.state, view.epoch, view.chunks, view.entries),
@@ -278,61 +295,47 @@ async fn wrong_epochs_boots_and_other_members_are_fenced() {
         );
     }
     // Another member with the right epoch: fenced.
-    assert!(matches!(
-        rej(c.append(q, e, 2, b"z", 1, &Token::generate()).await),
+    assert_rejected!(
+        c.append(q, e, 2, b"z", 1, &Token::generate()).await,
         Rejection::Fenced { .. }
-    ));
-    assert!(matches!(
-        rej(c.abort(q, e, &Token::generate()).await),
+    );
+    assert_rejected!(
+        c.abort(q, e, &Token::generate()).await,
         Rejection::Fenced { .. }
-    ));
+    );
     a.seal(q, e, 2, 2, &Token::generate()).await.unwrap();
     // Targeted at "b": c may not claim; b's other boot (same name) may.
-    assert!(matches!(
-        rej(c.claim(q, &Token::generate()).await),
+    assert_rejected!(
+        c.claim(q, &Token::generate()).await,
         Rejection::NotOffered(_)
-    ));
+    );
     let claimed = b.claim(q, &Token::generate()).await.unwrap();
     let e2 = claimed.record.epoch;
     assert_eq!(e2, e + 1);
     // Only b (this boot) may fetch and commit.
-    assert!(matches!(
-        rej(c.fetch(q, e2, 0).await),
-        Rejection::Fenced { .. }
-    ));
-    assert!(matches!(
-        rej(a.fetch(q, e2, 0).await),
-        Rejection::Fenced { .. }
-    ));
-    assert!(matches!(
-        rej(b2.fetch(q, e2, 0).await),
-        Rejection::Fenced { .. }
-    ));
-    assert!(matches!(
-        rej(c.commit(q, e2, &Token::generate()).await),
-        Rejection::Fenced { .. }
-    ));
-    assert!(matches!(
-        rej(b2.commit(q, e2, &Token::generate()).await),
-        Rejection::Fenced { .. }
-    ));
-    assert!(matches!(
-        rej(b2.renew(q, e2, &Token::generate()).await),
-        Rejection::Fenced { .. }
-    ));
-    assert!(matches!(
-        rej(b.commit(q, e, &Token::generate()).await),
-        Rejection::Fenced { .. }
-    ));
-    assert!(matches!(
-        rej(c.reclaim(q, &Token::generate()).await),
+    for (what, r) in [
+        ("c fetch", rej(c.fetch(q, e2, 0).await)),
+        ("a fetch", rej(a.fetch(q, e2, 0).await)),
+        ("b2 fetch", rej(b2.fetch(q, e2, 0).await)),
+        ("c commit", rej(c.commit(q, e2, &Token::generate()).await)),
+        ("b2 commit", rej(b2.commit(q, e2, &Token::generate()).await)),
+        ("b2 renew", rej(b2.renew(q, e2, &Token::generate()).await)),
+        (
+            "b commit, old epoch",
+            rej(b.commit(q, e, &Token::generate()).await),
+        ),
+    ] {
+        assert!(matches!(r, Rejection::Fenced { .. }), "{what}: {r:?}");
+    }
+    assert_rejected!(
+        c.reclaim(q, &Token::generate()).await,
         Rejection::NotExpired(_)
-    ));
+    );
     assert_eq!(b.fetch(q, e2, 1).await.unwrap(), b"chunk1");
-    assert!(matches!(
-        rej(b.fetch(q, e2, 2).await),
+    assert_rejected!(
+        b.fetch(q, e2, 2).await,
         Rejection::MissingChunk { index: 2, .. }
-    ));
+    );
     b.commit(q, e2, &Token::generate()).await.unwrap();
     // The old source learns everything was taken.
     match rej(a.abort(q, e, &Token::generate()).await) {
@@ -342,24 +345,15 @@ async fn wrong_epochs_boots_and_other_members_are_fenced() {
     // recover by b's other boot: takes over (epoch + 1), b is fenced.
     let rec = b2.recover(q, &Token::generate()).await.unwrap();
     assert_eq!(rec.record.epoch, e2 + 1);
-    assert!(matches!(
-        rej(b.renew(q, e2, &Token::generate()).await),
+    assert_rejected!(
+        b.renew(q, e2, &Token::generate()).await,
         Rejection::Fenced { .. }
-    ));
+    );
     // recover by a name that does not hold it.
-    assert!(matches!(
-        rej(c.recover(q, &Token::generate()).await),
-        Rejection::Taken(_)
-    ));
+    assert_rejected!(c.recover(q, &Token::generate()).await, Rejection::Taken(_));
     // acquire by anyone: taken.
-    assert!(matches!(
-        rej(c.acquire(q, &Token::generate()).await),
-        Rejection::Taken(_)
-    ));
-    assert!(matches!(
-        rej(b.acquire(q, &Token::generate()).await),
-        Rejection::Taken(_)
-    ));
+    assert_rejected!(c.acquire(q, &Token::generate()).await, Rejection::Taken(_));
+    assert_rejected!(b.acquire(q, &Token::generate()).await, Rejection::Taken(_));
 }
 
 #[tokio::test]
@@ -420,20 +414,16 @@ async fn recover_of_preparing_while_offer_was_reclaimed_keeps_fenced_count() {
     let e = preparing(&a, q, 2, None).await;
     support::expire(&server.url(), &a.keys(q).owner).await;
     c.reclaim(q, &Token::generate()).await.unwrap();
-    assert!(matches!(
-        rej(a2.recover(q, &Token::generate()).await),
-        Rejection::Taken(_)
-    ));
+    assert_rejected!(a2.recover(q, &Token::generate()).await, Rejection::Taken(_));
     assert_eq!(a2.read(q, Some(e)).await.unwrap().taken_chunks, Some(2));
 }
 
 #[tokio::test]
 async fn an_empty_target_is_refused_not_taken_for_anyone() {
-    let Some((_server, [a])) = support::with_members(["a"]).await else {
+    let q = b"empty-target";
+    let Some((_server, a, e)) = owned_by_a(q).await else {
         return;
     };
-    let q = b"empty-target";
-    let e = a.acquire(q, &Token::generate()).await.unwrap().record.epoch;
     let r = a.prepare(q, e, Some(""), &Token::generate()).await;
     assert!(matches!(r, Err(Error::EmptyTarget)), "{r:?}");
     let record = a.read(q, None).await.unwrap().record.unwrap();
@@ -509,10 +499,10 @@ async fn hostile_queue_and_member_names_do_not_collide_or_break() {
     src.seal(q, e, 1, 1, &Token::generate()).await.unwrap();
     // protos[2] is "a\nb"; a member named "a" must not match the target "a\nb"-ish; the
     // member named "" (protos[0]) must not claim a targeted offer either.
-    assert!(matches!(
-        rej(protos[0].claim(q, &Token::generate()).await),
+    assert_rejected!(
+        protos[0].claim(q, &Token::generate()).await,
         Rejection::NotOffered(_)
-    ));
+    );
     let c = dst.claim(q, &Token::generate()).await.unwrap();
     assert_eq!(
         dst.fetch(q, c.record.epoch, 0).await.unwrap(),

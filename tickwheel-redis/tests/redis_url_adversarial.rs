@@ -4,10 +4,9 @@
 
 mod support;
 
-use support::connect::connect_a;
+use support::connect::{connect_a, wrong_and_right};
 
 use tickwheel_redis::{Error, redact_url};
-use tickwheel_testkit::redis::start_for_test_with;
 
 #[test]
 fn redact_url_hides_only_the_password() {
@@ -53,21 +52,18 @@ async fn unparsable_urls_never_repeat_a_hostile_password() {
 /// A wrong password holding `@` and `:`, given percent-encoded, against a real server.
 #[tokio::test]
 async fn a_wrong_encoded_password_never_shows() {
-    let Some(server) = start_for_test_with(&[("requirepass", "right@pw:1")]) else {
+    let Some((text, debug)) = wrong_and_right(
+        "right@pw:1",
+        "default:wr%40ng%3Apw",
+        "default:right%40pw%3A1",
+    )
+    .await
+    else {
         return;
     };
-    let port = server.port();
-    let wrong = format!("redis://default:wr%40ng%3Apw@127.0.0.1:{port}/");
-    let err = connect_a(&wrong).await.expect_err("wrong password");
-    let text = format!("{err} | {err:?}");
     for secret in ["wr%40ng%3Apw", "wr@ng:pw", "right@pw:1"] {
         assert!(!text.contains(secret), "{text}");
     }
-    let right = format!("redis://default:right%40pw%3A1@127.0.0.1:{port}/");
-    let p = connect_a(&right)
-        .await
-        .expect("right password, percent-encoded");
-    let debug = format!("{p:?}");
     assert!(
         !debug.contains("right%40pw%3A1") && !debug.contains("right@pw:1"),
         "{debug}"

@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use tempfile::TempDir;
+
 use tickwheel_redis::{ClientIdentity, Effect, Error, Member, Options, Protocol, State, Token};
 use tickwheel_testkit::TlsFiles;
 use tickwheel_testkit::pki::{Leaf, Pki};
@@ -37,6 +39,15 @@ fn tls_server(dir: &Path, pki: &Pki, server: &Leaf, auth_clients: bool) -> Optio
         auth_clients,
         &[("requirepass", PASSWORD)],
     ))
+}
+
+/// A temporary directory (keep it while the server runs), a CA, and a [`tls_server`] there
+/// whose certificate from that CA is `expired` (see [`leaf`]). `None` as [`tls_server`].
+fn ca_and_server(expired: bool, auth_clients: bool) -> Option<(TempDir, Pki, RedisServer)> {
+    let dir = tempfile::tempdir().expect("dir");
+    let pki = ca("tickwheel test CA");
+    let server = tls_server(dir.path(), &pki, &leaf(&pki, expired), auth_clients)?;
+    Some((dir, pki, server))
 }
 
 fn url(server: &RedisServer, password: &str) -> String {
@@ -91,9 +102,7 @@ async fn connected(server: &RedisServer, pki: &Pki, name: &str, client: &Leaf) -
 
 #[tokio::test]
 async fn a_handoff_over_mutual_tls_with_a_password() {
-    let dir = tempfile::tempdir().expect("dir");
-    let pki = ca("tickwheel test CA");
-    let Some(server) = tls_server(dir.path(), &pki, &leaf(&pki, false), true) else {
+    let Some((_dir, pki, server)) = ca_and_server(false, true) else {
         return;
     };
     assert!(server.url().starts_with("rediss://"));
@@ -131,9 +140,7 @@ async fn a_handoff_over_mutual_tls_with_a_password() {
 
 #[tokio::test]
 async fn bad_credentials_are_refused_clearly_and_never_echoed() {
-    let dir = tempfile::tempdir().expect("dir");
-    let pki = ca("tickwheel test CA");
-    let Some(server) = tls_server(dir.path(), &pki, &leaf(&pki, false), true) else {
+    let Some((_dir, pki, server)) = ca_and_server(false, true) else {
         return;
     };
     let client = leaf(&pki, false);
@@ -149,25 +156,24 @@ async fn bad_credentials_are_refused_clearly_and_never_echoed() {
     assert!(matches!(e, Error::Tls { .. }), "{e}");
     assert!(e.to_string().contains("UnknownIssuer"), "{e}");
 
-    // Another CA.
+    // The handshake fails, for good (a retry cannot help).
     let other = ca("another CA");
-    let e = refused(
-        &url(&server, PASSWORD),
-        options(&other.ca_pem, Some(&client)),
-        &secrets,
-    )
-    .await;
-    assert!(matches!(e, Error::Tls { .. }), "{e}");
-    assert!(!e.is_retryable());
-
-    // No client certificate where the server requires one.
-    let e = refused(
-        &url(&server, PASSWORD),
-        options(&pki.ca_pem, None),
-        &secrets,
-    )
-    .await;
-    assert!(matches!(e, Error::Tls { .. }), "{e}");
+    let expired = leaf(&pki, true);
+    for (what, tls) in [
+        ("another CA", options(&other.ca_pem, Some(&client))),
+        (
+            "no client certificate where one is required",
+            options(&pki.ca_pem, None),
+        ),
+        (
+            "an expired client certificate",
+            options(&pki.ca_pem, Some(&expired)),
+        ),
+    ] {
+        let e = refused(&url(&server, PASSWORD), tls, &secrets).await;
+        assert!(matches!(e, Error::Tls { .. }), "{what}: {e}");
+        assert!(!e.is_retryable(), "{what}: {e}");
+    }
 
     // A wrong password.
     let e = refused(
@@ -181,23 +187,11 @@ async fn bad_credentials_are_refused_clearly_and_never_echoed() {
         "{e}"
     );
     assert!(!e.to_string().contains("wrong-Pa55"), "{e}");
-
-    // A client certificate that expired.
-    let expired = leaf(&pki, true);
-    let e = refused(
-        &url(&server, PASSWORD),
-        options(&pki.ca_pem, Some(&expired)),
-        &secrets,
-    )
-    .await;
-    assert!(matches!(e, Error::Tls { .. }), "{e}");
 }
 
 #[tokio::test]
 async fn an_expired_server_certificate_is_refused() {
-    let dir = tempfile::tempdir().expect("dir");
-    let pki = ca("tickwheel test CA");
-    let Some(server) = tls_server(dir.path(), &pki, &leaf(&pki, true), false) else {
+    let Some((_dir, pki, server)) = ca_and_server(true, false) else {
         return;
     };
     let e = refused(

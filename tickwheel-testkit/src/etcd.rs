@@ -16,6 +16,8 @@ use crate::{Server, ServerError, TlsFiles, skip_if_missing};
 
 /// How long a start waits for `/health` to answer.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a graceful stop (and a drop) waits after SIGTERM before SIGKILL.
+const GRACE: Duration = Duration::from_secs(5);
 
 /// A one-node `etcd` child process on loopback ports.
 ///
@@ -65,7 +67,7 @@ impl EtcdServer {
 
     fn start_inner(tls: Option<TlsFiles>) -> Result<Self, ServerError> {
         let mut server = EtcdServer {
-            proc: Proc::new(Server::Etcd.program(), None, "etcd.log")?,
+            proc: Proc::new(Server::Etcd.program(), None, "etcd.log")?.drop_gracefully(GRACE),
             client_port: 0,
             peer_port: 0,
             tls,
@@ -161,7 +163,7 @@ impl EtcdServer {
     /// # Errors
     /// [`ServerError::Io`] if signalling or waiting fails.
     pub fn stop(&mut self) -> Result<(), ServerError> {
-        self.proc.terminate(Duration::from_secs(5))
+        self.proc.terminate(GRACE)
     }
 
     /// Kills the process with SIGKILL and reaps it. No-op if it is not running.
@@ -192,14 +194,6 @@ impl EtcdServer {
             return Ok(());
         }
         respawn("etcd", || self.spawn())
-    }
-}
-
-impl Drop for EtcdServer {
-    fn drop(&mut self) {
-        // Best effort: the process is ours, by PID.
-        self.proc.report_if_panicking();
-        let _ = self.stop();
     }
 }
 

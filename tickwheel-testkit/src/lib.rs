@@ -3,6 +3,7 @@
 //! - [`child`]: signals by PID ([`send_signal`]), the test binary run again as a child.
 //! - [`example`]: builds an example of a workspace package once per test process and runs
 //!   it; [`example::installed`] skips a test outside CI when a program it needs is missing.
+//! - [`lines::read_complete`]: a line log read back after a kill, its torn last line left out.
 //! - [`memory::peak_rss`]: the process's peak resident memory (Linux).
 //! - `servers` feature: [`redis::RedisServer`] and [`etcd::EtcdServer`], child processes in a
 //!   temporary directory on free loopback ports, ready once healthy, stopped by PID (never by
@@ -32,6 +33,7 @@ pub mod child;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod example;
+pub mod lines;
 pub mod memory;
 #[cfg(feature = "pki")]
 pub mod pki;

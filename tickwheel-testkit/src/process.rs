@@ -176,6 +176,9 @@ pub(crate) struct Proc {
     _temp: Option<tempfile::TempDir>,
     pub(crate) log: PathBuf,
     pub(crate) child: Option<Child>,
+    /// How a drop stops the process: SIGTERM with this long to exit (see
+    /// [`Proc::terminate`]), or at once by SIGKILL when `None`.
+    pub(crate) drop_grace: Option<Duration>,
 }
 
 impl Proc {
@@ -204,7 +207,14 @@ impl Proc {
             dir,
             _temp: temp,
             child: None,
+            drop_grace: None,
         })
+    }
+
+    /// Stops the process on drop by SIGTERM, SIGKILL only after `grace` (default: SIGKILL).
+    pub(crate) fn drop_gracefully(mut self, grace: Duration) -> Self {
+        self.drop_grace = Some(grace);
+        self
     }
 
     /// The log's length now: a restart appends to the same log, and readiness counts only
@@ -338,8 +348,20 @@ impl Proc {
     }
 }
 
+impl Drop for Proc {
+    /// Best effort: the process is ours, by PID. Reports first, while the process's exit
+    /// status can still be read.
+    fn drop(&mut self) {
+        self.report_if_panicking();
+        let _ = match self.drop_grace {
+            Some(grace) => self.terminate(grace),
+            None => self.kill(),
+        };
+    }
+}
+
 impl Proc {
-    /// Called by a server handle's drop, before it stops the process: a test that panics
+    /// Called on drop, before the process is stopped: a test that panics
     /// while it holds a server shows the server's last words on stderr. A failure the client
     /// sees only as a dropped connection ("broken pipe") often has its cause there (a full
     /// disk under `appendfsync always`, a crash).

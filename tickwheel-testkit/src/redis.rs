@@ -234,14 +234,6 @@ impl RedisServer {
     }
 }
 
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        // Best effort on drop: the process is ours, by PID.
-        self.proc.report_if_panicking();
-        let _ = self.kill9();
-    }
-}
-
 /// Starts a server for a test. Returns `None` (after printing why) when `redis-server` is not
 /// installed and the environment variable `CI` is unset, so a developer without Redis can run
 /// the other tests.

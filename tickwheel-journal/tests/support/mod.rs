@@ -41,11 +41,47 @@ pub fn open(dir: &Path, engine: Engine) -> J {
     .expect("open the journal")
 }
 
-/// In a child process (see [`run_and_kill`]), the comma-separated arguments the parent put
-/// in the environment variable `env`; `None` in the parent's own run of the child test.
-pub fn child_args(env: &str) -> Option<Vec<String>> {
+/// What every killed child is given first (see [`run_and_kill`]): its journal's directory, the
+/// seed of its random steps and its durability; then the test's own arguments.
+pub struct ChildRun {
+    pub dir: String,
+    pub seed: u64,
+    /// `Batched` (a 1 ms window) in even rounds, `Sync` in odd ones.
+    pub durability: Durability,
+    pub rest: Vec<String>,
+}
+
+/// The parent's side: the spec of a child of round `round` in `dir` seeded `seed`, followed
+/// by `rest` (no commas in them).
+pub fn child_spec(dir: &Path, seed: u64, round: u64, rest: &[&str]) -> String {
+    let mode = if round.is_multiple_of(2) {
+        "batched"
+    } else {
+        "sync"
+    };
+    let mut parts = vec![dir.display().to_string(), seed.to_string(), mode.to_owned()];
+    parts.extend(rest.iter().map(|r| r.to_string()));
+    parts.join(",")
+}
+
+/// The child's side: the [`ChildRun`] the parent put in the environment variable `env`;
+/// `None` in the parent's own run of the child test. Panics on a spec [`child_spec`] did
+/// not make.
+pub fn child_run(env: &str) -> Option<ChildRun> {
     let spec = std::env::var(env).ok()?;
-    Some(spec.split(',').map(str::to_owned).collect())
+    let mut parts = spec.split(',').map(str::to_owned);
+    let dir = parts.next().expect("dir");
+    let seed = parts.next().and_then(|s| s.parse().ok()).expect("seed");
+    let durability = match parts.next().as_deref() {
+        Some("batched") => Durability::Batched(Duration::from_millis(1)),
+        _ => Durability::Sync,
+    };
+    Some(ChildRun {
+        dir,
+        seed,
+        durability,
+        rest: parts.collect(),
+    })
 }
 
 /// Runs the test `child` of this test binary as a child process with `env = spec`, waits

@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -152,26 +152,13 @@ impl Book {
             suspended_until: vec![0; args.queues as usize],
             ..Book::default()
         };
-        let file = match File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(b),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+        let good = tickwheel_testkit::lines::read_complete(path, |_, line| {
+            b.apply(line)
+                .ok_or_else(|| format!("{}: bad line {line:?}", path.display()))
+        })?;
+        let Some(good) = good else {
+            return Ok(b);
         };
-        let mut good = 0u64;
-        let mut reader = BufReader::new(file);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            let read = reader
-                .read_line(&mut line)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            if read == 0 || !line.ends_with('\n') {
-                break;
-            }
-            good += read as u64;
-            b.apply(&line)
-                .ok_or_else(|| format!("{}: bad line {line:?}", path.display()))?;
-        }
         let f = OpenOptions::new()
             .write(true)
             .open(path)
@@ -406,12 +393,7 @@ impl<'a> Round<'a> {
                     // rebind: re-queue what left the journal, log what already moved
                     let to = nums.get(3).copied().unwrap_or(0) as u32;
                     let at = self.now + SLACK;
-                    let items: Vec<_> = missing
-                        .iter()
-                        .map(|&id| (to, id, self.clock.instant(at), JMsg { due: at }))
-                        .collect();
-                    self.j.schedule_many(items).map_err(jerr)?;
-                    self.durable()?;
+                    self.schedule_durably(missing.iter().map(|&id| (to, id, at)).collect())?;
                     let moved = (0..self.book.fate.len() as u32).filter(|&id| {
                         self.book.pending(id)
                             && self.book.queue[id as usize] == queue
@@ -453,12 +435,20 @@ impl<'a> Round<'a> {
 
     /// Schedules `ids` back on `queue`, spread after `until`.
     fn requeue(&mut self, queue: u32, ids: &[u32], until: u64) -> Res<()> {
-        let items: Vec<_> = ids
+        let start = until.max(self.now);
+        let timers = ids
             .iter()
-            .map(|&id| {
-                let at = until.max(self.now) + self.work.spread(id, 0);
-                (queue, id, self.clock.instant(at), JMsg { due: at })
-            })
+            .map(|&id| (queue, id, start + self.work.spread(id, 0)))
+            .collect();
+        self.schedule_durably(timers)
+    }
+
+    /// Schedules each `(queue, id, at)` (`at` in MTA time), then acknowledges
+    /// ([`Self::durable`]). The scheduler's refusals are not looked at.
+    fn schedule_durably(&self, timers: Vec<(u32, u32, u64)>) -> Res<()> {
+        let items: Vec<_> = timers
+            .into_iter()
+            .map(|(queue, id, at)| (queue, id, self.clock.instant(at), JMsg { due: at }))
             .collect();
         self.j.schedule_many(items).map_err(jerr)?;
         self.durable()
@@ -608,12 +598,7 @@ impl<'a> Round<'a> {
                     .map(|(id, _)| *id)
                     .filter(|&id| self.book.pending(id))
                     .collect();
-                let items: Vec<_> = ids
-                    .iter()
-                    .map(|&id| (to, id, self.clock.instant(at), JMsg { due: at }))
-                    .collect();
-                self.j.schedule_many(items).map_err(jerr)?;
-                self.durable()?;
+                self.schedule_durably(ids.iter().map(|&id| (to, id, at)).collect())?;
                 for id in ids {
                     self.log(format_args!("m {id} {to}\n"))?;
                     self.book.queue[id as usize] = to;

@@ -166,11 +166,10 @@ impl FromStr for Kill {
         let Some((who, step)) = s.split_once(':') else {
             return Err(format!("`{s}` is not ROLE:STEP (e.g. source:seal)"));
         };
-        let who = match who {
-            "source" => Who::Host(Role::Source),
-            "target" => Who::Host(Role::Target),
-            "redis" => Who::Redis,
-            other => {
+        let who = match (who, host(who)) {
+            (_, Some(r)) => Who::Host(r),
+            ("redis", None) => Who::Redis,
+            (other, None) => {
                 return Err(format!(
                     "`{other}` is not a process to kill: source, target or redis"
                 ));
@@ -194,6 +193,15 @@ impl FromStr for Kill {
     }
 }
 
+/// The host `name` names on the command line (the spare is not named there).
+fn host(name: &str) -> Option<Role> {
+    match name {
+        "source" => Some(Role::Source),
+        "target" => Some(Role::Target),
+        _ => None,
+    }
+}
+
 /// A host's clock offset for libfaketime.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skew {
@@ -209,11 +217,7 @@ impl FromStr for Skew {
         let Some((role, offset)) = s.split_once('=') else {
             return Err(format!("`{s}` is not ROLE=OFFSET (e.g. source=+5m)"));
         };
-        let role = match role {
-            "source" => Role::Source,
-            "target" => Role::Target,
-            other => return Err(format!("`{other}` is not a host: source or target")),
-        };
+        let role = host(role).ok_or_else(|| format!("`{role}` is not a host: source or target"))?;
         // libfaketime's relative form: a sign, digits, an optional unit.
         let body = offset.strip_prefix(['+', '-']).unwrap_or("");
         let digits = body.trim_end_matches(['s', 'm', 'h', 'd']);

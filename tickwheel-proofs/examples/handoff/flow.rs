@@ -13,7 +13,7 @@ use tickwheel_redis::{
 use tokio::runtime::Runtime;
 
 use crate::host::{Host, Msg, RIDE_OUT, queue_names};
-use crate::spool::{Entry, Record as Log};
+use crate::spool::{Chunk, Entry, Record as Log};
 use crate::steps::Role;
 
 /// The source's member name (the target's and spare's are their own).
@@ -100,12 +100,10 @@ pub fn recover_source(rt: &Runtime, h: &Host, c: &Custody) -> Result<Vec<String>
             },
         };
         if held.frozen.contains_key(&q) || held.moved.contains(&q) {
-            h.spool
-                .append(&[Log::Back {
-                    queue: q.clone(),
-                    epoch,
-                }])
-                .map_err(|e| fail("spool", e))?;
+            h.log(&[Log::Back {
+                queue: q.clone(),
+                epoch,
+            }])?;
         }
         h.set_epoch(&q, epoch);
         mine.push(q);
@@ -135,17 +133,15 @@ fn settle_reclaimed(
         h.cfg.boot,
         records.len() - 1
     );
-    h.spool.append(&records).map_err(|e| fail("spool", e))
+    h.log(&records)
 }
 
 fn drop_copy(h: &Host, q: &str, epoch: u64, held: &crate::spool::Holdings) -> Result<(), String> {
     if !held.moved.contains(q) {
-        h.spool
-            .append(&[Log::Moved {
-                queue: q.to_string(),
-                epoch,
-            }])
-            .map_err(|e| fail("spool", e))?;
+        h.log(&[Log::Moved {
+            queue: q.to_string(),
+            epoch,
+        }])?;
     }
     Ok(())
 }
@@ -186,7 +182,7 @@ pub fn recover_target(
                 },
             })
             .collect();
-        h.spool.append(&records).map_err(|e| fail("spool", e))?;
+        h.log(&records)?;
         if let Some(r) = record.filter(|r| r.state == State::Claimed) {
             claims.push((q, r));
         }
@@ -199,15 +195,18 @@ pub fn recover_target(
 pub fn offer(rt: &Runtime, h: &Host, c: &Custody, q: &str) -> Result<(), String> {
     let epoch = h.epoch(q);
     let mut out = c.outgoing(&h.sched, q.to_string(), epoch);
+    // The record that drops the copy: after a fence or after the claimer's commit.
+    let moved = || Log::Moved {
+        queue: q.to_string(),
+        epoch,
+    };
     {
         let _exclusive = h.freeze_lock.write().unwrap_or_else(|p| p.into_inner());
         out.freeze().map_err(|e| fail("freeze", e))?;
-        h.spool
-            .append(&[Log::Frozen {
-                queue: q.to_string(),
-                epoch,
-            }])
-            .map_err(|e| fail("spool", e))?;
+        h.log(&[Log::Frozen {
+            queue: q.to_string(),
+            epoch,
+        }])?;
     }
     h.gates.pass("freeze");
     let to = (!h.cfg.spare_mode).then_some("target");
@@ -225,14 +224,16 @@ pub fn offer(rt: &Runtime, h: &Host, c: &Custody, q: &str) -> Result<(), String>
             let staged = rt.block_on(out.stage()).map_err(|e| fail(step, e))?;
             let records: Vec<Log> = staged
                 .into_iter()
-                .map(|(index, ids)| Log::Chunk {
-                    queue: q.to_string(),
-                    epoch,
-                    index,
-                    ids,
+                .map(|(index, ids)| {
+                    Log::Chunk(Chunk {
+                        queue: q.to_string(),
+                        epoch,
+                        index,
+                        ids,
+                    })
                 })
                 .collect();
-            h.spool.append(&records).map_err(|e| fail("spool", e))?;
+            h.log(&records)?;
         }
         let r = match n {
             0 => rt.block_on(out.prepare(to)).map(drop),
@@ -260,22 +261,14 @@ pub fn offer(rt: &Runtime, h: &Host, c: &Custody, q: &str) -> Result<(), String>
                     .iter()
                     .map(|v| Log::HandedBack { id: v.id })
                     .collect();
-                records.push(Log::Moved {
-                    queue: q.to_string(),
-                    epoch,
-                });
-                return h.spool.append(&records).map_err(|e| fail("spool", e));
+                records.push(moved());
+                return h.log(&records);
             }
             Err(e) => return Err(fail(step, e)),
         }
     }
     out.finish().map_err(|e| fail("finish", e))?;
-    h.spool
-        .append(&[Log::Moved {
-            queue: q.to_string(),
-            epoch,
-        }])
-        .map_err(|e| fail("spool", e))?;
+    h.log(&[moved()])?;
     h.gates.pass("drop");
     Ok(())
 }
@@ -362,7 +355,7 @@ pub fn take_in(
             deadline_us: e.deadline_us,
         }));
     }
-    h.spool.append(&records).map_err(|e| fail("spool", e))?;
+    h.log(&records)?;
     h.gates.pass("spool");
     match rt.block_on(inc.commit()) {
         Ok(_) => {}
@@ -376,17 +369,15 @@ pub fn take_in(
                 queue: q.clone(),
                 epoch,
             }];
-            h.spool.append(&x).map_err(|e| fail("spool", e))?;
+            h.log(&x)?;
             return Ok(false);
         }
         Err(e) => return Err(fail("commit", e)),
     }
-    h.spool
-        .append(&[Log::Committed {
-            queue: q.clone(),
-            epoch,
-        }])
-        .map_err(|e| fail("spool", e))?;
+    h.log(&[Log::Committed {
+        queue: q.clone(),
+        epoch,
+    }])?;
     h.gates.pass("commit");
     let r = inc.import(&h.sched).map_err(|e| fail("import", e))?;
     if !r.imported.present.is_empty() || !r.imported.refused.is_empty() {

@@ -194,6 +194,11 @@ impl Host {
         m.get(q).copied().unwrap_or(1)
     }
 
+    /// Appends `records` to the spool (durably, as [`Log::append`]).
+    pub fn log(&self, records: &[Record]) -> Result<(), String> {
+        self.spool.append(records).map_err(|e| fail("spool", e))
+    }
+
     /// What the spool says this host holds (a fresh host: nothing).
     pub fn holdings(&self) -> Result<Holdings, String> {
         let records = spool::read(&spool_path(&self.cfg.dir, &self.cfg.name), Record::parse)?;
@@ -205,7 +210,7 @@ impl Host {
     pub fn record_sink(&self) -> Result<usize, String> {
         let sink = spool::read(&sink_path(&self.cfg.dir, &self.cfg.name), Delivery::parse)?;
         let owed = spool::unrecorded_deliveries(&self.holdings()?, &sink);
-        self.spool.append(&owed).map_err(|e| fail("spool", e))?;
+        self.log(&owed)?;
         Ok(owed.len())
     }
 
@@ -240,7 +245,7 @@ impl Host {
                 })
             })
             .collect();
-        self.spool.append(&records).map_err(|e| fail("spool", e))?;
+        self.log(&records)?;
         let mut back = Vec::new();
         for ((q, id, at), r) in batch.iter().zip(&records) {
             let Record::Accepted(e) = r else { continue };
@@ -252,7 +257,7 @@ impl Host {
                 back.push(Record::HandedBack { id: *id });
             }
         }
-        self.spool.append(&back).map_err(|e| fail("spool", e))?;
+        self.log(&back)?;
         Ok(back.len())
     }
 
@@ -286,7 +291,7 @@ impl Host {
                     epoch: d.epoch,
                 })
                 .collect();
-            self.spool.append(&done).map_err(|e| fail("spool", e))?;
+            self.log(&done)?;
             drop(batch);
         }
         Ok(())

@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -33,39 +33,23 @@ use std::sync::Mutex;
 pub enum Record {
     Accepted(Entry),
     Imported(Entry),
-    Done {
-        id: u64,
-        epoch: u64,
-    },
-    HandedBack {
-        id: u64,
-    },
-    Frozen {
-        queue: String,
-        epoch: u64,
-    },
-    Moved {
-        queue: String,
-        epoch: u64,
-    },
-    Back {
-        queue: String,
-        epoch: u64,
-    },
-    Dropped {
-        queue: String,
-        epoch: u64,
-    },
-    Committed {
-        queue: String,
-        epoch: u64,
-    },
-    Chunk {
-        queue: String,
-        epoch: u64,
-        index: u64,
-        ids: Vec<u64>,
-    },
+    Done { id: u64, epoch: u64 },
+    HandedBack { id: u64 },
+    Frozen { queue: String, epoch: u64 },
+    Moved { queue: String, epoch: u64 },
+    Back { queue: String, epoch: u64 },
+    Dropped { queue: String, epoch: u64 },
+    Committed { queue: String, epoch: u64 },
+    Chunk(Chunk),
+}
+
+/// The ids of one chunk of an offer (`P`), spooled before its append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    pub queue: String,
+    pub epoch: u64,
+    pub index: u64,
+    pub ids: Vec<u64>,
 }
 
 /// A timer a host holds, as its spool stamps it.
@@ -107,14 +91,10 @@ impl fmt::Display for Record {
             Record::Back { queue, epoch } => write!(f, "B\t{queue}\t{epoch}"),
             Record::Dropped { queue, epoch } => write!(f, "X\t{queue}\t{epoch}"),
             Record::Committed { queue, epoch } => write!(f, "C\t{queue}\t{epoch}"),
-            Record::Chunk {
-                queue,
-                epoch,
-                index,
-                ids,
-            } => {
-                let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
-                write!(f, "P\t{queue}\t{epoch}\t{index}\t{}", ids.join(","))
+            Record::Chunk(c) => {
+                let ids: Vec<String> = c.ids.iter().map(u64::to_string).collect();
+                let ids = ids.join(",");
+                write!(f, "P\t{}\t{}\t{}\t{ids}", c.queue, c.epoch, c.index)
             }
         }
     }
@@ -150,7 +130,7 @@ impl Record {
             ["B", q, e] => queue(q, e).map(|(queue, epoch)| Record::Back { queue, epoch })?,
             ["X", q, e] => queue(q, e).map(|(queue, epoch)| Record::Dropped { queue, epoch })?,
             ["C", q, e] => queue(q, e).map(|(queue, epoch)| Record::Committed { queue, epoch })?,
-            ["P", q, e, i, ids] => Record::Chunk {
+            ["P", q, e, i, ids] => Record::Chunk(Chunk {
                 queue: q.to_string(),
                 epoch: num(e)?,
                 index: num(i)?,
@@ -159,7 +139,7 @@ impl Record {
                     .filter(|s| !s.is_empty())
                     .map(num)
                     .collect::<Result<_, _>>()?,
-            },
+            }),
             _ => return Err(format!("not a spool record: {line:?}")),
         })
     }
@@ -223,27 +203,11 @@ impl Log {
 /// Reads a log back. A last line cut short by a kill (no newline) was never acknowledged and
 /// is skipped; any other line that does not parse is an error naming the file and line.
 pub fn read<R>(path: &Path, parse: impl Fn(&str) -> Result<R, String>) -> Result<Vec<R>, String> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
     let mut out = Vec::new();
-    let mut reader = BufReader::new(file);
-    let mut line = String::new();
-    for n in 1.. {
-        line.clear();
-        let len = reader
-            .read_line(&mut line)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        if len == 0 || !line.ends_with('\n') {
-            break;
-        }
-        out.push(
-            parse(line.trim_end_matches('\n'))
-                .map_err(|e| format!("{}:{n}: {e}", path.display()))?,
-        );
-    }
+    tickwheel_testkit::lines::read_complete(path, |n, line| {
+        out.push(parse(line).map_err(|e| format!("{}:{n}: {e}", path.display()))?);
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -321,14 +285,9 @@ impl Holdings {
                     }
                 }
             }
-            Record::Chunk {
-                queue,
-                epoch,
-                index,
-                ids,
-            } => {
-                let offer = self.chunks.entry((queue.clone(), *epoch)).or_default();
-                offer.insert(*index, ids.clone());
+            Record::Chunk(c) => {
+                let offer = self.chunks.entry((c.queue.clone(), c.epoch)).or_default();
+                offer.insert(c.index, c.ids.clone());
             }
             Record::Back { queue, .. } => {
                 self.frozen.remove(queue);
@@ -419,12 +378,12 @@ mod tests {
                 queue: "q1".into(),
                 epoch: 3,
             },
-            Record::Chunk {
+            Record::Chunk(Chunk {
                 queue: "q0".into(),
                 epoch: 2,
                 index: 1,
                 ids: vec![4, 5, 6],
-            },
+            }),
         ];
         for r in records {
             assert_eq!(Record::parse(&r.to_string()), Ok(r));
@@ -504,11 +463,13 @@ mod tests {
     /// timers outside the chunks taken: in later chunks, never appended, or never chunked.
     #[test]
     fn a_reclaimed_offer_keeps_what_was_not_taken() {
-        let chunk = |index, ids: &[u64]| Record::Chunk {
-            queue: "q0".into(),
-            epoch: 1,
-            index,
-            ids: ids.to_vec(),
+        let chunk = |index, ids: &[u64]| {
+            Record::Chunk(Chunk {
+                queue: "q0".into(),
+                epoch: 1,
+                index,
+                ids: ids.to_vec(),
+            })
         };
         let mut records: Vec<Record> = (1..=7).map(|id| Record::Accepted(e(id, "q0", 1))).collect();
         records.push(Record::Accepted(e(9, "q1", 1)));

@@ -124,9 +124,15 @@ pub fn filled(q: &str, n: u64, t0: Instant) -> Sched {
 
 /// A scheduler with `n` timers in queue `q`, ids `0..n`, all due at `t0`, value `v<id>`.
 pub fn due_now(q: &str, n: u64, t0: Instant) -> Sched {
+    due_at(q, n, t0, |_| t0)
+}
+
+/// A scheduler (origin `t0`) with `n` timers in queue `q`, ids `0..n`, each due at `at(id)`,
+/// value `v<id>`.
+pub fn due_at(q: &str, n: u64, t0: Instant, at: impl Fn(u64) -> Instant) -> Sched {
     let s = Scheduler::builder().origin(t0).build();
     for id in 0..n {
-        s.schedule(q.to_string(), id, t0, format!("v{id}"))
+        s.schedule(q.to_string(), id, at(id), format!("v{id}"))
             .expect("schedule");
     }
     s
@@ -144,6 +150,23 @@ pub fn due_now_with(
     policy(&s);
     let sealed = s.flow_policy(q);
     (s, sealed)
+}
+
+/// A held queue `q` of `n` timers due at `t0` with `limits` applied (see [`due_now_with`]),
+/// offered by `a` to `b`: the source, the policy the seal read, and the offer.
+pub async fn held_offered_to_b(
+    a: &Custody,
+    q: &str,
+    n: u64,
+    t0: Instant,
+    limits: impl FnOnce(&Sched),
+) -> (Sched, tickwheel_redis::FlowPolicy, Offered) {
+    let (src, sealed) = due_now_with(q, n, t0, |s| {
+        s.hold_queue(&q.to_string());
+        limits(s);
+    });
+    let offered = acquire_and_offer(a, &src, q, Some("b")).await;
+    (src, sealed, offered)
 }
 
 /// [`filled`] with values `value(id)`.
