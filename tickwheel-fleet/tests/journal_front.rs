@@ -164,11 +164,12 @@ fn expected_hours(k: Kind) -> std::ops::Range<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_survivor_adopts_exactly_the_fronts_live_timers() {
-    let Some((etcd, redis, opts, qs)) = parent_fleet_with(CHILD, QUEUES).await else {
+    let test = ("front_child", CHILD);
+    let limit = Duration::from_secs(90);
+    let Some((_etcd, _redis, opts, qs, child)) = after_killed_child(test, "w", QUEUES, limit).await
+    else {
         return;
     };
-    let test = ("front_child", CHILD);
-    let child = killed_when_done(test, (&etcd, &redis, "w"), Duration::from_secs(90)).await;
     let lines = &child.lines;
     let count = |prefix: &str| lines.iter().filter(|l| l.starts_with(prefix)).count();
     let all = 2 * KINDS.len() * EACH as usize + EACH as usize;

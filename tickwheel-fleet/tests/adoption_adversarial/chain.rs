@@ -43,15 +43,8 @@ async fn chain_of_deaths(c_with_b: bool, first: Duration, leave: bool) {
             }
         }
     };
-    let (b, c) = if c_with_b {
-        let (b, c) = tokio::join!(
-            join_hooked(&opts, "b", hook),
-            join_journaling(&opts, "c", true)
-        );
-        (b, Some(c))
-    } else {
-        (join_hooked(&opts, "b", hook).await, None)
-    };
+    let c = c_with_b.then(|| join_journaling(&opts, "c", true));
+    let (b, c) = beside(join_hooked(&opts, "b", hook), c).await;
     let must = s.must();
     let mut ledger = Ledger::new(&s.ended);
     let until = Instant::now() + Duration::from_secs(60);

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 use crate::common::token_of;
 use crate::common::*;
 use crate::support::*;
-use tickwheel_fleet::FleetEvent;
 use tickwheel_testkit::child::TestChild;
 
 // ---------------------------------------------------------------------------------------
@@ -20,16 +19,8 @@ const JOINER: &str = "TICKWHEEL_FLEET_JOURNAL_MOVE_JOINER";
 /// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joiner_child() {
-    let Ok(spec) = std::env::var(JOINER) else {
-        return;
-    };
-    let (opts, name) = child_spec(&spec);
-    let m = join_journaling(&opts, &name, true).await;
-    let mut events = m.events();
-    loop {
-        if let Ok(FleetEvent::Acquired { queue, token, .. }) = events.recv().await {
-            println!("ACQ {queue} {token}");
-        }
+    if let Some((m, _)) = join_child_journaled(JOINER).await {
+        print_acquisitions(m.events()).await;
     }
 }
 
@@ -91,11 +82,9 @@ const EXTRA: u64 = 5_000;
 /// dispatches nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_child() {
-    let Ok(spec) = std::env::var(SOURCE) else {
+    let Some((m, _)) = join_child_journaled(SOURCE).await else {
         return;
     };
-    let (opts, name) = child_spec(&spec);
-    let m = join_journaling(&opts, &name, true).await;
     let qs = queues(8);
     wait_until(
         Duration::from_secs(30),

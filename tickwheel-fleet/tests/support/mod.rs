@@ -18,7 +18,11 @@ use tickwheel_testkit::example::{Example, last_line, text};
 use tickwheel_testkit::redis::RedisServer;
 
 pub mod checks;
+pub mod children;
 pub mod handouts;
+
+#[allow(unused_imports)] // not every test binary starts children
+pub use children::*;
 
 /// The `fleet` example (the ownership proof), built with the test's profile.
 pub const FLEET: Example = Example::new("tickwheel-fleet", "fleet");
@@ -349,15 +353,6 @@ pub async fn killed_when_done(
     }
 }
 
-/// In a child process: the member named by the [`child_spec`] the parent put in the
-/// environment variable `env`, joined with 3 timers a queue; `None` in the parent's own run
-/// of the child test.
-pub async fn join_child(env: &str) -> Option<FleetMember> {
-    let spec = std::env::var(env).ok()?;
-    let (opts, name) = child_spec(&spec);
-    Some(join(&opts, &name, 3).await)
-}
-
 /// Turns etcd authentication on at `url`: a `root` user with `password` and the root role,
 /// then `auth_enable`; connecting with `connect` (TLS, say). Panics on any refusal.
 pub async fn enable_etcd_auth(
@@ -429,6 +424,18 @@ pub fn schedule_journaled(
         }
     }
     pending
+}
+
+/// Deadlines for [`schedule_journaled`]: the first `due` timers of each queue at `now`, the
+/// others an hour later.
+pub fn first_due_at(due: u64, now: Instant) -> impl Fn(u64) -> Instant {
+    move |i| {
+        if i < due {
+            now
+        } else {
+            now + Duration::from_secs(3600)
+        }
+    }
 }
 
 /// Awaits every put of [`schedule_journaled`]; panics unless each is durable.
@@ -516,17 +523,6 @@ pub async fn child_member_ready(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     child
-}
-
-/// In a child process: the member named by the [`child_spec`] in the environment variable
-/// `env`, joined with the journal on and a recovery that finds nothing, once it owns the `n`
-/// queues [`queues`]`(n)`; `None` in the parent's own run of the child test.
-pub async fn join_child_journaling(env: &str, n: usize) -> Option<(FleetMember, Vec<String>)> {
-    let spec = std::env::var(env).ok()?;
-    let (opts, name) = child_spec(&spec);
-    let m = join_journaling(&opts, &name, true).await;
-    owns(&m, n).await;
-    Some((m, queues(n)))
 }
 
 /// Waits (at most 30 s each) until `b` owns some queue, then until every queue of `qs` has
