@@ -231,11 +231,8 @@ async fn after_the_last_leave_the_next_member_rebuilds_every_journaled_timer() {
     let Some((_etcd, redis, opts, qs, a)) = journaled_a(2).await else {
         return;
     };
-    let now = Instant::now();
     // The first ten of each queue due at once, the rest in an hour.
-    let pending = schedule_journaled(&a, &qs, 30, first_due_at(10, now));
-    let mut want: BTreeSet<_> = pending.iter().map(|(q, id, _)| (q.clone(), *id)).collect();
-    durable(pending).await;
+    let mut want = schedule_durably(&a, &qs, 30, 10).await;
     // Hand out the due ones; confirm and end half of them, keep the rest in flight.
     let in_flight = due_within(&a, 20, Duration::from_secs(10)).await;
     assert_eq!(in_flight.len(), 20);
@@ -467,10 +464,8 @@ async fn an_end_of_a_timer_in_flight_across_a_move_leaves_no_orphan_record() {
     let Some((_etcd, redis, opts, qs, a)) = journaled_a(4).await else {
         return;
     };
-    let now = Instant::now();
     // One due at once per queue, the rest in an hour.
-    let pending = schedule_journaled(&a, &qs, 20, first_due_at(1, now));
-    durable(pending).await;
+    schedule_durably(&a, &qs, 20, 1).await;
     let out = due_within(&a, qs.len(), Duration::from_secs(10)).await;
     assert_eq!(out.len(), qs.len());
     let b = join_journaling(&opts, "b", true).await;

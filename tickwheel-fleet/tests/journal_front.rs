@@ -229,11 +229,10 @@ const RACED: u64 = 20_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_reschedules_and_cancels_leave_the_journal_agreeing_with_the_scheduler() {
-    let Some((_etcd, redis, _opts, qs, a)) = journaled_a(1).await else {
+    let Some((_etcd, redis, a, q, token)) = journaled_one().await else {
         return;
     };
-    let q = &qs[0];
-    let token = token_of(&a, q).expect("owned");
+    let q = &q;
     let now = Instant::now();
     let mut puts = Vec::new();
     for id in 0..RACED {

@@ -31,10 +31,7 @@ async fn joiner_child() {
 /// twice under one token, none early.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_joining_member_killed_after_its_first_acquisition_loses_nothing() {
-    if std::env::var_os(JOINER).is_some() {
-        return;
-    }
-    let Some((etcd, redis, _opts, qs, a)) = journaled_a(8).await else {
+    let Some((etcd, redis, _opts, qs, a)) = parent_journaled_a(JOINER, 8).await else {
         return;
     };
     let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(3)).await;
@@ -110,14 +107,9 @@ async fn source_child() {
 /// none twice under one token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_source_killed_in_the_middle_of_its_moves_loses_nothing() {
-    if std::env::var_os(SOURCE).is_some() {
-        return;
-    }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = parent_fleet_with(SOURCE, 8).await else {
         return;
     };
-    let qs = queues(8);
-    register(&opts, &qs).await;
     let mut child = TestChild::spawn(
         "killed_children::source_child",
         SOURCE,
@@ -188,10 +180,7 @@ async fn the_source_killed_in_the_middle_of_its_moves_loses_nothing() {
 /// leftover offer): nothing may come out within 3 s, every deadline being an hour away.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn later_deadlines_in_offers_hold_when_the_joining_member_dies() {
-    if std::env::var_os(JOINER).is_some() {
-        return;
-    }
-    let Some((etcd, redis, _opts, qs, a)) = journaled_a(8).await else {
+    let Some((etcd, redis, _opts, qs, a)) = parent_journaled_a(JOINER, 8).await else {
         return;
     };
     let t0 = Instant::now();

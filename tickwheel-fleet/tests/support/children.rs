@@ -1,17 +1,17 @@
 //! Members in child processes (this test binary run again by `TestChild`), joined from the
 //! [`child_spec`] the parent put in the environment.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use tickwheel_fleet::{FleetEvent, FleetOptions};
+use tickwheel_testkit::child::TestChild;
 use tickwheel_testkit::etcd::EtcdServer;
 use tickwheel_testkit::redis::RedisServer;
 use tokio::sync::broadcast::Receiver;
 
 use super::{
-    FleetMember, Printed, child_spec, join, join_journaling, killed_when_done, owns,
-    parent_fleet_with, queues, schedule_journaled,
+    FleetMember, join, join_journaling, owns, parent_fleet_with, queues, schedule_journaled,
 };
 
 /// In a child process: the member named by the [`child_spec`] the parent put in the
@@ -94,4 +94,112 @@ pub async fn after_killed_child(
     let (etcd, redis, opts, qs) = parent_fleet_with(env, n).await?;
     let child = killed_when_done((test, env), (&etcd, &redis, name), limit).await;
     Some((etcd, redis, opts, qs, child))
+}
+
+/// A child member's options and name from its spec, `"<etcd url> <redis url> <name>"`: a
+/// 2 s lease, polls every 100 ms, custody retries for 2 s.
+///
+/// # Panics
+/// If the spec has fewer than three words.
+pub fn child_spec(spec: &str) -> (FleetOptions, String) {
+    let mut parts = spec.split(' ');
+    let (Some(etcd), Some(redis), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        panic!("bad child spec {spec:?}");
+    };
+    let mut opts = FleetOptions::new(etcd, redis).with_lease_ttl(Duration::from_secs(2));
+    opts.poll_interval = Duration::from_millis(100);
+    opts.custody.retry_for = Duration::from_secs(2);
+    (opts, name.to_owned())
+}
+
+/// What a journaling child printed: every line, the token of each queue (its first
+/// `ACK <queue> <id> <token>`), and the (queue, id) of its `ACK`, `OUT` and `END` lines.
+pub struct Printed {
+    pub lines: Vec<String>,
+    pub tokens: BTreeMap<String, u64>,
+    pub acked: BTreeSet<(String, u64)>,
+    pub out: BTreeSet<(String, u64)>,
+    pub ended: BTreeSet<(String, u64)>,
+}
+
+impl Printed {
+    /// The timers acknowledged and not ended: what a survivor must hand out again.
+    pub fn not_ended(&self) -> BTreeSet<(String, u64)> {
+        self.acked.difference(&self.ended).cloned().collect()
+    }
+
+    /// The child's token for queue `q` (0 if it acknowledged nothing there).
+    pub fn token(&self, q: &str) -> u64 {
+        self.tokens.get(q).copied().unwrap_or(0)
+    }
+}
+
+/// [`child_member_ready`] until the child printed `DONE`, then killed (SIGKILL): what it
+/// printed.
+pub async fn killed_when_done(
+    test_env: (&str, &str),
+    servers: (&EtcdServer, &RedisServer, &str),
+    limit: Duration,
+) -> Printed {
+    let mut child = child_member_ready(test_env, servers, limit, ("DONE", 1)).await;
+    child.kill9();
+    Printed {
+        lines: child.lines(),
+        tokens: acked_tokens(&child),
+        acked: printed(&child, "ACK "),
+        out: printed(&child, "OUT "),
+        ended: printed(&child, "END "),
+    }
+}
+
+/// The (queue, id) of every line `child` printed as `<prefix><queue> <id> …`.
+pub fn printed(child: &TestChild, prefix: &str) -> BTreeSet<(String, u64)> {
+    child
+        .lines()
+        .iter()
+        .filter_map(|l| {
+            let mut p = l.strip_prefix(prefix)?.split(' ');
+            Some((p.next()?.to_owned(), p.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Queue → token of the first line `child` printed as `ACK <queue> <id> <token>`.
+pub fn acked_tokens(child: &TestChild) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for l in child.lines() {
+        let Some(rest) = l.strip_prefix("ACK ") else {
+            continue;
+        };
+        let p: Vec<&str> = rest.split(' ').collect();
+        if let [q, _, token] = p[..]
+            && let Ok(token) = token.parse()
+        {
+            out.entry(q.to_owned()).or_insert(token);
+        }
+    }
+    out
+}
+
+/// This test binary run again as the test `test`, member `name` of `etcd` and `redis` (its
+/// [`child_spec`] in the environment variable `env`), once it printed `n` lines starting with
+/// `prefix`; panics with its output if that takes over `limit`.
+pub async fn child_member_ready(
+    (test, env): (&str, &str),
+    (etcd, redis, name): (&EtcdServer, &RedisServer, &str),
+    limit: Duration,
+    (prefix, n): (&str, usize),
+) -> TestChild {
+    let child = TestChild::spawn(test, env, &format!("{} {} {name}", etcd.url(), redis.url()));
+    let started = Instant::now();
+    while child.count(prefix) < n {
+        assert!(
+            started.elapsed() < limit,
+            "the child printed {} lines {prefix:?} of {n}: {:?}",
+            child.count(prefix),
+            child.lines()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child
 }
