@@ -234,14 +234,7 @@ async fn racing_reschedules_and_cancels_leave_the_journal_agreeing_with_the_sche
     };
     let q = &q;
     let now = Instant::now();
-    let mut puts = Vec::new();
-    for id in 0..RACED {
-        let p = a.schedule(q.clone(), id, now + HOUR, value(q, id));
-        puts.push(p.expect("journal").expect("schedule"));
-    }
-    for p in puts {
-        p.await.expect("durable");
-    }
+    front_schedule_durably(&a, q, 0..RACED, now + HOUR).await;
     // Each id raced on by two threads meeting at a barrier: one moves it two hours ahead;
     // the other cancels it (even ids) or moves it three hours ahead (odd ids).
     let barrier = Barrier::new(2);

@@ -183,13 +183,7 @@ async fn cancels_racing_hand_outs_end_each_timer_once_and_the_journal_agrees() {
     };
     let q = &q;
     let start = Instant::now();
-    let mut puts = Vec::new();
-    for id in 0..N {
-        puts.push(sched(&a, q, id, start));
-    }
-    for p in puts {
-        p.await.expect("durable");
-    }
+    front_schedule_durably(&a, q, 0..N, start).await;
     let barrier = Barrier::new(2);
     let stop = AtomicBool::new(false);
     let (cancelled, ended, retried, pending) = tokio::task::block_in_place(|| {

@@ -185,7 +185,7 @@ async fn later_deadlines_in_offers_hold_when_the_joining_member_dies() {
     };
     let t0 = Instant::now();
     let later = t0 + Duration::from_secs(3600);
-    let intended = put_each(&a, &qs, 6, |i| if i == 0 { t0 } else { later }, Some(later)).await;
+    let intended = put_each(&a, &qs, 6, first_due_at(1, t0), Some(later)).await;
     let mut held = hold(&a, qs.len(), None).await;
     let mut a_events = a.events();
     let mut child = TestChild::spawn(

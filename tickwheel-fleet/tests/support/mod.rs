@@ -400,6 +400,30 @@ pub fn schedule_journaled(
     pending
 }
 
+/// Schedules the timers `ids` of `q`, due at `at` (value `"<q>:<id>"`), through `m`'s
+/// journaled front ([`Member::schedule`]), then awaits every put.
+///
+/// # Panics
+/// If the front or the scheduler refuses a timer, or a put is not durable.
+pub async fn front_schedule_durably(
+    m: &FleetMember,
+    q: &str,
+    ids: std::ops::Range<u64>,
+    at: Instant,
+) {
+    let mut puts = Vec::new();
+    for id in ids {
+        match m.schedule(q.to_owned(), id, at, format!("{q}:{id}")) {
+            Ok(Ok(p)) => puts.push(p),
+            Ok(Err(e)) => panic!("scheduler refused {q}/{id}: {e:?}"),
+            Err(e) => panic!("front refused {q}/{id}: {e}"),
+        }
+    }
+    for p in puts {
+        p.await.expect("durable");
+    }
+}
+
 /// Deadlines for [`schedule_journaled`]: the first `due` timers of each queue at `now`, the
 /// others an hour later.
 pub fn first_due_at(due: u64, now: Instant) -> impl Fn(u64) -> Instant {
