@@ -307,18 +307,12 @@ async fn watch_deletes(etcd: &str, prefix: &str) -> Result<Arc<Mutex<Vec<Instant
     Ok(out)
 }
 
-fn main() -> Result<(), String> {
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), String> {
     let a = Args::parse();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async {
-        match &a.victim {
-            Some(urls) if urls.len() == 2 => victim(&a, &urls[0], &urls[1]).await,
-            Some(_) => Err("--victim ETCD REDIS".into()),
-            None => survivor(&a).await,
-        }
-    })
+    match &a.victim {
+        Some(urls) if urls.len() == 2 => victim(&a, &urls[0], &urls[1]).await,
+        Some(_) => Err("--victim ETCD REDIS".into()),
+        None => survivor(&a).await,
+    }
 }

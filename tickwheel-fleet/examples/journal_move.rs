@@ -252,12 +252,7 @@ async fn run(a: &Args) -> Result<(), String> {
     Ok(())
 }
 
-fn main() -> Result<(), String> {
-    let a = Args::parse();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(run(&a))
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), String> {
+    run(&Args::parse()).await
 }

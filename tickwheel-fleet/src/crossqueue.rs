@@ -40,6 +40,31 @@ impl<K, T> Claim<K, T> {
         Self::all(present, false)
     }
 
+    /// The claims of a handoff's target, which imported the offer (skipping `offered`), then
+    /// the queue's journal (skipping `journal`): one claim per id, the later of its two
+    /// deadlines, the journal's when they are within [`SAME_DEADLINE`]. O(n).
+    pub fn after_handoff(
+        offered: Vec<FrozenEntry<K, T>>,
+        journal: Vec<FrozenEntry<K, T>>,
+    ) -> Vec<Self>
+    where
+        K: Hash + Eq + Clone,
+    {
+        let mut by_id: HashMap<K, Self> = HashMap::with_capacity(offered.len());
+        for c in Self::offered(offered) {
+            by_id.insert(c.entry.id.clone(), c);
+        }
+        for c in Self::journaled(journal) {
+            match by_id.get(&c.entry.id) {
+                Some(o) if o.entry.at > c.entry.at + SAME_DEADLINE => {}
+                _ => {
+                    by_id.insert(c.entry.id.clone(), c);
+                }
+            }
+        }
+        by_id.into_values().collect()
+    }
+
     fn all(present: Vec<FrozenEntry<K, T>>, journaled: bool) -> Vec<Self> {
         present
             .into_iter()
@@ -55,45 +80,6 @@ pub(crate) struct Moved {
     pub journal: usize,
     /// Claims of an offer.
     pub offer: usize,
-}
-
-/// [`later_wins_across`] at a handoff's target, which imported the offer (skipping
-/// `offered`), then the queue's journal (skipping `journal`): one claim per id, the later of
-/// its two deadlines, the journal's when they are within [`SAME_DEADLINE`].
-pub(crate) async fn after_handoff<Q, K, T>(
-    shared: &Arc<Shared<Q, K, T>>,
-    queue: &Q,
-    token: u64,
-    offered: Vec<FrozenEntry<K, T>>,
-    journal: Vec<FrozenEntry<K, T>>,
-) -> Moved
-where
-    Q: QueueName,
-    K: Hash + Eq + Clone + Send + Sync + Serialize + 'static,
-    T: Send + Serialize + 'static,
-{
-    let claims = merge(Claim::offered(offered), Claim::journaled(journal));
-    later_wins_across(shared, queue, token, claims).await
-}
-
-/// The claims of one queue's two sources as one claim per id (see [`after_handoff`]). O(n).
-fn merge<K: Hash + Eq + Clone, T>(
-    offered: Vec<Claim<K, T>>,
-    journal: Vec<Claim<K, T>>,
-) -> Vec<Claim<K, T>> {
-    let mut by_id: HashMap<K, Claim<K, T>> = HashMap::with_capacity(offered.len());
-    for c in offered {
-        by_id.insert(c.entry.id.clone(), c);
-    }
-    for c in journal {
-        match by_id.get(&c.entry.id) {
-            Some(o) if o.entry.at > c.entry.at + SAME_DEADLINE => {}
-            _ => {
-                by_id.insert(c.entry.id.clone(), c);
-            }
-        }
-    }
-    by_id.into_values().collect()
 }
 
 /// After an import of `queue`'s timers at `token` (a journal load, an offer) skipped

@@ -232,7 +232,7 @@ where
         // import skips ids already in: this queue's own are not claims, the next step
         // passes over them).
         Err(JournalError::Corrupt { .. }) => {
-            let rest = decodable(shared, queue, token).await?;
+            let rest = decodable(shared, j, queue, token).await?;
             let done = shared.scheduler.import(queue.clone(), rest);
             imported += done.imported;
             present.extend(done.present);
@@ -267,7 +267,7 @@ where
     };
     let entries = match j.journal.load_entries::<K, T>(queue.as_ref(), token).await {
         Ok(entries) => entries,
-        Err(JournalError::Corrupt { .. }) => return decodable(shared, queue, token).await,
+        Err(JournalError::Corrupt { .. }) => return decodable(shared, j, queue, token).await,
         Err(e) => return Err(e.into()),
     };
     // The reference clock first, the local Instant after: a deadline can only move later.
@@ -279,26 +279,19 @@ where
         .collect())
 }
 
-/// `queue`'s journal read under `token` as raw records, the ones that decode as `K` and `T`
-/// converted as [`load`] does; the others are left in Redis, logged at error level and
-/// reported ([`FleetEvent::Undecodable`]). Used once a strict load met such a record. A
-/// record without a readable deadline still fails it (`JournalError::Corrupt`).
+/// `queue`'s journal (`j`, the member's) read under `token` as raw records, the ones that
+/// decode as `K` and `T` converted as [`load`] does; the others are left in Redis, logged at
+/// error level and reported ([`FleetEvent::Undecodable`]). Used once a strict load met such
+/// a record. A record without a readable deadline still fails it (`JournalError::Corrupt`).
 ///
 /// # Errors
 /// As [`load`], but for records that do not decode.
-async fn decodable<Q, K, T>(
-    shared: &Arc<Shared<Q, K, T>>,
+async fn decodable<Q: QueueName, K: DeserializeOwned, T: DeserializeOwned>(
+    shared: &Shared<Q, K, T>,
+    j: &MemberJournal,
     queue: &Q,
     token: u64,
-) -> Result<Vec<FrozenEntry<K, T>>, Error>
-where
-    Q: QueueName,
-    K: Hash + Eq + Clone + Send + Sync + DeserializeOwned + 'static,
-    T: Send + DeserializeOwned + 'static,
-{
-    let Some(j) = &shared.journal else {
-        return Ok(Vec::new());
-    };
+) -> Result<Vec<FrozenEntry<K, T>>, Error> {
     let records = j.journal.load(queue.as_ref(), token).await?;
     let reference = shared.custody.reference_now_us().await?;
     let local = Instant::now();

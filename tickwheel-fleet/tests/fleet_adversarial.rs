@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use support::*;
 use tickwheel::sync::{FrozenEntry, Scheduler};
-use tickwheel_fleet::{Error, Fence, FleetEvent, FleetOptions, Member, RecoveryError};
+use tickwheel_fleet::{Error, Fence, FleetOptions, Member, RecoveryError};
 use tickwheel_testkit::child::TestChild;
 use tickwheel_testkit::etcd::EtcdServer;
 use tickwheel_testkit::redis::RedisServer;
@@ -498,23 +498,19 @@ async fn zero_periods_and_timeouts_are_refused_or_harmless() {
 const CHILD: &str = "TICKWHEEL_FLEET_ADVERSARIAL_CHILD";
 
 /// The child member: runs only when the parent set the variable; prints `JOINED` then
-/// `ACQUIRED <queue>` lines.
+/// `ACQ <queue> <token>` lines.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adversarial_child() {
     let Some(m) = join_child(CHILD).await else {
         return;
     };
-    let mut events = m.events();
+    let events = m.events();
     println!("JOINED");
-    loop {
-        if let Ok(FleetEvent::Acquired { queue, .. }) = events.recv().await {
-            println!("ACQUIRED {queue}");
-        }
-    }
+    print_acquisitions(events).await;
 }
 
 /// Member `name` as a child process (`adversarial_child`), printing `JOINED` and
-/// `ACQUIRED <queue>`.
+/// `ACQ <queue> <token>`.
 fn child_member(etcd: &str, redis: &str, name: &str) -> TestChild {
     TestChild::spawn(
         "adversarial_child",
@@ -550,7 +546,7 @@ async fn x_handing_to_b() -> Option<(
     let (etcd, redis, opts, qs) = fleet_with(40).await?;
     let x = child_member(&etcd.url(), &redis.url(), "x");
     wait_until(Duration::from_secs(40), "x owns every queue", || {
-        x.count("ACQUIRED") >= qs.len()
+        x.count("ACQ ") >= qs.len()
     })
     .await;
     let b = join(&opts, "b", 3).await;

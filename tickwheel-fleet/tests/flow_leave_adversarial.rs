@@ -18,12 +18,7 @@ async fn an_orderly_leave_carries_each_queues_policy() {
     };
     let per_queue = 3;
     let a = join(&opts, "a", per_queue).await;
-    wait_for(Duration::from_secs(20), "a owns every queue", || async {
-        let mut owned: Vec<String> = a.owned().into_iter().map(|(q, _)| q).collect();
-        owned.sort();
-        owned == qs
-    })
-    .await;
+    owns(&a, qs.len()).await;
     // A different policy per queue: held or not, limits or none.
     let policy = |i: usize| FlowPolicy {
         held: i.is_multiple_of(2),

@@ -11,8 +11,6 @@ use std::time::{Duration, Instant};
 use support::*;
 use tickwheel::sync::{FrozenEntry, RateLimit, Scheduler};
 use tickwheel_fleet::{FencedDue, Member, RecoveryError};
-use tickwheel_testkit::etcd::EtcdServer;
-use tickwheel_testkit::redis::RedisServer;
 
 /// A member whose store holds `per_queue` timers of each queue, all due when it recovers.
 async fn join_due(opts: &tickwheel_fleet::FleetOptions, name: &str, per_queue: u64) -> FleetMember {
@@ -41,23 +39,21 @@ fn owns(m: &FleetMember, qs: &[String]) -> bool {
     owned == qs
 }
 
-/// A fleet of two queues and member `a` ([`join_due`], `per_queue` timers a queue) once it
-/// owns both and may dispatch them; `None` where etcd or redis-server is missing.
-async fn a_owning_two(
-    per_queue: u64,
-) -> Option<(EtcdServer, RedisServer, Vec<String>, FleetMember)> {
-    let (etcd, redis, opts, qs) = fleet_with(2).await?;
+/// A fleet of `n` queues and member `a` ([`join_due`], `per_queue` timers a queue) once it
+/// owns them all and may dispatch them; `None` where etcd or redis-server is missing.
+async fn a_owning(n: usize, per_queue: u64) -> Option<FleetWithA> {
+    let (etcd, redis, opts, qs) = fleet_with(n).await?;
     let a = join_due(&opts, "a", per_queue).await;
-    wait_for(Duration::from_secs(20), "a owns both queues", || async {
+    wait_for(Duration::from_secs(20), "a owns every queue", || async {
         owns(&a, &qs) && qs.iter().all(|q| a.fence().token(q.as_bytes()).is_some())
     })
     .await;
-    Some((etcd, redis, qs, a))
+    Some((etcd, redis, opts, qs, a))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_members_fenced_hand_out_keeps_holds_and_concurrency_limits() {
-    let Some((_etcd, _redis, qs, a)) = a_owning_two(4).await else {
+    let Some((_etcd, _redis, _opts, qs, a)) = a_owning(2, 4).await else {
         return;
     };
     let (held, limited) = (&qs[0], &qs[1]);
@@ -121,15 +117,10 @@ async fn a_members_fenced_hand_out_keeps_holds_and_concurrency_limits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_queue_moved_on_a_join_arrives_held_with_its_limits() {
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(8).await else {
+    let per_queue = 5;
+    let Some((_etcd, _redis, opts, qs, a)) = a_owning(8, per_queue).await else {
         return;
     };
-    let per_queue = 5;
-    let a = join_due(&opts, "a", per_queue).await;
-    wait_for(Duration::from_secs(20), "a owns every queue", || async {
-        owns(&a, &qs)
-    })
-    .await;
     let rate = RateLimit::per_second(4).with_burst(3);
     for q in &qs {
         a.scheduler().hold_queue(q);
@@ -185,7 +176,7 @@ async fn a_queue_moved_on_a_join_arrives_held_with_its_limits() {
 async fn due_stream_behind_the_fence_keeps_holds_and_concurrency_limits() {
     use futures_util::StreamExt;
 
-    let Some((_etcd, _redis, qs, a)) = a_owning_two(3).await else {
+    let Some((_etcd, _redis, _opts, qs, a)) = a_owning(2, 3).await else {
         return;
     };
     let (held, limited) = (qs[0].clone(), qs[1].clone());

@@ -9,7 +9,7 @@
 
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -110,14 +110,7 @@ async fn in_flight_child() {
     let Some((m, qs)) = join_child_journaling(CHILD, QUEUES).await else {
         return;
     };
-    let tokens: BTreeMap<String, u64> = m.owned().into_iter().collect();
-    for (q, id, w) in schedule_journaled(&m, &qs, PER_QUEUE, |_| Instant::now()) {
-        let token = tokens.get(&q).copied().unwrap_or(0);
-        match w.await {
-            Ok(_) => println!("ACK {q} {id} {token}"),
-            Err(e) => println!("ERR {q} {id} {e}"),
-        }
-    }
+    schedule_printing_acks(&m, &qs, PER_QUEUE, |_| Instant::now()).await;
     // Hand everything out; confirm every third, keep the rest in flight.
     let out = due_within(&m, QUEUES * PER_QUEUE as usize, Duration::from_secs(20)).await;
     for d in &out {
@@ -128,10 +121,7 @@ async fn in_flight_child() {
         let (q, id) = (d.due.queue().clone(), *d.due.id());
         if id % 3 == 0 {
             drop(d);
-            match m.journal_end(&q, &id).expect("journal").await {
-                Ok(_) => println!("END {q} {id}"),
-                Err(e) => println!("ERR {q} {id} {e}"),
-            }
+            end_printing(&m, &q, id).await;
         } else {
             held.push(d);
         }
@@ -146,11 +136,12 @@ async fn in_flight_child() {
 /// them out again under a newer token, and every timer not confirmed ended, and nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn timers_in_flight_at_a_kill_come_back_under_a_newer_token() {
-    let Some((etcd, redis, opts, qs)) = parent_fleet_with(CHILD, QUEUES).await else {
+    let test = ("in_flight_child", CHILD);
+    let limit = Duration::from_secs(90);
+    let Some((_etcd, _redis, opts, qs, child)) = after_killed_child(test, "w", QUEUES, limit).await
+    else {
         return;
     };
-    let test = ("in_flight_child", CHILD);
-    let child = killed_when_done(test, (&etcd, &redis, "w"), Duration::from_secs(90)).await;
     let n = QUEUES * PER_QUEUE as usize;
     assert_eq!(child.acked.len(), n, "{:?}", child.lines);
     assert_eq!(
@@ -240,17 +231,8 @@ async fn after_the_last_leave_the_next_member_rebuilds_every_journaled_timer() {
     let Some((_etcd, redis, opts, qs, a)) = journaled_a(2).await else {
         return;
     };
-    let now = Instant::now();
     // The first ten of each queue due at once, the rest in an hour.
-    let pending = schedule_journaled(&a, &qs, 30, |i| {
-        if i < 10 {
-            now
-        } else {
-            now + Duration::from_secs(3600)
-        }
-    });
-    let mut want: BTreeSet<_> = pending.iter().map(|(q, id, _)| (q.clone(), *id)).collect();
-    durable(pending).await;
+    let mut want = schedule_durably(&a, &qs, 30, 10).await;
     // Hand out the due ones; confirm and end half of them, keep the rest in flight.
     let in_flight = due_within(&a, 20, Duration::from_secs(10)).await;
     assert_eq!(in_flight.len(), 20);
@@ -482,16 +464,8 @@ async fn an_end_of_a_timer_in_flight_across_a_move_leaves_no_orphan_record() {
     let Some((_etcd, redis, opts, qs, a)) = journaled_a(4).await else {
         return;
     };
-    let now = Instant::now();
     // One due at once per queue, the rest in an hour.
-    let pending = schedule_journaled(&a, &qs, 20, |i| {
-        if i == 0 {
-            now
-        } else {
-            now + Duration::from_secs(3600)
-        }
-    });
-    durable(pending).await;
+    schedule_durably(&a, &qs, 20, 1).await;
     let out = due_within(&a, qs.len(), Duration::from_secs(10)).await;
     assert_eq!(out.len(), qs.len());
     let b = join_journaling(&opts, "b", true).await;

@@ -164,11 +164,12 @@ fn expected_hours(k: Kind) -> std::ops::Range<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_survivor_adopts_exactly_the_fronts_live_timers() {
-    let Some((etcd, redis, opts, qs)) = parent_fleet_with(CHILD, QUEUES).await else {
+    let test = ("front_child", CHILD);
+    let limit = Duration::from_secs(90);
+    let Some((_etcd, _redis, opts, qs, child)) = after_killed_child(test, "w", QUEUES, limit).await
+    else {
         return;
     };
-    let test = ("front_child", CHILD);
-    let child = killed_when_done(test, (&etcd, &redis, "w"), Duration::from_secs(90)).await;
     let lines = &child.lines;
     let count = |prefix: &str| lines.iter().filter(|l| l.starts_with(prefix)).count();
     let all = 2 * KINDS.len() * EACH as usize + EACH as usize;
@@ -228,20 +229,12 @@ const RACED: u64 = 20_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_reschedules_and_cancels_leave_the_journal_agreeing_with_the_scheduler() {
-    let Some((_etcd, redis, _opts, qs, a)) = journaled_a(1).await else {
+    let Some((_etcd, redis, a, q, token)) = journaled_one().await else {
         return;
     };
-    let q = &qs[0];
-    let token = token_of(&a, q).expect("owned");
+    let q = &q;
     let now = Instant::now();
-    let mut puts = Vec::new();
-    for id in 0..RACED {
-        let p = a.schedule(q.clone(), id, now + HOUR, value(q, id));
-        puts.push(p.expect("journal").expect("schedule"));
-    }
-    for p in puts {
-        p.await.expect("durable");
-    }
+    front_schedule_durably(&a, q, 0..RACED, now + HOUR).await;
     // Each id raced on by two threads meeting at a barrier: one moves it two hours ahead;
     // the other cancels it (even ids) or moves it three hours ahead (odd ids).
     let barrier = Barrier::new(2);

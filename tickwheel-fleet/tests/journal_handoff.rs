@@ -105,16 +105,9 @@ fn fate(i: u64) -> Fate {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_handoff_target_loads_the_journal() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
+    let Some((_etcd, _redis, opts, qs, a)) = journaled_a(8).await else {
         return;
     };
-    let qs = queues(8);
-    register(&opts, &qs).await;
-    let a = join_journaling(&opts, "a", true).await;
-    wait_until(Duration::from_secs(30), "a owns every queue", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
     let mut fates: BTreeMap<(String, u64), Fate> = BTreeMap::new();
     for (n, q) in qs.iter().enumerate() {
         for i in 0..PER_QUEUE {

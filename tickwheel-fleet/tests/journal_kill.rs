@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use support::*;
@@ -24,24 +24,14 @@ async fn journaling_child() {
     let Some((m, qs)) = join_child_journaling(CHILD, QUEUES).await else {
         return;
     };
-    let tokens: BTreeMap<String, u64> = m.owned().into_iter().collect();
     let at = |i| Instant::now() + Duration::from_millis(500 + 10 * i);
-    for (q, id, w) in schedule_journaled(&m, &qs, PER_QUEUE, at) {
-        let token = tokens.get(&q).copied().unwrap_or(0);
-        match w.await {
-            Ok(_) => println!("ACK {q} {id} {token}"),
-            Err(e) => println!("ERR {q} {id} {e}"),
-        }
-    }
+    schedule_printing_acks(&m, &qs, PER_QUEUE, at).await;
     // Every fifth timer cancelled, and its end journaled: it must not come back.
     for (n, q) in qs.iter().enumerate() {
         for i in (0..PER_QUEUE).step_by(5) {
             let id = n as u64 * 1000 + i;
             let _ = m.scheduler().cancel(&id);
-            match m.journal_end(q, &id).expect("journal").await {
-                Ok(_) => println!("END {q} {id}"),
-                Err(e) => println!("ERR {q} {id} {e}"),
-            }
+            end_printing(&m, q, id).await;
         }
     }
     println!("DONE");
@@ -51,11 +41,12 @@ async fn journaling_child() {
 }
 
 async fn survivor_dispatches_every_acknowledged_timer(journal: bool) {
-    let Some((etcd, redis, opts, qs)) = parent_fleet_with(CHILD, QUEUES).await else {
+    let test = ("journaling_child", CHILD);
+    let limit = Duration::from_secs(60);
+    let Some((_etcd, _redis, opts, qs, child)) = after_killed_child(test, "w", QUEUES, limit).await
+    else {
         return;
     };
-    let test = ("journaling_child", CHILD);
-    let child = killed_when_done(test, (&etcd, &redis, "w"), Duration::from_secs(60)).await;
     let n = QUEUES * PER_QUEUE as usize;
     assert_eq!(child.acked.len(), n, "{:?}", child.lines);
     let s = join_journaling(&opts, "s", journal).await;

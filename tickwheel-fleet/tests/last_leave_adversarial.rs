@@ -51,6 +51,13 @@ async fn holds_all(m: &FleetMember, qs: &[String], per_queue: u64) {
     .await;
 }
 
+/// After the leaves: a new member `c` (recovering `per_queue` timers a queue) adopts every
+/// queue of `qs` with every timer ([`holds_all`]).
+async fn a_newcomer_adopts_all(opts: &FleetOptions, qs: &[String], per_queue: u64) {
+    let c = join(opts, "c", per_queue).await;
+    holds_all(&c, qs, per_queue).await;
+}
+
 /// Both members of a two-member fleet leave at the same moment: each is marked leaving, so
 /// neither can take the other's queues, and neither may wait for the handoff timeout.
 /// Afterwards a new member adopts every queue with every timer.
@@ -80,8 +87,7 @@ async fn two_members_leaving_together_both_leave_without_the_timeout() {
             started.elapsed()
         ),
     }
-    let c = join(&opts, "c", per_queue).await;
-    holds_all(&c, &qs, per_queue).await;
+    a_newcomer_adopts_all(&opts, &qs, per_queue).await;
 }
 
 /// The only member leaves while a second one is joining: the leave ends within the bound
@@ -129,6 +135,5 @@ async fn the_last_leave_after_a_member_just_died_does_not_wait_for_the_timeout()
         panic!("register dead: {e}");
     }
     leaves_within_bound(a).await;
-    let c = join(&opts, "c", per_queue).await;
-    holds_all(&c, &qs, per_queue).await;
+    a_newcomer_adopts_all(&opts, &qs, per_queue).await;
 }

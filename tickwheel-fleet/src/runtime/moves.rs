@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 
 use super::Driver;
 use crate::assign::{self, OwnerKey};
-use crate::crossqueue::after_handoff;
+use crate::crossqueue::{Claim, later_wins_across};
 use crate::{Acquisition, Error, FleetEvent, QueueName};
 
 /// Most adoptions loading from Redis and importing at once in a placement round. Their owner
@@ -248,7 +248,8 @@ where
             tracing::warn!(member = %s.name, error = %e, "journal not brought up to the offer's deadlines");
         }
         // An id of either source with a timer in another queue here: the later deadline wins.
-        let moved = after_handoff(&s, q, new, offered.present, from_journal.present).await;
+        let claims = Claim::after_handoff(offered.present, from_journal.present);
+        let moved = later_wins_across(&s, q, new, claims).await;
         let imported = offered.imported + moved.offer;
         let journaled = from_journal.imported + moved.journal;
         s.owned.lock().insert(q.clone(), new);

@@ -43,15 +43,8 @@ async fn chain_of_deaths(c_with_b: bool, first: Duration, leave: bool) {
             }
         }
     };
-    let (b, c) = if c_with_b {
-        let (b, c) = tokio::join!(
-            join_hooked(&opts, "b", hook),
-            join_journaling(&opts, "c", true)
-        );
-        (b, Some(c))
-    } else {
-        (join_hooked(&opts, "b", hook).await, None)
-    };
+    let c = c_with_b.then(|| join_journaling(&opts, "c", true));
+    let (b, c) = beside(join_hooked(&opts, "b", hook), c).await;
     let must = s.must();
     let mut ledger = Ledger::new(&s.ended);
     let until = Instant::now() + Duration::from_secs(60);
@@ -139,11 +132,9 @@ async fn a_survivor_leaving_during_its_adoptions() {
 /// token, none after its acknowledged end; `a` owns all 8.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn queues_adopted_back_by_their_former_owner() {
-    let Some((_etcd, _redis, opts, qs)) = fleet_with(8).await else {
+    let Some((_etcd, _redis, opts, qs, a)) = journaled_a(8).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
     let s = plan(
         &qs,
         &[30; 8],

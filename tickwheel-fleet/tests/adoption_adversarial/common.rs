@@ -24,6 +24,21 @@ pub(crate) const SLACK: Duration = Duration::from_millis(2);
 /// (queue, id).
 pub(crate) type Key = (String, u64);
 
+/// What `first` gives, with what `second` gives when there is one: the two run at once (two
+/// members joining together, say).
+pub(crate) async fn beside<A, B>(
+    first: impl Future<Output = A>,
+    second: Option<impl Future<Output = B>>,
+) -> (A, Option<B>) {
+    match second {
+        Some(second) => {
+            let (a, b) = tokio::join!(first, second);
+            (a, Some(b))
+        }
+        None => (first.await, None),
+    }
+}
+
 /// The id of the `i`-th timer of the `n`-th queue.
 pub(crate) fn id_of(n: usize, i: u64) -> u64 {
     n as u64 * 100_000 + i

@@ -55,9 +55,9 @@ async fn killed_child() -> Option<(
     Seeded,
     BTreeMap<String, u64>,
 )> {
-    let (etcd, redis, opts, qs) = parent_fleet_with(CHILD, QUEUES).await?;
     let test = ("killed::uneven_child", CHILD);
-    let child = killed_when_done(test, (&etcd, &redis, "dead"), Duration::from_secs(120)).await;
+    let limit = Duration::from_secs(120);
+    let (etcd, redis, opts, qs, child) = after_killed_child(test, "dead", QUEUES, limit).await?;
     let t0_us: u64 = child
         .lines
         .iter()
@@ -151,18 +151,12 @@ const ADOPTER: &str = "TICKWHEEL_FLEET_ADOPTION_ADOPTER_CHILD";
 /// dispatches nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adopter_child() {
-    let Ok(spec) = std::env::var(ADOPTER) else {
+    let Some((m, _)) = join_child_journaled(ADOPTER).await else {
         return;
     };
-    let (opts, name) = child_spec(&spec);
-    let m = join_journaling(&opts, &name, true).await;
-    let mut rx = m.events();
+    let events = m.events();
     println!("JOINED");
-    loop {
-        if let Ok(tickwheel_fleet::FleetEvent::Acquired { queue, token, .. }) = rx.recv().await {
-            println!("ACQ {queue} {token}");
-        }
-    }
+    print_acquisitions(events).await;
 }
 
 /// `a` journaled 12 queues (q0 with 40 000 timers, the others 0 to 4) due from 1 s on and is

@@ -28,15 +28,8 @@ async fn redis_fault_during_the_load(fault: Fault, racer: bool) {
     else {
         return;
     };
-    let (m, r) = if racer {
-        let (m, r) = tokio::join!(
-            join_journaling(&opts, "s", true),
-            join_journaling(&opts, "r", true)
-        );
-        (m, Some(r))
-    } else {
-        (join_journaling(&opts, "s", true).await, None)
-    };
+    let r = racer.then(|| join_journaling(&opts, "r", true));
+    let (m, r) = beside(join_journaling(&opts, "s", true), r).await;
     let mut members = vec![&m];
     members.extend(r.as_ref());
     let until = Instant::now() + Duration::from_secs(30);

@@ -90,9 +90,8 @@ pub(crate) async fn after_death(
     RedisServer,
 )> {
     let n = queues_of(name);
-    let (etcd, redis, opts, qs) = parent_fleet_with(CHILD, n).await?;
     let test = ("adversarial_child", CHILD);
-    let child = killed_when_done(test, (&etcd, &redis, name), limit).await;
+    let (etcd, redis, opts, qs, child) = after_killed_child(test, name, n, limit).await?;
     let s = join_journaling(&opts, "s", true).await;
     owns(&s, n).await;
     Some((s, child.lines, qs, etcd, redis))

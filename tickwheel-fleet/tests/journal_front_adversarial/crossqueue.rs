@@ -21,21 +21,12 @@ async fn journal_ids(redis: &RedisServer, q: &str, token: u64) -> BTreeSet<u64> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_move_keeps_the_later_deadline_of_an_id_journaled_in_two_queues() {
-    let Some((_etcd, redis, opts, qs)) = fleet_with(4).await else {
+    let Some((_etcd, redis, opts, qs, a)) = journaled_a(4).await else {
         return;
     };
-    let a = join_journaling(&opts, "a", true).await;
-    owns(&a, qs.len()).await;
     let b = join_journaling(&opts, "b", true).await;
     shares(&a, &b, &qs).await;
-    let qa = qs
-        .iter()
-        .find(|q| token_of(&a, q).is_some())
-        .expect("a owns one");
-    let qb = qs
-        .iter()
-        .find(|q| token_of(&b, q).is_some())
-        .expect("b owns one");
+    let (qa, qb) = (queue_of(&a, &qs), queue_of(&b, &qs));
     let now = Instant::now();
     // 7: handed out in qa and dropped (its record stays), then scheduled in qb an hour ahead.
     ack(sched(&a, qa, 7, now), "schedule").await;

@@ -106,6 +106,25 @@ async fn zombie_and_survivor() -> Option<(
     Some((etcd, redis, qs, child, s))
 }
 
+/// The ids of the first 20 distinct timers `s` hands out (waiting at most 10 s), each
+/// hand-out passed to `take` as it comes.
+async fn twenty_from(s: &FleetMember, mut take: impl FnMut(Due)) -> BTreeSet<u64> {
+    let mut got = BTreeSet::new();
+    let limit = Duration::from_secs(10);
+    pop_due_into(
+        s,
+        limit,
+        &mut got,
+        |g| g.len() >= 20,
+        |g, d| {
+            g.insert(*d.due.id());
+            take(d);
+        },
+    )
+    .await;
+    got
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_member_that_lost_its_queue_and_gets_it_back_revives_nothing_the_survivor_ended() {
     let Some((_etcd, _redis, qs, mut child, s)) = zombie_and_survivor().await else {
@@ -113,19 +132,8 @@ async fn a_member_that_lost_its_queue_and_gets_it_back_revives_nothing_the_survi
     };
     let q = &qs[0];
     // The survivor delivers the 20 and ends each, acknowledged; then it leaves.
-    let mut got = BTreeSet::new();
     let mut ends = Vec::new();
-    pop_due_into(
-        &s,
-        Duration::from_secs(10),
-        &mut got,
-        |g| g.len() >= 20,
-        |g, d| {
-            g.insert(*d.due.id());
-            ends.push(d.done().1.expect("journaled"));
-        },
-    )
-    .await;
+    let got = twenty_from(&s, |d| ends.push(d.done().1.expect("journaled"))).await;
     assert_eq!(got.len(), 20);
     for p in ends {
         p.await.expect("ended at the survivor");
@@ -164,17 +172,9 @@ async fn hand_outs_ended_by_a_member_that_lost_its_queue_are_fenced_and_delivere
     child.kill9();
     // Every hand-out comes back at the survivor, under a larger token.
     let dead = acked_tokens(&child).get(q).copied().unwrap_or(0);
-    let mut got = BTreeSet::new();
-    pop_due_into(
-        &s,
-        Duration::from_secs(10),
-        &mut got,
-        |g| g.len() >= 20,
-        |g, d| {
-            assert!(d.token > dead, "{} under {} <= {dead}", d.due.id(), d.token);
-            g.insert(*d.due.id());
-        },
-    )
+    let got = twenty_from(&s, |d| {
+        assert!(d.token > dead, "{} under {} <= {dead}", d.due.id(), d.token);
+    })
     .await;
     assert_eq!(
         got,

@@ -122,10 +122,7 @@ async fn the_front_refuses_queues_it_does_not_own_and_a_journal_that_is_off() {
     let a = join_journaling(&opts, "a", true).await;
     let b = join_journaling(&opts, "b", true).await;
     shares(&a, &b, &qs).await;
-    let theirs = qs
-        .iter()
-        .find(|q| token_of(&b, q).is_some())
-        .expect("b owns one");
+    let theirs = queue_of(&b, &qs);
     let at = Instant::now() + HOUR;
     for q in [theirs.clone(), "never-registered".to_owned()] {
         let r = a.schedule(q.clone(), 7, at, value(&q, 7));
@@ -141,10 +138,7 @@ async fn the_front_refuses_queues_it_does_not_own_and_a_journal_that_is_off() {
     assert!(matches!(a.reschedule(&9999, at), Ok(Err(_))));
     assert!(matches!(a.cancel(&9999), Ok((Cancel::NotFound, None))));
     // A hand-out is not moved or cancelled by the front; its own calls end it.
-    let mine = qs
-        .iter()
-        .find(|q| token_of(&a, q).is_some())
-        .expect("a owns one");
+    let mine = queue_of(&a, &qs);
     sched(&a, mine, 1, Instant::now()).await.expect("durable");
     let d = due_within(&a, 1, Duration::from_secs(10))
         .await
@@ -184,19 +178,12 @@ async fn the_front_refuses_queues_it_does_not_own_and_a_journal_that_is_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cancels_racing_hand_outs_end_each_timer_once_and_the_journal_agrees() {
     const N: u64 = 3000;
-    let Some((_etcd, redis, _opts, qs, a)) = journaled_a(1).await else {
+    let Some((_etcd, redis, a, q, token)) = journaled_one().await else {
         return;
     };
-    let q = &qs[0];
-    let token = token_of(&a, q).expect("owned");
+    let q = &q;
     let start = Instant::now();
-    let mut puts = Vec::new();
-    for id in 0..N {
-        puts.push(sched(&a, q, id, start));
-    }
-    for p in puts {
-        p.await.expect("durable");
-    }
+    front_schedule_durably(&a, q, 0..N, start).await;
     let barrier = Barrier::new(2);
     let stop = AtomicBool::new(false);
     let (cancelled, ended, retried, pending) = tokio::task::block_in_place(|| {
@@ -282,11 +269,10 @@ async fn cancels_racing_hand_outs_end_each_timer_once_and_the_journal_agrees() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_redis_restart_mid_stream_loses_no_acknowledged_write_and_says_so() {
-    let Some((_etcd, mut redis, _opts, qs, a)) = journaled_a(1).await else {
+    let Some((_etcd, mut redis, a, q, token)) = journaled_one().await else {
         return;
     };
-    let q = &qs[0];
-    let token = token_of(&a, q).expect("owned");
+    let q = &q;
     let at = Instant::now() + HOUR;
     let mut acked = BTreeSet::new();
     let mut errors = Vec::new();

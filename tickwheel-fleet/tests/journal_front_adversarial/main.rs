@@ -34,12 +34,10 @@ use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn adversarial_child() {
-    let Ok(spec) = std::env::var(CHILD) else {
+    let Some((m, name)) = join_child_journaled(CHILD).await else {
         return;
     };
-    let (opts, name) = child_spec(&spec);
     let n = queues_of(&name);
-    let m = join_journaling(&opts, &name, true).await;
     owns(&m, n).await;
     let qs = queues(n);
     match name.as_str() {

@@ -201,20 +201,7 @@ pub(crate) struct OneHeld {
 pub(crate) async fn holding_one_each(opts: &FleetOptions, n: usize, per: u64) -> OneHeld {
     let (qs, a) = owning_all(opts, n).await;
     let t0 = Instant::now();
-    let intended = put_each(
-        &a,
-        &qs,
-        per,
-        |i| {
-            if i == 0 {
-                t0
-            } else {
-                t0 + Duration::from_secs(3600)
-            }
-        },
-        None,
-    )
-    .await;
+    let intended = put_each(&a, &qs, per, first_due_at(1, t0), None).await;
     let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
     let mut ledger = Ledger::default();
     let held = hold(&a, qs.len(), Some((&mut ledger, &intended))).await;

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 use crate::common::token_of;
 use crate::common::*;
 use crate::support::*;
-use tickwheel_fleet::FleetEvent;
 use tickwheel_testkit::child::TestChild;
 
 // ---------------------------------------------------------------------------------------
@@ -20,16 +19,8 @@ const JOINER: &str = "TICKWHEEL_FLEET_JOURNAL_MOVE_JOINER";
 /// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn joiner_child() {
-    let Ok(spec) = std::env::var(JOINER) else {
-        return;
-    };
-    let (opts, name) = child_spec(&spec);
-    let m = join_journaling(&opts, &name, true).await;
-    let mut events = m.events();
-    loop {
-        if let Ok(FleetEvent::Acquired { queue, token, .. }) = events.recv().await {
-            println!("ACQ {queue} {token}");
-        }
+    if let Some((m, _)) = join_child_journaled(JOINER).await {
+        print_acquisitions(m.events()).await;
     }
 }
 
@@ -40,10 +31,7 @@ async fn joiner_child() {
 /// twice under one token, none early.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_joining_member_killed_after_its_first_acquisition_loses_nothing() {
-    if std::env::var_os(JOINER).is_some() {
-        return;
-    }
-    let Some((etcd, redis, _opts, qs, a)) = journaled_a(8).await else {
+    let Some((etcd, redis, _opts, qs, a)) = parent_journaled_a(JOINER, 8).await else {
         return;
     };
     let (fates, intended, initial) = seed_owned(&a, &qs, 30, Duration::from_secs(3)).await;
@@ -91,11 +79,9 @@ const EXTRA: u64 = 5_000;
 /// dispatches nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_child() {
-    let Ok(spec) = std::env::var(SOURCE) else {
+    let Some((m, _)) = join_child_journaled(SOURCE).await else {
         return;
     };
-    let (opts, name) = child_spec(&spec);
-    let m = join_journaling(&opts, &name, true).await;
     let qs = queues(8);
     wait_until(
         Duration::from_secs(30),
@@ -121,14 +107,9 @@ async fn source_child() {
 /// none twice under one token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_source_killed_in_the_middle_of_its_moves_loses_nothing() {
-    if std::env::var_os(SOURCE).is_some() {
-        return;
-    }
-    let Some((etcd, redis, opts)) = fleet() else {
+    let Some((etcd, redis, opts, qs)) = parent_fleet_with(SOURCE, 8).await else {
         return;
     };
-    let qs = queues(8);
-    register(&opts, &qs).await;
     let mut child = TestChild::spawn(
         "killed_children::source_child",
         SOURCE,
@@ -199,15 +180,12 @@ async fn the_source_killed_in_the_middle_of_its_moves_loses_nothing() {
 /// leftover offer): nothing may come out within 3 s, every deadline being an hour away.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn later_deadlines_in_offers_hold_when_the_joining_member_dies() {
-    if std::env::var_os(JOINER).is_some() {
-        return;
-    }
-    let Some((etcd, redis, _opts, qs, a)) = journaled_a(8).await else {
+    let Some((etcd, redis, _opts, qs, a)) = parent_journaled_a(JOINER, 8).await else {
         return;
     };
     let t0 = Instant::now();
     let later = t0 + Duration::from_secs(3600);
-    let intended = put_each(&a, &qs, 6, |i| if i == 0 { t0 } else { later }, Some(later)).await;
+    let intended = put_each(&a, &qs, 6, first_due_at(1, t0), Some(later)).await;
     let mut held = hold(&a, qs.len(), None).await;
     let mut a_events = a.events();
     let mut child = TestChild::spawn(

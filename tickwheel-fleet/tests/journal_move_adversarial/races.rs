@@ -23,6 +23,20 @@ struct Race {
     members: Mutex<Vec<Arc<FleetMember>>>,
 }
 
+impl Race {
+    /// Waits (at most 30 s, failing as `what`) until each queue of `qs` has one owner among
+    /// the members, then 1 s more.
+    async fn settled(&self, qs: &[String], what: &str) {
+        let ms: Vec<Arc<FleetMember>> = self.members.lock().expect("lock").clone();
+        wait_until(Duration::from_secs(30), what, || {
+            let refs: Vec<&FleetMember> = ms.iter().map(|m| &**m).collect();
+            exactly_one(&refs, qs)
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// Hands out what is due at `m` every 5 ms; per batch, journals each end, waits for the
 /// acknowledgements, then drops the `Due`s (confirmed deliveries). Returns `m` when `stop`.
 fn dispatcher(
@@ -174,13 +188,7 @@ async fn racing_joins_and_a_leave(put_first: bool) {
             || !m.owned().is_empty(),
         )
         .await;
-        let ms: Vec<Arc<FleetMember>> = race.members.lock().expect("lock").clone();
-        wait_until(Duration::from_secs(30), "one owner each", || {
-            let refs: Vec<&FleetMember> = ms.iter().map(|m| &**m).collect();
-            exactly_one(&refs, &qs)
-        })
-        .await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        race.settled(&qs, "one owner each").await;
     }
 
     // a leaves: its dispatcher stops, the producer stops using it.
@@ -236,13 +244,7 @@ async fn racing_joins_and_a_leave(put_first: bool) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     drop(held);
     leave.await.expect("leave task").expect("leave");
-    let ms: Vec<Arc<FleetMember>> = race.members.lock().expect("lock").clone();
-    wait_until(Duration::from_secs(30), "b and c own every queue", || {
-        let refs: Vec<&FleetMember> = ms.iter().map(|m| &**m).collect();
-        exactly_one(&refs, &qs)
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    race.settled(&qs, "b and c own every queue").await;
     stop_p.store(true, Ordering::SeqCst);
     prod.await.expect("producer");
 

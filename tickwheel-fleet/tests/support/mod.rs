@@ -12,13 +12,16 @@ use tickwheel::sync::{FrozenEntry, Scheduler};
 use tickwheel_fleet::{FencedDue, FleetEvent, FleetOptions, Member, RecoveryError};
 use tickwheel_redis::journal::Pending;
 
-use tickwheel_testkit::child::TestChild;
 use tickwheel_testkit::etcd::EtcdServer;
 use tickwheel_testkit::example::{Example, last_line, text};
 use tickwheel_testkit::redis::RedisServer;
 
 pub mod checks;
+pub mod children;
 pub mod handouts;
+
+#[allow(unused_imports)] // not every test binary starts children
+pub use children::*;
 
 /// The `fleet` example (the ownership proof), built with the test's profile.
 pub const FLEET: Example = Example::new("tickwheel-proofs", "fleet");
@@ -273,22 +276,6 @@ pub async fn first_acquisition(m: &FleetMember) {
     }
 }
 
-/// A child member's options and name from its spec, `"<etcd url> <redis url> <name>"`: a
-/// 2 s lease, polls every 100 ms, custody retries for 2 s.
-///
-/// # Panics
-/// If the spec has fewer than three words.
-pub fn child_spec(spec: &str) -> (FleetOptions, String) {
-    let mut parts = spec.split(' ');
-    let (Some(etcd), Some(redis), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
-        panic!("bad child spec {spec:?}");
-    };
-    let mut opts = FleetOptions::new(etcd, redis).with_lease_ttl(Duration::from_secs(2));
-    opts.poll_interval = Duration::from_millis(100);
-    opts.custody.retry_for = Duration::from_secs(2);
-    (opts, name.to_owned())
-}
-
 /// A fleet of the test's own (its servers: keep them, dropping one stops it), its options,
 /// its queues and member `a`.
 pub type FleetWithA = (
@@ -309,53 +296,35 @@ pub async fn journaled_a(n: usize) -> Option<FleetWithA> {
     Some((etcd, redis, opts, qs, a))
 }
 
-/// What a journaling child printed: every line, the token of each queue (its first
-/// `ACK <queue> <id> <token>`), and the (queue, id) of its `ACK`, `OUT` and `END` lines.
-pub struct Printed {
-    pub lines: Vec<String>,
-    pub tokens: BTreeMap<String, u64>,
-    pub acked: BTreeSet<(String, u64)>,
-    pub out: BTreeSet<(String, u64)>,
-    pub ended: BTreeSet<(String, u64)>,
+/// [`journaled_a`] for the parent of a child test: `None` also in the child's own run (the
+/// environment variable `env` set).
+pub async fn parent_journaled_a(env: &str, n: usize) -> Option<FleetWithA> {
+    if std::env::var_os(env).is_some() {
+        return None;
+    }
+    journaled_a(n).await
 }
 
-impl Printed {
-    /// The timers acknowledged and not ended: what a survivor must hand out again.
-    pub fn not_ended(&self) -> BTreeSet<(String, u64)> {
-        self.acked.difference(&self.ended).cloned().collect()
-    }
-
-    /// The child's token for queue `q` (0 if it acknowledged nothing there).
-    pub fn token(&self, q: &str) -> u64 {
-        self.tokens.get(q).copied().unwrap_or(0)
-    }
+/// [`journaled_a`] with one queue: the servers (keep them), `a`, the queue and `a`'s token
+/// for it.
+///
+/// # Panics
+/// If `a` owns the queue under no token.
+pub async fn journaled_one() -> Option<(EtcdServer, RedisServer, FleetMember, String, u64)> {
+    let (etcd, redis, _opts, mut qs, a) = journaled_a(1).await?;
+    let q = qs.remove(0);
+    let token = token_of(&a, &q).expect("owned");
+    Some((etcd, redis, a, q, token))
 }
 
-/// [`child_member_ready`] until the child printed `DONE`, then killed (SIGKILL): what it
-/// printed.
-pub async fn killed_when_done(
-    test_env: (&str, &str),
-    servers: (&EtcdServer, &RedisServer, &str),
-    limit: Duration,
-) -> Printed {
-    let mut child = child_member_ready(test_env, servers, limit, ("DONE", 1)).await;
-    child.kill9();
-    Printed {
-        lines: child.lines(),
-        tokens: acked_tokens(&child),
-        acked: printed(&child, "ACK "),
-        out: printed(&child, "OUT "),
-        ended: printed(&child, "END "),
-    }
-}
-
-/// In a child process: the member named by the [`child_spec`] the parent put in the
-/// environment variable `env`, joined with 3 timers a queue; `None` in the parent's own run
-/// of the child test.
-pub async fn join_child(env: &str) -> Option<FleetMember> {
-    let spec = std::env::var(env).ok()?;
-    let (opts, name) = child_spec(&spec);
-    Some(join(&opts, &name, 3).await)
+/// A queue of `qs` that `m` owns now.
+///
+/// # Panics
+/// If `m` owns none of them.
+pub fn queue_of<'a>(m: &FleetMember, qs: &'a [String]) -> &'a String {
+    qs.iter()
+        .find(|q| token_of(m, q).is_some())
+        .unwrap_or_else(|| panic!("{} owns none of {qs:?}", m.name()))
 }
 
 /// Turns etcd authentication on at `url`: a `root` user with `password` and the root role,
@@ -431,6 +400,57 @@ pub fn schedule_journaled(
     pending
 }
 
+/// Schedules the timers `ids` of `q`, due at `at` (value `"<q>:<id>"`), through `m`'s
+/// journaled front ([`Member::schedule`]), then awaits every put.
+///
+/// # Panics
+/// If the front or the scheduler refuses a timer, or a put is not durable.
+pub async fn front_schedule_durably(
+    m: &FleetMember,
+    q: &str,
+    ids: std::ops::Range<u64>,
+    at: Instant,
+) {
+    let mut puts = Vec::new();
+    for id in ids {
+        match m.schedule(q.to_owned(), id, at, format!("{q}:{id}")) {
+            Ok(Ok(p)) => puts.push(p),
+            Ok(Err(e)) => panic!("scheduler refused {q}/{id}: {e:?}"),
+            Err(e) => panic!("front refused {q}/{id}: {e}"),
+        }
+    }
+    for p in puts {
+        p.await.expect("durable");
+    }
+}
+
+/// Deadlines for [`schedule_journaled`]: the first `due` timers of each queue at `now`, the
+/// others an hour later.
+pub fn first_due_at(due: u64, now: Instant) -> impl Fn(u64) -> Instant {
+    move |i| {
+        if i < due {
+            now
+        } else {
+            now + Duration::from_secs(3600)
+        }
+    }
+}
+
+/// [`schedule_journaled`] at `m`, `per` timers a queue, the first `due` of each due now and
+/// the others an hour later ([`first_due_at`]), each put awaited ([`durable`]): the (queue,
+/// id) of every timer.
+pub async fn schedule_durably(
+    m: &FleetMember,
+    qs: &[String],
+    per: u64,
+    due: u64,
+) -> BTreeSet<(String, u64)> {
+    let pending = schedule_journaled(m, qs, per, first_due_at(due, Instant::now()));
+    let all = pending.iter().map(|(q, id, _)| (q.clone(), *id)).collect();
+    durable(pending).await;
+    all
+}
+
 /// Awaits every put of [`schedule_journaled`]; panics unless each is durable.
 pub async fn durable(pending: Vec<(String, u64, Pending)>) {
     for (q, id, w) in pending {
@@ -464,69 +484,6 @@ pub async fn due_within(m: &FleetMember, n: usize, limit: Duration) -> Vec<Due> 
     let mut out = Vec::new();
     pop_due_into(m, limit, &mut out, |o| o.len() >= n, |o, d| o.push(d)).await;
     out
-}
-
-/// The (queue, id) of every line `child` printed as `<prefix><queue> <id> …`.
-pub fn printed(child: &TestChild, prefix: &str) -> BTreeSet<(String, u64)> {
-    child
-        .lines()
-        .iter()
-        .filter_map(|l| {
-            let mut p = l.strip_prefix(prefix)?.split(' ');
-            Some((p.next()?.to_owned(), p.next()?.parse().ok()?))
-        })
-        .collect()
-}
-
-/// Queue → token of the first line `child` printed as `ACK <queue> <id> <token>`.
-pub fn acked_tokens(child: &TestChild) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for l in child.lines() {
-        let Some(rest) = l.strip_prefix("ACK ") else {
-            continue;
-        };
-        let p: Vec<&str> = rest.split(' ').collect();
-        if let [q, _, token] = p[..]
-            && let Ok(token) = token.parse()
-        {
-            out.entry(q.to_owned()).or_insert(token);
-        }
-    }
-    out
-}
-
-/// This test binary run again as the test `test`, member `name` of `etcd` and `redis` (its
-/// [`child_spec`] in the environment variable `env`), once it printed `n` lines starting with
-/// `prefix`; panics with its output if that takes over `limit`.
-pub async fn child_member_ready(
-    (test, env): (&str, &str),
-    (etcd, redis, name): (&EtcdServer, &RedisServer, &str),
-    limit: Duration,
-    (prefix, n): (&str, usize),
-) -> TestChild {
-    let child = TestChild::spawn(test, env, &format!("{} {} {name}", etcd.url(), redis.url()));
-    let started = Instant::now();
-    while child.count(prefix) < n {
-        assert!(
-            started.elapsed() < limit,
-            "the child printed {} lines {prefix:?} of {n}: {:?}",
-            child.count(prefix),
-            child.lines()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    child
-}
-
-/// In a child process: the member named by the [`child_spec`] in the environment variable
-/// `env`, joined with the journal on and a recovery that finds nothing, once it owns the `n`
-/// queues [`queues`]`(n)`; `None` in the parent's own run of the child test.
-pub async fn join_child_journaling(env: &str, n: usize) -> Option<(FleetMember, Vec<String>)> {
-    let spec = std::env::var(env).ok()?;
-    let (opts, name) = child_spec(&spec);
-    let m = join_journaling(&opts, &name, true).await;
-    owns(&m, n).await;
-    Some((m, queues(n)))
 }
 
 /// Waits (at most 30 s each) until `b` owns some queue, then until every queue of `qs` has
