@@ -10,7 +10,7 @@ use tickwheel::sync::{Cancel, RateLimit, Retried, Scheduler};
 
 mod support;
 
-use support::flow::{Sched, every, fill, limited, ms, rated, sched};
+use support::flow::{Sched, every, expect_pops, fill, held, limited, ms, rated, sched, take_batch};
 
 /// Pops at `now` until nothing comes out, finishing each; the ids handed out.
 fn pop_all(s: &Sched, now: Instant) -> Vec<u64> {
@@ -22,6 +22,17 @@ fn pop_all(s: &Sched, now: Instant) -> Vec<u64> {
         }
         out.extend(batch);
     }
+}
+
+/// Pops one batch of up to `limit` at `now`, holding all of it at once, and asserts it has
+/// `first` timers; drops it, then asserts that [`pop_all`] hands out `rest` more and the
+/// scheduler is left empty.
+#[track_caller]
+fn batch_then_rest(s: &Sched, now: Instant, limit: usize, first: usize, rest: usize, why: &str) {
+    let batch = take_batch(s, now, limit, first, why);
+    drop(batch);
+    assert_eq!(pop_all(s, now).len(), rest);
+    assert_eq!(s.len(), 0);
 }
 
 /// A throttle wake-up that comes due while the queue is held hands out nothing.
@@ -43,9 +54,7 @@ fn a_throttle_wake_up_during_a_hold_hands_out_nothing() {
     assert_eq!(s.release_queue(&1), 2);
     // Released at 5 s: the rate's next hand-out was permitted from 1 s, one now, the
     // other a second later.
-    assert_eq!(s.pop_due(t0 + ms(5000), 10).count(), 1);
-    assert_eq!(s.pop_due(t0 + ms(5999), 10).count(), 0);
-    assert_eq!(s.pop_due(t0 + ms(6000), 10).count(), 1);
+    expect_pops(&s, t0, &[(5000, 1), (5999, 0), (6000, 1)]);
     assert_eq!(s.len(), 0);
 }
 
@@ -55,18 +64,14 @@ fn a_throttle_wake_up_during_a_hold_hands_out_nothing() {
 fn a_freed_slot_during_a_hold_hands_out_nothing() {
     let t0 = Instant::now();
     let s = limited(3, t0, 1, 4);
-    let first: Vec<_> = s.pop_due(t0, 10).collect();
-    assert_eq!(first.len(), 1);
+    let first = take_batch(&s, t0, 10, 1, "limit 1");
     s.hold_queue(&1);
     drop(first);
     assert_eq!(s.pop_due(t0, 10).count(), 0, "held");
     assert_eq!(s.pop_due(t0 + ms(10), 10).count(), 0, "held");
     assert_eq!(s.queue_counts(&1).in_flight, 0);
     assert_eq!(s.release_queue(&1), 3);
-    let batch: Vec<_> = s.pop_due(t0 + ms(10), 10).collect();
-    assert_eq!(batch.len(), 1, "one slot");
-    drop(batch);
-    assert_eq!(pop_all(&s, t0 + ms(10)).len(), 2);
+    batch_then_rest(&s, t0 + ms(10), 10, 1, 2, "one slot");
 }
 
 /// A parked timer rescheduled into the future leaves the parked count, and comes out at its
@@ -74,8 +79,7 @@ fn a_freed_slot_during_a_hold_hands_out_nothing() {
 #[test]
 fn a_parked_timer_rescheduled_waits_for_its_new_deadline() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.hold_queue(&1);
+    let s = held(2, t0);
     fill(&s, 1, 3, t0);
     assert_eq!(s.pop_due(t0, 10).count(), 0);
     assert_eq!(s.queue_counts(&1).parked, 3);
@@ -95,8 +99,7 @@ fn a_parked_timer_rescheduled_waits_for_its_new_deadline() {
 fn a_drain_of_parked_members_leaves_the_limit_working() {
     let t0 = Instant::now();
     let s = limited(4, t0, 2, 10);
-    let held: Vec<_> = s.pop_due(t0, 100).collect();
-    assert_eq!(held.len(), 2);
+    let held = take_batch(&s, t0, 100, 2, "limit 2");
     assert_eq!(s.queue_counts(&1).parked, 8);
     let drained = s.drain_queue(&1);
     assert_eq!(drained.cancelled.len(), 8);
@@ -108,11 +111,7 @@ fn a_drain_of_parked_members_leaves_the_limit_working() {
     }
     assert_eq!(s.pop_due(t0, 100).count(), 0, "two still in flight");
     drop(held);
-    let next: Vec<_> = s.pop_due(t0, 100).collect();
-    assert_eq!(next.len(), 2, "the limit of two");
-    drop(next);
-    assert_eq!(pop_all(&s, t0).len(), 3);
-    assert_eq!(s.len(), 0);
+    batch_then_rest(&s, t0, 100, 2, 3, "the limit of two");
 }
 
 /// Cancelling a parked member works like any pending one; cancelling an in-flight one
@@ -154,11 +153,7 @@ fn a_retry_into_a_frozen_limited_queue_gives_its_slot_back() {
     assert_eq!(s.unfreeze_queue(&1), 0);
     assert_eq!(s.import(1u8, frozen.pending).imported, 2);
     assert_eq!(s.import(1u8, forwarded).imported, 1);
-    let first: Vec<_> = s.pop_due(t0, 10).collect();
-    assert_eq!(first.len(), 1, "the slot came back");
-    drop(first);
-    assert_eq!(pop_all(&s, t0).len(), 2);
-    assert_eq!(s.len(), 0);
+    batch_then_rest(&s, t0, 10, 1, 2, "the slot came back");
 }
 
 /// A lowered concurrency limit under many in flight hands out nothing until the queue is
@@ -167,8 +162,7 @@ fn a_retry_into_a_frozen_limited_queue_gives_its_slot_back() {
 fn a_lowered_limit_waits_until_the_queue_is_under_it() {
     let t0 = Instant::now();
     let s = limited(4, t0, 5, 10);
-    let mut flying: Vec<_> = s.pop_due(t0, 100).collect();
-    assert_eq!(flying.len(), 5);
+    let mut flying = take_batch(&s, t0, 100, 5, "limit 5");
     s.set_concurrency(&1, Some(2));
     for expect_none in [true, true, true, false] {
         flying.pop();
@@ -192,14 +186,9 @@ fn a_flush_of_a_throttled_queue_keeps_the_rate() {
     let t0 = Instant::now();
     let s = sched(2, t0);
     s.set_rate(&1, Some(RateLimit::per_second(10)));
-    for id in 0..5 {
-        s.schedule(1, id, t0 + Duration::from_secs(3600), id)
-            .unwrap();
-    }
+    fill(&s, 1, 5, t0 + Duration::from_secs(3600));
     assert_eq!(s.flush_queue(&1, t0), 5);
-    assert_eq!(s.pop_due(t0, 10).count(), 1);
-    assert_eq!(s.pop_due(t0 + ms(99), 10).count(), 0);
-    assert_eq!(s.pop_due(t0 + ms(100), 10).count(), 1);
+    expect_pops(&s, t0, &[(0, 1), (99, 0), (100, 1)]);
     assert_eq!(s.len(), 3);
 }
 
@@ -208,8 +197,7 @@ fn a_flush_of_a_throttled_queue_keeps_the_rate() {
 #[test]
 fn a_hold_outlives_a_freeze_and_unfreeze() {
     let t0 = Instant::now();
-    let s = sched(4, t0);
-    s.hold_queue(&1);
+    let s = held(4, t0);
     fill(&s, 1, 5, t0);
     let frozen = s.freeze_queue(&1);
     assert!(s.is_held(&1));
@@ -348,15 +336,13 @@ fn racing_holds_limits_and_finishers_keep_exactly_once() {
 fn a_flush_at_an_earlier_now_than_the_parking_pop() {
     let t0 = Instant::now();
     for shards in [1, 4] {
-        let s = sched(shards, t0);
-        s.hold_queue(&1);
+        let s = held(shards, t0);
         s.set_concurrency(&2, Some(1));
         for id in 0..4 {
             s.schedule(1, id, t0 + ms(10 + id), id).unwrap();
             s.schedule(2, 100 + id, t0 + ms(10 + id), id).unwrap();
         }
-        let flying: Vec<_> = s.pop_due(t0 + ms(50), 100).collect();
-        assert_eq!(flying.len(), 1, "one of queue 2");
+        let flying = take_batch(&s, t0 + ms(50), 100, 1, "one of queue 2");
         assert_eq!(s.queue_counts(&1).parked, 4);
         assert_eq!(s.queue_counts(&2).parked, 3);
         // A `now` before the parking pop's (a second thread's older reading).
