@@ -1039,63 +1039,55 @@ fn hold_is_watertight_while_pollers_and_flushes_run() {
     use std::sync::atomic::AtomicU64;
     for shards in [1, 2, 64] {
         let t0 = Instant::now();
-        let s = Arc::new(sched(shards, t0));
+        let s = &sched(shards, t0);
         // Epoch: odd while held (hold returned, release not started).
-        let epoch = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let faults = Arc::new(Mutex::new(Vec::<String>::new()));
-        let mut hs = Vec::new();
-        for t in 0..2u64 {
-            let (s, epoch, stop, faults) = (
-                Arc::clone(&s),
-                Arc::clone(&epoch),
-                Arc::clone(&stop),
-                Arc::clone(&faults),
-            );
-            hs.push(std::thread::spawn(move || {
-                let mut k = 0u64;
-                while !stop.load(Ordering::SeqCst) {
-                    k += 1;
-                    let before = epoch.load(Ordering::SeqCst);
-                    let far = t0 + Duration::from_secs(10);
-                    let out: Vec<_> = if (k + t) % 3 == 0 {
-                        s.flush_queue(&1, t0);
-                        s.pop_due_queue(&1, far, 5).collect()
-                    } else {
-                        s.pop_due(far, 5).collect()
-                    };
-                    let after = epoch.load(Ordering::SeqCst);
-                    for d in &out {
-                        if *d.queue() == 1 && before == after && before % 2 == 1 {
-                            faults
-                                .lock()
-                                .unwrap()
-                                .push(format!("{} handed out in held epoch {before}", d.id()));
+        let epoch = &AtomicU64::new(0);
+        let stop = &std::sync::atomic::AtomicBool::new(false);
+        let faults = &Mutex::new(Vec::<String>::new());
+        std::thread::scope(|threads| {
+            for t in 0..2u64 {
+                threads.spawn(move || {
+                    let mut k = 0u64;
+                    while !stop.load(Ordering::SeqCst) {
+                        k += 1;
+                        let before = epoch.load(Ordering::SeqCst);
+                        let far = t0 + Duration::from_secs(10);
+                        let out: Vec<_> = if (k + t) % 3 == 0 {
+                            s.flush_queue(&1, t0);
+                            s.pop_due_queue(&1, far, 5).collect()
+                        } else {
+                            s.pop_due(far, 5).collect()
+                        };
+                        let after = epoch.load(Ordering::SeqCst);
+                        for d in &out {
+                            if *d.queue() == 1 && before == after && before % 2 == 1 {
+                                faults
+                                    .lock()
+                                    .unwrap()
+                                    .push(format!("{} handed out in held epoch {before}", d.id()));
+                            }
                         }
                     }
+                });
+            }
+            let mut id = 0u64;
+            for round in 0..200 {
+                for _ in 0..5 {
+                    s.schedule(1, id, t0 + Duration::from_micros(id % 100), id)
+                        .unwrap();
+                    id += 1;
                 }
-            }));
-        }
-        let mut id = 0u64;
-        for round in 0..200 {
-            for _ in 0..5 {
-                s.schedule(1, id, t0 + Duration::from_micros(id % 100), id)
-                    .unwrap();
-                id += 1;
+                if round % 2 == 0 {
+                    s.hold_queue(&1);
+                    epoch.fetch_add(1, Ordering::SeqCst);
+                } else {
+                    epoch.fetch_add(1, Ordering::SeqCst);
+                    s.release_queue(&1);
+                }
+                std::thread::yield_now();
             }
-            if round % 2 == 0 {
-                s.hold_queue(&1);
-                epoch.fetch_add(1, Ordering::SeqCst);
-            } else {
-                epoch.fetch_add(1, Ordering::SeqCst);
-                s.release_queue(&1);
-            }
-            std::thread::yield_now();
-        }
-        stop.store(true, Ordering::SeqCst);
-        for h in hs {
-            h.join().unwrap();
-        }
+            stop.store(true, Ordering::SeqCst);
+        });
         let faults = faults.lock().unwrap();
         assert!(
             faults.is_empty(),

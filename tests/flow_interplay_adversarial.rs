@@ -217,76 +217,60 @@ fn a_hold_outlives_a_freeze_and_unfreeze() {
 #[test]
 fn racing_holds_limits_and_finishers_keep_exactly_once() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex, mpsc};
+    use std::sync::{Mutex, mpsc};
 
     let t0 = Instant::now();
-    let s = Arc::new(sched(8, t0));
+    let s = &sched(8, t0);
     let n = 3000u64;
     s.set_concurrency(&1, Some(3));
-    fill(&s, 1, n, t0);
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let most = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    fill(s, 1, n, t0);
+    let in_flight = &AtomicUsize::new(0);
+    let most = &AtomicUsize::new(0);
+    let stop = &AtomicBool::new(false);
+    let seen = &Mutex::new(Vec::new());
     let (tx, rx) = mpsc::channel::<tickwheel::sync::Due<u8, u64, u64>>();
-    let rx = Arc::new(Mutex::new(rx));
-    let mut threads = Vec::new();
-    for p in 0..2u64 {
-        let (s, tx, stop, in_flight, most) = (
-            Arc::clone(&s),
-            tx.clone(),
-            Arc::clone(&stop),
-            Arc::clone(&in_flight),
-            Arc::clone(&most),
-        );
-        threads.push(std::thread::spawn(move || {
-            let mut step = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                step += 1;
-                let now = t0 + ms(step * 2 + p);
-                for due in s.pop_due(now, 4) {
-                    let n = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(n, Ordering::SeqCst);
-                    if tx.send(due).is_err() {
-                        return;
+    let rx = &Mutex::new(rx);
+    std::thread::scope(|threads| {
+        for p in 0..2u64 {
+            let tx = tx.clone();
+            threads.spawn(move || {
+                let mut step = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    step += 1;
+                    let now = t0 + ms(step * 2 + p);
+                    for due in s.pop_due(now, 4) {
+                        let n = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(n, Ordering::SeqCst);
+                        if tx.send(due).is_err() {
+                            return;
+                        }
+                    }
+                    std::thread::yield_now();
+                }
+            });
+        }
+        drop(tx);
+        for f in 0..2u64 {
+            threads.spawn(move || {
+                let mut k = f;
+                loop {
+                    let due = match rx.lock().map(|r| r.recv()) {
+                        Ok(Ok(due)) => due,
+                        _ => return,
+                    };
+                    k += 1;
+                    // Counted out before the slot is given back.
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    if k % 7 == 0 {
+                        let _ = due.retry_at(t0);
+                    } else {
+                        seen.lock().expect("seen").push(*due.id());
+                        drop(due);
                     }
                 }
-                std::thread::yield_now();
-            }
-        }));
-    }
-    drop(tx);
-    for f in 0..2u64 {
-        let (rx, s, in_flight, seen) = (
-            Arc::clone(&rx),
-            Arc::clone(&s),
-            Arc::clone(&in_flight),
-            Arc::clone(&seen),
-        );
-        threads.push(std::thread::spawn(move || {
-            let mut k = f;
-            loop {
-                let due = match rx.lock().map(|r| r.recv()) {
-                    Ok(Ok(due)) => due,
-                    _ => return,
-                };
-                k += 1;
-                // Counted out before the slot is given back.
-                in_flight.fetch_sub(1, Ordering::SeqCst);
-                if k % 7 == 0 {
-                    let _ = due.retry_at(t0);
-                } else {
-                    seen.lock().expect("seen").push(*due.id());
-                    drop(due);
-                }
-                let _ = &s;
-            }
-        }));
-    }
-    {
-        let s = Arc::clone(&s);
-        let stop = Arc::clone(&stop);
-        threads.push(std::thread::spawn(move || {
+            });
+        }
+        threads.spawn(move || {
             for i in 0..400u32 {
                 match i % 6 {
                     0 => {
@@ -311,11 +295,8 @@ fn racing_holds_limits_and_finishers_keep_exactly_once() {
                 std::thread::sleep(ms(1));
             }
             stop.store(true, Ordering::SeqCst);
-        }));
-    }
-    for t in threads {
-        t.join().expect("thread");
-    }
+        });
+    });
     let mut seen = seen.lock().expect("seen").clone();
     seen.sort_unstable();
     let len = seen.len();
