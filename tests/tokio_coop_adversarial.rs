@@ -172,10 +172,7 @@ async fn reset_of_the_armed_entry_with_the_budget_spent() {
 #[tokio::test(start_paused = true)]
 async fn remove_of_the_armed_entry_with_the_budget_spent() {
     let task = tokio::spawn(async {
-        let mut q = armed_then_spent(|q, a| {
-            q.remove(a);
-        })
-        .await;
+        let mut q = armed_then_spent(|q, a| _ = q.remove(a)).await;
         next_within(&mut q, secs(60)).await
     });
     assert_eq!(task.await.unwrap(), Some(("b", ms(40))));
