@@ -37,6 +37,13 @@ pub fn wakes(count: &Count) -> usize {
     count.0.load(Ordering::SeqCst)
 }
 
+/// Advances the paused clock by `by`, then asserts that `count`'s waker has been woken `n`
+/// times in all (`why` says why that many).
+pub async fn wakes_after(by: Duration, count: &Count, n: usize, why: &str) {
+    time::advance(by).await;
+    assert_eq!(wakes(count), n, "{why}");
+}
+
 pub fn poll_with<T>(q: &mut DelayQueue<T>, waker: &Waker) -> Poll<Option<Expired<T>>> {
     q.poll_expired(&mut Context::from_waker(waker))
 }
