@@ -10,7 +10,9 @@ use tickwheel::sync::{Cancel, RateLimit, Retried, Scheduler};
 
 mod support;
 
-use support::flow::{Sched, every, expect_pops, fill, held, limited, ms, rated, sched, take_batch};
+use support::flow::{
+    Sched, at_limit, every, expect_pops, fill, held, limited, ms, rated, sched, take_batch,
+};
 
 /// Pops at `now` until nothing comes out, finishing each; the ids handed out.
 fn pop_all(s: &Sched, now: Instant) -> Vec<u64> {
@@ -63,8 +65,7 @@ fn a_throttle_wake_up_during_a_hold_hands_out_nothing() {
 #[test]
 fn a_freed_slot_during_a_hold_hands_out_nothing() {
     let t0 = Instant::now();
-    let s = limited(3, t0, 1, 4);
-    let first = take_batch(&s, t0, 10, 1, "limit 1");
+    let (s, first) = at_limit(3, t0, 1, 4);
     s.hold_queue(&1);
     drop(first);
     assert_eq!(s.pop_due(t0, 10).count(), 0, "held");
@@ -98,8 +99,7 @@ fn a_parked_timer_rescheduled_waits_for_its_new_deadline() {
 #[test]
 fn a_drain_of_parked_members_leaves_the_limit_working() {
     let t0 = Instant::now();
-    let s = limited(4, t0, 2, 10);
-    let held = take_batch(&s, t0, 100, 2, "limit 2");
+    let (s, held) = at_limit(4, t0, 2, 10);
     assert_eq!(s.queue_counts(&1).parked, 8);
     let drained = s.drain_queue(&1);
     assert_eq!(drained.cancelled.len(), 8);
@@ -161,8 +161,7 @@ fn a_retry_into_a_frozen_limited_queue_gives_its_slot_back() {
 #[test]
 fn a_lowered_limit_waits_until_the_queue_is_under_it() {
     let t0 = Instant::now();
-    let s = limited(4, t0, 5, 10);
-    let mut flying = take_batch(&s, t0, 100, 5, "limit 5");
+    let (s, mut flying) = at_limit(4, t0, 5, 10);
     s.set_concurrency(&1, Some(2));
     for expect_none in [true, true, true, false] {
         flying.pop();

@@ -90,3 +90,16 @@ pub fn take_batch(
     assert_eq!(batch.len(), n, "{why}");
     batch
 }
+
+/// [`limited`], then one pop at `t0` that could take all `n`, whose timers are all taken:
+/// asserted to be `limit` of them, in flight until dropped.
+pub fn at_limit(
+    shards: usize,
+    t0: Instant,
+    limit: usize,
+    n: u64,
+) -> (Sched, Vec<Due<u8, u64, u64>>) {
+    let s = limited(shards, t0, limit, n);
+    let taken = take_batch(&s, t0, n as usize, limit, "the limit's worth");
+    (s, taken)
+}
