@@ -2,7 +2,7 @@
 //! the minimal sequence that showed it. The fix for each covers its whole kind; the comment
 //! says which.
 
-use tickwheel::Wheel;
+use tickwheel::{TimerKey, Wheel};
 
 /// Inserts and cancels a timer at `deadline` 2^19 − 1 times: the next insert reuses the
 /// freed index with its stamp epoch wrapped (what both faults below needed).
@@ -11,6 +11,22 @@ fn churn(w: &mut Wheel<&'static str>, deadline: u64) {
         let k = w.insert(deadline, "churn");
         w.cancel(k);
     }
+}
+
+/// Cancels `a` (which holds "A"), churns at `churn_at` and inserts "B" at `at`, which must
+/// reuse `a`'s index: a stale reference to `a` now names "B".
+fn reuse_after_a_wrap(w: &mut Wheel<&'static str>, a: TimerKey, churn_at: u64, at: u64) {
+    assert_eq!(w.cancel(a), Some("A"));
+    churn(w, churn_at);
+    let b = w.insert(at, "B");
+    assert_eq!(b.index(), a.index());
+}
+
+/// Polls at `now` until nothing comes out: (deadline, value) of each, in order.
+fn poll_all(w: &mut Wheel<&'static str>, now: u64) -> Vec<(u64, &'static str)> {
+    std::iter::from_fn(|| w.poll(now))
+        .map(|e| (e.deadline, e.value))
+        .collect()
 }
 
 /// 20-bit stamp epochs wrapped after 2^19 insert/cancel cycles on one index, and a stale
@@ -22,15 +38,8 @@ fn epoch_wrap_stale_due_ref_keeps_deadline_order() {
     let mut w = Wheel::starting_at(1000);
     let a = w.insert(10, "A"); // past: due queue
     w.insert(20, "L"); // keeps the due queue non-empty
-    assert_eq!(w.cancel(a), Some("A"));
-    churn(&mut w, 5000);
-    let b = w.insert(30, "B");
-    assert_eq!(b.index(), a.index());
-    let mut got = Vec::new();
-    while let Some(e) = w.poll(1000) {
-        got.push((e.deadline, e.value));
-    }
-    assert_eq!(got, vec![(20, "L"), (30, "B")]);
+    reuse_after_a_wrap(&mut w, a, 5000, 30);
+    assert_eq!(poll_all(&mut w, 1000), [(20, "L"), (30, "B")]);
 }
 
 /// The same wrap with a stale reference in a level slot broke insertion order among equal
@@ -40,15 +49,8 @@ fn epoch_wrap_stale_slot_ref_keeps_insertion_order() {
     let mut w = Wheel::new();
     let a = w.insert(100, "A"); // level 1
     w.insert(100, "C");
-    assert_eq!(w.cancel(a), Some("A"));
-    churn(&mut w, 5);
-    let b = w.insert(100, "B");
-    assert_eq!(b.index(), a.index());
-    let mut got = Vec::new();
-    while let Some(e) = w.poll(100) {
-        got.push(e.value);
-    }
-    assert_eq!(got, vec!["C", "B"]);
+    reuse_after_a_wrap(&mut w, a, 5, 100);
+    assert_eq!(poll_all(&mut w, 100), [(100, "C"), (100, "B")]);
 }
 
 /// Popping due timers ignored the due queue's compaction signal, so stale references from

@@ -13,7 +13,29 @@ use tickwheel::sync::{Cancel, RateLimit, Scheduler};
 
 mod support;
 
-use support::flow::{Sched, every, fill, limited, ms, rated, sched};
+use support::flow::{
+    Sched, every, expect_pops, fill, fill_with, held, limited, ms, rated, sched, take_batch,
+};
+
+/// A scheduler of 4 shards at origin `t0` holding one timer: id 1 (value 1) on queue 1,
+/// due at `t0`.
+fn one_due(t0: Instant) -> Sched {
+    let s = sched(4, t0);
+    s.schedule(1, 1, t0, 1).unwrap();
+    s
+}
+
+/// Counts a `Due` of queue `q` into `flying`, and records a fault when that puts more than
+/// `limits[q]` in flight.
+fn count_in(flying: &[AtomicUsize], limits: &[usize], q: usize, faults: &Mutex<Vec<String>>) {
+    let f = flying[q].fetch_add(1, Ordering::SeqCst) + 1;
+    if f > limits[q] {
+        faults
+            .lock()
+            .unwrap()
+            .push(format!("q{q}: {f} in flight > {}", limits[q]));
+    }
+}
 
 #[test]
 fn held_queue_hands_out_nothing_then_release_in_deadline_order() {
@@ -53,8 +75,7 @@ fn held_queue_hands_out_nothing_then_release_in_deadline_order() {
 #[test]
 fn held_queue_pop_due_queue_and_limit_zero() {
     let t0 = Instant::now();
-    let s = sched(4, t0);
-    s.schedule(1, 1, t0, 1).unwrap();
+    let s = one_due(t0);
     assert_eq!(s.pop_due_queue(&1, t0, 0).len(), 0, "limit 0");
     assert_eq!(s.pop_due(t0, 0).len(), 0);
     s.hold_queue(&1);
@@ -71,8 +92,7 @@ fn held_queue_pop_due_queue_and_limit_zero() {
 #[test]
 fn pop_due_queue_parks_a_held_member() {
     let t0 = Instant::now();
-    let s = sched(4, t0);
-    s.schedule(1, 1, t0, 1).unwrap();
+    let s = one_due(t0);
     s.hold_queue(&1);
     assert_eq!(s.pop_due_queue(&1, t0, 10).len(), 0);
     assert_eq!(s.queue_counts(&1).parked, 1, "parked by pop_due_queue");
@@ -82,8 +102,7 @@ fn pop_due_queue_parks_a_held_member() {
 #[test]
 fn held_not_yet_due_members_come_out_at_their_deadline_after_release() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.hold_queue(&1);
+    let s = held(2, t0);
     s.schedule(1, 1, t0 + ms(10), 1).unwrap();
     s.schedule(1, 2, t0 + ms(100), 2).unwrap();
     assert_eq!(s.pop_due(t0 + ms(50), 10).len(), 0);
@@ -189,14 +208,7 @@ fn concurrency_limit_never_exceeded_under_threads() {
                     let take = rng.gen_range(0..=batch.len());
                     for _ in 0..take {
                         let Some(due) = batch.next() else { break };
-                        let q = usize::from(*due.queue());
-                        let f = flying[q].fetch_add(1, Ordering::SeqCst) + 1;
-                        if f > limits[q] {
-                            faults
-                                .lock()
-                                .unwrap()
-                                .push(format!("q{q}: {f} > {}", limits[q]));
-                        }
+                        count_in(&flying, &limits, usize::from(*due.queue()), &faults);
                         open.push(due);
                     }
                     drop(batch); // untaken ones go back
@@ -263,9 +275,7 @@ fn concurrency_limit_never_exceeded_under_threads() {
 fn concurrency_changes_at_run_time() {
     let t0 = Instant::now();
     let s = sched(8, t0);
-    for id in 0..10 {
-        s.schedule(1, id, t0 + ms(id), id).unwrap();
-    }
+    fill_with(&s, 1, 10, |id| t0 + ms(id));
     let now = t0 + ms(20);
     s.set_concurrency(&1, Some(2));
     let a: Vec<_> = s.pop_due(now, 100).collect();
@@ -303,9 +313,7 @@ fn concurrency_changes_at_run_time() {
 fn concurrency_edge_values() {
     let t0 = Instant::now();
     let s = limited(2, t0, usize::MAX, 50);
-    let all: Vec<_> = s.pop_due(t0, usize::MAX).collect();
-    assert_eq!(all.len(), 50);
-    drop(all);
+    drop(take_batch(&s, t0, usize::MAX, 50, "no limit"));
     assert_eq!(s.queue_counts(&1).in_flight, 0);
 }
 
@@ -319,8 +327,7 @@ fn concurrency_usize_max_is_no_limit() {
     s.set_concurrency(&1, Some(usize::MAX - 1));
     assert_eq!(s.concurrency(&1), Some(usize::MAX - 1));
     s.set_concurrency(&1, Some(usize::MAX));
-    let all: Vec<_> = s.pop_due(t0, 100).collect();
-    assert_eq!(all.len(), 50);
+    let _all = take_batch(&s, t0, 100, 50, "no limit");
     assert_eq!(s.queue_counts(&1).parked, 0);
 }
 
@@ -334,9 +341,7 @@ fn rate_limit_by_simulated_clock() {
         let limit = RateLimit::per_second(10).with_burst(3);
         s.set_rate(&1, Some(limit));
         let n = 60u64;
-        for id in 0..n {
-            s.schedule(1, id, t0 + ms(id * 7), id).unwrap();
-        }
+        fill_with(&s, 1, n, |id| t0 + ms(id * 7));
         let mut times: Vec<Duration> = Vec::new();
         let mut seen = HashSet::new();
         let mut now = t0;
@@ -486,10 +491,7 @@ fn rate_limit_with_duration_max_period() {
 fn flush_held_in_flight_and_before_origin() {
     let t0 = Instant::now() + Duration::from_secs(10);
     let s = sched(4, t0);
-    for id in 0..6 {
-        s.schedule(1, id, t0 + Duration::from_secs(100 - id), id)
-            .unwrap();
-    }
+    fill_with(&s, 1, 6, |id| t0 + Duration::from_secs(100 - id));
     // Before the origin: documented as nothing for pop_due_queue; flush must not panic.
     let before = t0 - Duration::from_secs(5);
     let _ = s.flush_queue(&1, before);
@@ -523,12 +525,8 @@ fn flush_held_in_flight_and_before_origin() {
 #[test]
 fn flush_of_held_queue_releases_in_flush_order() {
     let t0 = Instant::now();
-    let s = sched(8, t0);
-    s.hold_queue(&1);
-    for id in 0..30 {
-        s.schedule(1, id, t0 + Duration::from_secs(1000 - id), id)
-            .unwrap();
-    }
+    let s = held(8, t0);
+    fill_with(&s, 1, 30, |id| t0 + Duration::from_secs(1000 - id));
     assert_eq!(s.flush_queue(&1, t0 + ms(3)), 30);
     assert_eq!(s.pop_due(t0 + ms(3), 100).len(), 0);
     assert_eq!(s.release_queue(&1), 30);
@@ -761,13 +759,7 @@ fn concurrency_limit_with_several_dispatchers_and_panicking_handlers() {
         );
         dispatchers.push(s.spawn_dispatcher(move |due| {
             let q = usize::from(*due.queue());
-            let f = flying[q].fetch_add(1, Ordering::SeqCst) + 1;
-            if f > limits[q] {
-                faults
-                    .lock()
-                    .unwrap()
-                    .push(format!("q{q}: {f} in flight > {}", limits[q]));
-            }
+            count_in(&flying, &limits, q, &faults);
             if due.value() % 7 == 0 {
                 flying[q].fetch_sub(1, Ordering::SeqCst);
                 end_tx.send(*due.id()).unwrap();
@@ -901,11 +893,8 @@ mod stream {
 #[test]
 fn parked_timers_answer_cancel_reschedule_drain_freeze() {
     let t0 = Instant::now();
-    let s = sched(4, t0);
-    s.hold_queue(&1);
-    for id in 0..6 {
-        s.schedule(1, id, t0 + ms(id), id).unwrap();
-    }
+    let s = held(4, t0);
+    fill_with(&s, 1, 6, |id| t0 + ms(id));
     let now = t0 + ms(10);
     assert_eq!(s.pop_due(now, 10).len(), 0);
     assert_eq!(s.queue_counts(&1).parked, 6);
@@ -953,14 +942,12 @@ fn parked_timers_answer_cancel_reschedule_drain_freeze() {
 #[test]
 fn release_under_a_concurrency_limit_and_rate_changes_at_run_time() {
     let t0 = Instant::now();
-    let s = sched(8, t0);
-    s.hold_queue(&1);
+    let s = held(8, t0);
     s.set_concurrency(&1, Some(1));
     fill(&s, 1, 4, t0);
     assert_eq!(s.pop_due(t0, 10).len(), 0);
     s.release_queue(&1);
-    let first: Vec<_> = s.pop_due(t0, 10).collect();
-    assert_eq!(first.len(), 1, "released, but limit 1");
+    let first = take_batch(&s, t0, 10, 1, "released, but limit 1");
     s.set_concurrency(&1, Some(0));
     drop(first);
     assert_eq!(s.pop_due(t0, 10).len(), 0, "limit 0 after release");
@@ -1040,9 +1027,7 @@ fn lowering_the_rate_takes_effect_at_once() {
         0,
         "1 ms after the last"
     );
-    assert_eq!(s.pop_due(t0 + ms(1001), 10).count(), 1);
-    assert_eq!(s.pop_due(t0 + ms(1001), 10).count(), 0);
-    assert_eq!(s.pop_due(t0 + ms(1002), 10).count(), 1);
+    expect_pops(&s, t0, &[(1001, 1), (1001, 0), (1002, 1)]);
     assert_eq!(s.len(), 0);
 }
 
@@ -1054,63 +1039,55 @@ fn hold_is_watertight_while_pollers_and_flushes_run() {
     use std::sync::atomic::AtomicU64;
     for shards in [1, 2, 64] {
         let t0 = Instant::now();
-        let s = Arc::new(sched(shards, t0));
+        let s = &sched(shards, t0);
         // Epoch: odd while held (hold returned, release not started).
-        let epoch = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let faults = Arc::new(Mutex::new(Vec::<String>::new()));
-        let mut hs = Vec::new();
-        for t in 0..2u64 {
-            let (s, epoch, stop, faults) = (
-                Arc::clone(&s),
-                Arc::clone(&epoch),
-                Arc::clone(&stop),
-                Arc::clone(&faults),
-            );
-            hs.push(std::thread::spawn(move || {
-                let mut k = 0u64;
-                while !stop.load(Ordering::SeqCst) {
-                    k += 1;
-                    let before = epoch.load(Ordering::SeqCst);
-                    let far = t0 + Duration::from_secs(10);
-                    let out: Vec<_> = if (k + t) % 3 == 0 {
-                        s.flush_queue(&1, t0);
-                        s.pop_due_queue(&1, far, 5).collect()
-                    } else {
-                        s.pop_due(far, 5).collect()
-                    };
-                    let after = epoch.load(Ordering::SeqCst);
-                    for d in &out {
-                        if *d.queue() == 1 && before == after && before % 2 == 1 {
-                            faults
-                                .lock()
-                                .unwrap()
-                                .push(format!("{} handed out in held epoch {before}", d.id()));
+        let epoch = &AtomicU64::new(0);
+        let stop = &std::sync::atomic::AtomicBool::new(false);
+        let faults = &Mutex::new(Vec::<String>::new());
+        std::thread::scope(|threads| {
+            for t in 0..2u64 {
+                threads.spawn(move || {
+                    let mut k = 0u64;
+                    while !stop.load(Ordering::SeqCst) {
+                        k += 1;
+                        let before = epoch.load(Ordering::SeqCst);
+                        let far = t0 + Duration::from_secs(10);
+                        let out: Vec<_> = if (k + t) % 3 == 0 {
+                            s.flush_queue(&1, t0);
+                            s.pop_due_queue(&1, far, 5).collect()
+                        } else {
+                            s.pop_due(far, 5).collect()
+                        };
+                        let after = epoch.load(Ordering::SeqCst);
+                        for d in &out {
+                            if *d.queue() == 1 && before == after && before % 2 == 1 {
+                                faults
+                                    .lock()
+                                    .unwrap()
+                                    .push(format!("{} handed out in held epoch {before}", d.id()));
+                            }
                         }
                     }
+                });
+            }
+            let mut id = 0u64;
+            for round in 0..200 {
+                for _ in 0..5 {
+                    s.schedule(1, id, t0 + Duration::from_micros(id % 100), id)
+                        .unwrap();
+                    id += 1;
                 }
-            }));
-        }
-        let mut id = 0u64;
-        for round in 0..200 {
-            for _ in 0..5 {
-                s.schedule(1, id, t0 + Duration::from_micros(id % 100), id)
-                    .unwrap();
-                id += 1;
+                if round % 2 == 0 {
+                    s.hold_queue(&1);
+                    epoch.fetch_add(1, Ordering::SeqCst);
+                } else {
+                    epoch.fetch_add(1, Ordering::SeqCst);
+                    s.release_queue(&1);
+                }
+                std::thread::yield_now();
             }
-            if round % 2 == 0 {
-                s.hold_queue(&1);
-                epoch.fetch_add(1, Ordering::SeqCst);
-            } else {
-                epoch.fetch_add(1, Ordering::SeqCst);
-                s.release_queue(&1);
-            }
-            std::thread::yield_now();
-        }
-        stop.store(true, Ordering::SeqCst);
-        for h in hs {
-            h.join().unwrap();
-        }
+            stop.store(true, Ordering::SeqCst);
+        });
         let faults = faults.lock().unwrap();
         assert!(
             faults.is_empty(),

@@ -10,7 +10,9 @@ use tickwheel::sync::{Cancel, RateLimit, Retried, Scheduler};
 
 mod support;
 
-use support::flow::{Sched, every, fill, limited, ms, rated, sched};
+use support::flow::{
+    Sched, at_limit, every, expect_pops, fill, held, limited, ms, rated, sched, take_batch,
+};
 
 /// Pops at `now` until nothing comes out, finishing each; the ids handed out.
 fn pop_all(s: &Sched, now: Instant) -> Vec<u64> {
@@ -22,6 +24,17 @@ fn pop_all(s: &Sched, now: Instant) -> Vec<u64> {
         }
         out.extend(batch);
     }
+}
+
+/// Pops one batch of up to `limit` at `now`, holding all of it at once, and asserts it has
+/// `first` timers; drops it, then asserts that [`pop_all`] hands out `rest` more and the
+/// scheduler is left empty.
+#[track_caller]
+fn batch_then_rest(s: &Sched, now: Instant, limit: usize, first: usize, rest: usize, why: &str) {
+    let batch = take_batch(s, now, limit, first, why);
+    drop(batch);
+    assert_eq!(pop_all(s, now).len(), rest);
+    assert_eq!(s.len(), 0);
 }
 
 /// A throttle wake-up that comes due while the queue is held hands out nothing.
@@ -43,9 +56,7 @@ fn a_throttle_wake_up_during_a_hold_hands_out_nothing() {
     assert_eq!(s.release_queue(&1), 2);
     // Released at 5 s: the rate's next hand-out was permitted from 1 s, one now, the
     // other a second later.
-    assert_eq!(s.pop_due(t0 + ms(5000), 10).count(), 1);
-    assert_eq!(s.pop_due(t0 + ms(5999), 10).count(), 0);
-    assert_eq!(s.pop_due(t0 + ms(6000), 10).count(), 1);
+    expect_pops(&s, t0, &[(5000, 1), (5999, 0), (6000, 1)]);
     assert_eq!(s.len(), 0);
 }
 
@@ -54,19 +65,14 @@ fn a_throttle_wake_up_during_a_hold_hands_out_nothing() {
 #[test]
 fn a_freed_slot_during_a_hold_hands_out_nothing() {
     let t0 = Instant::now();
-    let s = limited(3, t0, 1, 4);
-    let first: Vec<_> = s.pop_due(t0, 10).collect();
-    assert_eq!(first.len(), 1);
+    let (s, first) = at_limit(3, t0, 1, 4);
     s.hold_queue(&1);
     drop(first);
     assert_eq!(s.pop_due(t0, 10).count(), 0, "held");
     assert_eq!(s.pop_due(t0 + ms(10), 10).count(), 0, "held");
     assert_eq!(s.queue_counts(&1).in_flight, 0);
     assert_eq!(s.release_queue(&1), 3);
-    let batch: Vec<_> = s.pop_due(t0 + ms(10), 10).collect();
-    assert_eq!(batch.len(), 1, "one slot");
-    drop(batch);
-    assert_eq!(pop_all(&s, t0 + ms(10)).len(), 2);
+    batch_then_rest(&s, t0 + ms(10), 10, 1, 2, "one slot");
 }
 
 /// A parked timer rescheduled into the future leaves the parked count, and comes out at its
@@ -74,8 +80,7 @@ fn a_freed_slot_during_a_hold_hands_out_nothing() {
 #[test]
 fn a_parked_timer_rescheduled_waits_for_its_new_deadline() {
     let t0 = Instant::now();
-    let s = sched(2, t0);
-    s.hold_queue(&1);
+    let s = held(2, t0);
     fill(&s, 1, 3, t0);
     assert_eq!(s.pop_due(t0, 10).count(), 0);
     assert_eq!(s.queue_counts(&1).parked, 3);
@@ -94,9 +99,7 @@ fn a_parked_timer_rescheduled_waits_for_its_new_deadline() {
 #[test]
 fn a_drain_of_parked_members_leaves_the_limit_working() {
     let t0 = Instant::now();
-    let s = limited(4, t0, 2, 10);
-    let held: Vec<_> = s.pop_due(t0, 100).collect();
-    assert_eq!(held.len(), 2);
+    let (s, held) = at_limit(4, t0, 2, 10);
     assert_eq!(s.queue_counts(&1).parked, 8);
     let drained = s.drain_queue(&1);
     assert_eq!(drained.cancelled.len(), 8);
@@ -108,11 +111,7 @@ fn a_drain_of_parked_members_leaves_the_limit_working() {
     }
     assert_eq!(s.pop_due(t0, 100).count(), 0, "two still in flight");
     drop(held);
-    let next: Vec<_> = s.pop_due(t0, 100).collect();
-    assert_eq!(next.len(), 2, "the limit of two");
-    drop(next);
-    assert_eq!(pop_all(&s, t0).len(), 3);
-    assert_eq!(s.len(), 0);
+    batch_then_rest(&s, t0, 100, 2, 3, "the limit of two");
 }
 
 /// Cancelling a parked member works like any pending one; cancelling an in-flight one
@@ -154,11 +153,7 @@ fn a_retry_into_a_frozen_limited_queue_gives_its_slot_back() {
     assert_eq!(s.unfreeze_queue(&1), 0);
     assert_eq!(s.import(1u8, frozen.pending).imported, 2);
     assert_eq!(s.import(1u8, forwarded).imported, 1);
-    let first: Vec<_> = s.pop_due(t0, 10).collect();
-    assert_eq!(first.len(), 1, "the slot came back");
-    drop(first);
-    assert_eq!(pop_all(&s, t0).len(), 2);
-    assert_eq!(s.len(), 0);
+    batch_then_rest(&s, t0, 10, 1, 2, "the slot came back");
 }
 
 /// A lowered concurrency limit under many in flight hands out nothing until the queue is
@@ -166,9 +161,7 @@ fn a_retry_into_a_frozen_limited_queue_gives_its_slot_back() {
 #[test]
 fn a_lowered_limit_waits_until_the_queue_is_under_it() {
     let t0 = Instant::now();
-    let s = limited(4, t0, 5, 10);
-    let mut flying: Vec<_> = s.pop_due(t0, 100).collect();
-    assert_eq!(flying.len(), 5);
+    let (s, mut flying) = at_limit(4, t0, 5, 10);
     s.set_concurrency(&1, Some(2));
     for expect_none in [true, true, true, false] {
         flying.pop();
@@ -192,14 +185,9 @@ fn a_flush_of_a_throttled_queue_keeps_the_rate() {
     let t0 = Instant::now();
     let s = sched(2, t0);
     s.set_rate(&1, Some(RateLimit::per_second(10)));
-    for id in 0..5 {
-        s.schedule(1, id, t0 + Duration::from_secs(3600), id)
-            .unwrap();
-    }
+    fill(&s, 1, 5, t0 + Duration::from_secs(3600));
     assert_eq!(s.flush_queue(&1, t0), 5);
-    assert_eq!(s.pop_due(t0, 10).count(), 1);
-    assert_eq!(s.pop_due(t0 + ms(99), 10).count(), 0);
-    assert_eq!(s.pop_due(t0 + ms(100), 10).count(), 1);
+    expect_pops(&s, t0, &[(0, 1), (99, 0), (100, 1)]);
     assert_eq!(s.len(), 3);
 }
 
@@ -208,8 +196,7 @@ fn a_flush_of_a_throttled_queue_keeps_the_rate() {
 #[test]
 fn a_hold_outlives_a_freeze_and_unfreeze() {
     let t0 = Instant::now();
-    let s = sched(4, t0);
-    s.hold_queue(&1);
+    let s = held(4, t0);
     fill(&s, 1, 5, t0);
     let frozen = s.freeze_queue(&1);
     assert!(s.is_held(&1));
@@ -229,76 +216,60 @@ fn a_hold_outlives_a_freeze_and_unfreeze() {
 #[test]
 fn racing_holds_limits_and_finishers_keep_exactly_once() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex, mpsc};
+    use std::sync::{Mutex, mpsc};
 
     let t0 = Instant::now();
-    let s = Arc::new(sched(8, t0));
+    let s = &sched(8, t0);
     let n = 3000u64;
     s.set_concurrency(&1, Some(3));
-    fill(&s, 1, n, t0);
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let most = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    fill(s, 1, n, t0);
+    let in_flight = &AtomicUsize::new(0);
+    let most = &AtomicUsize::new(0);
+    let stop = &AtomicBool::new(false);
+    let seen = &Mutex::new(Vec::new());
     let (tx, rx) = mpsc::channel::<tickwheel::sync::Due<u8, u64, u64>>();
-    let rx = Arc::new(Mutex::new(rx));
-    let mut threads = Vec::new();
-    for p in 0..2u64 {
-        let (s, tx, stop, in_flight, most) = (
-            Arc::clone(&s),
-            tx.clone(),
-            Arc::clone(&stop),
-            Arc::clone(&in_flight),
-            Arc::clone(&most),
-        );
-        threads.push(std::thread::spawn(move || {
-            let mut step = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                step += 1;
-                let now = t0 + ms(step * 2 + p);
-                for due in s.pop_due(now, 4) {
-                    let n = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(n, Ordering::SeqCst);
-                    if tx.send(due).is_err() {
-                        return;
+    let rx = &Mutex::new(rx);
+    std::thread::scope(|threads| {
+        for p in 0..2u64 {
+            let tx = tx.clone();
+            threads.spawn(move || {
+                let mut step = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    step += 1;
+                    let now = t0 + ms(step * 2 + p);
+                    for due in s.pop_due(now, 4) {
+                        let n = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(n, Ordering::SeqCst);
+                        if tx.send(due).is_err() {
+                            return;
+                        }
+                    }
+                    std::thread::yield_now();
+                }
+            });
+        }
+        drop(tx);
+        for f in 0..2u64 {
+            threads.spawn(move || {
+                let mut k = f;
+                loop {
+                    let due = match rx.lock().map(|r| r.recv()) {
+                        Ok(Ok(due)) => due,
+                        _ => return,
+                    };
+                    k += 1;
+                    // Counted out before the slot is given back.
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    if k % 7 == 0 {
+                        let _ = due.retry_at(t0);
+                    } else {
+                        seen.lock().expect("seen").push(*due.id());
+                        drop(due);
                     }
                 }
-                std::thread::yield_now();
-            }
-        }));
-    }
-    drop(tx);
-    for f in 0..2u64 {
-        let (rx, s, in_flight, seen) = (
-            Arc::clone(&rx),
-            Arc::clone(&s),
-            Arc::clone(&in_flight),
-            Arc::clone(&seen),
-        );
-        threads.push(std::thread::spawn(move || {
-            let mut k = f;
-            loop {
-                let due = match rx.lock().map(|r| r.recv()) {
-                    Ok(Ok(due)) => due,
-                    _ => return,
-                };
-                k += 1;
-                // Counted out before the slot is given back.
-                in_flight.fetch_sub(1, Ordering::SeqCst);
-                if k % 7 == 0 {
-                    let _ = due.retry_at(t0);
-                } else {
-                    seen.lock().expect("seen").push(*due.id());
-                    drop(due);
-                }
-                let _ = &s;
-            }
-        }));
-    }
-    {
-        let s = Arc::clone(&s);
-        let stop = Arc::clone(&stop);
-        threads.push(std::thread::spawn(move || {
+            });
+        }
+        threads.spawn(move || {
             for i in 0..400u32 {
                 match i % 6 {
                     0 => {
@@ -323,11 +294,8 @@ fn racing_holds_limits_and_finishers_keep_exactly_once() {
                 std::thread::sleep(ms(1));
             }
             stop.store(true, Ordering::SeqCst);
-        }));
-    }
-    for t in threads {
-        t.join().expect("thread");
-    }
+        });
+    });
     let mut seen = seen.lock().expect("seen").clone();
     seen.sort_unstable();
     let len = seen.len();
@@ -348,15 +316,13 @@ fn racing_holds_limits_and_finishers_keep_exactly_once() {
 fn a_flush_at_an_earlier_now_than_the_parking_pop() {
     let t0 = Instant::now();
     for shards in [1, 4] {
-        let s = sched(shards, t0);
-        s.hold_queue(&1);
+        let s = held(shards, t0);
         s.set_concurrency(&2, Some(1));
         for id in 0..4 {
             s.schedule(1, id, t0 + ms(10 + id), id).unwrap();
             s.schedule(2, 100 + id, t0 + ms(10 + id), id).unwrap();
         }
-        let flying: Vec<_> = s.pop_due(t0 + ms(50), 100).collect();
-        assert_eq!(flying.len(), 1, "one of queue 2");
+        let flying = take_batch(&s, t0 + ms(50), 100, 1, "one of queue 2");
         assert_eq!(s.queue_counts(&1).parked, 4);
         assert_eq!(s.queue_counts(&2).parked, 3);
         // A `now` before the parking pop's (a second thread's older reading).

@@ -36,50 +36,61 @@ impl Ledger {
     }
 }
 
+/// What the threads of [`run_exactly_once`] share.
+struct Race {
+    sched: Sched,
+    ledger: Mutex<Ledger>,
+    /// The original (first) deadline of each id: nothing may ever come back earlier.
+    first_at: Mutex<HashMap<u64, Instant>>,
+    next_id: AtomicU64,
+    stop: AtomicBool,
+    final_phase: AtomicBool,
+}
+
+impl Race {
+    /// Records a fault, reported at the end.
+    fn fault(&self, what: String) {
+        self.ledger.lock().unwrap().faults.push(what);
+    }
+}
+
 fn run_exactly_once(seed: u64, rounds: u64) {
-    let t0 = Instant::now();
-    let sched: Arc<Sched> = Arc::new(
-        Scheduler::builder()
+    let race = Arc::new(Race {
+        sched: Scheduler::builder()
             .shards(4)
             .resolution(Duration::from_micros(100))
-            .origin(t0)
+            .origin(Instant::now())
             .build(),
-    );
-    let ledger = Arc::new(Mutex::new(Ledger::default()));
-    // The original (first) deadline of each id: nothing may ever come back earlier.
-    let first_at: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();
-    let next_id = Arc::new(AtomicU64::new(1));
-    let stop = Arc::new(AtomicBool::new(false));
-    let final_phase = Arc::new(AtomicBool::new(false));
+        ledger: Mutex::default(),
+        first_at: Mutex::default(),
+        next_id: AtomicU64::new(1),
+        stop: AtomicBool::new(false),
+        final_phase: AtomicBool::new(false),
+    });
 
     let mut producers = Vec::new();
     for p in 0..2u64 {
-        let (sched, ledger, next_id, first_at) = (
-            Arc::clone(&sched),
-            Arc::clone(&ledger),
-            Arc::clone(&next_id),
-            Arc::clone(&first_at),
-        );
+        let race = Arc::clone(&race);
         producers.push(std::thread::spawn(move || {
             let mut rng = StdRng::seed_from_u64(seed ^ ((p + 1) * 0x9e37));
             for _ in 0..rounds {
-                let id = next_id.fetch_add(1, Ordering::Relaxed);
+                let id = race.next_id.fetch_add(1, Ordering::Relaxed);
                 let q = rng.gen_range(0..QUEUES);
                 let at = Instant::now() + Duration::from_micros(rng.gen_range(0..3_000));
-                first_at.lock().unwrap().insert(id, at);
+                race.first_at.lock().unwrap().insert(id, at);
                 // Record the entry first (an exit can race ahead of us otherwise; the
                 // ledger is only checked at the end).
-                ledger.lock().unwrap().enter(id);
-                match sched.schedule(q, id, at, id) {
+                race.ledger.lock().unwrap().enter(id);
+                match race.sched.schedule(q, id, at, id) {
                     Ok(()) => {}
                     Err(ScheduleError::Frozen(v)) => {
                         assert_eq!(v, id);
-                        let mut l = ledger.lock().unwrap();
+                        let mut l = race.ledger.lock().unwrap();
                         *l.entries.get_mut(&id).unwrap() -= 1;
                         l.refused.push(id);
                     }
                     Err(e) => {
-                        let mut l = ledger.lock().unwrap();
+                        let mut l = race.ledger.lock().unwrap();
                         *l.entries.get_mut(&id).unwrap() -= 1;
                         l.faults.push(format!("schedule of fresh id {id}: {e:?}"));
                     }
@@ -93,37 +104,32 @@ fn run_exactly_once(seed: u64, rounds: u64) {
 
     // Dispatcher: pops, checks deadlines, delivers / retries / drops batches half-taken.
     let dispatcher = {
-        let (sched, ledger, stop) = (Arc::clone(&sched), Arc::clone(&ledger), Arc::clone(&stop));
-        let final_phase = Arc::clone(&final_phase);
+        let race = Arc::clone(&race);
         std::thread::spawn(move || {
             let mut rng = StdRng::seed_from_u64(seed ^ 0xd15);
             loop {
-                let now = if final_phase.load(Ordering::Acquire) {
+                let now = if race.final_phase.load(Ordering::Acquire) {
                     Instant::now() + Duration::from_secs(3600)
                 } else {
                     Instant::now()
                 };
-                let mut batch = sched.pop_due(now, rng.gen_range(1..24));
+                let mut batch = race.sched.pop_due(now, rng.gen_range(1..24));
                 let mut took_any = false;
                 for due in batch.by_ref() {
                     took_any = true;
                     let id = *due.id();
                     if due.deadline() > now {
-                        ledger
+                        race.ledger
                             .lock()
                             .unwrap()
                             .early
                             .push((id, due.deadline() - now));
                     }
                     if *due.value() != id {
-                        ledger
-                            .lock()
-                            .unwrap()
-                            .faults
-                            .push(format!("id {id} carries value {}", due.value()));
+                        race.fault(format!("id {id} carries value {}", due.value()));
                     }
                     let roll = rng.gen_range(0..100);
-                    let retry = !final_phase.load(Ordering::Acquire) && roll < 35;
+                    let retry = !race.final_phase.load(Ordering::Acquire) && roll < 35;
                     if retry {
                         let at = due.deadline().max(now)
                             + Duration::from_micros(rng.gen_range(0..2_000));
@@ -131,15 +137,15 @@ fn run_exactly_once(seed: u64, rounds: u64) {
                             Ok(Retried::Pending | Retried::Forwarded) => {}
                             Err(e) => {
                                 let v = e.into_value();
-                                ledger.lock().unwrap().exit(v, "retry-closed");
+                                race.ledger.lock().unwrap().exit(v, "retry-closed");
                             }
                         }
                     } else {
                         // Record first, then end the Due (dropping it = delivered).
-                        ledger.lock().unwrap().exit(id, "delivered");
+                        race.ledger.lock().unwrap().exit(id, "delivered");
                         drop(due);
                     }
-                    if !final_phase.load(Ordering::Acquire) && rng.gen_ratio(1, 6) {
+                    if !race.final_phase.load(Ordering::Acquire) && rng.gen_ratio(1, 6) {
                         // A handler "panics": the rest of the batch goes back (or is
                         // forwarded if its queue is frozen meanwhile).
                         break;
@@ -148,10 +154,10 @@ fn run_exactly_once(seed: u64, rounds: u64) {
                 drop(batch);
                 if !took_any {
                     // Only once the operator has given everything back (final phase).
-                    if stop.load(Ordering::Acquire)
-                        && final_phase.load(Ordering::Acquire)
-                        && sched.is_empty()
-                        && sched.in_flight_len() == 0
+                    if race.stop.load(Ordering::Acquire)
+                        && race.final_phase.load(Ordering::Acquire)
+                        && race.sched.is_empty()
+                        && race.sched.in_flight_len() == 0
                     {
                         break;
                     }
@@ -163,22 +169,16 @@ fn run_exactly_once(seed: u64, rounds: u64) {
 
     // Operator: freeze, take forwarded, cancel, drain, import into frozen, unfreeze, import back.
     let operator = {
-        let (sched, ledger, stop, next_id) = (
-            Arc::clone(&sched),
-            Arc::clone(&ledger),
-            Arc::clone(&stop),
-            Arc::clone(&next_id),
-        );
-        let first_at = Arc::clone(&first_at);
+        let race = Arc::clone(&race);
         std::thread::spawn(move || {
             let mut rng = StdRng::seed_from_u64(seed ^ 0x0fe);
             let mut held: Vec<(u8, FrozenEntry<u64, u64>)> = Vec::new();
-            while !stop.load(Ordering::Acquire) {
+            while !race.stop.load(Ordering::Acquire) {
                 let q = rng.gen_range(0..QUEUES);
-                let frozen = sched.freeze_queue(&q);
+                let frozen = race.sched.freeze_queue(&q);
                 {
-                    let mut l = ledger.lock().unwrap();
-                    let fa = first_at.lock().unwrap();
+                    let mut l = race.ledger.lock().unwrap();
+                    let fa = race.first_at.lock().unwrap();
                     for e in &frozen.pending {
                         l.exit(e.id, "frozen");
                         if fa.get(&e.id).is_some_and(|&a| e.at < a) {
@@ -188,20 +188,16 @@ fn run_exactly_once(seed: u64, rounds: u64) {
                     }
                 }
                 held.extend(frozen.pending.into_iter().map(|e| (q, e)));
-                if !sched.is_frozen(&q) {
-                    ledger
-                        .lock()
-                        .unwrap()
-                        .faults
-                        .push(format!("queue {q} not frozen after freeze"));
+                if !race.sched.is_frozen(&q) {
+                    race.fault(format!("queue {q} not frozen after freeze"));
                 }
                 // Import into the frozen queue: must all be refused.
                 if !held.is_empty() && rng.gen_ratio(1, 3) {
                     let probe: Vec<_> = held.iter().map(|(_, e)| e.clone()).take(3).collect();
                     let n = probe.len();
-                    let got = sched.import(q, probe);
+                    let got = race.sched.import(q, probe);
                     if got.imported != 0 || got.refused.len() != n {
-                        let mut l = ledger.lock().unwrap();
+                        let mut l = race.ledger.lock().unwrap();
                         l.faults.push(format!(
                             "import into frozen queue {q}: imported {}, present {}, refused {}",
                             got.imported,
@@ -216,21 +212,21 @@ fn run_exactly_once(seed: u64, rounds: u64) {
                     std::thread::yield_now();
                 }
                 // Cancel a few recent ids (pending, forwarded or in flight).
-                let top = next_id.load(Ordering::Relaxed);
+                let top = race.next_id.load(Ordering::Relaxed);
                 for _ in 0..rng.gen_range(0..4) {
                     let id = rng.gen_range(top.saturating_sub(200).max(1)..top.max(2));
-                    match sched.cancel(&id) {
+                    match race.sched.cancel(&id) {
                         Cancel::Cancelled(v) => {
                             assert_eq!(v, id);
-                            ledger.lock().unwrap().exit(id, "cancelled");
+                            race.ledger.lock().unwrap().exit(id, "cancelled");
                         }
                         Cancel::InFlight | Cancel::NotFound => {}
                     }
                 }
                 // Reschedule of a forwarded id must say Frozen and change nothing.
-                let fwd = sched.take_forwarded(&q);
+                let fwd = race.sched.take_forwarded(&q);
                 {
-                    let mut l = ledger.lock().unwrap();
+                    let mut l = race.ledger.lock().unwrap();
                     for e in &fwd {
                         l.exit(e.id, "forwarded");
                     }
@@ -239,8 +235,8 @@ fn run_exactly_once(seed: u64, rounds: u64) {
                 if rng.gen_ratio(1, 4) {
                     // Drain another queue (maybe frozen by nobody, maybe ours).
                     let dq = rng.gen_range(0..QUEUES);
-                    let drained = sched.drain_queue(&dq);
-                    let mut l = ledger.lock().unwrap();
+                    let drained = race.sched.drain_queue(&dq);
+                    let mut l = race.ledger.lock().unwrap();
                     for (id, v) in drained.cancelled {
                         assert_eq!(id, v);
                         l.exit(id, "drained");
@@ -249,15 +245,15 @@ fn run_exactly_once(seed: u64, rounds: u64) {
                 if rng.gen_ratio(3, 4) {
                     // Wait a little for in-flight ones to come back forwarded.
                     std::thread::sleep(Duration::from_micros(rng.gen_range(100..1_500)));
-                    let fwd = sched.take_forwarded(&q);
-                    let mut l = ledger.lock().unwrap();
+                    let fwd = race.sched.take_forwarded(&q);
+                    let mut l = race.ledger.lock().unwrap();
                     for e in &fwd {
                         l.exit(e.id, "forwarded");
                     }
                     drop(l);
                     held.extend(fwd.into_iter().map(|e| (q, e)));
                 }
-                sched.unfreeze_queue(&q);
+                race.sched.unfreeze_queue(&q);
                 // Import what we hold back, into a random queue (maybe frozen by nobody).
                 let back: Vec<_> = std::mem::take(&mut held);
                 let mut by_q: HashMap<u8, Vec<FrozenEntry<u64, u64>>> = HashMap::new();
@@ -268,13 +264,13 @@ fn run_exactly_once(seed: u64, rounds: u64) {
                     let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
                     // Record entries first (they may be delivered at once).
                     {
-                        let mut l = ledger.lock().unwrap();
+                        let mut l = race.ledger.lock().unwrap();
                         for &id in &ids {
                             l.enter(id);
                         }
                     }
-                    let got = sched.import(tq, entries);
-                    let mut l = ledger.lock().unwrap();
+                    let got = race.sched.import(tq, entries);
+                    let mut l = race.ledger.lock().unwrap();
                     for e in got.present.iter().chain(got.refused.iter()) {
                         *l.entries.get_mut(&e.id).unwrap() -= 1;
                     }
@@ -289,33 +285,32 @@ fn run_exactly_once(seed: u64, rounds: u64) {
             }
             // Give back everything held.
             for q in 0..QUEUES {
-                sched.unfreeze_queue(&q);
+                race.sched.unfreeze_queue(&q);
             }
             let entries: Vec<_> = held.into_iter().map(|(_, e)| e).collect();
             {
-                let mut l = ledger.lock().unwrap();
+                let mut l = race.ledger.lock().unwrap();
                 for e in &entries {
                     l.enter(e.id);
                 }
             }
-            let got = sched.import(0, entries);
+            let got = race.sched.import(0, entries);
             assert!(
                 got.present.is_empty() && got.refused.is_empty(),
                 "final import: {got:?}"
             );
         })
     };
-
     for p in producers {
         p.join().unwrap();
     }
-    stop.store(true, Ordering::Release);
+    race.stop.store(true, Ordering::Release);
     operator.join().unwrap();
-    final_phase.store(true, Ordering::Release);
+    race.final_phase.store(true, Ordering::Release);
     dispatcher.join().unwrap();
-    assert_eq!((sched.len(), sched.in_flight_len()), (0, 0));
+    assert_eq!((race.sched.len(), race.sched.in_flight_len()), (0, 0));
 
-    let l = ledger.lock().unwrap();
+    let l = race.ledger.lock().unwrap();
     let mut bad = Vec::new();
     for (&id, &n) in &l.entries {
         let exits = l.exits.get(&id).map_or(0, Vec::len) as u32;
@@ -378,10 +373,20 @@ fn sched(t0: Instant) -> Scheduler<&'static str, u32, u32> {
     Scheduler::builder().shards(4).origin(t0).build()
 }
 
+/// A scheduler of 4 shards whose origin is now, and that origin.
+fn started() -> (Instant, Scheduler<&'static str, u32, u32>) {
+    let t0 = Instant::now();
+    (t0, sched(t0))
+}
+
+/// A frozen entry: `id` due at `at` with `value`.
+fn entry<K, T>(id: K, at: Instant, value: T) -> FrozenEntry<K, T> {
+    FrozenEntry { id, at, value }
+}
+
 #[test]
 fn freeze_unknown_queue_then_unfreeze_leaves_nothing() {
-    let t0 = Instant::now();
-    let s = sched(t0);
+    let (t0, s) = started();
     let f = s.freeze_queue(&"nobody");
     assert!(f.pending.is_empty() && f.in_flight.is_empty());
     assert!(s.is_frozen(&"nobody"));
@@ -400,8 +405,7 @@ fn freeze_unknown_queue_then_unfreeze_leaves_nothing() {
 
 #[test]
 fn double_freeze_reports_in_flight_again_takes_nothing_twice() {
-    let t0 = Instant::now();
-    let s = sched(t0);
+    let (t0, s) = started();
     for id in 0..10 {
         s.schedule("q", id, t0 + Duration::from_millis(u64::from(id)), id)
             .unwrap();
@@ -434,8 +438,7 @@ fn double_freeze_reports_in_flight_again_takes_nothing_twice() {
 
 #[test]
 fn frozen_queue_refuses_schedule_import_reschedule_and_pop_delivers_nothing() {
-    let t0 = Instant::now();
-    let s = sched(t0);
+    let (t0, s) = started();
     s.schedule("q", 1, t0, 10).unwrap();
     s.schedule("other", 2, t0, 20).unwrap();
     let due = s.pop_due(t0, 1).next().unwrap();
@@ -445,14 +448,7 @@ fn frozen_queue_refuses_schedule_import_reschedule_and_pop_delivers_nothing() {
     // schedule of an id in flight into a frozen queue: Frozen (checked first).
     assert_eq!(s.schedule("q", 1, t0, 11), Err(ScheduleError::Frozen(11)));
     // An id pending in another queue, imported into a frozen one: refused, not present.
-    let got = s.import(
-        "q",
-        vec![FrozenEntry {
-            id: 2,
-            at: t0,
-            value: 21,
-        }],
-    );
+    let got = s.import("q", vec![entry(2, t0, 21)]);
     assert_eq!(
         (got.imported, got.present.len(), got.refused.len()),
         (0, 0, 1)
@@ -474,8 +470,7 @@ fn frozen_queue_refuses_schedule_import_reschedule_and_pop_delivers_nothing() {
 
 #[test]
 fn import_duplicate_ids_in_one_call() {
-    let t0 = Instant::now();
-    let s = sched(t0);
+    let (t0, s) = started();
     let e = |id, v| FrozenEntry {
         id,
         at: t0 + Duration::from_millis(5),
@@ -494,41 +489,19 @@ fn import_duplicate_ids_in_one_call() {
 
 #[test]
 fn import_of_an_id_in_flight_or_forwarded_is_present() {
-    let t0 = Instant::now();
-    let s = sched(t0);
+    let (t0, s) = started();
     s.schedule("q", 1, t0, 1).unwrap();
     s.schedule("q", 2, t0, 2).unwrap();
     let mut batch = s.pop_due(t0, 10);
     let d1 = batch.next().unwrap();
-    let got = s.import(
-        "z",
-        vec![FrozenEntry {
-            id: 1,
-            at: t0,
-            value: 9,
-        }],
-    );
+    let got = s.import("z", vec![entry(1, t0, 9)]);
     assert_eq!(got.present.len(), 1, "in flight");
     s.freeze_queue(&"q");
     drop(batch); // 2 forwarded
-    let got = s.import(
-        "z",
-        vec![FrozenEntry {
-            id: 2,
-            at: t0,
-            value: 9,
-        }],
-    );
+    let got = s.import("z", vec![entry(2, t0, 9)]);
     assert_eq!(got.present.len(), 1, "forwarded");
     drop(d1);
-    let got = s.import(
-        "z",
-        vec![FrozenEntry {
-            id: 1,
-            at: t0,
-            value: 9,
-        }],
-    );
+    let got = s.import("z", vec![entry(1, t0, 9)]);
     assert_eq!(got.imported, 1, "delivered: free again");
 }
 
@@ -557,21 +530,7 @@ fn instant_extremes_do_not_panic_or_drop() {
         .unwrap_or_else(Instant::now);
     s.schedule("q", 1, far, 1).unwrap();
     s.schedule("q", 2, early, 2).unwrap();
-    let got = s.import(
-        "q",
-        vec![
-            FrozenEntry {
-                id: 3,
-                at: far,
-                value: 3,
-            },
-            FrozenEntry {
-                id: 4,
-                at: early,
-                value: 4,
-            },
-        ],
-    );
+    let got = s.import("q", vec![entry(3, far, 3), entry(4, early, 4)]);
     assert_eq!(got.imported, 2);
     // pop at the far end: due ones come out, not the saturated ones; nothing panics.
     let popped: Vec<_> = s.pop_due(far, 10).map(|d| *d.id()).collect();
@@ -595,8 +554,7 @@ fn instant_extremes_do_not_panic_or_drop() {
 fn retry_at_earlier_than_original_deadline_is_honoured_but_never_before_it() {
     // retry_at to a time in the past: due now, delivered next pop, not early w.r.t. the
     // new deadline.
-    let t0 = Instant::now();
-    let s = sched(t0);
+    let (t0, s) = started();
     s.schedule("q", 1, t0 + Duration::from_millis(10), 1)
         .unwrap();
     let now = t0 + Duration::from_millis(10);
@@ -651,8 +609,7 @@ mod snapshots {
 
     #[test]
     fn round_trip_never_earlier_through_scheduler() {
-        let t0 = Instant::now();
-        let s = sched(t0);
+        let (t0, s) = started();
         let ats = [
             t0,
             t0 + Duration::from_nanos(1),

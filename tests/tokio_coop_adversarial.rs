@@ -85,6 +85,20 @@ fn armed_a_and_b() -> (DelayQueue<&'static str>, Key) {
     (q, a)
 }
 
+/// [`armed_a_and_b`] through [`queue_script`], whose first poll spends the budget and then
+/// runs `op` on the queue and `a`'s key; the queue after.
+async fn armed_then_spent(
+    op: impl FnOnce(&mut DelayQueue<&'static str>, &Key),
+) -> DelayQueue<&'static str> {
+    let (mut q, a) = armed_a_and_b();
+    queue_script(&mut q, |q, cx| {
+        spend_budget(cx);
+        op(q, &a);
+    })
+    .await;
+    q
+}
+
 /// Spends the task's budget, nothing else.
 fn spend(_: &mut impl Sized, cx: &mut Context<'_>) {
     spend_budget(cx);
@@ -142,12 +156,7 @@ async fn deferred_coop_wake_after_an_earlier_insert_loses_no_wakeup() {
 #[tokio::test(start_paused = true)]
 async fn reset_of_the_armed_entry_with_the_budget_spent() {
     let task = tokio::spawn(async {
-        let (mut q, a) = armed_a_and_b();
-        queue_script(&mut q, |q, cx| {
-            spend_budget(cx);
-            q.reset(&a, ms(30));
-        })
-        .await;
+        let mut q = armed_then_spent(|q, a| q.reset(a, ms(30))).await;
         let a = next_within(&mut q, secs(60)).await;
         (a, next_within(&mut q, secs(60)).await)
     });
@@ -163,12 +172,7 @@ async fn reset_of_the_armed_entry_with_the_budget_spent() {
 #[tokio::test(start_paused = true)]
 async fn remove_of_the_armed_entry_with_the_budget_spent() {
     let task = tokio::spawn(async {
-        let (mut q, a) = armed_a_and_b();
-        queue_script(&mut q, |q, cx| {
-            spend_budget(cx);
-            q.remove(&a);
-        })
-        .await;
+        let mut q = armed_then_spent(|q, a| _ = q.remove(a)).await;
         next_within(&mut q, secs(60)).await
     });
     assert_eq!(task.await.unwrap(), Some(("b", ms(40))));

@@ -50,8 +50,7 @@ async fn constructors_capacity_and_reserve() {
 #[test]
 fn a_queue_is_made_and_filled_outside_a_runtime() {
     // tokio-util needs a runtime to insert; this queue only needs one to poll.
-    let mut q = DelayQueue::new();
-    let key = q.insert("x", secs(1));
+    let (mut q, key) = holding("x", secs(1));
     assert!(q.contains(&key));
     assert_eq!(q.remove(&key).into_inner(), "x");
 }
@@ -59,8 +58,7 @@ fn a_queue_is_made_and_filled_outside_a_runtime() {
 #[tokio::test(start_paused = true)]
 async fn insert_comes_out_at_its_deadline_not_before() {
     let start = Instant::now();
-    let mut q = DelayQueue::new();
-    let key = q.insert("a", ms(100));
+    let (mut q, key) = holding("a", ms(100));
     assert_eq!(q.deadline(&key), start + ms(100));
     assert_eq!(q.len(), 1);
     time::advance(ms(99)).await;
@@ -89,8 +87,7 @@ async fn deadlines_round_up_to_the_next_millisecond() {
         poll_now(&mut q).is_pending(),
         "the deadline is 1.5 ms: not out at 1.999 ms"
     );
-    time::advance(Duration::from_micros(1)).await;
-    assert_eq!(drain_now(&mut q), ["a"]);
+    assert_eq!(drain_after(&mut q, Duration::from_micros(1)).await, ["a"]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -125,8 +122,7 @@ async fn zero_and_past_deadlines_come_out_on_the_next_poll() {
 #[tokio::test(start_paused = true)]
 async fn remove_and_try_remove() {
     let start = Instant::now();
-    let mut q = DelayQueue::new();
-    let a = q.insert("a", secs(1));
+    let (mut q, a) = holding("a", secs(1));
     let b = q.insert("b", secs(2));
     let e = q.remove(&a);
     assert_eq!(
@@ -150,8 +146,7 @@ async fn remove_and_try_remove() {
 
 #[tokio::test(start_paused = true)]
 async fn remove_of_a_due_entry_not_yet_polled() {
-    let mut q = DelayQueue::new();
-    let a = q.insert("a", ms(5));
+    let (mut q, a) = holding("a", ms(5));
     q.insert("b", ms(6));
     time::advance(ms(10)).await;
     assert_eq!(q.remove(&a).into_inner(), "a");
@@ -161,40 +156,35 @@ async fn remove_of_a_due_entry_not_yet_polled() {
 #[tokio::test(start_paused = true)]
 async fn reset_and_reset_at_move_deadlines_both_ways() {
     let start = Instant::now();
-    let mut q = DelayQueue::new();
-    let a = q.insert("a", secs(1));
+    let (mut q, a) = holding("a", secs(1));
     let b = q.insert("b", secs(2));
     q.reset(&a, secs(3));
     assert_eq!(q.deadline(&a), start + secs(3));
     q.reset_at(&b, start + ms(500));
     assert_eq!(q.deadline(&b), start + ms(500));
-    time::advance(ms(499)).await;
-    assert!(drain_now(&mut q).is_empty());
-    time::advance(ms(1)).await;
-    assert_eq!(drain_now(&mut q), ["b"]);
-    time::advance(ms(2_499)).await;
-    assert!(drain_now(&mut q).is_empty(), "a was moved from 1 s to 3 s");
-    time::advance(ms(1)).await;
-    assert_eq!(drain_now(&mut q), ["a"]);
+    assert!(drain_after(&mut q, ms(499)).await.is_empty());
+    assert_eq!(drain_after(&mut q, ms(1)).await, ["b"]);
+    assert!(
+        drain_after(&mut q, ms(2_499)).await.is_empty(),
+        "a was moved from 1 s to 3 s"
+    );
+    assert_eq!(drain_after(&mut q, ms(1)).await, ["a"]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn reset_of_a_due_entry_not_yet_polled_makes_it_wait_again() {
-    let mut q = DelayQueue::new();
-    let a = q.insert("a", ms(5));
+    let (mut q, a) = holding("a", ms(5));
     time::advance(ms(10)).await;
     q.reset(&a, ms(10));
     assert!(poll_now(&mut q).is_pending());
     time::advance(ms(9)).await;
     assert!(poll_now(&mut q).is_pending());
-    time::advance(ms(1)).await;
-    assert_eq!(drain_now(&mut q), ["a"]);
+    assert_eq!(drain_after(&mut q, ms(1)).await, ["a"]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn reset_to_the_past_comes_out_at_once() {
-    let mut q = DelayQueue::new();
-    let a = q.insert("a", secs(60));
+    let (mut q, a) = holding("a", secs(60));
     time::advance(secs(1)).await;
     q.reset_at(&a, Instant::now() - ms(500));
     assert_eq!(drain_now(&mut q), ["a"]);
@@ -203,8 +193,7 @@ async fn reset_to_the_past_comes_out_at_once() {
 #[tokio::test(start_paused = true)]
 async fn try_reset_and_try_deadline_and_contains() {
     let start = Instant::now();
-    let mut q = DelayQueue::new();
-    let a = q.insert("a", secs(1));
+    let (mut q, a) = holding("a", secs(1));
     assert!(q.contains(&a));
     assert!(q.try_reset(&a, secs(4)));
     assert_eq!(q.try_deadline(&a), Some(start + secs(4)));
@@ -234,8 +223,7 @@ async fn peek_names_the_next_entry_and_follows_changes() {
     assert_eq!(q.peek(), Some(foo), "a reset later gives the lead away");
     let early = q.insert("early", secs(2));
     assert_eq!(q.peek(), Some(early), "an insert earlier takes the lead");
-    time::advance(secs(2)).await;
-    assert_eq!(drain_now(&mut q), ["early"]);
+    assert_eq!(drain_after(&mut q, secs(2)).await, ["early"]);
     assert_eq!(q.peek(), Some(foo));
     q.clear();
     assert_eq!(q.peek(), None);
@@ -282,8 +270,7 @@ async fn clear_empties_the_queue_and_makes_every_key_stale() {
         assert!(!q.contains(k), "{k:?} is stale after clear");
         assert!(!fresh.contains(k), "{k:?} is not reissued");
     }
-    time::advance(secs(1)).await;
-    assert_eq!(drain_now(&mut q), [10, 11, 12, 13, 14]);
+    assert_eq!(drain_after(&mut q, secs(1)).await, [10, 11, 12, 13, 14]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -315,8 +302,7 @@ async fn shrink_to_fit_and_compact_give_memory_back_and_keep_keys() {
 #[tokio::test(start_paused = true)]
 async fn expired_accessors() {
     let start = Instant::now();
-    let mut q = DelayQueue::new();
-    let key = q.insert(vec![1], ms(7));
+    let (mut q, key) = holding(vec![1], ms(7));
     time::advance(ms(7)).await;
     let Poll::Ready(Some(mut e)) = poll_now(&mut q) else {
         panic!("due")
@@ -331,8 +317,7 @@ async fn expired_accessors() {
 
 #[tokio::test(start_paused = true)]
 async fn keys_are_copy_hash_eq_and_debug_shows_the_generation() {
-    let mut q = DelayQueue::new();
-    let a = q.insert((), secs(1));
+    let (mut q, a) = holding((), secs(1));
     let copy = a;
     assert_eq!(a, copy);
     q.remove(&a);
@@ -404,29 +389,24 @@ fn assert_stale(q: &mut DelayQueue<&'static str>, stale: Key, other: Key) {
 
 #[tokio::test(start_paused = true)]
 async fn a_fired_key_is_stale_even_after_its_slot_is_reused() {
-    let mut q = DelayQueue::new();
-    let fired = q.insert("fired", ms(1));
-    time::advance(ms(1)).await;
-    assert_eq!(drain_now(&mut q), ["fired"]);
+    let (mut q, fired) = holding("fired", ms(1));
+    assert_eq!(drain_after(&mut q, ms(1)).await, ["fired"]);
     let next = q.insert("next", secs(10)); // takes the fired entry's slot
     assert_stale(&mut q, fired, next);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_removed_key_is_stale_even_after_its_slot_is_reused() {
-    let mut q = DelayQueue::new();
-    let removed = q.insert("removed", secs(1));
+    let (mut q, removed) = holding("removed", secs(1));
     q.remove(&removed);
     let next = q.insert("next", secs(10));
     assert_stale(&mut q, removed, next);
-    time::advance(secs(10)).await;
-    assert_eq!(drain_now(&mut q), ["next"]);
+    assert_eq!(drain_after(&mut q, secs(10)).await, ["next"]);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_stale_key_survives_many_reuses_of_its_slot() {
-    let mut q = DelayQueue::new();
-    let first = q.insert("first", secs(1));
+    let (mut q, first) = holding("first", secs(1));
     q.remove(&first);
     for _ in 0..100 {
         let k = q.insert("again", secs(1));
@@ -439,8 +419,7 @@ async fn a_stale_key_survives_many_reuses_of_its_slot() {
 #[tokio::test(start_paused = true)]
 #[should_panic(expected = "DelayQueue::remove")]
 async fn remove_of_a_stale_key_panics() {
-    let mut q = DelayQueue::new();
-    let k = q.insert((), secs(1));
+    let (mut q, k) = holding((), secs(1));
     q.remove(&k);
     q.remove(&k);
 }
@@ -454,8 +433,7 @@ const YEAR: Duration = Duration::from_secs(365 * 86_400);
 #[tokio::test(start_paused = true)]
 async fn deadlines_past_tokios_two_year_range() {
     let start = Instant::now();
-    let mut q = DelayQueue::new();
-    let three_years = q.insert("3y", YEAR * 3);
+    let (mut q, three_years) = holding("3y", YEAR * 3);
     let far = q.insert_at("35k years", start + Duration::from_secs(1 << 40));
     let never = q.insert("never", Duration::MAX);
     assert_eq!(q.deadline(&three_years), start + YEAR * 3);
@@ -465,10 +443,11 @@ async fn deadlines_past_tokios_two_year_range() {
         "Duration::MAX saturates"
     );
     assert_eq!(q.peek(), Some(three_years));
-    time::advance(YEAR * 3 - ms(1)).await;
-    assert!(drain_now(&mut q).is_empty(), "1 ms early");
-    time::advance(ms(1)).await;
-    assert_eq!(drain_now(&mut q), ["3y"]);
+    assert!(
+        drain_after(&mut q, YEAR * 3 - ms(1)).await.is_empty(),
+        "1 ms early"
+    );
+    assert_eq!(drain_after(&mut q, ms(1)).await, ["3y"]);
     q.reset(&far, YEAR * 5);
     assert_eq!(q.deadline(&far), start + YEAR * 8);
     assert_eq!(q.remove(&never).into_inner(), "never");
@@ -487,12 +466,9 @@ async fn a_queue_older_than_2_pow_36_ms_behaves_like_a_new_one() {
     let start = Instant::now();
     let mut q = DelayQueue::new();
     let edge = q.insert_at("edge", start + ms((1 << 36) + 10));
-    time::advance(ms(1 << 36)).await;
-    assert!(drain_now(&mut q).is_empty());
-    time::advance(ms(9)).await;
-    assert!(drain_now(&mut q).is_empty());
-    time::advance(ms(1)).await;
-    assert_eq!(drain_now(&mut q), ["edge"]);
+    assert!(drain_after(&mut q, ms(1 << 36)).await.is_empty());
+    assert!(drain_after(&mut q, ms(9)).await.is_empty());
+    assert_eq!(drain_after(&mut q, ms(1)).await, ["edge"]);
     assert!(!q.contains(&edge));
 
     time::advance(ms(1 << 37)).await;
@@ -501,14 +477,10 @@ async fn a_queue_older_than_2_pow_36_ms_behaves_like_a_new_one() {
     let a = q.insert("a", ms(5));
     q.insert("b", ms(64 * 64 + 3));
     assert_eq!(q.deadline(&a), now + ms(5));
-    time::advance(ms(4)).await;
-    assert!(drain_now(&mut q).is_empty());
-    time::advance(ms(1)).await;
-    assert_eq!(drain_now(&mut q), ["a"]);
-    time::advance(ms(64 * 64 - 3)).await;
-    assert!(drain_now(&mut q).is_empty());
-    time::advance(ms(1)).await;
-    assert_eq!(drain_now(&mut q), ["b"]);
+    assert!(drain_after(&mut q, ms(4)).await.is_empty());
+    assert_eq!(drain_after(&mut q, ms(1)).await, ["a"]);
+    assert!(drain_after(&mut q, ms(64 * 64 - 3)).await.is_empty());
+    assert_eq!(drain_after(&mut q, ms(1)).await, ["b"]);
 
     // And with a task waiting through the Stream.
     let shared = Arc::new(Mutex::new(q));
@@ -535,8 +507,7 @@ async fn equal_deadlines_come_out_in_insertion_order() {
         };
         q.insert(1_000 + i, secs(1)); // interleaved, earlier
     }
-    time::advance(secs(2)).await;
-    let out = drain_now(&mut q);
+    let out = drain_after(&mut q, secs(2)).await;
     let want: Vec<u32> = (1_000..1_060).chain(0..60).collect();
     assert_eq!(out, want);
 }

@@ -38,8 +38,7 @@ async fn wake_on_insert_earlier_only() {
     q.insert("near", secs(1));
     assert_eq!(wakes(&count), 1, "an earlier deadline wakes the task");
     assert!(poll_with(&mut q, &waker).is_pending());
-    time::advance(secs(1)).await;
-    assert_eq!(wakes(&count), 2, "the re-armed sleep fires at 1 s");
+    wakes_after(secs(1), &count, 2, "the re-armed sleep fires at 1 s").await;
     assert_eq!(drain_now(&mut q), ["near"]);
 }
 
@@ -66,18 +65,20 @@ async fn a_reset_later_wakes_once_to_re_arm_then_only_at_the_new_deadline() {
     q.reset(&far, secs(3_600));
     assert_eq!(wakes(&count), 1, "the armed entry moved later: re-arm");
     assert!(poll_with(&mut q, &waker).is_pending());
-    time::advance(secs(24)).await;
-    assert_eq!(wakes(&count), 1, "no wake-up at the old deadline (10 s)");
-    time::advance(secs(1)).await;
-    assert_eq!(wakes(&count), 2, "other is due at 25 s");
+    wakes_after(secs(24), &count, 1, "no wake-up at the old deadline (10 s)").await;
+    wakes_after(secs(1), &count, 2, "other is due at 25 s").await;
     assert_eq!(drain_now(&mut q), ["other"]);
     assert!(poll_with(&mut q, &waker).is_pending());
     // 3 600 000 ms files in level 3: its slot cascades at 3 407 872 ms, then at 3 596 416 ms;
     // neither these nor any other tick before 3 600 s wakes the task.
-    time::advance(Duration::from_millis(3_599_999 - 25_000)).await;
-    assert_eq!(wakes(&count), 2, "no wake-up before the deadline");
-    time::advance(ms(1)).await;
-    assert_eq!(wakes(&count), 3);
+    wakes_after(
+        Duration::from_millis(3_599_999 - 25_000),
+        &count,
+        2,
+        "no wake-up before the deadline",
+    )
+    .await;
+    wakes_after(ms(1), &count, 3, "at the new deadline, 3 600 s").await;
     assert_eq!(drain_now(&mut q), ["far"]);
 }
 
@@ -93,8 +94,7 @@ async fn the_last_waker_polled_with_is_woken_once_at_the_deadline() {
     let (second, second_waker) = counting_waker();
     assert!(poll_with(&mut q, &second_waker).is_pending());
     assert!(poll_with(&mut q, &second_waker).is_pending());
-    time::advance(secs(10)).await;
-    assert_eq!(wakes(&first), 0, "replaced before the sleep ended");
+    wakes_after(secs(10), &first, 0, "replaced before the sleep ended").await;
     assert_eq!(wakes(&second), 1, "the last poller, once");
     // Back to the first waker, which no longer matches the one registered last.
     q.insert("later", secs(5));
@@ -112,13 +112,11 @@ async fn the_last_waker_polled_with_is_woken_once_at_the_deadline() {
 async fn after_the_sleep_ends_the_same_waker_is_registered_again() {
     let (mut q, _, count, waker) = waiting_queue();
     q.insert("next", secs(20));
-    time::advance(secs(10)).await;
-    assert_eq!(wakes(&count), 1);
+    wakes_after(secs(10), &count, 1, "the sleep armed for 10 s").await;
     assert!(matches!(poll_with(&mut q, &waker), Poll::Ready(Some(_))));
     assert!(poll_with(&mut q, &waker).is_pending());
     assert!(poll_with(&mut q, &waker).is_pending());
-    time::advance(secs(10)).await;
-    assert_eq!(wakes(&count), 2, "woken by the sleep armed for 20 s");
+    wakes_after(secs(10), &count, 2, "woken by the sleep armed for 20 s").await;
     assert_eq!(drain_now(&mut q), ["next"]);
 }
 

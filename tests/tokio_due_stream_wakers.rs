@@ -88,6 +88,16 @@ async fn next_sent(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Out>) -> Out {
         .expect("the dispatcher task is alive")
 }
 
+/// Waits for the next delivery and asserts it is `id`, yielded at `at` (`why` says why then).
+async fn expect_next(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Out>,
+    (id, at): (u64, Instant),
+    why: &str,
+) {
+    let o = next_sent(rx).await;
+    assert_eq!((o.id, o.at), (id, at), "{why}");
+}
+
 /// Two streams in ONE task (select!), asleep until 1 h; a producer on another OS thread
 /// schedules a timer at 10 ms: one of the streams must yield it at 10 ms.
 #[tokio::test(start_paused = true)]
@@ -113,10 +123,8 @@ async fn two_streams_in_one_task_woken_from_os_thread() {
     })
     .await
     .unwrap();
-    let o = next_sent(&mut rx).await;
-    assert_eq!((o.id, o.at), (2, t0 + ms(10)), "woken for it, not at 1 h");
-    let o = next_sent(&mut rx).await;
-    assert_eq!((o.id, o.at), (1, t0 + HOUR));
+    expect_next(&mut rx, (2, t0 + ms(10)), "woken for it, not at 1 h").await;
+    expect_next(&mut rx, (1, t0 + HOUR), "then 1, at its deadline").await;
     task.abort();
 }
 
@@ -166,12 +174,12 @@ async fn drop_sibling_while_armed_then_earlier_timer() {
         })
         .await
         .unwrap();
-        let o = next_sent(&mut rx).await;
-        assert_eq!(
-            (o.id, o.at),
+        expect_next(
+            &mut rx,
             (2, t0 + ms(10)),
-            "fresh {fresh}: woken for it, not at 1 h"
-        );
+            &format!("fresh {fresh}: woken for it, not at 1 h"),
+        )
+        .await;
         task.abort();
     }
 }
@@ -205,12 +213,7 @@ async fn stream_moved_between_tasks_then_earlier_timer() {
     });
     settle().await;
     schedule(&sched, 1, 2, t0 + ms(10));
-    let o = next_sent(&mut rx).await;
-    assert_eq!(
-        (o.id, o.at),
-        (2, t0 + ms(10)),
-        "moved stream woken, not at 1 h"
-    );
+    expect_next(&mut rx, (2, t0 + ms(10)), "moved stream woken, not at 1 h").await;
     t1.abort();
     t2.abort();
 }
@@ -395,12 +398,12 @@ async fn others_dropping_streams_do_not_unregister_a_sleeper() {
         let id = 10 + round;
         let at = Instant::now() + ms(10);
         schedule(&sched, 1, id, at);
-        let o = next_sent(&mut rx).await;
-        assert_eq!(
-            (o.id, o.at),
+        expect_next(
+            &mut rx,
             (id, at),
-            "round {round}: sleeper woken for it, not at 1 h"
-        );
+            &format!("round {round}: sleeper woken for it, not at 1 h"),
+        )
+        .await;
         settle().await;
     }
     task.abort();

@@ -53,6 +53,13 @@ impl Harness {
         }
     }
 
+    /// The model's next `k` timers, in firing order: id and key.
+    fn next(&self, k: usize) -> Vec<(u64, TimerKey)> {
+        (self.queue.values().take(k))
+            .map(|id| (*id, self.timers[id].key))
+            .collect()
+    }
+
     fn file(&mut self, id: u64, deadline: u64, reset: bool, key: TimerKey) {
         self.seq += 1;
         let seq = self.seq;
@@ -298,6 +305,17 @@ fn offset(i: u64) -> u64 {
     (high << 6) | low
 }
 
+/// Every start of [`starts`] (with its block) by every `n` of `ns` by every limit of
+/// `limits`: `(start, block, n, limit)`.
+fn grid<'a>(
+    ns: &'a [u64],
+    limits: &'a [usize],
+) -> impl Iterator<Item = (u64, u64, u64, usize)> + 'a {
+    starts().into_iter().flat_map(move |(start, block)| {
+        (ns.iter()).flat_map(move |&n| limits.iter().map(move |&limit| (start, block, n, limit)))
+    })
+}
+
 /// Wheels that reach a level-2 slot (`block`): start at 0, at long-uptime ticks, and with the
 /// slot at the very top of the range (its last tick `u64::MAX`).
 fn starts() -> [(u64, u64); 6] {
@@ -347,24 +365,20 @@ fn runs_at_every_sort_threshold_come_out_in_model_order() {
 /// and the quiet mark after each tick's last timer.
 #[test]
 fn runs_polled_tick_by_tick_with_limits() {
-    for (start, block) in starts() {
-        for n in [23u64, 24, 25, 511, 512, 513] {
-            for limit in [1usize, 2, 3] {
-                let mut h = Harness::new(start);
-                for i in 0..n {
-                    h.insert(block + offset(i));
-                }
-                let mut now = block;
-                loop {
-                    h.drain(now, limit);
-                    if now == block + 4095 {
-                        break;
-                    }
-                    now += 1;
-                }
-                assert!(h.wheel.is_empty(), "start {start}, n {n}, limit {limit}");
-            }
+    for (start, block, n, limit) in grid(&[23u64, 24, 25, 511, 512, 513], &[1usize, 2, 3]) {
+        let mut h = Harness::new(start);
+        for i in 0..n {
+            h.insert(block + offset(i));
         }
+        let mut now = block;
+        loop {
+            h.drain(now, limit);
+            if now == block + 4095 {
+                break;
+            }
+            now += 1;
+        }
+        assert!(h.wheel.is_empty(), "start {start}, n {n}, limit {limit}");
     }
 }
 
@@ -433,12 +447,7 @@ fn edits_between_limited_polls_inside_the_run() {
 
 /// One round of edits chosen by `round`, aimed at the model's next timers.
 fn edit(h: &mut Harness, block: u64, round: u64) {
-    let next: Vec<(u64, TimerKey)> = h
-        .queue
-        .values()
-        .take(4)
-        .map(|id| (*id, h.timers[id].key))
-        .collect();
+    let next = h.next(4);
     let e = h.elapsed;
     match round % 6 {
         0 => {
@@ -572,61 +581,52 @@ fn taking_a_run_keeps_its_stale_references_bounded() {
 /// limited polls stopping among them and cancels and resets between the polls.
 #[test]
 fn heads_moved_later_behind_a_taken_head() {
-    for (start, block) in starts() {
-        for n in [10u64, 23, 24, 300, 511, 512] {
-            for limit in [1usize, 2, 31] {
-                let mut h = Harness::new(start);
-                let tick = block + 100;
-                // Per tick: one timer left alone, then a stretch moved later, then another.
-                let mut moved = Vec::new();
-                for t in 0..3u64 {
-                    h.insert(tick + t);
-                    for i in 0..n / 3 {
-                        let id = h.next_id;
-                        let key = h.insert(tick + t);
-                        moved.push((id, key, i));
-                    }
-                    h.insert(tick + t);
+    for (start, block, n, limit) in grid(&[10u64, 23, 24, 300, 511, 512], &[1usize, 2, 31]) {
+        let mut h = Harness::new(start);
+        let tick = block + 100;
+        // Per tick: one timer left alone, then a stretch moved later, then another.
+        let mut moved = Vec::new();
+        for t in 0..3u64 {
+            h.insert(tick + t);
+            for i in 0..n / 3 {
+                let id = h.next_id;
+                let key = h.insert(tick + t);
+                moved.push((id, key, i));
+            }
+            h.insert(tick + t);
+        }
+        for (j, &(id, key, i)) in moved.iter().enumerate() {
+            let d = match i % 5 {
+                0 => tick + 1,
+                1 => block + 4095,
+                2 => block.saturating_add(4096 + i),
+                3 => u64::MAX,
+                _ => tick + 2 + (j as u64 % 3),
+            };
+            h.reset_id(id, key, d.max(tick + 1));
+        }
+        h.poll_into(block, limit);
+        let mut round = 0;
+        while h.earliest().is_some_and(|d| d <= block + 4095) {
+            round += 1;
+            let n = h.poll_into(block + 4095, limit);
+            if round % 3 == 0 {
+                // Cancel and reset the model's next two between the polls.
+                let next = h.next(2);
+                if let Some(&(id, key)) = next.first() {
+                    h.cancel_id(id, key);
                 }
-                for (j, &(id, key, i)) in moved.iter().enumerate() {
-                    let d = match i % 5 {
-                        0 => tick + 1,
-                        1 => block + 4095,
-                        2 => block.saturating_add(4096 + i),
-                        3 => u64::MAX,
-                        _ => tick + 2 + (j as u64 % 3),
-                    };
-                    h.reset_id(id, key, d.max(tick + 1));
+                if let Some(&(id, key)) = next.get(1) {
+                    let d = h.timers[&id].deadline.saturating_add(1);
+                    h.reset_id(id, key, d);
                 }
-                h.poll_into(block, limit);
-                let mut round = 0;
-                while h.earliest().is_some_and(|d| d <= block + 4095) {
-                    round += 1;
-                    let n = h.poll_into(block + 4095, limit);
-                    if round % 3 == 0 {
-                        // Cancel and reset the model's next two between the polls.
-                        let next: Vec<(u64, TimerKey)> = h
-                            .queue
-                            .values()
-                            .take(2)
-                            .map(|id| (*id, h.timers[id].key))
-                            .collect();
-                        if let Some(&(id, key)) = next.first() {
-                            h.cancel_id(id, key);
-                        }
-                        if let Some(&(id, key)) = next.get(1) {
-                            let d = h.timers[&id].deadline.saturating_add(1);
-                            h.reset_id(id, key, d);
-                        }
-                    }
-                    if n < limit {
-                        break;
-                    }
-                }
-                h.drain(u64::MAX, limit);
-                assert!(h.wheel.is_empty(), "start {start}, n {n}, limit {limit}");
+            }
+            if n < limit {
+                break;
             }
         }
+        h.drain(u64::MAX, limit);
+        assert!(h.wheel.is_empty(), "start {start}, n {n}, limit {limit}");
     }
 }
 
@@ -717,33 +717,29 @@ fn indexed_replacements_inside_a_partly_taken_run() {
 /// files it anew, and the answer is then exact.
 #[test]
 fn next_expiration_after_a_reset_later_is_early_until_polled_then_exact() {
-    // Level 0: elapsed 0, earliest pending 15.
-    let mut w = Wheel::new();
-    let moved = w.insert(10, 'm');
-    let earliest = w.insert(15, 'e');
-    assert!(w.reset(moved, 20));
-    assert_eq!(w.peek(), Some((earliest, 15)));
-    let first = w.next_expiration().expect("two timers pending");
-    assert!(
-        first <= 15,
-        "never later than the earliest deadline: {first}"
-    );
-    assert!(w.poll(first).is_none(), "nothing is due at {first}");
-    assert_eq!(w.next_expiration(), Some(15), "level 0, after the poll");
-    // The sorted run: elapsed 4096, earliest pending 4110.
-    let mut w = Wheel::new();
-    let moved = w.insert(4100, 'm');
-    let earliest = w.insert(4110, 'e');
-    assert!(w.reset(moved, 4120));
-    assert!(w.poll(4096).is_none());
-    assert_eq!(w.peek(), Some((earliest, 4110)));
-    let first = w.next_expiration().expect("two timers pending");
-    assert!(
-        first <= 4110,
-        "never later than the earliest deadline: {first}"
-    );
-    assert!(w.poll(first).is_none(), "nothing is due at {first}");
-    assert_eq!(w.next_expiration(), Some(4110), "run, after the poll");
+    // A timer at `at` is moved 10 later than the earliest pending one, at `at + 10`; in
+    // level 0 (elapsed 0), and in the sorted run (after a poll to elapsed 4096).
+    for (at, poll_to, place) in [(10, None, "level 0"), (4100, Some(4096), "run")] {
+        let mut w = Wheel::new();
+        let moved = w.insert(at, 'm');
+        let earliest = w.insert(at + 10, 'e');
+        assert!(w.reset(moved, at + 20));
+        if let Some(now) = poll_to {
+            assert!(w.poll(now).is_none());
+        }
+        assert_eq!(w.peek(), Some((earliest, at + 10)));
+        let first = w.next_expiration().expect("two timers pending");
+        assert!(
+            first <= at + 10,
+            "never later than the earliest deadline: {first}"
+        );
+        assert!(w.poll(first).is_none(), "nothing is due at {first}");
+        assert_eq!(
+            w.next_expiration(),
+            Some(at + 10),
+            "{place}, after the poll"
+        );
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -882,12 +878,7 @@ fn run_ops(start: u64, block: u64, n: u64, scramble: u64, ops: &[Op]) {
             }
             Op::ResetNext(c, k, x) => {
                 let d = deadline(&h, block, k, x);
-                let next: Vec<(u64, TimerKey)> = h
-                    .queue
-                    .values()
-                    .take(1 + c as usize % 40)
-                    .map(|id| (*id, h.timers[id].key))
-                    .collect();
+                let next = h.next(1 + c as usize % 40);
                 for (id, key) in next {
                     h.reset_id(id, key, d);
                 }

@@ -21,39 +21,55 @@ fn expired(out: &[Resolved<u32>]) -> Vec<u32> {
         .collect()
 }
 
+/// `q` with `tickets` registered in turn, each `(amount, deadline, waiter)`: their tickets,
+/// and what the registrations resolved.
+fn registered(mut q: Q, tickets: &[(u64, u64, u32)]) -> (Q, Vec<Ticket>, Vec<Resolved<u32>>) {
+    let mut out = Vec::new();
+    let tickets = (tickets.iter())
+        .map(|&(amount, deadline, waiter)| q.register(amount, deadline, waiter, &mut out).unwrap())
+        .collect();
+    (q, tickets, out)
+}
+
+/// A thread-safe queue of `capacity` (1 ms resolution), a deadline a minute away, and a
+/// permit for the whole capacity.
+fn held_in_full(capacity: u64) -> (AdmissionQueue, Instant, Permit) {
+    let q = AdmissionQueue::new(capacity, Duration::from_millis(1));
+    let far = Instant::now() + Duration::from_secs(60);
+    let held = q.acquire(capacity, far).unwrap();
+    (q, far, held)
+}
+
+/// A thread-safe queue of `capacity` (strict order, 1 ms resolution) under `global`.
+fn under(global: &Limit, capacity: u64) -> AdmissionQueue {
+    let res = Duration::from_millis(1);
+    AdmissionQueue::with_options(capacity, Some(global.clone()), Order::Strict, res)
+}
+
 #[test]
 fn strict_head_blocks_smaller_tickets_behind_it() {
-    let mut q = Q::new(10);
-    let mut out = Vec::new();
-    let a = q.register(6, 100, 1, &mut out).unwrap();
-    q.register(8, 100, 2, &mut out).unwrap();
-    q.register(1, 100, 3, &mut out).unwrap();
+    let (mut q, tickets, mut out) =
+        registered(Q::new(10), &[(6, 100, 1), (8, 100, 2), (1, 100, 3)]);
     assert_eq!(granted(&out), [1], "3 fits but waits behind 2");
     out.clear();
-    assert_eq!(q.cancel(a, &mut out), Cancel::Released(6));
+    assert_eq!(q.cancel(tickets[0], &mut out), Cancel::Released(6));
     assert_eq!(granted(&out), [2, 3], "in registration order");
     assert_eq!(q.available(), 1);
 }
 
 #[test]
 fn passing_lets_a_fitting_ticket_pass() {
-    let mut q = Q::with_options(10, None, Order::Passing);
-    let mut out = Vec::new();
-    q.register(6, 100, 1, &mut out).unwrap();
-    q.register(8, 100, 2, &mut out).unwrap();
-    q.register(1, 100, 3, &mut out).unwrap();
+    let passing = Q::with_options(10, None, Order::Passing);
+    let (q, _, out) = registered(passing, &[(6, 100, 1), (8, 100, 2), (1, 100, 3)]);
     assert_eq!(granted(&out), [1, 3]);
     assert_eq!(q.waiting(), 1);
 }
 
 #[test]
 fn a_ticket_expires_at_its_deadline_behind_a_blocked_head() {
-    let mut q = Q::new(10);
-    let mut out = Vec::new();
-    q.register(10, 1000, 1, &mut out).unwrap();
-    q.register(5, 1000, 2, &mut out).unwrap(); // blocked head
-    q.register(1, 30, 3, &mut out).unwrap();
-    q.register(1, 20, 4, &mut out).unwrap();
+    // 2 is the blocked head.
+    let tickets = [(10, 1000, 1), (5, 1000, 2), (1, 30, 3), (1, 20, 4)];
+    let (mut q, _, mut out) = registered(Q::new(10), &tickets);
     out.clear();
     q.advance(29, &mut out);
     assert_eq!(expired(&out), [4], "20 expired, 30 not yet: never early");
@@ -71,11 +87,7 @@ fn a_ticket_expires_at_its_deadline_behind_a_blocked_head() {
 
 #[test]
 fn an_expired_head_unblocks_the_tickets_behind() {
-    let mut q = Q::new(10);
-    let mut out = Vec::new();
-    q.register(5, 1000, 1, &mut out).unwrap();
-    q.register(9, 10, 2, &mut out).unwrap();
-    q.register(5, 1000, 3, &mut out).unwrap();
+    let (mut q, _, mut out) = registered(Q::new(10), &[(5, 1000, 1), (9, 10, 2), (5, 1000, 3)]);
     out.clear();
     q.advance(10, &mut out);
     assert_eq!((expired(&out), granted(&out)), (vec![2], vec![3]));
@@ -180,9 +192,7 @@ fn both_limits_or_neither() {
 
 #[test]
 fn thread_safe_queue_grants_expires_and_cancels() {
-    let q = AdmissionQueue::new(4, Duration::from_millis(1));
-    let far = Instant::now() + Duration::from_secs(60);
-    let held = q.acquire(4, far).unwrap();
+    let (q, far, held) = held_in_full(4);
     let cancelled = q.register(2, far).unwrap();
     assert!(q.cancel(cancelled.ticket()));
     assert!(!q.cancel(cancelled.ticket()), "stale");
@@ -203,9 +213,7 @@ fn thread_safe_queue_grants_expires_and_cancels() {
 
 #[test]
 fn a_dropped_waiter_gives_a_grant_back() {
-    let q = AdmissionQueue::new(4, Duration::from_millis(1));
-    let far = Instant::now() + Duration::from_secs(60);
-    let held = q.acquire(4, far).unwrap();
+    let (q, far, held) = held_in_full(4);
     let w = q.register(4, far).unwrap();
     drop(held); // w is granted, its permit never taken
     assert_eq!(q.available(), 0);
@@ -216,9 +224,7 @@ fn a_dropped_waiter_gives_a_grant_back() {
 #[test]
 fn a_global_release_wakes_another_queue() {
     let global = Limit::new(5);
-    let res = Duration::from_millis(1);
-    let a = AdmissionQueue::with_options(5, Some(global.clone()), Order::Strict, res);
-    let b = AdmissionQueue::with_options(5, Some(global.clone()), Order::Strict, res);
+    let (a, b) = (under(&global, 5), under(&global, 5));
     let far = Instant::now() + Duration::from_secs(60);
     let held = a.acquire(5, far).unwrap();
     let w = b.register(3, far).unwrap();
@@ -231,8 +237,7 @@ fn a_global_release_wakes_another_queue() {
 #[test]
 fn a_raised_global_capacity_grants_a_waiter_and_a_lowered_one_grants_nothing_more() {
     let global = Limit::new(4);
-    let res = Duration::from_millis(1);
-    let q = AdmissionQueue::with_options(10, Some(global.clone()), Order::Strict, res);
+    let q = under(&global, 10);
     let far = Instant::now() + Duration::from_secs(60);
     let held = q.acquire(4, far).unwrap();
     let w = q.register(3, far).unwrap();

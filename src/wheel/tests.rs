@@ -403,6 +403,18 @@ fn wheel_with_a_run_of(n: u64) -> (Wheel<u64>, Vec<u64>, Vec<TimerKey>) {
     (wheel, deadlines, keys)
 }
 
+/// [`wheel_with_a_run`] after one `poll_into(now, limit)` has taken the run's first timers;
+/// also what that took.
+fn partway_through_a_run(
+    now: u64,
+    limit: usize,
+) -> (Wheel<u64>, Vec<u64>, Vec<TimerKey>, Vec<Expired<u64>>) {
+    let (mut wheel, deadlines, keys) = wheel_with_a_run();
+    let mut out = Vec::new();
+    wheel.poll_into(now, limit, &mut out);
+    (wheel, deadlines, keys, out)
+}
+
 /// The (deadline, insertion index) order a model would fire `deadlines` in, without `skip`.
 fn model_order(deadlines: &[u64], from: u64, skip: &[u64]) -> Vec<(u64, u64)> {
     let mut want: Vec<(u64, u64)> = (0..deadlines.len() as u64)
@@ -460,13 +472,11 @@ fn run_order_under_poll_into_limits(n: u64) {
 
 #[test]
 fn cancel_and_reset_inside_a_run() {
-    let (mut wheel, deadlines, keys) = wheel_with_a_run();
-    let mut out = Vec::new();
-    wheel.poll_into(5000, 3, &mut out);
+    let (mut wheel, deadlines, keys, out) = partway_through_a_run(5000, 3);
     let at = wheel.elapsed();
     // Timers of tick `at` may still wait behind the three taken: the model is everything
     // after 4096 in order, less what came out.
-    let taken: Vec<u64> = out.iter().map(|e: &Expired<u64>| e.value).collect();
+    let taken: Vec<u64> = out.iter().map(|e| e.value).collect();
     // Cancel every third timer still waiting, the run's head among them.
     let waiting: Vec<u64> = model_order(&deadlines, 4096, &taken)
         .iter()
@@ -506,9 +516,7 @@ fn cancel_and_reset_inside_a_run() {
 
 #[test]
 fn inserts_into_the_past_while_a_run_is_pending() {
-    let (mut wheel, deadlines, _) = wheel_with_a_run();
-    let mut out = Vec::new();
-    wheel.poll_into(6000, 5, &mut out);
+    let (mut wheel, deadlines, _, out) = partway_through_a_run(6000, 5);
     let at = wheel.elapsed();
     // Due at `at` (after the run's timers of that tick) and before it (first).
     wheel.insert(at, 1_000_000);

@@ -19,6 +19,13 @@ pub fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }
 
+/// A queue holding one entry, `value` due `timeout` from now; its key.
+pub fn holding<T>(value: T, timeout: Duration) -> (DelayQueue<T>, Key) {
+    let mut q = DelayQueue::new();
+    let key = q.insert(value, timeout);
+    (q, key)
+}
+
 /// A waker that counts its wakeups.
 pub struct Count(AtomicUsize);
 
@@ -37,6 +44,13 @@ pub fn wakes(count: &Count) -> usize {
     count.0.load(Ordering::SeqCst)
 }
 
+/// Advances the paused clock by `by`, then asserts that `count`'s waker has been woken `n`
+/// times in all (`why` says why that many).
+pub async fn wakes_after(by: Duration, count: &Count, n: usize, why: &str) {
+    time::advance(by).await;
+    assert_eq!(wakes(count), n, "{why}");
+}
+
 pub fn poll_with<T>(q: &mut DelayQueue<T>, waker: &Waker) -> Poll<Option<Expired<T>>> {
     q.poll_expired(&mut Context::from_waker(waker))
 }
@@ -52,6 +66,12 @@ pub fn drain_now<T>(q: &mut DelayQueue<T>) -> Vec<T> {
         out.push(e.into_inner());
     }
     out
+}
+
+/// Advances the paused clock by `by`, then [`drain_now`].
+pub async fn drain_after<T>(q: &mut DelayQueue<T>, by: Duration) -> Vec<T> {
+    time::advance(by).await;
+    drain_now(q)
 }
 
 /// Lets every woken task run (the clock does not move).

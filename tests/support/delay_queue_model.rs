@@ -131,6 +131,13 @@ impl fmt::Debug for DqHarness {
     }
 }
 
+/// Where a reset moves a timer: a timeout from now (`reset`) or an instant (`reset_at`).
+#[derive(Clone, Copy)]
+enum ResetTo {
+    In(Duration),
+    At(Instant),
+}
+
 macro_rules! ensure {
     ($h:expr, $cond:expr, $($fmt:tt)+) => {
         if !$cond {
@@ -322,30 +329,8 @@ impl DqHarness {
                     );
                 }
             }
-            DqOp::Reset(pick, d) => {
-                let Some(key) = self.key(pick) else { return };
-                let timeout = d.duration();
-                let tick = self.timeout_tick(timeout);
-                if self.model.timers.contains_key(&key) {
-                    self.queue.reset(&key, timeout);
-                    self.reset(key, tick);
-                } else {
-                    let got = self.queue.try_reset(&key, timeout);
-                    ensure!(self, !got, "try_reset of stale {key:?} = true");
-                }
-            }
-            DqOp::ResetAt(pick, at) => {
-                let Some(key) = self.key(pick) else { return };
-                let at = self.instant(at);
-                let tick = self.tick_of(at);
-                if self.model.timers.contains_key(&key) {
-                    self.queue.reset_at(&key, at);
-                    self.reset(key, tick);
-                } else {
-                    let got = self.queue.try_reset_at(&key, at);
-                    ensure!(self, !got, "try_reset_at of stale {key:?} = true");
-                }
-            }
+            DqOp::Reset(pick, d) => self.reset_to(pick, ResetTo::In(d.duration())),
+            DqOp::ResetAt(pick, at) => self.reset_to(pick, ResetTo::At(self.instant(at))),
             DqOp::Advance(d) => tokio::time::advance(d.duration().min(MAX_ADVANCE)).await,
             DqOp::Poll { task } => {
                 self.poll(usize::from(task));
@@ -390,6 +375,29 @@ impl DqHarness {
         let old = self.model.remove(key).expect("live");
         self.model.insert(key, tick, old.value, true);
         self.peeked = None;
+    }
+
+    /// A reset of `pick`'s key to `to`: by `reset` or `reset_at` if the model holds the key,
+    /// the model following; else by `try_reset` or `try_reset_at`, which must refuse it.
+    fn reset_to(&mut self, pick: u16, to: ResetTo) {
+        let Some(key) = self.key(pick) else { return };
+        let tick = match to {
+            ResetTo::In(timeout) => self.timeout_tick(timeout),
+            ResetTo::At(at) => self.tick_of(at),
+        };
+        if self.model.timers.contains_key(&key) {
+            match to {
+                ResetTo::In(timeout) => self.queue.reset(&key, timeout),
+                ResetTo::At(at) => self.queue.reset_at(&key, at),
+            }
+            self.reset(key, tick);
+        } else {
+            let (got, name) = match to {
+                ResetTo::In(timeout) => (self.queue.try_reset(&key, timeout), "try_reset"),
+                ResetTo::At(at) => (self.queue.try_reset_at(&key, at), "try_reset_at"),
+            };
+            ensure!(self, !got, "{name} of stale {key:?} = true");
+        }
     }
 
     /// One `poll_expired` by `task`; returns whether it yielded an entry.

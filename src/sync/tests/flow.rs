@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::interleave::id_on;
+use super::interleave::{alternating, id_on};
 use crate::sync::{Cancel, IdState, RateLimit, Retried, Scheduler};
 
-use super::{Sched, ms, two_shards};
+use super::{Sched, ms, one_on_each, two_shards};
 
 fn values(s: &Sched, now: Instant, limit: usize) -> Vec<u64> {
     s.pop_due(now, limit).map(|d| d.into_value()).collect()
@@ -15,8 +15,7 @@ fn values(s: &Sched, now: Instant, limit: usize) -> Vec<u64> {
 #[test]
 fn a_held_queue_accepts_parks_its_due_timers_once_and_releases_them_in_order() {
     let (s, t0) = two_shards();
-    let (a, b, c) = (id_on(0, 0), id_on(1, 0), id_on(0, 1));
-    let (d, e) = (id_on(1, 1), id_on(0, 2));
+    let [a, b, c, d, e] = alternating();
     s.schedule(0, a, ms(t0, 5), 10).unwrap();
     assert!(s.hold_queue(&0));
     s.schedule(0, b, ms(t0, 3), 11).unwrap(); // accepted while held
@@ -80,10 +79,7 @@ fn parked_timers_are_pending_for_cancel_drain_reschedule_and_freeze() {
 
 #[test]
 fn timers_coming_back_from_flight_into_a_held_queue_are_parked_when_due() {
-    let (s, t0) = two_shards();
-    let (a, b) = (id_on(0, 0), id_on(1, 0));
-    s.schedule(0, a, ms(t0, 1), 1).unwrap();
-    s.schedule(0, b, ms(t0, 1), 2).unwrap();
+    let (s, t0, _) = one_on_each([1, 1]);
     let mut batch = s.pop_due(ms(t0, 1), 10);
     let first = batch.next().unwrap();
     s.hold_queue(&0);

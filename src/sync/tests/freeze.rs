@@ -1,10 +1,10 @@
 //! Freezing a queue: `freeze_queue`, `take_forwarded`, `unfreeze_queue`, `import` and
 //! `Due::retry_at`, each operation and its edges.
 
-use super::interleave::id_on;
+use super::interleave::{alternating, id_on};
 use crate::sync::{Cancel, FrozenEntry, RescheduleError, Retried, RetryError, ScheduleError};
 
-use super::{ms, two_shards};
+use super::{ms, one_on_each, two_shards};
 
 fn ids_values(entries: &[FrozenEntry<u64, u64>]) -> Vec<(u64, u64)> {
     entries.iter().map(|e| (e.id, e.value)).collect()
@@ -13,8 +13,7 @@ fn ids_values(entries: &[FrozenEntry<u64, u64>]) -> Vec<(u64, u64)> {
 #[test]
 fn freeze_takes_every_pending_member_in_delivery_order_and_reports_in_flight() {
     let (s, t0) = two_shards();
-    let (a, b, c) = (id_on(0, 0), id_on(1, 0), id_on(0, 1));
-    let (d, e) = (id_on(1, 1), id_on(0, 2));
+    let [a, b, c, d, e] = alternating();
     s.schedule(0, a, ms(t0, 5), 10).unwrap();
     s.schedule(0, b, ms(t0, 3), 11).unwrap();
     s.schedule(0, c, ms(t0, 3), 12).unwrap(); // same tick as b, scheduled after it
@@ -54,7 +53,7 @@ fn a_frozen_queue_refuses_schedule_and_import_with_the_value_back() {
     let (s, t0) = two_shards();
     s.freeze_queue(&0);
     assert!(s.is_frozen(&0) && !s.is_frozen(&1));
-    for id in [id_on(0, 0), id_on(1, 0)] {
+    for id in alternating::<2>() {
         assert_eq!(s.schedule(0, id, t0, 7), Err(ScheduleError::Frozen(7)));
     }
     assert_eq!(ScheduleError::Frozen(7).into_value(), 7);
@@ -93,10 +92,7 @@ fn a_frozen_queue_refuses_schedule_and_import_with_the_value_back() {
 
 #[test]
 fn retry_at_puts_the_timer_back_pending_behind_equal_deadlines() {
-    let (s, t0) = two_shards();
-    let (a, b) = (id_on(0, 0), id_on(1, 0));
-    s.schedule(0, a, ms(t0, 1), 1).unwrap();
-    s.schedule(0, b, ms(t0, 9), 2).unwrap();
+    let (s, t0, [a, b]) = one_on_each([1, 9]);
     let due = s.pop_due(ms(t0, 1), 10).next().unwrap();
     assert_eq!(*due.id(), a);
     assert_eq!(s.schedule(0, a, t0, 3), Err(ScheduleError::InFlight(3)));
@@ -161,7 +157,7 @@ fn retry_at_into_a_frozen_queue_forwards_and_take_forwarded_hands_it_over() {
 #[test]
 fn a_half_taken_batch_of_a_frozen_queue_is_forwarded_and_other_queues_go_back_pending() {
     let (s, t0) = two_shards();
-    let (a, b, c, d) = (id_on(0, 0), id_on(1, 0), id_on(0, 1), id_on(1, 1));
+    let [a, b, c, d] = alternating();
     s.schedule(0, a, ms(t0, 1), 1).unwrap();
     s.schedule(0, b, ms(t0, 2), 2).unwrap();
     s.schedule(1, c, ms(t0, 3), 3).unwrap();
@@ -181,10 +177,7 @@ fn a_half_taken_batch_of_a_frozen_queue_is_forwarded_and_other_queues_go_back_pe
 
 #[test]
 fn unfreeze_puts_forwarded_timers_back_pending_with_their_order() {
-    let (s, t0) = two_shards();
-    let (a, b) = (id_on(0, 0), id_on(1, 0));
-    s.schedule(0, a, ms(t0, 2), 1).unwrap();
-    s.schedule(0, b, ms(t0, 1), 2).unwrap();
+    let (s, t0, _) = one_on_each([2, 1]);
     let batch = s.pop_due(ms(t0, 2), 10);
     s.freeze_queue(&0);
     drop(batch);
@@ -203,10 +196,7 @@ fn unfreeze_puts_forwarded_timers_back_pending_with_their_order() {
 
 #[test]
 fn cancel_and_drain_return_forwarded_timers() {
-    let (s, t0) = two_shards();
-    let (a, b) = (id_on(0, 0), id_on(1, 0));
-    s.schedule(0, a, t0, 1).unwrap();
-    s.schedule(0, b, t0, 2).unwrap();
+    let (s, t0, [a, b]) = one_on_each([0, 0]);
     let batch = s.pop_due(t0, 10);
     s.freeze_queue(&0);
     drop(batch);
@@ -224,7 +214,7 @@ fn cancel_and_drain_return_forwarded_timers() {
 #[test]
 fn import_is_idempotent_by_id_and_hands_present_values_back() {
     let (s, t0) = two_shards();
-    let (a, b, c, d) = (id_on(0, 0), id_on(1, 0), id_on(0, 1), id_on(1, 1));
+    let [a, b, c, d] = alternating();
     s.schedule(1, a, ms(t0, 1), 100).unwrap(); // pending in another queue
     s.schedule(1, b, ms(t0, 1), 101).unwrap();
     let due_b = s.pop_due(ms(t0, 1), 10).nth(1).unwrap(); // a delivered, b in flight

@@ -1,14 +1,46 @@
 //! loom models of the scheduler's atomics and locks (`RUSTFLAGS="--cfg loom"`, see
 //! `.ci/loom.sh` and `src/loom.rs`), one module per part they check.
 
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::loom::thread;
+use crate::sync::Scheduler;
+
+/// A one-shard scheduler whose origin is now, to share among a model's threads, and that
+/// origin.
+fn one_shard<Q, K, T>() -> (Instant, Arc<Scheduler<Q, K, T>>)
+where
+    Q: Hash + Eq + Clone,
+    K: Hash + Eq + Clone,
+{
+    let t0 = Instant::now();
+    (
+        t0,
+        Arc::new(Scheduler::builder().shards(1).origin(t0).build()),
+    )
+}
+
+/// Spawns a loom thread that runs `f` on a handle of its own to `shared`.
+fn spawn_on<S, R>(
+    shared: &Arc<S>,
+    f: impl FnOnce(&S) -> R + Send + 'static,
+) -> thread::JoinHandle<R>
+where
+    S: Send + Sync + 'static,
+    R: Send + 'static,
+{
+    let shared = Arc::clone(shared);
+    thread::spawn(move || f(&shared))
+}
+
 /// loom: a `Due` pushed onto the done list while the shard settles and its id is scheduled
 /// again.
 mod done_list {
-    use std::sync::Arc;
-    use std::time::Instant;
-
+    use super::{one_shard, spawn_on};
     use crate::loom::{model, thread};
-    use crate::sync::{ScheduleError, Scheduler};
+    use crate::sync::ScheduleError;
 
     /// Timer 1 is in flight. Its `Due` is dropped on one thread, a count settles the shard
     /// on another, and id 1 is scheduled again on a third. The new schedule is refused while
@@ -17,15 +49,11 @@ mod done_list {
     #[test]
     fn loom_done_due_racing_a_settle_and_a_schedule_of_its_id() {
         model(|| {
-            let t0 = Instant::now();
-            let sched = Arc::new(Scheduler::builder().shards(1).origin(t0).build());
+            let (t0, sched) = one_shard();
             sched.schedule(0u8, 1u32, t0, 10u32).unwrap();
             let due = sched.pop_due(t0, 1).next().expect("timer 1 is due");
             let dropper = thread::spawn(move || drop(due));
-            let settler = {
-                let sched = Arc::clone(&sched);
-                thread::spawn(move || sched.in_flight_len())
-            };
+            let settler = spawn_on(&sched, |sched| sched.in_flight_len());
             let again = sched.schedule(0, 1, t0, 20);
             dropper.join().unwrap();
             assert!(settler.join().unwrap() <= 1);
@@ -47,11 +75,10 @@ mod dispatcher {
     use std::sync::atomic::AtomicUsize;
 
     use std::sync::Arc;
-    use std::time::Instant;
 
+    use super::one_shard;
     use crate::loom::{model, thread};
     use crate::sync::Due;
-    use crate::sync::Scheduler;
     use crate::sync::dispatcher::{Shared, request_stop, run};
 
     /// The dispatcher loop runs while a timer due now is scheduled and the loop is asked
@@ -60,8 +87,7 @@ mod dispatcher {
     #[test]
     fn loom_shutdown_racing_a_schedule() {
         model(|| {
-            let t0 = Instant::now();
-            let sched = Arc::new(Scheduler::builder().shards(1).origin(t0).build());
+            let (t0, sched) = one_shard();
             let shared = Arc::new(Shared::default());
             let delivered = Arc::new(AtomicUsize::new(0));
             let dispatcher = {
@@ -85,10 +111,11 @@ mod dispatcher {
 /// loom: an earlier deadline scheduled while a `pop_due` raises the shard's published bound.
 mod pop {
     use std::sync::Arc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
+    use super::one_shard;
     use crate::loom::{AtomicBool, Ordering, model, thread};
-    use crate::sync::{DueBatch, Scheduler};
+    use crate::sync::DueBatch;
 
     /// The ids of a batch, each `Due` dropped (delivered).
     fn ids(batch: DueBatch<u8, u32, ()>) -> Vec<u32> {
@@ -103,9 +130,8 @@ mod pop {
     #[test]
     fn loom_earlier_schedule_is_never_missed_by_a_later_poll() {
         model(|| {
-            let t0 = Instant::now();
+            let (t0, sched) = one_shard();
             let ms = Duration::from_millis;
-            let sched = Arc::new(Scheduler::builder().shards(1).origin(t0).build());
             sched.schedule(0, 1, t0 + ms(3), ()).unwrap();
             sched.schedule(0, 2, t0 + ms(10), ()).unwrap();
             let now = t0 + ms(5);
@@ -141,9 +167,8 @@ mod signal {
     use std::task::{Wake, Waker};
     use std::time::{Duration, Instant};
 
-    use crate::loom::AtomicBool;
-    use crate::loom::{model, thread};
-    use crate::sync::Scheduler;
+    use super::{one_shard, spawn_on};
+    use crate::loom::{AtomicBool, model};
     use crate::sync::dispatcher::sleep_until_due;
     use crate::sync::signal::Signal;
 
@@ -153,23 +178,19 @@ mod signal {
     #[test]
     fn loom_poller_going_to_sleep_is_woken_by_an_earlier_schedule() {
         model(|| {
-            let t0 = Instant::now();
-            let sched = Arc::new(Scheduler::builder().shards(1).origin(t0).build());
+            let (t0, sched) = one_shard();
             sched
                 .schedule(0u8, 1u32, t0 + Duration::from_secs(3600), ())
                 .unwrap();
-            let poller = {
-                let sched = Arc::clone(&sched);
-                thread::spawn(move || {
-                    let stop = AtomicBool::new(false);
-                    loop {
-                        if let Some(due) = sched.pop_due(Instant::now(), 1).next() {
-                            return *due.id();
-                        }
-                        sleep_until_due(&sched, &stop);
+            let poller = spawn_on(&sched, |sched| {
+                let stop = AtomicBool::new(false);
+                loop {
+                    if let Some(due) = sched.pop_due(Instant::now(), 1).next() {
+                        return *due.id();
                     }
-                })
-            };
+                    sleep_until_due(sched, &stop);
+                }
+            });
             sched.schedule(0, 2, t0, ()).unwrap();
             assert_eq!(poller.join().unwrap(), 2);
         });
@@ -199,10 +220,10 @@ mod signal {
             let (first, second) = (Arc::new(Count::default()), Arc::new(Count::default()));
             let poller = signal.new_poller();
             signal.arm_waker(poller, &Waker::from(Arc::clone(&first)));
-            let stream = {
-                let (signal, second) = (Arc::clone(&signal), Arc::clone(&second));
-                thread::spawn(move || signal.arm_waker(poller, &Waker::from(second)))
-            };
+            let new_waker = Arc::clone(&second);
+            let stream = spawn_on(&signal, move |signal| {
+                signal.arm_waker(poller, &Waker::from(new_waker))
+            });
             signal.deadline_added(0);
             let epoch = stream.join().unwrap();
             let woken = (count(&first), count(&second));
@@ -223,11 +244,8 @@ mod signal {
 /// loom: a queue's concurrency slot given back by a `Due` that ends while a `pop_due` finds
 /// the queue at its limit (the handshake in `sync/flow/limit.rs`).
 mod flow {
-    use std::sync::Arc;
-    use std::time::Instant;
-
+    use super::{one_shard, spawn_on};
     use crate::loom::{model, thread};
-    use crate::sync::Scheduler;
 
     /// Queue 0 has a concurrency limit of 1 and timer 1 in flight; timer 2 is due. One
     /// thread drops timer 1's `Due` while another pops. The pop takes timer 2 (the slot
@@ -236,20 +254,16 @@ mod flow {
     #[test]
     fn loom_end_racing_a_pop_at_the_limit() {
         model(|| {
-            let t0 = Instant::now();
-            let sched = Arc::new(Scheduler::builder().shards(1).origin(t0).build());
+            let (t0, sched) = one_shard();
             sched.set_concurrency(&0u8, Some(1));
             sched.schedule(0u8, 1u32, t0, 1u32).unwrap();
             let due = sched.pop_due(t0, 1).next().expect("timer 1 is due");
             sched.schedule(0, 2, t0, 2).unwrap();
             let dropper = thread::spawn(move || drop(due));
-            let popper = {
-                let sched = Arc::clone(&sched);
-                thread::spawn(move || {
-                    let batch = sched.pop_due(t0, 8);
-                    batch.map(|due| due.into_value()).collect::<Vec<u32>>()
-                })
-            };
+            let popper = spawn_on(&sched, move |sched| {
+                let batch = sched.pop_due(t0, 8);
+                batch.map(|due| due.into_value()).collect::<Vec<u32>>()
+            });
             dropper.join().unwrap();
             let mut values = popper.join().unwrap();
             values.extend(sched.pop_due(t0, 8).map(|due| due.into_value()));

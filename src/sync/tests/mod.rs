@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::sync::{Scheduler, SchedulerStats};
-use interleave::id_on;
+use interleave::{alternating, id_on};
 
 mod flow;
 mod freeze;
@@ -33,6 +33,18 @@ fn two_shards() -> (Sched, Instant) {
     (Scheduler::builder().shards(2).origin(t0).build(), t0)
 }
 
+/// [`two_shards`] with one timer on each shard, both on queue 0: the first id of shard 0
+/// due `at[0]` ms after the origin with value 1, the first of shard 1 due `at[1]` ms after
+/// it with value 2; and those two ids.
+fn one_on_each(at: [u64; 2]) -> (Sched, Instant, [u64; 2]) {
+    let (s, t0) = two_shards();
+    let ids = alternating();
+    for (k, id) in ids.into_iter().enumerate() {
+        s.schedule(0, id, ms(t0, at[k]), k as u64 + 1).unwrap();
+    }
+    (s, t0, ids)
+}
+
 /// Runs `f` on another thread; fails if it has not finished after 20 s (a `pop_due` that
 /// waits for a lock held by this test never would).
 fn finishes<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
@@ -48,7 +60,7 @@ fn finishes<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
 fn pop_due_takes_no_lock_of_a_shard_with_nothing_due() {
     let t0 = Instant::now();
     let sched: Arc<Sched> = Arc::new(Scheduler::builder().shards(2).origin(t0).build());
-    let (on0, on1) = (id_on(0, 0), id_on(1, 0));
+    let [on0, on1] = alternating();
     sched
         .schedule(0, on0, t0 + Duration::from_millis(50), on0)
         .unwrap();

@@ -118,6 +118,10 @@ fn each_queue_wide_operation_emits_one_event_with_its_counts() {
         .shards(2)
         .origin(t0)
         .build();
+    // Exactly one event since the last look, of the scheduler named "deferred".
+    let expect = |op: &str, fields: &[(&str, &str)]| {
+        expect_one(&capture.take(), op, "deferred", fields);
+    };
     ::tracing::subscriber::with_default(capture.clone(), || {
         for id in 0..10 {
             sched
@@ -133,34 +137,19 @@ fn each_queue_wide_operation_emits_one_event_with_its_counts() {
         fresh_interest();
         let drained = sched.drain_queue(&1); // 3, 5, 7, 9; 1 in flight
         assert_eq!(drained.cancelled.len(), 4);
-        expect_one(
-            &capture.take(),
-            "drain_queue",
-            "deferred",
-            &[("cancelled", "4"), ("in_flight", "1")],
-        );
+        expect("drain_queue", &[("cancelled", "4"), ("in_flight", "1")]);
         drop(second);
 
         fresh_interest();
         let frozen = sched.freeze_queue(&0); // 2, 4, 6, 8; 0 in flight
         assert_eq!(frozen.pending.len(), 4);
-        expect_one(
-            &capture.take(),
-            "freeze_queue",
-            "deferred",
-            &[("pending", "4"), ("in_flight", "1")],
-        );
+        expect("freeze_queue", &[("pending", "4"), ("in_flight", "1")]);
 
         assert_eq!(first.retry_at(ms(t0, 50)), Ok(Retried::Forwarded));
         assert!(capture.take().is_empty(), "a retry is per timer: no event");
         fresh_interest();
         assert_eq!(sched.take_forwarded(&0).len(), 1);
-        expect_one(
-            &capture.take(),
-            "take_forwarded",
-            "deferred",
-            &[("taken", "1")],
-        );
+        expect("take_forwarded", &[("taken", "1")]);
 
         let entry = |id| FrozenEntry {
             id,
@@ -170,30 +159,21 @@ fn each_queue_wide_operation_emits_one_event_with_its_counts() {
         fresh_interest();
         let refused = sched.import(0, vec![entry(2)]);
         assert_eq!(refused.refused.len(), 1, "the queue is frozen");
-        expect_one(
-            &capture.take(),
+        expect(
             "import",
-            "deferred",
             &[("imported", "0"), ("present", "0"), ("refused", "1")],
         );
 
         fresh_interest();
         assert_eq!(sched.unfreeze_queue(&0), 0);
-        expect_one(
-            &capture.take(),
-            "unfreeze_queue",
-            "deferred",
-            &[("pending", "0")],
-        );
+        expect("unfreeze_queue", &[("pending", "0")]);
 
         sched.schedule(0, 4, t0, 'x').unwrap();
         fresh_interest();
         let report = sched.import(0, vec![entry(2), entry(4)]);
         assert_eq!((report.imported, report.present.len()), (1, 1));
-        expect_one(
-            &capture.take(),
+        expect(
             "import",
-            "deferred",
             &[("imported", "1"), ("present", "1"), ("refused", "0")],
         );
     });

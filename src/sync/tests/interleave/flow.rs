@@ -6,8 +6,8 @@
 //! (`World::settle`) every hold is released and every limit lifted, the rest is delivered,
 //! and every timer must have ended exactly once.
 
-use super::id_on;
 use super::phases::{Step, World, expect, four_timers, pop, retry, run_phases, schedule};
+use super::{alternating, id_on};
 use crate::sync::shard::Mark;
 
 impl World {
@@ -128,7 +128,7 @@ fn hold_and_release_against_pop_retry_and_a_half_taken_batch() {
 /// the held queue.
 #[test]
 fn parked_timers_against_drain_freeze_and_schedule() {
-    let (a, b) = (id_on(0, 0), id_on(1, 0));
+    let [a, b] = alternating();
     let c = id_on(0, 1);
     let initial = [
         Step::HoldShard { queue: 0, shard: 0 },

@@ -5,8 +5,8 @@
 //! rest is delivered, and no timer may be both delivered and handed over (by a freeze or
 //! `take_forwarded`), none left out.
 
-use super::id_on;
 use super::phases::{Step, World, expect, four_timers, pop, retry, run_phases, schedule};
+use super::{alternating, id_on};
 use crate::sync::Retried;
 use crate::sync::shard::Mark;
 
@@ -23,18 +23,7 @@ impl World {
             .extend(real_p.iter().map(|&(_, token)| token));
 
         self.frozen.insert((queue, shard));
-        let members = self.members(queue, shard);
-        let model_p: Vec<(u64, u64)> = (members.iter())
-            .filter(|(_, r)| !r.in_flight && !r.forwarded)
-            .map(|&(id, r)| (id, r.token))
-            .collect();
-        let model_f: Vec<u64> = (members.iter())
-            .filter(|(_, r)| r.in_flight)
-            .map(|&(id, _)| id)
-            .collect();
-        for (id, _) in &model_p {
-            self.ids.remove(id);
-        }
+        let (model_p, model_f) = self.take_members(queue, shard, |r| !r.in_flight && !r.forwarded);
         expect("freeze pending", real_p, model_p)?;
         expect("freeze in flight", real_f, model_f)
     }
@@ -107,16 +96,6 @@ impl World {
         }
         Ok(())
     }
-
-    /// The model's members of `queue` in `shard`, in delivery order.
-    fn members(&self, queue: u8, shard: usize) -> Vec<(u64, super::phases::Rec)> {
-        let mut members: Vec<_> = (self.ids.iter())
-            .filter(|(id, r)| r.queue == queue && self.sched.shard_index(id) == shard)
-            .map(|(&id, &r)| (id, r))
-            .collect();
-        members.sort_unstable_by_key(|(_, r)| (r.tick, r.seq));
-        members
-    }
 }
 
 /// A freeze of queue 0 (both shards), racing the dispatcher: it pops, takes one `Due` and
@@ -142,7 +121,7 @@ fn freeze_against_pop_retry_and_a_half_taken_batch() {
 /// each shard's unfreeze, and a second pop delivers what went back.
 #[test]
 fn unfreeze_against_retry_and_dropped_batches() {
-    let (a, b) = (id_on(0, 0), id_on(1, 0));
+    let [a, b] = alternating();
     let c = id_on(1, 1);
     let initial = [
         schedule(0, a, 1),
@@ -168,7 +147,7 @@ fn unfreeze_against_retry_and_dropped_batches() {
 /// by the freeze if scheduled before the freeze reached their shard.
 #[test]
 fn freeze_against_drain_and_schedule_of_the_same_ids() {
-    let (a, b) = (id_on(0, 0), id_on(1, 0));
+    let [a, b] = alternating();
     let initial = [schedule(0, a, 1), pop(1, 1)];
     let threads = [
         vec![Step::Take, retry(3), pop(3, 1)],

@@ -86,3 +86,9 @@ pub(super) fn id_on(shard: usize, nth: usize) -> u64 {
         .nth(nth)
         .unwrap_or(u64::MAX)
 }
+
+/// The first `N` ids of the two shards taken in turn: `id_on(0, 0)`, `id_on(1, 0)`,
+/// `id_on(0, 1)`, `id_on(1, 1)`, …
+pub(super) fn alternating<const N: usize>() -> [u64; N] {
+    std::array::from_fn(|k| id_on(k % 2, k / 2))
+}

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
-use super::{MS, Sched, check_all, id_on};
+use super::{MS, Sched, alternating, check_all, id_on};
 use crate::sync::{Cancel, Due, DueBatch, RescheduleError, ScheduleError, Scheduler};
 
 #[derive(Debug, Clone, Copy)]
@@ -90,7 +90,7 @@ pub(super) fn retry(tick: u64) -> Step {
 /// all of queue 0 but `c` (queue 1), due at `ticks` (of `a`, `b`, `c`, `d`). Returns the
 /// ids `[a, b, c, d]` and the steps scheduling them, in that order.
 pub(super) fn four_timers(ticks: [u64; 4]) -> ([u64; 4], Vec<Step>) {
-    let ids = [id_on(0, 0), id_on(1, 0), id_on(0, 1), id_on(1, 1)];
+    let ids: [u64; 4] = alternating();
     let queues = [0, 0, 1, 0];
     let steps = (0..4)
         .map(|i| schedule(queues[i], ids[i], ticks[i]))
@@ -269,28 +269,43 @@ impl World {
         let real_f: Vec<u64> = in_flight.iter().map(|&(_, _, id)| id).collect();
         self.returned.extend(real_c.iter().map(|&(_, token)| token));
 
-        let mut members: Vec<(u64, Rec)> = self
-            .ids
-            .iter()
+        let (model_c, model_f) = self.take_members(queue, shard, |r| !r.in_flight);
+        expect("drain cancelled", real_c, model_c)?;
+        expect("drain in flight", real_f, model_f)
+    }
+
+    /// The model's members of `queue` in `shard`, in delivery order.
+    pub(super) fn members(&self, queue: u8, shard: usize) -> Vec<(u64, Rec)> {
+        let mut members: Vec<_> = (self.ids.iter())
             .filter(|(id, r)| r.queue == queue && self.sched.shard_index(id) == shard)
             .map(|(&id, &r)| (id, r))
             .collect();
         members.sort_unstable_by_key(|(_, r)| (r.tick, r.seq));
-        let model_c: Vec<(u64, u64)> = members
-            .iter()
-            .filter(|(_, r)| !r.in_flight)
-            .map(|(id, r)| (*id, r.token))
+        members
+    }
+
+    /// The model's side of one shard's part of a drain or a freeze of `queue`: the members
+    /// `taken` takes, in delivery order as `(id, token)`, removed from the model; and the ids
+    /// of the members in flight (reported, never taken).
+    pub(super) fn take_members(
+        &mut self,
+        queue: u8,
+        shard: usize,
+        taken: impl Fn(&Rec) -> bool,
+    ) -> (Vec<(u64, u64)>, Vec<u64>) {
+        let members = self.members(queue, shard);
+        let took: Vec<(u64, u64)> = (members.iter())
+            .filter(|(_, r)| taken(r))
+            .map(|&(id, r)| (id, r.token))
             .collect();
-        let model_f: Vec<u64> = members
-            .iter()
+        let in_flight: Vec<u64> = (members.iter())
             .filter(|(_, r)| r.in_flight)
-            .map(|(id, _)| *id)
+            .map(|&(id, _)| id)
             .collect();
-        for (id, _) in &model_c {
+        for (id, _) in &took {
             self.ids.remove(id);
         }
-        expect("drain cancelled", real_c, model_c)?;
-        expect("drain in flight", real_f, model_f)
+        (took, in_flight)
     }
 
     pub(super) fn pop(&mut self, now: u64, limit: usize) -> Result<(), String> {
@@ -462,7 +477,7 @@ fn phases_drain_cancel_reschedule_against_in_flight() {
 
 #[test]
 fn phases_pop_vs_schedule_of_the_same_id_and_half_taken_batches() {
-    let (a, c) = (id_on(0, 0), id_on(1, 0));
+    let [a, c] = alternating();
     let initial = [schedule(0, a, 1), schedule(0, c, 1)];
     let threads = [
         vec![

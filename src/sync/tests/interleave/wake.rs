@@ -5,10 +5,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Wake, Waker};
-use std::time::Instant;
 
-use super::{MS, Sched, check_all, id_on, interleavings, steps_of};
-use crate::sync::Scheduler;
+use super::super::two_shards;
+use super::{MS, check_all, id_on, interleavings, steps_of};
 
 #[derive(Debug, Clone, Copy)]
 enum WStep {
@@ -41,8 +40,7 @@ impl Wake for CountWaker {
 }
 
 fn wake_run(poller: Poller, first: u64, steps: &[WStep]) -> Result<(), String> {
-    let origin = Instant::now();
-    let sched: Sched = Scheduler::builder().shards(2).origin(origin).build();
+    let (sched, origin) = two_shards();
     let at = |tick: u64| origin + MS * tick as u32;
     let mut ticks = vec![10];
     sched
@@ -123,22 +121,23 @@ const POLLER: [WStep; 5] = [
     WStep::Decide,
 ];
 
+/// Checks `poller` running [`POLLER`] against the producers (with a later one if `later`)
+/// in every interleaving; how many there were.
+fn check_poller(poller: Poller, later: bool) -> usize {
+    let first = id_on(0, 5);
+    check_all(&wake_threads(POLLER.to_vec(), later), |steps| {
+        wake_run(poller, first, steps)
+    })
+}
+
 #[test]
 fn wake_protocol_thread_poller_loses_no_wakeup() {
-    let first = id_on(0, 5);
-    let n = check_all(&wake_threads(POLLER.to_vec(), true), |steps| {
-        wake_run(Poller::Thread, first, steps)
-    });
-    assert_eq!(n, 41_580);
+    assert_eq!(check_poller(Poller::Thread, true), 41_580);
 }
 
 #[test]
 fn wake_protocol_waker_poller_loses_no_wakeup() {
-    let first = id_on(0, 5);
-    let n = check_all(&wake_threads(POLLER.to_vec(), false), |steps| {
-        wake_run(Poller::Waker, first, steps)
-    });
-    assert_eq!(n, 756);
+    assert_eq!(check_poller(Poller::Waker, false), 756);
 }
 
 /// Counts the interleavings in which `poller` with `steps` loses a wakeup.
@@ -181,8 +180,7 @@ fn counting_waker() -> (Arc<CountWaker>, Waker) {
 
 #[test]
 fn register_waker_wakes_once_on_the_next_added_deadline() {
-    let origin = Instant::now();
-    let sched: Sched = Scheduler::builder().shards(2).origin(origin).build();
+    let (sched, origin) = two_shards();
     let (count, waker) = counting_waker();
     let poller = sched.new_poller();
     sched.register_waker(poller, &waker);
@@ -211,8 +209,7 @@ fn register_waker_wakes_once_on_the_next_added_deadline() {
 
 #[test]
 fn arm_waker_wakes_only_for_an_earlier_deadline() {
-    let origin = Instant::now();
-    let sched: Sched = Scheduler::builder().shards(2).origin(origin).build();
+    let (sched, origin) = two_shards();
     let (count, waker) = counting_waker();
     let poller = sched.new_poller();
     assert_eq!(
