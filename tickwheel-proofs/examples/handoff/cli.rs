@@ -1,6 +1,6 @@
 //! Command-line options. Every bad option ends in a clear message and exit status 2, never a
-//! panic: clap's own errors exit 2, and so do the checks clap cannot express ([`Args`]'
-//! `CheckedArgs::check`, and [`usage`] for the program's own).
+//! panic: clap's own errors exit 2, and so do the checks clap cannot express (`check` of
+//! [`Args`]' `CheckedArgs`) and the program's own later ones ([`usage`]).
 
 use std::fmt;
 use std::path::PathBuf;
