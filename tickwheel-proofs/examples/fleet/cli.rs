@@ -1,6 +1,7 @@
 //! Command-line options. Every bad option ends in a clear message and exit status 2, never a
 //! panic: clap's own errors exit 2, and so do the checks clap cannot express (`check` of
-//! [`Args`]' `CheckedArgs`). Every number has an upper bound, so no option makes the program allocate without limit.
+//! [`Args`]' `CheckedArgs`). Every number has an upper bound, so no option makes the program
+//! allocate without limit.
 
 use std::path::PathBuf;
 
