@@ -105,6 +105,21 @@ impl Example {
             .output()
             .unwrap_or_else(|e| panic!("run the {} example: {e}", self.name))
     }
+
+    /// Runs the example with each of `lines` (bad command lines) and asserts that it exits
+    /// with status 2, a usage error, and that its standard error reports no panic.
+    ///
+    /// # Panics
+    /// On the first line that exits otherwise or panics, naming it with the standard error;
+    /// as [`Example::run`].
+    pub fn assert_usage_errors(&self, lines: &[&[&str]]) {
+        for line in lines {
+            let out = self.run(*line);
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{line:?}: {err}");
+            assert!(!err.contains("panicked"), "{line:?}: {err}");
+        }
+    }
 }
 
 /// `bytes` as text (invalid UTF-8 replaced).

@@ -9,7 +9,7 @@
 //!   temporary directory on free loopback ports, ready once healthy, stopped by PID (never by
 //!   name) on drop; [`ServerError`] carries the tail of the server's log.
 //!   [`proof::run_in_temp_dir`]: a proof program's run directory and exit status.
-//! - `cli` feature: [`cli::parse_or_exit`], clap parsing plus checks, exiting 2 as clap does.
+//! - `cli` feature: [`cli::CheckedArgs`], clap parsing plus checks, exiting 2 as clap does.
 //! - `pki` feature: [`pki::Pki`], a CA and certificates for `127.0.0.1` made at run time.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]

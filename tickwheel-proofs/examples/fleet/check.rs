@@ -303,18 +303,26 @@ mod tests {
         }
     }
 
+    /// `dispatches` as (member, queue, token, t_ns), the i-th handing out id i: each produced
+    /// id dispatched once.
+    fn one_id_each(dispatches: &[(u32, u32, u64, u64)]) -> Inputs {
+        let ds: Vec<Dispatch> = (0..)
+            .zip(dispatches)
+            .map(|(id, &(m, q, token, t_ns))| d(m, q, token, id, t_ns))
+            .collect();
+        let produced = ds.len() as u64;
+        inputs(ds, produced)
+    }
+
     #[test]
     fn a_clean_run_passes_with_its_counts() {
         // q0: m1 under 10, then m2 under 20 (a handoff); q1: m3 only.
-        let i = inputs(
-            vec![
-                d(0, 0, 10, 0, 100),
-                d(0, 0, 10, 1, 200),
-                d(1, 0, 20, 2, 300),
-                d(2, 1, 15, 3, 150),
-            ],
-            4,
-        );
+        let i = one_id_each(&[
+            (0, 0, 10, 100),
+            (0, 0, 10, 200),
+            (1, 0, 20, 300),
+            (2, 1, 15, 150),
+        ]);
         let c = check(&i).unwrap();
         assert_eq!(c.delivered, 4);
         assert_eq!(c.owner_changes, 1);
@@ -327,14 +335,7 @@ mod tests {
     fn an_overlap_is_detected() {
         // m1 (token 10) dispatches q0 at 400, after m2 (token 20) started at 300: the
         // paused member that woke and went on without its lease check.
-        let i = inputs(
-            vec![
-                d(0, 0, 10, 0, 100),
-                d(1, 0, 20, 1, 300),
-                d(0, 0, 10, 2, 400),
-            ],
-            3,
-        );
+        let i = one_id_each(&[(0, 0, 10, 100), (1, 0, 20, 300), (0, 0, 10, 400)]);
         match check(&i) {
             Err(Violation::Overlap {
                 queue: 0,
@@ -354,20 +355,10 @@ mod tests {
     fn overlap_with_a_token_in_between_and_equal_times() {
         // Tokens 10, 20, 30: 10's last dispatch equals 30's first (same instant is not
         // "before").
-        let i = inputs(
-            vec![
-                d(0, 0, 10, 0, 500),
-                d(1, 0, 20, 1, 600),
-                d(2, 0, 30, 2, 500),
-            ],
-            3,
-        );
+        let i = one_id_each(&[(0, 0, 10, 500), (1, 0, 20, 600), (2, 0, 30, 500)]);
         assert!(matches!(check(&i), Err(Violation::Overlap { .. })));
         // Other queues do not interfere: the same times on different queues are fine.
-        let i = inputs(
-            vec![d(0, 0, 10, 0, 500), d(1, 1, 20, 1, 100), d(2, 2, 30, 2, 50)],
-            3,
-        );
+        let i = one_id_each(&[(0, 0, 10, 500), (1, 1, 20, 100), (2, 2, 30, 50)]);
         assert!(check(&i).is_ok());
     }
 

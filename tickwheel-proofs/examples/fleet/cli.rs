@@ -1,10 +1,12 @@
 //! Command-line options. Every bad option ends in a clear message and exit status 2, never a
-//! panic: clap's own errors exit 2, and the checks clap cannot express go through [`usage`].
-//! Every number has an upper bound, so no option makes the program allocate without limit.
+//! panic: clap's own errors exit 2, and so do the checks clap cannot express (`check` of
+//! [`Args`]' `CheckedArgs`). Every number has an upper bound, so no option makes the program
+//! allocate without limit.
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use tickwheel_testkit::cli::CheckedArgs;
 
 /// Runs a fleet of member processes sharing scheduled queues through etcd leases, plays
 /// membership changes and faults (a join, an orderly leave, `kill -9`, SIGSTOP past the
@@ -206,107 +208,104 @@ pub struct MemberArgs {
     pub tls_dir: Option<PathBuf>,
 }
 
-/// Parses the command line; a bad option prints a usage message and exits 2.
-pub fn parse() -> Args {
-    tickwheel_testkit::cli::parse_or_exit(check)
-}
-
-/// The checks clap's types cannot express.
-pub fn check(args: &Args) -> Result<(), String> {
-    if !args.lease_ms.is_multiple_of(1_000) {
-        return Err(format!(
-            "--lease-ms {}: etcd counts leases in whole seconds (give a multiple of 1000)",
-            args.lease_ms
-        ));
-    }
-    let steps = args.scenario.steps();
-    if args.etcd_url.is_some() && steps.contains(&Scenario::EtcdRestart) {
-        return Err(format!(
-            "--scenario {} restarts etcd: it needs the program's own (drop --etcd-url)",
-            args.scenario.name()
-        ));
-    }
-    if args.tls && (args.etcd_url.is_some() || args.redis_url.is_some()) {
-        return Err(
-            "--tls starts the program's own servers (drop --etcd-url and --redis-url)".into(),
-        );
-    }
-    if args.scenario.cuts_links() {
-        if args.etcd_url.is_some() || args.redis_url.is_some() {
+impl CheckedArgs for Args {
+    /// The checks clap's types cannot express.
+    fn check(&self) -> Result<(), String> {
+        if !self.lease_ms.is_multiple_of(1_000) {
             return Err(format!(
-                "--scenario {} cuts links to and restarts the program's own servers \
-                 (drop --etcd-url and --redis-url)",
-                args.scenario.name()
+                "--lease-ms {}: etcd counts leases in whole seconds (give a multiple of 1000)",
+                self.lease_ms
             ));
         }
-        if args.members < 3 {
+        let steps = self.scenario.steps();
+        if self.etcd_url.is_some() && steps.contains(&Scenario::EtcdRestart) {
             return Err(format!(
-                "--scenario {} needs at least 3 members (it cuts a majority)",
-                args.scenario.name()
+                "--scenario {} restarts etcd: it needs the program's own (drop --etcd-url)",
+                self.scenario.name()
             ));
         }
-    }
-    if args.members < 2 && steps.iter().any(|s| *s != Scenario::Join) {
-        return Err(format!(
-            "--scenario {} needs at least 2 members (someone must take the queues over)",
-            args.scenario.name()
-        ));
-    }
-    if steps.contains(&Scenario::Join) && args.members >= 12 {
-        return Err("--scenario join adds a member: at most 11 at the start".into());
-    }
-    for (flag, url) in [
-        ("--etcd-url", &args.etcd_url),
-        ("--redis-url", &args.redis_url),
-    ] {
-        if let Some(u) = url
-            && (u.is_empty() || u.len() > 2048 || u.chars().any(char::is_whitespace))
+        if self.tls && (self.etcd_url.is_some() || self.redis_url.is_some()) {
+            return Err(
+                "--tls starts the program's own servers (drop --etcd-url and --redis-url)".into(),
+            );
+        }
+        if self.scenario.cuts_links() {
+            if self.etcd_url.is_some() || self.redis_url.is_some() {
+                return Err(format!(
+                    "--scenario {} cuts links to and restarts the program's own servers \
+                     (drop --etcd-url and --redis-url)",
+                    self.scenario.name()
+                ));
+            }
+            if self.members < 3 {
+                return Err(format!(
+                    "--scenario {} needs at least 3 members (it cuts a majority)",
+                    self.scenario.name()
+                ));
+            }
+        }
+        if self.members < 2 && steps.iter().any(|s| *s != Scenario::Join) {
+            return Err(format!(
+                "--scenario {} needs at least 2 members (someone must take the queues over)",
+                self.scenario.name()
+            ));
+        }
+        if steps.contains(&Scenario::Join) && self.members >= 12 {
+            return Err("--scenario join adds a member: at most 11 at the start".into());
+        }
+        for (flag, url) in [
+            ("--etcd-url", &self.etcd_url),
+            ("--redis-url", &self.redis_url),
+        ] {
+            if let Some(u) = url
+                && (u.is_empty() || u.len() > 2048 || u.chars().any(char::is_whitespace))
+            {
+                return Err(format!("{flag}: not a URL"));
+            }
+        }
+        if let Some(u) = &self.etcd_url
+            && !(u.starts_with("http://") || u.starts_with("https://"))
         {
-            return Err(format!("{flag}: not a URL"));
+            return Err("--etcd-url: give http://HOST:PORT or https://HOST:PORT".into());
         }
+        Ok(())
     }
-    if let Some(u) = &args.etcd_url
-        && !(u.starts_with("http://") || u.starts_with("https://"))
-    {
-        return Err("--etcd-url: give http://HOST:PORT or https://HOST:PORT".into());
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse(line: &[&str]) -> Result<Args, String> {
-        tickwheel_testkit::cli::parse_checked("fleet", line, check)
-    }
-
     #[test]
     fn defaults_are_valid_and_all_plays_every_step() {
-        let a = parse(&[]).unwrap();
+        let a = Args::parse_line(&[]).unwrap();
         assert_eq!(a.scenario, Scenario::All);
         assert_eq!(a.scenario.steps().len(), 5);
         assert!(a.plant.is_none() && a.command.is_none() && a.journal.is_none());
-        let a = parse(&["--journal", "redis", "--scenario", "kill"]).unwrap();
+        let a = Args::parse_line(&["--journal", "redis", "--scenario", "kill"]).unwrap();
         assert_eq!(a.journal, Some(JournalStore::Redis));
-        let a = parse(&["--scenario", "pause", "--plant", "no-lease-check"]).unwrap();
+        let a = Args::parse_line(&["--scenario", "pause", "--plant", "no-lease-check"]).unwrap();
         assert_eq!(a.scenario.steps(), vec![Scenario::Pause]);
         assert_eq!(a.plant, Some(Plant::NoLeaseCheck));
     }
 
     #[test]
     fn chaos_takes_a_duration_and_a_seed_and_cuts_links() {
-        let a = parse(&["--scenario", "chaos", "--duration", "1800", "--seed", "7"]).unwrap();
+        let a = Args::parse_line(&["--scenario", "chaos", "--duration", "1800", "--seed", "7"])
+            .unwrap();
         assert_eq!((a.duration, a.seed), (1800, Some(7)));
         assert!(a.scenario.cuts_links() && Scenario::Partition.cuts_links());
         assert!(!Scenario::All.cuts_links() && !Scenario::Kill.cuts_links());
-        assert_eq!(parse(&["--scenario", "chaos"]).unwrap().duration, 120);
+        assert_eq!(
+            Args::parse_line(&["--scenario", "chaos"]).unwrap().duration,
+            120
+        );
     }
 
     #[test]
     fn bad_options_are_errors_not_panics() {
-        for bad in [
-            &["--members", "0"][..],
+        Args::assert_refused(&[
+            &["--members", "0"],
             &["--members", "13"],
             &["--members", "1", "--scenario", "kill"],
             &["--members", "12", "--scenario", "join"],
@@ -332,14 +331,12 @@ mod tests {
             &["--etcd-url", "x:1", "--scenario", "kill"],
             &["--redis-url", ""],
             &["member", "--name", "m1"],
-        ] {
-            assert!(parse(bad).is_err(), "{bad:?} was accepted");
-        }
+        ]);
     }
 
     #[test]
     fn the_member_subcommand_parses() {
-        let a = parse(&[
+        let a = Args::parse_line(&[
             "member",
             "--name",
             "m1",

@@ -27,8 +27,10 @@ mod tls;
 
 use std::process::ExitCode;
 
+use tickwheel_testkit::cli::CheckedArgs as _;
+
 fn main() -> ExitCode {
-    let args = cli::parse();
+    let args = cli::Args::parse_or_exit();
     if let Some(cli::Command::Member(m)) = args.command {
         return match member::run(m) {
             Ok(()) => ExitCode::SUCCESS,

@@ -1,11 +1,13 @@
 //! Command-line options. Every bad option ends in a clear message and exit status 2, never a
-//! panic: clap's own errors exit 2, and the checks clap cannot express go through [`usage`].
+//! panic: clap's own errors exit 2, and so do the checks clap cannot express (`check` of
+//! [`Args`]' `CheckedArgs`) and the program's own later ones ([`usage`]).
 
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
 use clap::{Parser, ValueEnum};
+use tickwheel_testkit::cli::CheckedArgs;
 
 use crate::steps::{self, Role};
 
@@ -236,67 +238,62 @@ impl FromStr for Skew {
     }
 }
 
-/// Parses the command line; a bad option prints clap's message and exits 2.
-pub fn parse() -> Args {
-    tickwheel_testkit::cli::parse_or_exit(check)
-}
-
-/// The checks clap's types cannot express.
-pub fn check(args: &Args) -> Result<(), String> {
-    if args.role.is_some() && (args.name.is_none() || args.boot.is_none() || args.dir.is_none()) {
-        return Err("a child needs --name, --boot and --dir".into());
-    }
-    if args.tls && args.redis_url.is_some() && args.role.is_none() {
-        return Err("--tls starts the program's own redis-server (drop --redis-url)".into());
-    }
-    if args.redis_url.is_some() && args.kills.iter().any(|k| k.who == Who::Redis) {
-        return Err(
-            "--kill redis:STEP needs the program's own redis-server (drop --redis-url)".into(),
-        );
-    }
-    if args.role.is_some() && (args.redis_url.is_none() || args.prefix.is_none()) {
-        return Err("a child needs --redis-url and --prefix".into());
-    }
-    if let Some(k) = args.stop
-        && (k.who != Who::Host(Role::Source)
-            || !["prepare", "append", "in-flight", "forward"].contains(&k.step))
-    {
-        return Err(format!(
-            "--stop {k}: only the source, at prepare, append, in-flight or forward"
-        ));
-    }
-    const RECLAIMABLE: [&str; 6] = ["prepare", "append", "in-flight", "forward", "seal", "drop"];
-    if let Some(k) = args
-        .kills
-        .iter()
-        .find(|k| args.spare && k.who == Who::Host(Role::Source) && !RECLAIMABLE.contains(&k.step))
-    {
-        return Err(format!(
-            "--kill {k} with --spare: the spare can take over a source's queue only from its prepare on"
-        ));
-    }
-    // Committed, the queue is the target's: its timers are in the target's spool, and only
-    // its restart (or, in a fleet, a lease-based takeover) brings them back.
-    const CLAIM_ONLY: [&str; 3] = ["claim", "fetch", "spool"];
-    if let Some(k) = args
-        .kills
-        .iter()
-        .find(|k| args.spare && k.who == Who::Host(Role::Target) && !CLAIM_ONLY.contains(&k.step))
-    {
-        return Err(format!(
-            "--kill {k} with --spare: after its commit the queue is the target's own (in its \
-             spool); the spare can take over a target's claim only before the commit \
-             (claim, fetch, spool)"
-        ));
-    }
-    let mut seen = Vec::new();
-    for k in &args.kills {
-        if seen.contains(k) {
-            return Err(format!("--kill {k} is given twice"));
+impl CheckedArgs for Args {
+    /// The checks clap's types cannot express.
+    fn check(&self) -> Result<(), String> {
+        if self.role.is_some() && (self.name.is_none() || self.boot.is_none() || self.dir.is_none())
+        {
+            return Err("a child needs --name, --boot and --dir".into());
         }
-        seen.push(*k);
+        if self.tls && self.redis_url.is_some() && self.role.is_none() {
+            return Err("--tls starts the program's own redis-server (drop --redis-url)".into());
+        }
+        if self.redis_url.is_some() && self.kills.iter().any(|k| k.who == Who::Redis) {
+            return Err(
+                "--kill redis:STEP needs the program's own redis-server (drop --redis-url)".into(),
+            );
+        }
+        if self.role.is_some() && (self.redis_url.is_none() || self.prefix.is_none()) {
+            return Err("a child needs --redis-url and --prefix".into());
+        }
+        if let Some(k) = self.stop
+            && (k.who != Who::Host(Role::Source)
+                || !["prepare", "append", "in-flight", "forward"].contains(&k.step))
+        {
+            return Err(format!(
+                "--stop {k}: only the source, at prepare, append, in-flight or forward"
+            ));
+        }
+        const RECLAIMABLE: [&str; 6] =
+            ["prepare", "append", "in-flight", "forward", "seal", "drop"];
+        if let Some(k) = self.kills.iter().find(|k| {
+            self.spare && k.who == Who::Host(Role::Source) && !RECLAIMABLE.contains(&k.step)
+        }) {
+            return Err(format!(
+                "--kill {k} with --spare: the spare can take over a source's queue only from its prepare on"
+            ));
+        }
+        // Committed, the queue is the target's: its timers are in the target's spool, and only
+        // its restart (or, in a fleet, a lease-based takeover) brings them back.
+        const CLAIM_ONLY: [&str; 3] = ["claim", "fetch", "spool"];
+        if let Some(k) = self.kills.iter().find(|k| {
+            self.spare && k.who == Who::Host(Role::Target) && !CLAIM_ONLY.contains(&k.step)
+        }) {
+            return Err(format!(
+                "--kill {k} with --spare: after its commit the queue is the target's own (in its \
+                 spool); the spare can take over a target's claim only before the commit \
+                 (claim, fetch, spool)"
+            ));
+        }
+        let mut seen = Vec::new();
+        for k in &self.kills {
+            if seen.contains(k) {
+                return Err(format!("--kill {k} is given twice"));
+            }
+            seen.push(*k);
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Prints `msg` as clap prints a usage error and exits with status 2.
@@ -308,13 +305,9 @@ pub fn usage(msg: &str) -> ! {
 mod tests {
     use super::*;
 
-    fn parse(line: &[&str]) -> Result<Args, String> {
-        tickwheel_testkit::cli::parse_checked("handoff", line, check)
-    }
-
     #[test]
     fn kills_parse_and_name_their_process() {
-        let a = parse(&["--kill", "source:seal", "--kill", "redis:claim"]).unwrap();
+        let a = Args::parse_line(&["--kill", "source:seal", "--kill", "redis:claim"]).unwrap();
         assert_eq!(
             a.kills[0],
             Kill {
@@ -330,7 +323,7 @@ mod tests {
             }
         );
         assert_eq!(a.kills[1].to_string(), "redis:claim");
-        let a = parse(&["--faketime", "target=-300s"]).unwrap();
+        let a = Args::parse_line(&["--faketime", "target=-300s"]).unwrap();
         assert_eq!(
             a.faketime[0],
             Skew {
@@ -342,8 +335,8 @@ mod tests {
 
     #[test]
     fn bad_options_are_errors_not_panics() {
-        for bad in [
-            &["--kill", "seal"][..],
+        Args::assert_refused(&[
+            &["--kill", "seal"],
             &["--kill", "nobody:seal"],
             &["--kill", "source:claim"],
             &["--kill", "source:seal", "--kill", "source:seal"],
@@ -358,14 +351,12 @@ mod tests {
             &["--stop", "target:claim"],
             &["--stop", "source:seal"],
             &["--lease-ms", "5"],
-        ] {
-            assert!(parse(bad).is_err(), "{bad:?} was accepted");
-        }
+        ]);
     }
 
     #[test]
     fn defaults_are_valid() {
-        let a = parse(&[]).unwrap();
+        let a = Args::parse_line(&[]).unwrap();
         assert!(a.kills.is_empty() && a.role.is_none() && !a.list_steps);
     }
 }

@@ -24,8 +24,10 @@ mod tls;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use tickwheel_testkit::cli::CheckedArgs as _;
+
 fn main() -> ExitCode {
-    let args = cli::parse();
+    let args = cli::Args::parse_or_exit();
     if args.list_steps {
         for s in steps::ALL {
             println!("{s}");
@@ -33,7 +35,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Some(role) = args.role {
-        // `cli::check` made sure a child has all of these.
+        // `Args::check` made sure a child has all of these.
         let (Some(name), Some(boot), Some(dir), Some(url), Some(prefix)) = (
             args.name.clone(),
             args.boot,
