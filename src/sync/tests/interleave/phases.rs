@@ -86,34 +86,23 @@ pub(super) fn retry(tick: u64) -> Step {
     Step::Retry { tick }
 }
 
-/// `Step::DrainShard` in one line, as the scenarios write it.
-pub(super) fn drain(queue: u8, shard: usize) -> Step {
-    Step::DrainShard { queue, shard }
+/// The one-shard steps in one line, as the scenarios write them: `hold(queue, shard)` is
+/// `Step::HoldShard { queue, shard }`, and so on.
+macro_rules! shard_steps {
+    ($($name:ident => $variant:ident,)*) => {$(
+        pub(super) fn $name(queue: u8, shard: usize) -> Step {
+            Step::$variant { queue, shard }
+        }
+    )*};
 }
 
-/// `Step::FreezeShard` in one line, as the scenarios write it.
-pub(super) fn freeze(queue: u8, shard: usize) -> Step {
-    Step::FreezeShard { queue, shard }
-}
-
-/// `Step::TakeForwardedShard` in one line, as the scenarios write it.
-pub(super) fn take_forwarded(queue: u8, shard: usize) -> Step {
-    Step::TakeForwardedShard { queue, shard }
-}
-
-/// `Step::UnfreezeShard` in one line, as the scenarios write it.
-pub(super) fn unfreeze(queue: u8, shard: usize) -> Step {
-    Step::UnfreezeShard { queue, shard }
-}
-
-/// `Step::HoldShard` in one line, as the scenarios write it.
-pub(super) fn hold(queue: u8, shard: usize) -> Step {
-    Step::HoldShard { queue, shard }
-}
-
-/// `Step::ReleaseShard` in one line, as the scenarios write it.
-pub(super) fn release(queue: u8, shard: usize) -> Step {
-    Step::ReleaseShard { queue, shard }
+shard_steps! {
+    drain => DrainShard,
+    freeze => FreezeShard,
+    take_forwarded => TakeForwardedShard,
+    unfreeze => UnfreezeShard,
+    hold => HoldShard,
+    release => ReleaseShard,
 }
 
 /// The start several scenarios share: timers `a`, `c` in shard 0 and `b`, `d` in shard 1,
