@@ -10,7 +10,7 @@ use support::{indexed_model, model, strategies};
 use indexed_model::{COMMON_IDS, IndexedHarness, IxOp, same_id};
 use model::When;
 use proptest::prelude::*;
-use strategies::{cases, deadline, limit, now, rule, small_deadline, small_now, start};
+use strategies::{limit, model_proptests};
 
 /// Ids: mostly a handful, so they collide; sometimes any byte.
 fn id() -> impl Strategy<Value = u8> {
@@ -33,23 +33,9 @@ fn op(deadline: BoxedStrategy<When>, now: BoxedStrategy<When>) -> impl Strategy<
     ]
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
-
-    #[test]
-    fn indexed_wheel_matches_model(
-        start in start(),
-        ops in prop::collection::vec(op(deadline(), now()), 1..160),
-    ) {
-        IndexedHarness::run(start, &ops, rule());
-    }
-
-    /// Few ticks, few ids: replacements and resets among equal deadlines.
-    #[test]
-    fn indexed_wheel_matches_model_on_crowded_ticks(
-        start in start(),
-        ops in prop::collection::vec(op(small_deadline(), small_now()), 1..200),
-    ) {
-        IndexedHarness::run(start, &ops, rule());
-    }
-}
+model_proptests!(
+    IndexedHarness,
+    op,
+    indexed_wheel_matches_model,
+    indexed_wheel_matches_model_on_crowded_ticks
+);
