@@ -23,7 +23,6 @@
 //! all capacity back at the end — or `admission: FAILED …` with exit status 1. Bad options
 //! exit with status 2.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, Ordering::Relaxed};
@@ -38,7 +37,9 @@ use tokio::sync::Semaphore;
 // Counting allocator: live heap bytes and their peak (as in tickwheel-bench/examples/compare)
 // ---------------------------------------------------------------------------------------------
 
-struct Counting;
+#[path = "../tests/support/counting_alloc.rs"]
+mod counting_alloc;
+use counting_alloc::Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 static PEAK: AtomicIsize = AtomicIsize::new(0);
@@ -48,33 +49,8 @@ fn count(delta: isize) {
     PEAK.fetch_max(live, Relaxed);
 }
 
-// SAFETY: every call is forwarded unchanged to `System`; the wrapper only adds or subtracts
-// the layout's size from counters, which allocates nothing and cannot unwind.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
-        // SAFETY: the caller's contract for `alloc` is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count(-(layout.size() as isize));
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size as isize - layout.size() as isize);
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: Counting = Counting(count);
 
 // ---------------------------------------------------------------------------------------------
 // Options

@@ -7,25 +7,14 @@
 mod support;
 use support::{indexed_model, model, strategies};
 
-use indexed_model::{IndexedHarness, IxOp};
+use indexed_model::{COMMON_IDS, IndexedHarness, IxOp, same_id};
 use model::When;
 use proptest::prelude::*;
-use strategies::{cases, deadline, limit, now, rule, small_deadline, small_now, start};
+use strategies::{limit, model_proptests};
 
 /// Ids: mostly a handful, so they collide; sometimes any byte.
 fn id() -> impl Strategy<Value = u8> {
-    prop_oneof![4 => 0u8..6, 1 => any::<u8>()]
-}
-
-/// `When::Same` picks by id here: keep its picks among the ids in use.
-fn same_id(when: When) -> When {
-    match when {
-        When::Same { pick, delta } => When::Same {
-            pick: pick % 6,
-            delta,
-        },
-        other => other,
-    }
+    prop_oneof![4 => 0..COMMON_IDS, 1 => any::<u8>()]
 }
 
 fn op(deadline: BoxedStrategy<When>, now: BoxedStrategy<When>) -> impl Strategy<Value = IxOp> {
@@ -44,23 +33,9 @@ fn op(deadline: BoxedStrategy<When>, now: BoxedStrategy<When>) -> impl Strategy<
     ]
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
-
-    #[test]
-    fn indexed_wheel_matches_model(
-        start in start(),
-        ops in prop::collection::vec(op(deadline(), now()), 1..160),
-    ) {
-        IndexedHarness::run(start, &ops, rule());
-    }
-
-    /// Few ticks, few ids: replacements and resets among equal deadlines.
-    #[test]
-    fn indexed_wheel_matches_model_on_crowded_ticks(
-        start in start(),
-        ops in prop::collection::vec(op(small_deadline(), small_now()), 1..200),
-    ) {
-        IndexedHarness::run(start, &ops, rule());
-    }
-}
+model_proptests!(
+    IndexedHarness,
+    op,
+    indexed_wheel_matches_model,
+    indexed_wheel_matches_model_on_crowded_ticks
+);

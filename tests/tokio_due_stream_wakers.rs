@@ -6,9 +6,8 @@
 #![cfg(feature = "tokio")]
 
 mod support;
-use support::due_stream;
+use support::{counting_alloc::Counting, due_stream};
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
@@ -21,7 +20,6 @@ use tokio::time::{self, Duration, Instant};
 
 use due_stream::*;
 
-struct Counting;
 thread_local! {
     // Per thread: tests run in parallel, and another test building its runtime must not
     // count here. Each test runs on a current-thread runtime, so what it measures is
@@ -35,22 +33,8 @@ fn count(delta: isize) {
 fn live() -> isize {
     LIVE.with(Cell::get)
 }
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count(l.size() as isize);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        count(-(l.size() as isize));
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count(n as isize - l.size() as isize);
-        unsafe { System.realloc(p, l, n) }
-    }
-}
 #[global_allocator]
-static A: Counting = Counting;
+static A: Counting = Counting(count);
 
 #[derive(Default)]
 struct CountWake(AtomicUsize);

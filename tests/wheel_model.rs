@@ -16,7 +16,7 @@ use support::{model, strategies};
 
 use model::{Harness, KeyPick, Op, OrderRule, When};
 use proptest::prelude::*;
-use strategies::{cases, deadline, limit, now, rule, small_deadline, small_now, start};
+use strategies::{limit, model_proptests};
 
 fn key() -> impl Strategy<Value = KeyPick> {
     prop_oneof![
@@ -43,25 +43,12 @@ fn op(deadline: BoxedStrategy<When>, now: BoxedStrategy<When>) -> impl Strategy<
     ]
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
-
-    /// The whole range: level-uniform deadlines, boundaries, the top, long-uptime starts.
-    #[test]
-    fn wheel_matches_model(start in start(), ops in prop::collection::vec(op(deadline(), now()), 1..160)) {
-        Harness::run(start, &ops, rule());
-    }
-
-    /// A narrow window: many equal deadlines, resets among them, slot-by-slot polling with
-    /// limits, so the order of equal deadlines is tested hard.
-    #[test]
-    fn wheel_matches_model_on_crowded_ticks(
-        start in start(),
-        ops in prop::collection::vec(op(small_deadline(), small_now()), 1..200),
-    ) {
-        Harness::run(start, &ops, rule());
-    }
-}
+model_proptests!(
+    Harness,
+    op,
+    wheel_matches_model,
+    wheel_matches_model_on_crowded_ticks
+);
 
 /// Timers at every level boundary (64^k, 64^k ± 1, aligned to the start) and the top of the
 /// range, from each long-uptime start, polled tick by tick around every boundary.

@@ -2,8 +2,7 @@
 
 use arbitrary::{Arbitrary, Result, Unstructured};
 
-use crate::indexed_model::IxOp;
-use crate::model::When;
+use crate::indexed_model::{COMMON_IDS, IxOp, same_id};
 use crate::wheel_ops::{WheelInput, deadline, limit, now};
 
 /// The input of `indexed_ops`: a starting tick and an op sequence over colliding ids.
@@ -15,21 +14,11 @@ impl<'a> Arbitrary<'a> for IndexedInput {
     }
 }
 
-/// An id: mostly one of six (they collide: replacements, reuse after firing), else any.
+/// An id: mostly one of the [`COMMON_IDS`] (they collide: replacements, reuse after firing),
+/// else any.
 pub fn id(u: &mut Unstructured) -> Result<u8> {
     let raw: u8 = u.arbitrary()?;
-    Ok(if raw < 224 { raw % 6 } else { raw })
-}
-
-/// [`When::Same`] picks by id in `indexed_ops`: keep its picks among the common ids.
-fn same_id(when: When) -> When {
-    match when {
-        When::Same { pick, delta } => When::Same {
-            pick: pick % 6,
-            delta,
-        },
-        other => other,
-    }
+    Ok(if raw < 224 { raw % COMMON_IDS } else { raw })
 }
 
 /// One `IndexedWheel` op.

@@ -40,6 +40,21 @@ pub enum IxOp {
     ShrinkToFit,
 }
 
+/// How many ids the generators mostly draw from (`0..COMMON_IDS`), so that they collide.
+pub const COMMON_IDS: u8 = 6;
+
+/// [`When::Same`] picks a deadline by id here: keep its picks among the common ids, the ones
+/// in use.
+pub fn same_id(when: When) -> When {
+    match when {
+        When::Same { pick, delta } => When::Same {
+            pick: pick % u16::from(COMMON_IDS),
+            delta,
+        },
+        other => other,
+    }
+}
+
 /// Runs one `IndexedWheel` op sequence against the model; panics on the first difference.
 pub struct IndexedHarness {
     pub wheel: IndexedWheel<u8, u64>,

@@ -3,8 +3,9 @@
 //! strategies, the flow-control tests' scheduler set-ups, and the helpers of the `DelayQueue` and `due_stream` tests (tokio's paused
 //! clock; feature `tokio`).
 // Each test uses its own subset (the re-exports too).
-#![allow(dead_code, unused_imports)]
+#![allow(dead_code, unused_imports, unused_macros)]
 
+pub mod counting_alloc;
 #[cfg(feature = "tokio")]
 pub mod delay_queue;
 #[cfg(feature = "tokio")]

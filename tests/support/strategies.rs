@@ -1,7 +1,7 @@
 //! Proptest strategies shared by the model tests (`wheel_model.rs`, `indexed_model.rs`):
 //! level-uniform deadlines, boundaries, the top of the range, equal deadlines, poll times
-//! with jumps in both directions, long-uptime starts. A sibling of `model.rs` (as
-//! `super::model`).
+//! with jumps in both directions, long-uptime starts; and the two proptests both run
+//! ([`model_proptests`]). A sibling of `model.rs` (as `super::model`).
 
 use proptest::prelude::*;
 
@@ -93,3 +93,45 @@ pub fn small_now() -> BoxedStrategy<When> {
     ]
     .boxed()
 }
+
+/// The two model proptests of a wheel harness, each its own `#[test]`: `$whole` over the
+/// whole range (level-uniform deadlines, boundaries, the top, long-uptime starts), and
+/// `$crowded` in a narrow window (many equal deadlines, resets among them, slot-by-slot
+/// polling with limits, so the order of equal deadlines is tested hard). `$op(deadline,
+/// now)` is the op strategy; `$harness::run(start, &ops, rule)` checks one sequence.
+macro_rules! model_proptests {
+    ($harness:ident, $op:ident, $whole:ident, $crowded:ident) => {
+        proptest::proptest! {
+            #![proptest_config(proptest::prelude::ProptestConfig {
+                cases: $crate::support::strategies::cases(),
+                ..proptest::prelude::ProptestConfig::default()
+            })]
+
+            #[test]
+            fn $whole(
+                start in $crate::support::strategies::start(),
+                ops in proptest::collection::vec(
+                    $op($crate::support::strategies::deadline(), $crate::support::strategies::now()),
+                    1..160,
+                ),
+            ) {
+                $harness::run(start, &ops, $crate::support::strategies::rule());
+            }
+
+            #[test]
+            fn $crowded(
+                start in $crate::support::strategies::start(),
+                ops in proptest::collection::vec(
+                    $op(
+                        $crate::support::strategies::small_deadline(),
+                        $crate::support::strategies::small_now(),
+                    ),
+                    1..200,
+                ),
+            ) {
+                $harness::run(start, &ops, $crate::support::strategies::rule());
+            }
+        }
+    };
+}
+pub(crate) use model_proptests;

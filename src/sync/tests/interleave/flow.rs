@@ -6,7 +6,10 @@
 //! (`World::settle`) every hold is released and every limit lifted, the rest is delivered,
 //! and every timer must have ended exactly once.
 
-use super::phases::{Step, World, expect, four_timers, pop, retry, run_phases, schedule};
+use super::phases::{
+    Step, World, drain, expect, four_timers, freeze, hold, pop, release, retry, run_phases,
+    schedule, unfreeze,
+};
 use super::{alternating, id_on};
 use crate::sync::shard::Mark;
 
@@ -113,11 +116,7 @@ fn hold_and_release_against_pop_retry_and_a_half_taken_batch() {
     let ([_, b, _, d], initial) = four_timers([1, 1, 1, 2]);
     let threads = [
         vec![pop(3, 2), Step::Take, retry(2), Step::DropBatch, pop(3, 3)],
-        vec![
-            Step::HoldShard { queue: 0, shard: 0 },
-            Step::HoldShard { queue: 0, shard: 1 },
-            Step::ReleaseShard { queue: 0, shard: 1 },
-        ],
+        vec![hold(0, 0), hold(0, 1), release(0, 1)],
         vec![Step::Reschedule { id: d, tick: 0 }, Step::Cancel { id: b }],
     ];
     assert_eq!(run_phases(&initial, &threads), 2_520);
@@ -131,25 +130,16 @@ fn parked_timers_against_drain_freeze_and_schedule() {
     let [a, b] = alternating();
     let c = id_on(0, 1);
     let initial = [
-        Step::HoldShard { queue: 0, shard: 0 },
-        Step::HoldShard { queue: 0, shard: 1 },
+        hold(0, 0),
+        hold(0, 1),
         schedule(0, a, 1),
         schedule(0, b, 1),
         schedule(0, c, 2),
         pop(1, 3),
     ];
     let threads = [
-        vec![
-            pop(2, 2),
-            Step::Take,
-            Step::ReleaseShard { queue: 0, shard: 0 },
-            pop(2, 2),
-        ],
-        vec![
-            Step::DrainShard { queue: 0, shard: 0 },
-            Step::FreezeShard { queue: 0, shard: 1 },
-            Step::UnfreezeShard { queue: 0, shard: 1 },
-        ],
+        vec![pop(2, 2), Step::Take, release(0, 0), pop(2, 2)],
+        vec![drain(0, 0), freeze(0, 1), unfreeze(0, 1)],
         vec![schedule(0, a, 0), Step::Reschedule { id: c, tick: 0 }],
     ];
     assert_eq!(run_phases(&initial, &threads), 1_260);
@@ -183,10 +173,7 @@ fn concurrency_limits_against_delivery_retry_put_back_and_a_hold() {
             Step::Finish,
             pop(3, 3),
         ],
-        vec![
-            Step::HoldShard { queue: 0, shard: 1 },
-            Step::ReleaseShard { queue: 0, shard: 1 },
-        ],
+        vec![hold(0, 1), release(0, 1)],
         vec![schedule(1, id_on(1, 2), 0), Step::Cancel { id: d }],
     ];
     assert_eq!(run_phases(&initial, &threads), 1_980);
@@ -200,11 +187,7 @@ fn flush_against_pop_retry_a_hold_and_a_producer() {
     let ([_, _, _, d], initial) = four_timers([1, 5, 1, 7]);
     let threads = [
         vec![pop(2, 2), Step::Take, retry(9), Step::DropBatch, pop(2, 3)],
-        vec![
-            Step::Flush { queue: 0, now: 2 },
-            Step::HoldShard { queue: 0, shard: 1 },
-            Step::ReleaseShard { queue: 0, shard: 1 },
-        ],
+        vec![Step::Flush { queue: 0, now: 2 }, hold(0, 1), release(0, 1)],
         vec![
             schedule(0, id_on(1, 2), 8),
             Step::Reschedule { id: d, tick: 6 },

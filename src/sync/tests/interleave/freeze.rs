@@ -5,7 +5,10 @@
 //! rest is delivered, and no timer may be both delivered and handed over (by a freeze or
 //! `take_forwarded`), none left out.
 
-use super::phases::{Step, World, expect, four_timers, pop, retry, run_phases, schedule};
+use super::phases::{
+    Step, World, drain, expect, four_timers, freeze, pop, retry, run_phases, schedule,
+    take_forwarded, unfreeze,
+};
 use super::{alternating, id_on};
 use crate::sync::Retried;
 use crate::sync::shard::Mark;
@@ -107,11 +110,7 @@ fn freeze_against_pop_retry_and_a_half_taken_batch() {
     let ([_, _, c, _], initial) = four_timers([1, 1, 1, 2]);
     let threads = [
         vec![pop(3, 3), Step::Take, retry(2), Step::Take, Step::DropBatch],
-        vec![
-            Step::FreezeShard { queue: 0, shard: 0 },
-            Step::FreezeShard { queue: 0, shard: 1 },
-            Step::TakeForwardedShard { queue: 0, shard: 1 },
-        ],
+        vec![freeze(0, 0), freeze(0, 1), take_forwarded(0, 1)],
         vec![schedule(0, c, 0), schedule(1, id_on(1, 2), 0)],
     ];
     assert_eq!(run_phases(&initial, &threads), 2_520);
@@ -128,16 +127,12 @@ fn unfreeze_against_retry_and_dropped_batches() {
         schedule(0, b, 1),
         schedule(0, c, 1),
         pop(1, 3),
-        Step::FreezeShard { queue: 0, shard: 0 },
-        Step::FreezeShard { queue: 0, shard: 1 },
+        freeze(0, 0),
+        freeze(0, 1),
     ];
     let threads = [
         vec![Step::Take, retry(1), Step::DropBatch, pop(2, 2), Step::Take],
-        vec![
-            Step::UnfreezeShard { queue: 0, shard: 1 },
-            Step::TakeForwardedShard { queue: 0, shard: 0 },
-            Step::UnfreezeShard { queue: 0, shard: 0 },
-        ],
+        vec![unfreeze(0, 1), take_forwarded(0, 0), unfreeze(0, 0)],
         vec![Step::Cancel { id: b }, Step::Reschedule { id: a, tick: 0 }],
     ];
     assert_eq!(run_phases(&initial, &threads), 2_520);
@@ -151,16 +146,8 @@ fn freeze_against_drain_and_schedule_of_the_same_ids() {
     let initial = [schedule(0, a, 1), pop(1, 1)];
     let threads = [
         vec![Step::Take, retry(3), pop(3, 1)],
-        vec![
-            Step::FreezeShard { queue: 0, shard: 1 },
-            Step::FreezeShard { queue: 0, shard: 0 },
-            Step::UnfreezeShard { queue: 0, shard: 0 },
-        ],
-        vec![
-            schedule(0, b, 2),
-            Step::DrainShard { queue: 0, shard: 0 },
-            schedule(0, a, 2),
-        ],
+        vec![freeze(0, 1), freeze(0, 0), unfreeze(0, 0)],
+        vec![schedule(0, b, 2), drain(0, 0), schedule(0, a, 2)],
     ];
     assert_eq!(run_phases(&initial, &threads), 1_680);
 }

@@ -86,6 +86,25 @@ pub(super) fn retry(tick: u64) -> Step {
     Step::Retry { tick }
 }
 
+/// The one-shard steps in one line, as the scenarios write them: `hold(queue, shard)` is
+/// `Step::HoldShard { queue, shard }`, and so on.
+macro_rules! shard_steps {
+    ($($name:ident => $variant:ident,)*) => {$(
+        pub(super) fn $name(queue: u8, shard: usize) -> Step {
+            Step::$variant { queue, shard }
+        }
+    )*};
+}
+
+shard_steps! {
+    drain => DrainShard,
+    freeze => FreezeShard,
+    take_forwarded => TakeForwardedShard,
+    unfreeze => UnfreezeShard,
+    hold => HoldShard,
+    release => ReleaseShard,
+}
+
 /// The start several scenarios share: timers `a`, `c` in shard 0 and `b`, `d` in shard 1,
 /// all of queue 0 but `c` (queue 1), due at `ticks` (of `a`, `b`, `c`, `d`). Returns the
 /// ids `[a, b, c, d]` and the steps scheduling them, in that order.
@@ -462,10 +481,7 @@ fn phases_drain_cancel_reschedule_against_in_flight() {
     ];
     let threads = [
         vec![pop(5, 2), Step::Take, Step::Finish, Step::DropBatch],
-        vec![
-            Step::DrainShard { queue: 0, shard: 0 },
-            Step::DrainShard { queue: 0, shard: 1 },
-        ],
+        vec![drain(0, 0), drain(0, 1)],
         vec![Step::Cancel { id: d }, schedule(0, a, 0)],
         vec![
             Step::Reschedule { id: c, tick: 3 },
@@ -488,10 +504,7 @@ fn phases_pop_vs_schedule_of_the_same_id_and_half_taken_batches() {
             Step::Finish,
         ],
         vec![schedule(0, a, 0), Step::Cancel { id: a }, schedule(1, a, 1)],
-        vec![
-            Step::DrainShard { queue: 0, shard: 0 },
-            Step::DrainShard { queue: 0, shard: 1 },
-        ],
+        vec![drain(0, 0), drain(0, 1)],
     ];
     assert_eq!(run_phases(&initial, &threads), 2_520);
 }
@@ -508,7 +521,7 @@ fn phases_single_shard_take_while_draining() {
             Step::Take,
             Step::DropBatch,
         ],
-        vec![Step::DrainShard { queue: 0, shard: 0 }, schedule(0, b, 0)],
+        vec![drain(0, 0), schedule(0, b, 0)],
         vec![Step::Cancel { id: c }, Step::Reschedule { id: a, tick: 2 }],
     ];
     assert_eq!(run_phases(&initial, &threads), 756);
@@ -535,7 +548,7 @@ fn phases_done_dues_are_settled_by_whoever_meets_their_ids() {
             schedule(1, a, 4),
             Step::Cancel { id: c },
         ],
-        vec![Step::DrainShard { queue: 0, shard: 0 }, schedule(0, b, 5)],
+        vec![drain(0, 0), schedule(0, b, 5)],
     ];
     assert_eq!(run_phases(&initial, &threads), 1_260);
 }
