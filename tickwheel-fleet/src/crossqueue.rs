@@ -159,8 +159,9 @@ where
         }
         if journaled {
             moved.journal += 1;
+        } else {
+            moved.offer += 1;
         }
-        moved.offer += usize::from(!journaled);
         if let Some(put) = put {
             let p = j.journal.submit(queue.as_ref(), token, vec![put]);
             writes.push((queue.clone(), "the later deadline", p));

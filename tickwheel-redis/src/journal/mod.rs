@@ -251,12 +251,9 @@ impl Journal {
     pub fn submit(&self, queue: &[u8], token: u64, ops: Vec<Op>) -> Pending {
         let (reply, rx) = oneshot::channel();
         if let Some(len) = ops.iter().filter_map(Op::id).map(<[u8]>::len).max()
-            && len > MAX_ID_BYTES
+            && let Err(e) = record::check_id_len(len)
         {
-            let _ = reply.send(Err(JournalError::IdTooLong {
-                len,
-                max: MAX_ID_BYTES,
-            }));
+            let _ = reply.send(Err(e));
             return Pending { rx };
         }
         // A closed channel drops the request and its sender: the Pending answers Closed.

@@ -49,11 +49,7 @@ impl Op {
     pub fn put_entry<K: Serialize, T: Serialize>(
         entry: &SnapshotEntry<K, T>,
     ) -> Result<Op, JournalError> {
-        Ok(Op::Put {
-            id: id_bytes(&entry.id)?,
-            deadline_us: entry.deadline_us,
-            value: to_bytes(&entry.value)?,
-        })
+        Op::put(&entry.id, entry.deadline_us, &entry.value)
     }
 
     /// [`Op::Put`] of a typed id and value, encoded as [`Op::put_entry`] encodes them, without
@@ -90,13 +86,19 @@ impl Op {
 /// ops built by hand).
 fn id_bytes<K: Serialize>(id: &K) -> Result<Vec<u8>, JournalError> {
     let bytes = to_bytes(id)?;
-    if bytes.len() > MAX_ID_BYTES {
+    check_id_len(bytes.len())?;
+    Ok(bytes)
+}
+
+/// [`JournalError::IdTooLong`] for an encoded id of `len` bytes over [`MAX_ID_BYTES`].
+pub(super) fn check_id_len(len: usize) -> Result<(), JournalError> {
+    if len > MAX_ID_BYTES {
         return Err(JournalError::IdTooLong {
-            len: bytes.len(),
+            len,
             max: MAX_ID_BYTES,
         });
     }
-    Ok(bytes)
+    Ok(())
 }
 
 fn to_bytes<V: Serialize>(v: &V) -> Result<Vec<u8>, JournalError> {
