@@ -40,53 +40,38 @@ pub trait Observed<K> {
     fn stats(&self) -> WheelStats;
 }
 
-impl Observed<TimerKey> for Wheel<u64> {
-    fn len(&self) -> usize {
-        Wheel::len(self)
-    }
-    fn is_empty(&self) -> bool {
-        Wheel::is_empty(self)
-    }
-    fn elapsed(&self) -> u64 {
-        Wheel::elapsed(self)
-    }
-    fn contains(&self, key: TimerKey) -> bool {
-        Wheel::contains(self, key)
-    }
-    fn deadline(&self, key: TimerKey) -> Option<u64> {
-        Wheel::deadline(self, key)
-    }
-    fn get(&self, key: TimerKey) -> Option<&u64> {
-        Wheel::get(self, key)
-    }
-    fn stats(&self) -> WheelStats {
-        Wheel::stats(self)
-    }
+/// Implements [`Observed`] for a wheel by calling its own methods of the same names;
+/// `|$key| $arg` turns the key into the argument those methods take.
+macro_rules! forward_observed {
+    ($wheel:ident<$($p:ty),+>, $k:ty, |$key:ident| $arg:expr) => {
+        impl Observed<$k> for $wheel<$($p),+> {
+            fn len(&self) -> usize {
+                $wheel::len(self)
+            }
+            fn is_empty(&self) -> bool {
+                $wheel::is_empty(self)
+            }
+            fn elapsed(&self) -> u64 {
+                $wheel::elapsed(self)
+            }
+            fn contains(&self, $key: $k) -> bool {
+                $wheel::contains(self, $arg)
+            }
+            fn deadline(&self, $key: $k) -> Option<u64> {
+                $wheel::deadline(self, $arg)
+            }
+            fn get(&self, $key: $k) -> Option<&u64> {
+                $wheel::get(self, $arg)
+            }
+            fn stats(&self) -> WheelStats {
+                $wheel::stats(self)
+            }
+        }
+    };
 }
 
-impl Observed<u8> for IndexedWheel<u8, u64> {
-    fn len(&self) -> usize {
-        IndexedWheel::len(self)
-    }
-    fn is_empty(&self) -> bool {
-        IndexedWheel::is_empty(self)
-    }
-    fn elapsed(&self) -> u64 {
-        IndexedWheel::elapsed(self)
-    }
-    fn contains(&self, id: u8) -> bool {
-        IndexedWheel::contains(self, &id)
-    }
-    fn deadline(&self, id: u8) -> Option<u64> {
-        IndexedWheel::deadline(self, &id)
-    }
-    fn get(&self, id: u8) -> Option<&u64> {
-        IndexedWheel::get(self, &id)
-    }
-    fn stats(&self) -> WheelStats {
-        IndexedWheel::stats(self)
-    }
-}
+forward_observed!(Wheel<u64>, TimerKey, |key| key);
+forward_observed!(IndexedWheel<u8, u64>, u8, |id| &id);
 
 /// The one-line state a harness prints with every failure.
 pub fn describe<K: Ord + Copy + fmt::Debug, O: fmt::Debug>(

@@ -9,6 +9,8 @@ pub(crate) use crate::support::handouts::Collect;
 use crate::support::*;
 use tickwheel::sync::Cancel;
 use tickwheel_fleet::{FleetEvent, FleetOptions};
+use tickwheel_testkit::etcd::EtcdServer;
+use tickwheel_testkit::redis::RedisServer;
 
 /// How far before its deadline a hand-out still counts as on time: the journal keeps
 /// deadlines in microseconds of Redis `TIME`.
@@ -186,8 +188,12 @@ pub(crate) async fn hold(
 
 /// What [`holding_one_each`] leaves.
 pub(crate) struct OneHeld {
+    /// The fleet's etcd and redis-server, stopped when this is dropped.
+    pub(crate) _servers: (EtcdServer, RedisServer),
     pub(crate) qs: Vec<String>,
     pub(crate) a: FleetMember,
+    /// The member that joined once `a` held its timers.
+    pub(crate) b: FleetMember,
     pub(crate) intended: HashMap<u64, Instant>,
     /// The tokens `a` held its queues under (queue → token) once the timers were put.
     pub(crate) initial: BTreeMap<String, u64>,
@@ -196,23 +202,29 @@ pub(crate) struct OneHeld {
     pub(crate) held: Vec<tickwheel_fleet::FencedDue<String, u64, String>>,
 }
 
-/// `a` owns `n` queues ([`owning_all`]) with `per` journaled timers each ([`put_each`]): the
-/// first due now, the others in an hour; `a` hands out the first of each and holds it.
-pub(crate) async fn holding_one_each(opts: &FleetOptions, n: usize, per: u64) -> OneHeld {
-    let (qs, a) = owning_all(opts, n).await;
+/// On a new [`fleet`], `a` owns `n` queues ([`owning_all`]) with `per` journaled timers each
+/// ([`put_each`]): the first due now, the others in an hour; `a` hands out the first of each
+/// and holds it; then `b` joins, journaling. `None` where the servers are missing
+/// ([`fleet`]).
+pub(crate) async fn holding_one_each(n: usize, per: u64) -> Option<OneHeld> {
+    let (etcd, redis, opts) = fleet()?;
+    let (qs, a) = owning_all(&opts, n).await;
     let t0 = Instant::now();
     let intended = put_each(&a, &qs, per, first_due_at(1, t0), None).await;
     let initial: BTreeMap<String, u64> = a.owned().into_iter().collect();
     let mut ledger = Ledger::default();
     let held = hold(&a, qs.len(), Some((&mut ledger, &intended))).await;
-    OneHeld {
+    let b = join_journaling(&opts, "b", true).await;
+    Some(OneHeld {
+        _servers: (etcd, redis),
         qs,
         a,
+        b,
         intended,
         initial,
         ledger,
         held,
-    }
+    })
 }
 
 /// Waits (at most 30 s, failing as `what`) until `m` owns every queue of `qs`, then until

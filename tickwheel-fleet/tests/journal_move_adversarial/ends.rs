@@ -21,18 +21,19 @@ use tickwheel_fleet::FleetEvent;
 /// under its larger token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ends_sent_as_the_queue_freezes_either_land_or_fire_again_at_the_target() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
-        return;
-    };
-    let OneHeld {
+    let Some(OneHeld {
+        _servers,
         qs,
         a,
+        b,
         intended,
         initial,
         mut ledger,
         mut held,
-    } = holding_one_each(&opts, 12, 5).await;
-    let b = join_journaling(&opts, "b", true).await;
+    }) = holding_one_each(12, 5).await
+    else {
+        return;
+    };
     // (queue, id, token at a, end then drop, the end's outcome)
     let mut outcomes: Vec<(String, u64, u64, bool, bool)> = Vec::new();
     let mut frozen = 0usize;
@@ -126,18 +127,19 @@ async fn ends_sent_as_the_queue_freezes_either_land_or_fire_again_at_the_target(
 /// queues go back to `a`, which must hand none of them out again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hand_out_kept_across_a_move_and_retried_at_the_source_ends_once() {
-    let Some((_etcd, _redis, opts)) = fleet() else {
-        return;
-    };
-    let OneHeld {
+    let Some(OneHeld {
+        _servers,
         qs,
         a,
+        b,
         intended,
         initial,
         mut ledger,
         held,
-    } = holding_one_each(&opts, 6, 4).await;
-    let b = join_journaling(&opts, "b", true).await;
+    }) = holding_one_each(6, 4).await
+    else {
+        return;
+    };
     // Keep the hand-outs past the handoff timeout (5 s here), then fail them all: each
     // retried at once, at the source.
     let started = Instant::now();
