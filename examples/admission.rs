@@ -18,7 +18,10 @@
 //! Printed: grants, expiries, cancellations; how late the expiries were seen by their tasks
 //! (whole ticks of 1 ms past the deadline: p50, p99, max); peak memory; then the two sides:
 //! CPU time per waiter (all threads, from /proc/self/task/*/schedstat) and heap bytes per
-//! waiter at the peak (a counting allocator), with their ratio. The last line is
+//! waiter at the peak (a counting allocator), with their ratio. Beside them, the harness
+//! alone: the same tasks (spawn, the give-up `Sleep`, `select!`, join), each admitted at
+//! once. The last two rows are each side's CPU and bytes above the harness: what its
+//! admission costs. The last line is
 //! `admission: OK (…)` — no limit ever over-granted, every request resolved exactly once,
 //! all capacity back at the end — or `admission: FAILED …` with exit status 1. Bad options
 //! exit with status 2.
@@ -452,6 +455,32 @@ async fn tokio_side(args: Args, reqs: Arc<Vec<Request>>) -> (Vec<End>, bool, Opt
 }
 
 // ---------------------------------------------------------------------------------------------
+// The harness alone: the same tasks with an admission that is ready at once
+// ---------------------------------------------------------------------------------------------
+
+/// The waiters' tasks as both sides run them (spawn, the give-up `Sleep`, `select!`, join),
+/// each admitted at once: what neither side's admission costs, subtracted in the report.
+async fn harness_side(_args: Args, reqs: Arc<Vec<Request>>) -> (Vec<End>, bool, Option<String>) {
+    let tasks: Vec<_> = reqs
+        .iter()
+        .copied()
+        .map(|r| {
+            tokio::spawn(async move {
+                match unless_given_up(r, std::future::ready(())).await {
+                    Some(()) => End::Granted,
+                    None => End::Cancelled,
+                }
+            })
+        })
+        .collect();
+    let mut ends = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        ends.push(task.await.expect("harness task"));
+    }
+    (ends, false, None)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Report
 // ---------------------------------------------------------------------------------------------
 
@@ -503,6 +532,10 @@ fn main() -> ExitCode {
         tickwheel_side(args.clone(), reqs.clone()),
     ));
     let theirs = runtime.block_on(measured("tokio", tokio_side(args.clone(), reqs.clone())));
+    let harness = runtime.block_on(measured(
+        "harness",
+        harness_side(args.clone(), reqs.clone()),
+    ));
     print_side(&ours);
     print_side(&theirs);
     match tickwheel_testkit::memory::peak_rss() {
@@ -516,27 +549,45 @@ fn main() -> ExitCode {
     let bytes = |s: &Side| s.peak_heap as f64 / args.waiters as f64;
     println!();
     println!(
-        "{:<42} {:>12} {:>12} {:>8}",
-        "per waiter", "tickwheel", "tokio", "ratio"
+        "{:<42} {:>12} {:>12} {:>8} {:>12}",
+        "per waiter", "tickwheel", "tokio", "ratio", "harness"
     );
-    let row = |name: &str, a: f64, b: f64, unit: &str| {
+    let row = |name: &str, a: f64, b: f64, h: Option<f64>, unit: &str| {
+        let harness = h.map_or(String::new(), |h| format!(" {h:>9.0} {unit}"));
         println!(
-            "{name:<42} {:>9.0} {unit:<2} {:>9.0} {unit:<2} {:>7.2}x",
+            "{name:<42} {:>9.0} {unit:<2} {:>9.0} {unit:<2} {:>7.2}x{harness}",
             a,
             b,
             a / b.max(1e-9)
         );
     };
+    let (cpu, heap) = (per(harness.cpu), bytes(&harness));
     row(
         "CPU time, all threads (register..resolve)",
         per(ours.cpu),
         per(theirs.cpu),
+        Some(cpu),
         "ns",
     );
     row(
         "heap bytes at the peak (task included)",
         bytes(&ours),
         bytes(&theirs),
+        Some(heap),
+        "B",
+    );
+    row(
+        "CPU time above the harness",
+        per(ours.cpu) - cpu,
+        per(theirs.cpu) - cpu,
+        None,
+        "ns",
+    );
+    row(
+        "heap bytes above the harness",
+        bytes(&ours) - heap,
+        bytes(&theirs) - heap,
+        None,
         "B",
     );
     println!(

@@ -49,6 +49,29 @@ fn small_run_is_ok_and_adds_up() {
         stdout.contains("per waiter") && stdout.contains("ratio"),
         "{stdout}"
     );
+    // Each side's cost above the harness is its total less the harness's: a column apart.
+    let row = |name: &str| -> Vec<f64> {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no row {name:?}: {stdout}"));
+        line[name.len()..]
+            .split_whitespace()
+            .filter_map(|w| w.trim_end_matches('x').parse().ok())
+            .collect()
+    };
+    let (total, above) = (
+        row("CPU time, all threads"),
+        row("CPU time above the harness"),
+    );
+    let harness = total[3];
+    assert!(harness > 0.0, "{stdout}");
+    for side in 0..2 {
+        assert!(
+            (total[side] - harness - above[side]).abs() <= 1.5,
+            "side {side}: {total:?} less the harness is not {above:?}\n{stdout}"
+        );
+    }
 }
 
 #[test]
