@@ -1,4 +1,5 @@
-//! Connecting: URL redaction and the server's durability checks.
+//! Connecting: URL redaction, the server's durability checks, and what a failed call or
+//! connection becomes ([`Error::Unavailable`] when a retry may pass).
 
 use crate::error::Error;
 use redis::aio::ConnectionManager;
@@ -133,6 +134,76 @@ pub(crate) fn unsafe_server(url: &str, problems: &[String]) -> Error {
     Error::UnsafeServer {
         url: redact_url(url),
         problems: problems.join("; "),
+    }
+}
+
+/// `text` with every copy of `url` redacted ([`redact_url`]).
+pub(crate) fn scrub_url(text: &str, url: &str) -> String {
+    if url.is_empty() {
+        text.to_owned()
+    } else {
+        text.replace(url, &redact_url(url))
+    }
+}
+
+/// A failed call's error: [`Error::Unavailable`] where a retry may succeed (I/O, timeouts,
+/// a server loading or failing over), [`Error::Redis`] otherwise. The message never repeats
+/// the password.
+pub(crate) fn map_redis(e: redis::RedisError, url: &str, password: Option<&str>) -> Error {
+    use redis::{ErrorKind, ServerErrorKind};
+    let message = scrub(&e.to_string(), password);
+    let transient = e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+            )
+        );
+    let url = url.to_owned();
+    if transient {
+        Error::Unavailable { url, message }
+    } else {
+        Error::Redis { url, message }
+    }
+}
+
+/// A failed first connection: a refused certificate or a refused password will not pass on a
+/// retry ([`Error::Tls`], [`Error::Redis`]); anything else may ([`Error::Unavailable`]). The
+/// message never repeats the URL or the password.
+pub(crate) fn connect_error(
+    e: &redis::RedisError,
+    redacted: &str,
+    url: &str,
+    password: Option<&str>,
+) -> Error {
+    let message = scrub(&scrub_url(&e.to_string(), url), password);
+    let lower = message.to_ascii_lowercase();
+    if e.kind() == redis::ErrorKind::AuthenticationFailed
+        || lower.contains("wrongpass")
+        || lower.contains("noauth")
+    {
+        return Error::Redis {
+            url: redacted.to_owned(),
+            message: format!("authentication refused: {message}"),
+        };
+    }
+    // rustls's verdicts on a certificate, either side's (an alert from the server).
+    let tls = ["certificate", "unknownissuer", "handshake", "alert", "tls"];
+    if tls.iter().any(|w| lower.contains(w)) {
+        return Error::Tls {
+            url: redacted.to_owned(),
+            message,
+        };
+    }
+    Error::Unavailable {
+        url: redacted.to_owned(),
+        message,
     }
 }
 

@@ -44,9 +44,10 @@ use serde::de::DeserializeOwned;
 use tickwheel::sync::{FrozenEntry, Scheduler};
 
 use crate::chunk::{ChunkError, DEFAULT_CHUNK_ENTRIES};
+use crate::connect::map_redis;
 use crate::error::{Error, Rejection};
 use crate::policy::PolicyError;
-use crate::protocol::{Applied, CLAIM, Options, Protocol, RECLAIM, View, map_redis};
+use crate::protocol::{Applied, CLAIM, Options, Protocol, RECLAIM, View};
 use crate::record::{Member, Record, State, Token};
 
 /// Settings of the high-level handoff (the connection's own are [`Options`]).

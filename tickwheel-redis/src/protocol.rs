@@ -1,7 +1,17 @@
 //! The protocol steps, one Lua script each, as async calls.
 
-use crate::connect::{durability_problems, redact_url, scrub, typed_password, unsafe_server};
-use crate::error::{Error, Rejection};
+mod reply;
+
+use reply::{Reply, parse_reply};
+pub(crate) use reply::{applied, number};
+
+use crate::connect::{
+    connect_error, durability_problems, map_redis, redact_url, scrub, scrub_url, typed_password,
+    unsafe_server,
+};
+use crate::error::Error;
+#[cfg(doc)]
+use crate::error::Rejection;
 use crate::keys::{DEFAULT_PREFIX, QueueKeys, validate_prefix};
 use crate::policy::{FlowPolicy, PolicyText};
 use crate::record::{Member, Record, Token};
@@ -117,13 +127,6 @@ pub struct View {
     /// `fenced[epoch]` for the epoch asked about: chunks of that epoch's offer another member
     /// took; `None` if none recorded.
     pub taken_chunks: Option<u64>,
-}
-
-pub(crate) struct Reply {
-    status: Vec<u8>,
-    record: Option<Record>,
-    now_ms: u64,
-    extra: Value,
 }
 
 /// The low-level protocol: one async method per step, each one Lua script run atomically by
@@ -537,179 +540,4 @@ impl Protocol {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn scrub_url(text: &str, url: &str) -> String {
-    if url.is_empty() {
-        text.to_owned()
-    } else {
-        text.replace(url, &redact_url(url))
-    }
-}
-
-pub(crate) fn map_redis(e: redis::RedisError, url: &str, password: Option<&str>) -> Error {
-    use redis::{ErrorKind, ServerErrorKind};
-    let message = scrub(&e.to_string(), password);
-    let transient = e.is_io_error()
-        || e.is_timeout()
-        || e.is_connection_dropped()
-        || e.is_connection_refusal()
-        || matches!(
-            e.kind(),
-            ErrorKind::Server(
-                ServerErrorKind::BusyLoading
-                    | ServerErrorKind::TryAgain
-                    | ServerErrorKind::ClusterDown
-                    | ServerErrorKind::MasterDown
-            )
-        );
-    let url = url.to_owned();
-    if transient {
-        Error::Unavailable { url, message }
-    } else {
-        Error::Redis { url, message }
-    }
-}
-
-fn number(v: &Value) -> Option<u64> {
-    match v {
-        Value::Int(i) => u64::try_from(*i).ok(),
-        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
-        _ => None,
-    }
-}
-
-fn parse_reply(value: Value) -> Result<Reply, Error> {
-    let bad = |what: &str| Error::UnexpectedReply(what.to_owned());
-    let Value::Array(mut items) = value else {
-        return Err(bad("not an array"));
-    };
-    if items.len() != 4 {
-        return Err(bad("not 4 items"));
-    }
-    let extra = items.pop().unwrap_or(Value::Nil);
-    let now_ms = items
-        .pop()
-        .as_ref()
-        .and_then(number)
-        .ok_or_else(|| bad("no time"))?;
-    let fields = match items.pop() {
-        Some(Value::Array(f)) => f,
-        _ => return Err(bad("no record array")),
-    };
-    let status = match items.pop() {
-        Some(Value::BulkString(s)) => s,
-        Some(Value::SimpleString(s)) => s.into_bytes(),
-        _ => return Err(bad("no status")),
-    };
-    let mut pairs = Vec::with_capacity(fields.len() / 2);
-    let mut it = fields.into_iter();
-    while let (Some(Value::BulkString(k)), Some(Value::BulkString(v))) = (it.next(), it.next()) {
-        pairs.push((k, v));
-    }
-    let record = if pairs.is_empty() {
-        None
-    } else {
-        Some(Record::parse(&pairs).ok_or_else(|| bad("malformed owner record"))?)
-    };
-    Ok(Reply {
-        status,
-        record,
-        now_ms,
-        extra,
-    })
-}
-
-/// Maps a script status to the call's result. `index` is the chunk index the call was about.
-pub(crate) fn applied(r: Reply, index: u64) -> Result<Applied, Error> {
-    let status = String::from_utf8_lossy(&r.status).into_owned();
-    let effect = match status.as_str() {
-        "OK" => Some(Effect::Changed),
-        "REPEATED" => Some(Effect::Repeated),
-        "UNCHANGED" => Some(Effect::Unchanged),
-        _ => None,
-    };
-    if status == "BAD_EPOCH" {
-        return Err(Error::UnexpectedReply(
-            "an external epoch must be an integer of at least 1".into(),
-        ));
-    }
-    if status == "ABSENT" {
-        return Err(Error::Rejected(Box::new(Rejection::Absent)));
-    }
-    let Some(record) = r.record else {
-        return Err(Error::UnexpectedReply(format!("{status} without a record")));
-    };
-    if let Some(effect) = effect {
-        return Ok(Applied {
-            record,
-            now_ms: r.now_ms,
-            effect,
-        });
-    }
-    let extra = number(&r.extra);
-    let rejection = match status.as_str() {
-        "TAKEN" => Rejection::Taken(record),
-        "FENCED" => Rejection::Fenced {
-            record,
-            taken_chunks: extra,
-        },
-        "STATE" => Rejection::WrongState(record),
-        "NOT_OFFERED" => Rejection::NotOffered(record),
-        "NOT_EXPIRED" => Rejection::NotExpired(record),
-        "ORDER" => Rejection::OutOfOrder {
-            expected: extra.unwrap_or(0),
-            record,
-        },
-        "CONFLICT" => Rejection::ChunkConflict { index, record },
-        "COUNT" => Rejection::CountMismatch {
-            chunks_in_redis: extra.unwrap_or(0),
-            record,
-        },
-        "MISSING" => Rejection::MissingChunk { index, record },
-        "OTHER_QUEUE" => Rejection::OtherQueue(record),
-        "TOKEN_REUSED" => Rejection::TokenReused {
-            step: match &r.extra {
-                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => String::new(),
-            },
-            record,
-        },
-        other => return Err(Error::UnexpectedReply(format!("status {other:?}"))),
-    };
-    Err(Error::Rejected(Box::new(rejection)))
-}
-
-/// A failed first connection: a refused certificate or a refused password will not pass on a
-/// retry ([`Error::Tls`], [`Error::Redis`]); anything else may ([`Error::Unavailable`]). The
-/// message never repeats the URL or the password.
-fn connect_error(
-    e: &redis::RedisError,
-    redacted: &str,
-    url: &str,
-    password: Option<&str>,
-) -> Error {
-    let message = scrub(&scrub_url(&e.to_string(), url), password);
-    let lower = message.to_ascii_lowercase();
-    if e.kind() == redis::ErrorKind::AuthenticationFailed
-        || lower.contains("wrongpass")
-        || lower.contains("noauth")
-    {
-        return Error::Redis {
-            url: redacted.to_owned(),
-            message: format!("authentication refused: {message}"),
-        };
-    }
-    // rustls's verdicts on a certificate, either side's (an alert from the server).
-    let tls = ["certificate", "unknownissuer", "handshake", "alert", "tls"];
-    if tls.iter().any(|w| lower.contains(w)) {
-        return Error::Tls {
-            url: redacted.to_owned(),
-            message,
-        };
-    }
-    Error::Unavailable {
-        url: redacted.to_owned(),
-        message,
-    }
 }

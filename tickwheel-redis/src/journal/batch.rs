@@ -11,9 +11,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::record::{Op, encode};
 use super::{JournalError, JournalOptions, Written};
+use crate::connect::map_redis;
 use crate::error::Error;
 use crate::keys::JournalKeys;
-use crate::protocol::{Protocol, map_redis};
+use crate::protocol::{Protocol, number};
 
 pub(crate) static WRITE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
@@ -316,14 +317,6 @@ pub(crate) fn text(v: &Value) -> Option<&str> {
     match v {
         Value::BulkString(b) => std::str::from_utf8(b).ok(),
         Value::SimpleString(s) => Some(s),
-        _ => None,
-    }
-}
-
-pub(crate) fn number(v: &Value) -> Option<u64> {
-    match v {
-        Value::Int(i) => u64::try_from(*i).ok(),
-        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
         _ => None,
     }
 }

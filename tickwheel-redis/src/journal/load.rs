@@ -7,12 +7,13 @@ use redis::{Script, Value};
 use serde::de::DeserializeOwned;
 use tickwheel::sync::snapshot::SnapshotEntry;
 
-use super::batch::{number, text};
+use super::batch::text;
 use super::record::{decode, entry_of};
 use super::{JournalError, JournalRecord};
+use crate::connect::map_redis;
 use crate::error::Error;
 use crate::keys::JournalKeys;
-use crate::protocol::{Protocol, map_redis};
+use crate::protocol::{Protocol, number};
 
 static LOAD: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
