@@ -116,7 +116,7 @@ mod tests {
     /// tokio-util's) → the row.
     #[test]
     fn rows_near_the_bound() {
-        let cases: [(Workload, [f64; 3], [f64; 3], [f64; 3], [&str; 4]); 3] = [
+        let cases = [
             // Excesses are pairwise (per repetition); the ratio is tokio-util's ÷ the drop-in's.
             (
                 Workload::Churn,
