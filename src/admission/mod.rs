@@ -120,6 +120,7 @@ mod driver_tests;
 #[cfg(feature = "tokio")]
 mod expiry;
 mod limit;
+mod locked;
 mod queue;
 mod shared;
 #[cfg(test)]

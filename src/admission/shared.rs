@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::limit::{Limit, Wake, tell};
+use super::locked::Locked;
 use super::queue::WaitQueue;
 use super::types::{Cancel, Order, Outcome, RegisterError, Resolved, Ticket};
 use crate::clock::TickClock;
@@ -49,7 +50,7 @@ pub struct AdmissionQueue {
 }
 
 pub(crate) struct Inner {
-    pub(super) core: Mutex<WaitQueue<Arc<Cell>>>,
+    pub(super) core: Mutex<Locked<Arc<Cell>>>,
     pub(super) clock: TickClock,
     /// `IDLE`, `RUNNING` or `AGAIN`: see [`Inner::signal`].
     run: AtomicU8,
@@ -166,7 +167,7 @@ impl AdmissionQueue {
             let me: Weak<dyn Wake> = me.clone();
             core.set_wake(me);
             Inner {
-                core: Mutex::new(core),
+                core: Mutex::new(Locked::new(core)),
                 clock,
                 run: AtomicU8::new(IDLE),
                 #[cfg(feature = "tokio")]
@@ -226,8 +227,8 @@ impl AdmissionQueue {
             state: Mutex::new(CellState::Waiting(None)),
         });
         let tick = self.inner.clock.deadline_tick(deadline);
-        let mut out = Vec::new();
         let mut core = self.inner.core.lock();
+        let mut out = core.take_buffer();
         core.advance(self.inner.now_tick(), &mut out);
         let ticket = core.register(amount, tick, cell.clone(), &mut out);
         // A waiting ticket due before the driver's armed tick re-arms it.
@@ -275,8 +276,8 @@ impl AdmissionQueue {
     /// ticket that is not waiting (granted, ended, stale or foreign): a granted one is given
     /// back by dropping its [`Waiter`] or [`Permit`]. O(1) plus a grant pass.
     pub fn cancel(&self, ticket: Ticket) -> bool {
-        let mut out = Vec::new();
         let mut core = self.inner.core.lock();
+        let mut out = core.take_buffer();
         let cancelled = match core.cancel(ticket, &mut out) {
             Cancel::Cancelled(cell) => Some(cell),
             Cancel::Released(_) | Cancel::NotFound => None,
@@ -346,8 +347,8 @@ impl Inner {
     }
 
     fn pass(&self) {
-        let mut out = Vec::new();
         let mut core = self.core.lock();
+        let mut out = core.take_buffer();
         core.advance(self.now_tick(), &mut out);
         core.grant_pass(&mut out);
         let finish = self.settle(&mut core, out);
@@ -357,9 +358,9 @@ impl Inner {
 
     /// Under the queue lock: hands each resolution to its waiter's cell (a grant is
     /// detached from the queue into the cell at once, so the cell owns it from here on).
-    fn settle(&self, core: &mut WaitQueue<Arc<Cell>>, out: Vec<Resolved<Arc<Cell>>>) -> Finish {
+    fn settle(&self, core: &mut Locked<Arc<Cell>>, mut out: Vec<Resolved<Arc<Cell>>>) -> Finish {
         let mut notify = Vec::new();
-        for r in out {
+        for r in out.drain(..) {
             let state = match r.outcome {
                 Outcome::Granted => {
                     let amount = core.detach(r.ticket);
@@ -370,6 +371,7 @@ impl Inner {
             };
             notify.extend(r.waiter.resolve(state));
         }
+        core.give_back(out);
         Finish {
             notify,
             tell: core.take_to_tell(),
@@ -378,8 +380,8 @@ impl Inner {
 
     /// Gives back a permit's (or an untaken grant's) amount.
     fn give_back(&self, amount: u64) {
-        let mut out = Vec::new();
         let mut core = self.core.lock();
+        let mut out = core.take_buffer();
         let released = core.release(amount, &mut out);
         debug_assert!(released.is_ok(), "a permit holds detached units");
         let finish = self.settle(&mut core, out);
@@ -551,8 +553,8 @@ impl Drop for Waiter {
             // became a `Permit`. Nothing to give back, no queue lock needed.
             return;
         }
-        let mut out = Vec::new();
         let mut core = self.inner.core.lock();
+        let mut out = core.take_buffer();
         if let Cancel::Cancelled(_) = core.cancel(self.ticket, &mut out) {
             *self.cell.state.lock() = CellState::Cancelled;
         } else {
