@@ -98,6 +98,15 @@ impl Args {
         if self.local > u64::from(u32::MAX) || self.global > u64::from(u32::MAX) {
             return Err("--local and --global must fit tokio's u32 permit counts".into());
         }
+        // The messages in flight hold the whole global limit, spread over the connections.
+        let room = (self.connections as u64).saturating_mul(self.local);
+        if room < self.global {
+            return Err(format!(
+                "--connections × --local ({} × {} = {room} KiB) must be at least --global ({} \
+                 KiB): the messages in flight hold the whole global limit",
+                self.connections, self.local, self.global
+            ));
+        }
         Ok(())
     }
 }
@@ -554,12 +563,13 @@ fn main() -> ExitCode {
     );
     let row = |name: &str, a: f64, b: f64, h: Option<f64>, unit: &str| {
         let harness = h.map_or(String::new(), |h| format!(" {h:>9.0} {unit}"));
-        println!(
-            "{name:<42} {:>9.0} {unit:<2} {:>9.0} {unit:<2} {:>7.2}x{harness}",
-            a,
-            b,
-            a / b.max(1e-9)
-        );
+        // A run too short for the CPU clock can read 0: no ratio then.
+        let ratio = if a > 0.0 && b > 0.0 {
+            format!("{:>7.2}x", a / b)
+        } else {
+            format!("{:>8}", "–")
+        };
+        println!("{name:<42} {a:>9.0} {unit:<2} {b:>9.0} {unit:<2} {ratio}{harness}");
     };
     let (cpu, heap) = (per(harness.cpu), bytes(&harness));
     row(
