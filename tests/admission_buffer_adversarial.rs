@@ -446,7 +446,6 @@ fn panics_while_holding_permits_and_waiters_leave_the_queue_whole() {
 /// a lock the drop holds. Run on a thread so that a deadlock fails the test rather than
 /// hanging it.
 #[test]
-#[ignore = "deadlocks: the recorded waker is dropped under a lock that giving a permit back needs"]
 fn a_waker_dropped_by_a_cancelled_future_may_give_capacity_back() {
     let (tx, rx) = std::sync::mpsc::channel();
     thread::spawn(move || {
@@ -479,7 +478,6 @@ fn a_waker_dropped_by_a_cancelled_future_may_give_capacity_back() {
 /// A waker whose drop releases a permit of the same queue, replaced by a second poll with
 /// another waker: the release grants this very ticket while its cell is being updated.
 #[test]
-#[ignore = "deadlocks: the recorded waker is dropped under a lock that giving a permit back needs"]
 fn a_waker_replaced_on_poll_may_give_capacity_back() {
     let (tx, rx) = std::sync::mpsc::channel();
     thread::spawn(move || {

@@ -520,9 +520,14 @@ impl Waiter {
         let mut state = self.cell.state.lock();
         let result = match &mut *state {
             CellState::Waiting(slot) => {
-                if !matches!(slot, Some(Notify::Task(w)) if w.will_wake(waker)) {
-                    *slot = Some(Notify::Task(waker.clone()));
+                if matches!(slot, Some(Notify::Task(w)) if w.will_wake(waker)) {
+                    return None;
                 }
+                let replaced = slot.replace(Notify::Task(waker.clone()));
+                // Dropping a waker may run any code, even code that gives capacity back and
+                // so resolves this very request: never under the cell lock.
+                drop(state);
+                drop(replaced);
                 return None;
             }
             CellState::Taken => return Some(Err(AcquireError::Cancelled)),
@@ -555,8 +560,14 @@ impl Drop for Waiter {
         }
         let mut core = self.inner.core.lock();
         let mut out = core.take_buffer();
+        // The waker a cancelled request recorded: dropped only once the locks are released,
+        // since dropping a waker may run any code, giving capacity back to this queue too.
+        let mut recorded = None;
         if let Cancel::Cancelled(_) = core.cancel(self.ticket, &mut out) {
-            *self.cell.state.lock() = CellState::Cancelled;
+            recorded = Some(std::mem::replace(
+                &mut *self.cell.state.lock(),
+                CellState::Cancelled,
+            ));
         } else {
             let granted = std::mem::replace(&mut *self.cell.state.lock(), CellState::Taken);
             if let CellState::Granted(amount) = granted {
@@ -566,6 +577,7 @@ impl Drop for Waiter {
         }
         let finish = self.inner.settle(&mut core, out);
         drop(core);
+        drop(recorded);
         finish.run();
     }
 }
