@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use tickwheel::admission::{AcquireError, AdmissionQueue, Limit, Order, Permit, Waiter};
+use tickwheel::admission::{Acquire, AcquireError, AdmissionQueue, Limit, Order, Permit, Waiter};
 
 const RES: Duration = Duration::from_millis(1);
 
@@ -441,12 +441,24 @@ fn panics_while_holding_permits_and_waiters_leave_the_queue_whole() {
     assert_all_back(&queues, LOCAL, Some(&global));
 }
 
-/// A waker whose drop releases a permit of the same queue: a dropped `acquire_async`
-/// future (or `Waiter`) drops the waker it recorded. Giving the permit back must not need
-/// a lock the drop holds. Run on a thread so that a deadlock fails the test rather than
-/// hanging it.
-#[test]
-fn a_waker_dropped_by_a_cancelled_future_may_give_capacity_back() {
+/// A waker that gives back the permit it holds (if any) when it is dropped.
+struct HoldsPermit(#[allow(dead_code)] Mutex<Option<Permit>>);
+
+impl Wake for HoldsPermit {
+    fn wake(self: Arc<Self>) {}
+}
+
+fn holding(permit: Option<Permit>) -> Waker {
+    Waker::from(Arc::new(HoldsPermit(Mutex::new(permit))))
+}
+
+/// On a thread with a tokio runtime entered: a queue of 4 whose 4 units are held by the
+/// waker that a waiting `acquire_async(2)` recorded (its last copy), handed to `then`.
+/// `then`'s answer, or `None` if it did not come within 20 s: a deadlock fails the test
+/// rather than hanging it.
+fn with_a_permit_in_the_recorded_waker<R: Send + 'static>(
+    then: impl FnOnce(&AdmissionQueue, Acquire) -> R + Send + 'static,
+) -> Option<R> {
     let (tx, rx) = std::sync::mpsc::channel();
     thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -457,60 +469,47 @@ fn a_waker_dropped_by_a_cancelled_future_may_give_capacity_back() {
         let q = AdmissionQueue::new(4, RES);
         let held = q.acquire(4, far()).unwrap();
         let mut fut = q.acquire_async(2, far());
-        struct HoldsPermit(#[allow(dead_code)] Mutex<Option<Permit>>);
-        impl Wake for HoldsPermit {
-            fn wake(self: Arc<Self>) {}
-        }
-        let waker = Waker::from(Arc::new(HoldsPermit(Mutex::new(Some(held)))));
+        let waker = holding(Some(held));
         assert!(poll_once(&mut fut, &waker).is_pending());
         drop(waker); // the cell's copy is the last one now
-        drop(fut); // cancels; dropping the recorded waker gives the 4 back
-        tx.send((q.available(), q.held(), q.waiting())).unwrap();
+        let _ = tx.send(then(&q, fut));
     });
-    let got = rx.recv_timeout(Duration::from_secs(20));
+    rx.recv_timeout(Duration::from_secs(20)).ok()
+}
+
+/// A dropped `acquire_async` future (or `Waiter`) drops the waker it recorded, whose drop
+/// gives a permit of the same queue back: that must not need a lock the drop holds.
+#[test]
+fn a_waker_dropped_by_a_cancelled_future_may_give_capacity_back() {
+    let got = with_a_permit_in_the_recorded_waker(|q, fut| {
+        drop(fut); // cancels; dropping the recorded waker gives the 4 back
+        (q.available(), q.held(), q.waiting())
+    });
     assert_eq!(
         got,
-        Ok((4, 0, 0)),
+        Some((4, 0, 0)),
         "dropping the future deadlocked or lost capacity"
     );
 }
 
-/// A waker whose drop releases a permit of the same queue, replaced by a second poll with
-/// another waker: the release grants this very ticket while its cell is being updated.
+/// The recorded waker replaced by a second poll with another waker: its drop gives the 4
+/// back, which grants this very ticket while its cell is being updated.
 #[test]
 fn a_waker_replaced_on_poll_may_give_capacity_back() {
-    let (tx, rx) = std::sync::mpsc::channel();
-    thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        let _guard = rt.enter();
-        let q = AdmissionQueue::new(4, RES);
-        let held = q.acquire(4, far()).unwrap();
-        let mut fut = q.acquire_async(2, far());
-        struct HoldsPermit(#[allow(dead_code)] Mutex<Option<Permit>>);
-        impl Wake for HoldsPermit {
-            fn wake(self: Arc<Self>) {}
-        }
-        let first = Waker::from(Arc::new(HoldsPermit(Mutex::new(Some(held)))));
-        assert!(poll_once(&mut fut, &first).is_pending());
-        drop(first);
-        let second = Waker::from(Arc::new(HoldsPermit(Mutex::new(None))));
-        let r = poll_once(&mut fut, &second);
-        let r = match r {
+    let got = with_a_permit_in_the_recorded_waker(|q, mut fut| {
+        let second = holding(None);
+        let r = match poll_once(&mut fut, &second) {
             Poll::Ready(r) => r.map(|p| p.amount()),
             Poll::Pending => match poll_once(&mut fut, &second) {
                 Poll::Ready(r) => r.map(|p| p.amount()),
                 Poll::Pending => Err(AcquireError::Cancelled),
             },
         };
-        tx.send((r, q.available(), q.held())).unwrap();
+        (r, q.available(), q.held())
     });
-    let got = rx.recv_timeout(Duration::from_secs(20));
     assert_eq!(
         got,
-        Ok((Ok(2), 4, 0)),
+        Some((Ok(2), 4, 0)),
         "the second poll deadlocked or lost the grant"
     );
 }
