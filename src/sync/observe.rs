@@ -126,6 +126,54 @@ impl Handles {
     }
 }
 
+#[cfg(feature = "metrics")]
+impl Handles {
+    #[inline]
+    fn moved(&self, n: usize, count: Option<Count>, from: Place, to: Place) {
+        if let Some(count) = count {
+            let counter = match count {
+                Count::Scheduled => &self.scheduled,
+                Count::Delivered => &self.delivered,
+                Count::Cancelled => &self.cancelled,
+                Count::Drained => &self.drained,
+                Count::Retried => &self.retried,
+                Count::HandedOver => &self.handed_over,
+            };
+            counter.increment(n as u64);
+        }
+        match from {
+            Place::Out => {}
+            Place::Pending => self.pending.decrement(n as f64),
+            Place::InFlight => self.in_flight.decrement(n as f64),
+        }
+        match to {
+            Place::Out => {}
+            Place::Pending => self.pending.increment(n as f64),
+            Place::InFlight => self.in_flight.increment(n as f64),
+        }
+    }
+}
+
+/// Where a timer is counted: in one of the two gauges, or in neither (not yet scheduled, or
+/// gone for good).
+#[derive(Clone, Copy)]
+enum Place {
+    Out,
+    Pending,
+    InFlight,
+}
+
+/// The counter an event adds to.
+#[derive(Clone, Copy)]
+enum Count {
+    Scheduled,
+    Delivered,
+    Cancelled,
+    Drained,
+    Retried,
+    HandedOver,
+}
+
 /// Runs `f` on the handles, if the feature is on.
 macro_rules! with_handles {
     ($self:ident, |$h:ident| $body:expr) => {{
@@ -157,37 +205,25 @@ impl Observer {
     /// `n` timers accepted.
     #[inline]
     pub(crate) fn scheduled(&self, n: usize) {
-        with_handles!(self, |h| {
-            h.scheduled.increment(n as u64);
-            h.pending.increment(n as f64);
-        });
+        self.moved(n, Some(Count::Scheduled), Place::Out, Place::Pending);
     }
 
     /// `n` `Due`s done.
     #[inline]
     pub(crate) fn delivered(&self, n: usize) {
-        with_handles!(self, |h| {
-            h.delivered.increment(n as u64);
-            h.in_flight.decrement(n as f64);
-        });
+        self.moved(n, Some(Count::Delivered), Place::InFlight, Place::Out);
     }
 
     /// One timer returned by `cancel`.
     #[inline]
     pub(crate) fn cancelled(&self) {
-        with_handles!(self, |h| {
-            h.cancelled.increment(1);
-            h.pending.decrement(1.0);
-        });
+        self.moved(1, Some(Count::Cancelled), Place::Pending, Place::Out);
     }
 
     /// A drain returned `cancelled` timers and met `in_flight` ones.
     #[inline]
     pub(crate) fn drained(&self, cancelled: usize, in_flight: usize) {
-        with_handles!(self, |h| {
-            h.drained.increment(cancelled as u64);
-            h.pending.decrement(cancelled as f64);
-        });
+        self.moved(cancelled, Some(Count::Drained), Place::Pending, Place::Out);
         event!(
             self,
             "drain_queue",
@@ -234,12 +270,16 @@ impl Observer {
         );
     }
 
+    /// `n` timers moved from `from` to `to`, counted in `count` if given. Every metric
+    /// event is such a move, which keeps the identity in the module docs.
+    #[inline]
+    fn moved(&self, n: usize, count: Option<Count>, from: Place, to: Place) {
+        with_handles!(self, |h| h.moved(n, count, from, to));
+    }
+
     #[inline]
     fn handed_over(&self, n: usize) {
-        with_handles!(self, |h| {
-            h.handed_over.increment(n as u64);
-            h.pending.decrement(n as f64);
-        });
+        self.moved(n, Some(Count::HandedOver), Place::Pending, Place::Out);
     }
 
     /// A `pop_due` at `now` took timers with these deadlines.
@@ -252,27 +292,19 @@ impl Observer {
                     .record(now.saturating_duration_since(at).as_secs_f64());
                 n += 1;
             }
-            h.pending.decrement(n as f64);
-            h.in_flight.increment(n as f64);
+            h.moved(n, None, Place::Pending, Place::InFlight);
         });
     }
 
     /// `n` in-flight timers went back (a dropped `DueBatch`), pending or forwarded.
     #[inline]
     pub(crate) fn put_back(&self, n: usize) {
-        with_handles!(self, |h| {
-            h.in_flight.decrement(n as f64);
-            h.pending.increment(n as f64);
-        });
+        self.moved(n, None, Place::InFlight, Place::Pending);
     }
 
     /// One in-flight timer retried (pending or forwarded again).
     #[inline]
     pub(crate) fn retried(&self) {
-        with_handles!(self, |h| {
-            h.retried.increment(1);
-            h.in_flight.decrement(1.0);
-            h.pending.increment(1.0);
-        });
+        self.moved(1, Some(Count::Retried), Place::InFlight, Place::Pending);
     }
 }
