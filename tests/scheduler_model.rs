@@ -2,7 +2,7 @@
 //! `pop_due` with limits, taking some items of a batch, dropping a batch half-taken,
 //! finishing `Due`s in any order, cancel, `drain_queue`, re-scheduling drained and in-flight
 //! ids — on several queues and shard counts, against a model of each id's lifecycle (see
-//! `support/scheduler_model.rs`): every answer as the model says, and every timer ends
+//! `support/scheduler_model/`): every answer as the model says, and every timer ends
 //! exactly once. The fuzz target `scheduler_races` runs the same harness.
 //! `PROPTEST_CASES` raises the case count.
 

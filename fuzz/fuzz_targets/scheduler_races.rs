@@ -2,7 +2,7 @@
 //! `pop_due` with limits, taking some items of a batch, dropping a batch half-taken,
 //! finishing `Due`s in any order, cancel, `drain_queue`, re-scheduling drained or in-flight
 //! ids — on several queues, against a model of each id's lifecycle; every timer ends exactly
-//! once (see `tests/support/scheduler_model.rs`).
+//! once (see `tests/support/scheduler_model/`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

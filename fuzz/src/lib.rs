@@ -16,7 +16,7 @@ pub mod delay_queue_model;
 pub mod indexed_model;
 #[path = "../../tests/support/model.rs"]
 pub mod model;
-#[path = "../../tests/support/scheduler_model.rs"]
+#[path = "../../tests/support/scheduler_model/mod.rs"]
 pub mod scheduler_model;
 
 mod indexed_ops;
