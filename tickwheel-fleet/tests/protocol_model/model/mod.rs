@@ -22,11 +22,14 @@
 //! run slow: it may still act until `DRIFT` ticks after its lease end (the clocks' combined
 //! disagreement over one lease at the documented rate bound, see docs/fleet.md).
 
-use std::hash::Hash;
-
 use stateright::{Model, Property};
 
 mod scripts;
+mod state;
+mod steps;
+
+use state::canonical_tokens;
+pub use state::*;
 
 /// Members.
 pub const A: u8 = 0;
@@ -105,166 +108,6 @@ impl ProtocolModel {
             },
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RState {
-    Owned,
-    Preparing,
-    Offered,
-    Claimed,
-}
-
-/// The owner record (one Redis hash) with its chunk count, as the scripts see it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Record {
-    pub state: RState,
-    pub owner: u8,
-    pub epoch: u8,
-    pub deadline: u8,
-    pub chunks: u8,
-    /// The last mutating call (`token`, `step`) and its caller, for `Repeated`.
-    pub token: u8,
-    pub step: Step,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Step {
-    Acquire,
-    Prepare,
-    Append(u8),
-    Seal(u8),
-    Claim,
-    Reclaim,
-    Commit,
-    Renew,
-    Adopt,
-}
-
-/// A call in the network: who sent it, when, at which epoch (the token for `adopt`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Req {
-    pub from: u8,
-    pub step: Step,
-    pub epoch: u8,
-    pub token: u8,
-    pub sent: u8,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Reply {
-    Ok {
-        epoch: u8,
-    },
-    Repeated {
-        epoch: u8,
-    },
-    /// Not held any more; `taken` chunks of the caller's epoch went to a claimer.
-    Fenced {
-        taken: u8,
-    },
-    Refused,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Phase {
-    Idle,
-    /// Dispatches the queue (in the fleet: while its lease is valid by its clock).
-    Owner,
-    Preparing {
-        appended: u8,
-    },
-    /// Sealed and dropped its copy.
-    Sealed,
-    Claimed,
-    /// Fleet: created the owner key, waits for `adopt`.
-    Adopting,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Member {
-    pub up: bool,
-    pub phase: Phase,
-    pub epoch: u8,
-    /// Timers in its scheduler and spool (bit `i`: timer `i`).
-    pub held: u8,
-    /// A claimer's read copy, valid once its commit ran.
-    pub fetched: u8,
-    /// Its own lease end (ticks of real time; its clock may be `drift` slow).
-    pub valid_until: u8,
-    /// The token of the call it waits for.
-    pub waiting: Option<u8>,
-    /// Fleet: its lease at etcd ends at this tick (`None`: no lease).
-    pub etcd_lease: Option<u8>,
-    /// Fleet: a keep-alive sent at this tick, and, once etcd took it, whether the lease lived.
-    pub keep_alive: Option<(u8, Option<bool>)>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct State {
-    pub now: u8,
-    pub record: Option<Record>,
-    /// `fenced[e]`: chunks of epoch `e`'s offer a claimer took (the FENCED hash).
-    pub fenced: [Option<u8>; 8],
-    pub members: [Member; 2],
-    pub net: Vec<Req>,
-    /// Fleet: the owner key (holder, token), the store's revision, when the key was deleted.
-    pub owner_key: Option<(u8, u8)>,
-    pub revision: u8,
-    pub deleted_at: Option<u8>,
-    pub next_token: u8,
-    pub crashes: u8,
-    pub losses: u8,
-    /// A write accepted from a caller whose epoch was not the record's (or an `adopt` at a
-    /// token not above it).
-    pub stale_write: bool,
-    /// A record taken from a holder whose lease was still valid by its own clock.
-    pub robbed: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Action {
-    Tick,
-    Send(u8, Step),
-    /// Redis runs call `i`; the reply reaches the caller (`true`) or is lost.
-    Exec(usize, bool),
-    Fetch(u8),
-    /// Gives up on the call it waits for (its lease passed by its clock).
-    Abandon(u8),
-    Crash(u8),
-    KeepAliveSend(u8),
-    KeepAliveArrive(u8),
-    /// The keep-alive's answer reaches the member (`true`) or is lost.
-    KeepAliveReply(u8, bool),
-    SelfFence(u8),
-    Register(u8),
-    /// Fleet: create the owner key (txn `create_revision == 0`) and send `adopt` at its token.
-    TakeKey(u8),
-}
-
-/// Renumbers call tokens in order of age (only their equality matters), so that states that
-/// differ only in how many calls came before are one state.
-fn canonical_tokens(s: &mut State) {
-    let mut seen: Vec<u8> = s.net.iter().map(|q| q.token).collect();
-    seen.extend(s.record.as_ref().map(|r| r.token));
-    seen.extend(s.members.iter().filter_map(|m| m.waiting));
-    seen.sort_unstable();
-    seen.dedup();
-    let rank = |t: u8| seen.iter().position(|&x| x == t).unwrap_or(0) as u8;
-    for q in &mut s.net {
-        q.token = rank(q.token);
-    }
-    if let Some(r) = &mut s.record {
-        r.token = rank(r.token);
-    }
-    for m in &mut s.members {
-        m.waiting = m.waiting.map(rank);
-    }
-    s.next_token = seen.len() as u8;
-}
-
-fn mask(n: u8) -> u8 {
-    ((1u16 << n) - 1) as u8
 }
 
 impl ProtocolModel {
@@ -555,93 +398,5 @@ impl Model for ProtocolModel {
                     && (m.mode == Mode::Fleet || s.members[B as usize].held == ALL)
             }),
         ]
-    }
-}
-
-impl ProtocolModel {
-    /// Steps a member may start when it waits for no reply.
-    fn member_steps(&self, s: &State, m: u8, out: &mut Vec<Action>) {
-        let mem = &s.members[m as usize];
-        let valid = self.lease_valid(s, m);
-        let rec = s.record.as_ref();
-        match (self.mode, mem.phase) {
-            (Mode::Handoff, Phase::Idle) if m == A && rec.is_none() => {
-                out.push(Action::Send(m, Step::Acquire))
-            }
-            (Mode::Handoff, Phase::Owner) if m == A && mem.held == ALL => {
-                out.push(Action::Send(m, Step::Prepare))
-            }
-            (Mode::Handoff, Phase::Preparing { appended }) if valid => {
-                if appended < TIMERS {
-                    out.push(Action::Send(m, Step::Append(appended)));
-                } else {
-                    out.push(Action::Send(m, Step::Seal(appended)));
-                }
-                self.renew(s, m, out);
-            }
-            (Mode::Handoff, Phase::Claimed) if valid => {
-                if mem.fetched == 0 {
-                    out.push(Action::Fetch(m));
-                } else {
-                    out.push(Action::Send(m, Step::Commit));
-                }
-                self.renew(s, m, out);
-            }
-            (
-                Mode::Handoff,
-                Phase::Idle | Phase::Sealed | Phase::Claimed | Phase::Preparing { .. },
-            ) => {
-                if let Some(r) = rec {
-                    if r.state == RState::Offered && m == B {
-                        out.push(Action::Send(m, Step::Claim));
-                    }
-                    // The member reads the record's deadline first (the planted fault skips
-                    // that check too).
-                    let due = s.now >= r.deadline || self.faults.reclaim_ignores_lease;
-                    if r.state != RState::Owned && due {
-                        out.push(Action::Send(m, Step::Reclaim));
-                    }
-                }
-            }
-            (Mode::Fleet, _)
-                if !valid && (mem.phase == Phase::Owner || mem.etcd_lease.is_some()) =>
-            {
-                out.push(Action::SelfFence(m))
-            }
-            (Mode::Fleet, Phase::Idle) => {
-                let leased = mem.etcd_lease.is_some() && s.now < mem.valid_until;
-                let free_since = s.deleted_at.filter(|_| s.owner_key.is_none());
-                if leased && free_since.is_some_and(|d| s.now >= d + self.grace) {
-                    out.push(Action::TakeKey(m));
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// A renewal when it would move the member's lease end.
-    fn renew(&self, s: &State, m: u8, out: &mut Vec<Action>) {
-        if s.now + self.ttl - self.margin > s.members[m as usize].valid_until {
-            out.push(Action::Send(m, Step::Renew));
-        }
-    }
-
-    /// Fleet: keep-alives and re-registration.
-    fn lease_steps(&self, s: &State, m: u8, out: &mut Vec<Action>) {
-        let mem = &s.members[m as usize];
-        match mem.keep_alive {
-            None if mem.etcd_lease.is_some() || mem.valid_until > s.now => {
-                out.push(Action::KeepAliveSend(m))
-            }
-            None if mem.phase == Phase::Idle => out.push(Action::Register(m)),
-            Some((_, None)) => out.push(Action::KeepAliveArrive(m)),
-            Some((_, Some(_))) => {
-                out.push(Action::KeepAliveReply(m, true));
-                if s.losses < self.losses {
-                    out.push(Action::KeepAliveReply(m, false));
-                }
-            }
-            None => {}
-        }
     }
 }
