@@ -1,6 +1,6 @@
 //! A global allocator that forwards every call to [`System`] and reports each change of the
 //! live heap bytes to a function of the user's: `tests/tokio_due_stream_wakers.rs` counts
-//! per thread, `examples/admission.rs` (which includes this file with `#[path]`) counts live
+//! per thread, `examples/admission/` (which includes this file with `#[path]`) counts live
 //! bytes and their peak.
 //!
 //! ```ignore
