@@ -141,6 +141,11 @@ fn requests(args: &Args) -> Vec<Request> {
 // What each side reports
 // ---------------------------------------------------------------------------------------------
 
+/// What a side's run gives back: how each request ended (in request order), whether a
+/// grant ever took a connection past its local limit or all past the global one, and the
+/// capacity not given back at the end, if any.
+type Outcome = (Vec<End>, bool, Option<String>);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum End {
     Granted,
@@ -243,10 +248,7 @@ fn process_cpu() -> Duration {
 }
 
 /// Runs `body` measuring CPU, wall time and the heap's peak above where it started.
-async fn measured<F: std::future::Future<Output = (Vec<End>, bool, Option<String>)>>(
-    name: &'static str,
-    body: F,
-) -> Side {
+async fn measured<F: std::future::Future<Output = Outcome>>(name: &'static str, body: F) -> Side {
     let base = LIVE.load(Relaxed);
     PEAK.store(base, Relaxed);
     let (cpu0, wall0) = (process_cpu(), Instant::now());

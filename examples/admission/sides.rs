@@ -7,10 +7,7 @@ use super::*;
 // tickwheel
 // ---------------------------------------------------------------------------------------------
 
-pub(crate) async fn tickwheel_side(
-    args: Args,
-    reqs: Arc<Vec<Request>>,
-) -> (Vec<End>, bool, Option<String>) {
+pub(crate) async fn tickwheel_side(args: Args, reqs: Arc<Vec<Request>>) -> Outcome {
     let global = Limit::new(args.global);
     let queues: Arc<Vec<AdmissionQueue>> = Arc::new(
         (0..args.connections)
@@ -81,10 +78,7 @@ pub(crate) async fn tickwheel_side(
 // tokio: a Semaphore per connection and one global, local first, under one timeout
 // ---------------------------------------------------------------------------------------------
 
-pub(crate) async fn tokio_side(
-    args: Args,
-    reqs: Arc<Vec<Request>>,
-) -> (Vec<End>, bool, Option<String>) {
+pub(crate) async fn tokio_side(args: Args, reqs: Arc<Vec<Request>>) -> Outcome {
     let global = Arc::new(Semaphore::new(args.global as usize));
     let conns: Arc<Vec<Arc<Semaphore>>> = Arc::new(
         (0..args.connections)
@@ -163,10 +157,7 @@ pub(crate) async fn tokio_side(
 
 /// The waiters' tasks as both sides run them (spawn, the give-up `Sleep`, `select!`, join),
 /// each admitted at once: what neither side's admission costs, subtracted in the report.
-pub(crate) async fn harness_side(
-    _args: Args,
-    reqs: Arc<Vec<Request>>,
-) -> (Vec<End>, bool, Option<String>) {
+pub(crate) async fn harness_side(_args: Args, reqs: Arc<Vec<Request>>) -> Outcome {
     let tasks: Vec<_> = reqs
         .iter()
         .copied()
