@@ -450,11 +450,13 @@ impl<W> WaitQueue<W> {
             self.available + self.held + self.detached == self.capacity,
             "local units add up"
         );
-        if let Some(global) = &self.global {
-            let others = global.give_back(amount);
+        let others = self.global.as_ref().map(|global| global.give_back(amount));
+        self.grant_pass(out);
+        // After the pass: a sequential queue tells at once, and a told queue's waker may
+        // panic; the pass is done by then.
+        if let Some(others) = others {
             self.tell_later(others);
         }
-        self.grant_pass(out);
     }
 
     /// Queues short of the global limit are told at once by a sequential queue (no lock of

@@ -1,14 +1,16 @@
 //! [`AdmissionQueue`]: the thread-safe wait queue, its [`Waiter`]s and [`Permit`]s.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
+#[cfg(feature = "tokio")]
 use std::task::Waker;
-use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::limit::{Limit, Wake, tell};
+use super::finish::{Finish, Job, Notify};
+use super::limit::{Limit, Wake};
 use super::locked::Locked;
 use super::queue::WaitQueue;
 use super::types::{Cancel, Order, Outcome, RegisterError, Resolved, Ticket};
@@ -84,22 +86,6 @@ enum CellState {
     Cancelled,
     /// The outcome was handed to the owner.
     Taken,
-}
-
-#[derive(Debug)]
-enum Notify {
-    Thread(Thread),
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    Task(Waker),
-}
-
-impl Notify {
-    fn notify(self) {
-        match self {
-            Notify::Thread(t) => t.unpark(),
-            Notify::Task(w) => w.wake(),
-        }
-    }
 }
 
 /// Why an acquire ended without a grant.
@@ -285,11 +271,9 @@ impl AdmissionQueue {
         let notify = cancelled
             .as_ref()
             .and_then(|cell| cell.resolve(CellState::Cancelled));
-        let finish = self.inner.settle(&mut core, out);
+        let mut finish = self.inner.settle(&mut core, out);
         drop(core);
-        if let Some(notify) = notify {
-            notify.notify();
-        }
+        finish.first = notify.map(Job::Wake);
         finish.run();
         cancelled.is_some()
     }
@@ -333,19 +317,27 @@ impl Inner {
                 Err(now) => seen = now,
             }
         }
-        loop {
-            self.pass();
-            if self
-                .run
-                .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                return;
-            }
-            self.run.store(RUNNING, Ordering::Release);
-        }
+        let running = Running(self);
+        while !running.pass() {}
+        // Left `IDLE`: the guard has nothing to finish.
+        std::mem::forget(running);
     }
 
+    /// `RUNNING → IDLE`; else (another pass was asked for: `AGAIN`) back to `RUNNING` and
+    /// `false`.
+    fn stop_running(&self) -> bool {
+        if self
+            .run
+            .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return true;
+        }
+        self.run.store(RUNNING, Ordering::Release);
+        false
+    }
+
+    /// One grant pass: advances to now, grants what fits, wakes and tells after the lock.
     fn pass(&self) {
         let mut core = self.core.lock();
         let mut out = core.take_buffer();
@@ -373,6 +365,7 @@ impl Inner {
         }
         core.give_back(out);
         Finish {
+            first: None,
             notify,
             tell: core.take_to_tell(),
         }
@@ -396,18 +389,26 @@ impl Wake for Inner {
     }
 }
 
-/// What to do once the queue lock is released: wake the waiters resolved, tell the queues
-/// short of the global limit.
-#[must_use]
-struct Finish {
-    notify: Vec<Notify>,
-    tell: Vec<Weak<dyn Wake>>,
+/// The thread running grant passes (see [`Inner::signal`]).
+struct Running<'a>(&'a Inner);
+
+impl Running<'_> {
+    /// One pass; `true` if the state is `IDLE` after it, `false` if another pass is owed.
+    fn pass(&self) -> bool {
+        self.0.pass();
+        self.0.stop_running()
+    }
 }
 
-impl Finish {
-    fn run(self) {
-        self.notify.into_iter().for_each(Notify::notify);
-        tell(self.tell);
+impl Drop for Running<'_> {
+    /// Reached only while a pass's panic (a waker it woke) unwinds; the passes owed still run
+    /// and the state is left `IDLE`. Else every later signal would find a pass "running" and
+    /// return: the queue would neither expire nor grant through the signal again. A further
+    /// panic is caught and dropped, as in `each.rs` (a pass holds no lock when it wakes).
+    fn drop(&mut self) {
+        while !self.0.stop_running() {
+            let _second = catch_unwind(AssertUnwindSafe(|| self.0.pass()));
+        }
     }
 }
 
@@ -564,10 +565,10 @@ impl Drop for Waiter {
         // since dropping a waker may run any code, giving capacity back to this queue too.
         let mut recorded = None;
         if let Cancel::Cancelled(_) = core.cancel(self.ticket, &mut out) {
-            recorded = Some(std::mem::replace(
-                &mut *self.cell.state.lock(),
-                CellState::Cancelled,
-            ));
+            let state = std::mem::replace(&mut *self.cell.state.lock(), CellState::Cancelled);
+            if let CellState::Waiting(notify) = state {
+                recorded = notify;
+            }
         } else {
             let granted = std::mem::replace(&mut *self.cell.state.lock(), CellState::Taken);
             if let CellState::Granted(amount) = granted {
@@ -575,9 +576,10 @@ impl Drop for Waiter {
                 debug_assert!(released.is_ok(), "a grant is detached into its waiter");
             }
         }
-        let finish = self.inner.settle(&mut core, out);
+        let mut finish = self.inner.settle(&mut core, out);
         drop(core);
-        drop(recorded);
+        // Its drop may panic too: the wakes and tells still run.
+        finish.first = recorded.map(Job::Drop);
         finish.run();
     }
 }
