@@ -16,6 +16,10 @@
 //! held nor any count half-written when they run, so a caught panic leaves nothing of ours
 //! torn for the next call to see. Catching every call instead would cost a landing pad per
 //! call and would have to resume the first panic by hand.
+//!
+//! The guards: [`each`] here, `Finish` (`finish.rs`, a call's wake-ups and tells) and the
+//! grant-pass runner (`Running`, `shared.rs`, which runs the passes owed). All three run
+//! what is left through [`while_unwinding`].
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -41,10 +45,15 @@ impl<I: Iterator, F: FnMut(I::Item)> Drop for Rest<I, F> {
     fn drop(&mut self) {
         for item in self.items.by_ref() {
             let f = &mut self.f;
-            // See the module doc: the second panic is dropped, the first one unwinds on.
-            let _second = catch_unwind(AssertUnwindSafe(|| f(item)));
+            while_unwinding(|| f(item));
         }
     }
+}
+
+/// Runs `f` from a guard's `drop` while a first panic unwinds: a panic of `f` is caught and
+/// dropped (see the module doc), and the first one unwinds on.
+pub(super) fn while_unwinding(f: impl FnOnce()) {
+    let _second = catch_unwind(AssertUnwindSafe(f));
 }
 
 #[cfg(test)]

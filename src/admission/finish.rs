@@ -5,8 +5,9 @@
 use std::sync::Weak;
 use std::task::Waker;
 use std::thread::Thread;
+use std::vec;
 
-use super::each::each;
+use super::each::while_unwinding;
 use super::limit::{Wake, tell_one};
 
 /// Who to wake when a request resolves: a thread blocked in `wait`, or a task.
@@ -27,38 +28,70 @@ impl Notify {
 }
 
 /// What to do once the queue lock is released: wake the waiters resolved, tell the queues
-/// short of the global limit. All of it runs even if a waker panics (see `each.rs`).
+/// short of the global limit. All of it runs even if a waker panics: what a panic in
+/// [`run`](Finish::run) leaves, its `drop` runs while that panic unwinds (see `each.rs`).
+/// Plain loops rather than `each` over one chained iterator: that chain cost about 30 ns a
+/// waiter in a batch of wake-ups.
 #[must_use]
 pub(super) struct Finish {
     /// Before the rest: the waker of the request this call ended itself.
-    pub(super) first: Option<Job>,
-    pub(super) notify: Vec<Notify>,
-    pub(super) tell: Vec<Weak<dyn Wake>>,
+    pub(super) first: Option<First>,
+    notify: vec::IntoIter<Notify>,
+    tell: vec::IntoIter<Weak<dyn Wake>>,
 }
 
-/// One step of a [`Finish`]: each runs the caller's code (a waker) or may (a told queue
-/// wakes its own waiters).
-pub(super) enum Job {
+/// The waker of the request a call ended itself.
+pub(super) enum First {
+    /// Cancelled by [`AdmissionQueue::cancel`](super::AdmissionQueue::cancel): woken.
     Wake(Notify),
-    /// A cancelled request's waker, dropped unwoken: its owner cancelled it.
+    /// Cancelled by its own waiter's drop: dropped unwoken.
     Drop(Notify),
-    Tell(Weak<dyn Wake>),
 }
 
-impl Job {
-    pub(super) fn run(self) {
+impl First {
+    fn run(self) {
         match self {
-            Job::Wake(notify) => notify.notify(),
-            Job::Drop(notify) => drop(notify),
-            Job::Tell(queue) => tell_one(queue),
+            First::Wake(notify) => notify.notify(),
+            First::Drop(notify) => drop(notify),
         }
     }
 }
 
 impl Finish {
-    pub(super) fn run(self) {
-        let wake = self.notify.into_iter().map(Job::Wake);
-        let tell = self.tell.into_iter().map(Job::Tell);
-        each(self.first.into_iter().chain(wake).chain(tell), Job::run);
+    /// The waiters to wake, in order, and then the queues to tell.
+    pub(super) fn new(notify: Vec<Notify>, tell: Vec<Weak<dyn Wake>>) -> Self {
+        Finish {
+            first: None,
+            notify: notify.into_iter(),
+            tell: tell.into_iter(),
+        }
+    }
+
+    /// Call with no lock held. A panic of a waker goes on to the caller once the rest ran.
+    pub(super) fn run(mut self) {
+        if let Some(first) = self.first.take() {
+            first.run();
+        }
+        for notify in self.notify.by_ref() {
+            notify.notify();
+        }
+        for queue in self.tell.by_ref() {
+            tell_one(queue);
+        }
+    }
+}
+
+impl Drop for Finish {
+    /// Nothing is left unless a call in [`run`](Finish::run) panicked.
+    fn drop(&mut self) {
+        if let Some(first) = self.first.take() {
+            while_unwinding(|| first.run());
+        }
+        for notify in self.notify.by_ref() {
+            while_unwinding(|| notify.notify());
+        }
+        for queue in self.tell.by_ref() {
+            while_unwinding(|| tell_one(queue));
+        }
     }
 }

@@ -1,6 +1,5 @@
 //! [`AdmissionQueue`]: the thread-safe wait queue, its [`Waiter`]s and [`Permit`]s.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 #[cfg(feature = "tokio")]
@@ -9,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::finish::{Finish, Job, Notify};
+use super::each::while_unwinding;
+use super::finish::{Finish, First, Notify};
 use super::limit::{Limit, Wake};
 use super::locked::Locked;
 use super::queue::WaitQueue;
@@ -273,7 +273,7 @@ impl AdmissionQueue {
             .and_then(|cell| cell.resolve(CellState::Cancelled));
         let mut finish = self.inner.settle(&mut core, out);
         drop(core);
-        finish.first = notify.map(Job::Wake);
+        finish.first = notify.map(First::Wake);
         finish.run();
         cancelled.is_some()
     }
@@ -364,11 +364,7 @@ impl Inner {
             notify.extend(r.waiter.resolve(state));
         }
         core.give_back(out);
-        Finish {
-            first: None,
-            notify,
-            tell: core.take_to_tell(),
-        }
+        Finish::new(notify, core.take_to_tell())
     }
 
     /// Gives back a permit's (or an untaken grant's) amount.
@@ -407,7 +403,7 @@ impl Drop for Running<'_> {
     /// panic is caught and dropped, as in `each.rs` (a pass holds no lock when it wakes).
     fn drop(&mut self) {
         while !self.0.stop_running() {
-            let _second = catch_unwind(AssertUnwindSafe(|| self.0.pass()));
+            while_unwinding(|| self.0.pass());
         }
     }
 }
@@ -579,7 +575,7 @@ impl Drop for Waiter {
         let mut finish = self.inner.settle(&mut core, out);
         drop(core);
         // Its drop may panic too: the wakes and tells still run.
-        finish.first = recorded.map(Job::Drop);
+        finish.first = recorded.map(First::Drop);
         finish.run();
     }
 }
