@@ -17,9 +17,9 @@
 //! torn for the next call to see. Catching every call instead would cost a landing pad per
 //! call and would have to resume the first panic by hand.
 //!
-//! The guards: [`each`] here, `Finish` (`finish.rs`, a call's wake-ups and tells) and the
-//! grant-pass runner (`Running`, `shared.rs`, which runs the passes owed). All three run
-//! what is left through [`while_unwinding`].
+//! The guards: [`each`] and `DropLast` here, `Finish` (`finish.rs`, a call's wake-ups and
+//! tells) and the grant-pass runner (`Running`, `shared.rs`, which runs the passes owed).
+//! All run what is left through [`while_unwinding`].
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -46,6 +46,25 @@ impl<I: Iterator, F: FnMut(I::Item)> Drop for Rest<I, F> {
         for item in self.items.by_ref() {
             let f = &mut self.f;
             while_unwinding(|| f(item));
+        }
+    }
+}
+
+/// A value dropped at the end of its scope, after the calls that follow it there: if one of
+/// them panics, it is dropped while that panic unwinds, a panic of its own drop caught. For
+/// a waker, whose drop may run any code.
+#[cfg(feature = "tokio")]
+pub(super) struct DropLast<T>(pub(super) Option<T>);
+
+#[cfg(feature = "tokio")]
+impl<T> Drop for DropLast<T> {
+    fn drop(&mut self) {
+        if let Some(value) = self.0.take() {
+            if std::thread::panicking() {
+                while_unwinding(|| drop(value));
+            } else {
+                drop(value);
+            }
         }
     }
 }

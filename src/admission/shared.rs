@@ -511,23 +511,19 @@ impl Waiter {
 
     /// For a task: the outcome if it is resolved, taking it (as
     /// [`try_take`](Waiter::try_take)); else records `waker` to be woken when it resolves
-    /// and answers `None`. One cell lock. After the outcome was taken: `Cancelled`.
+    /// and answers [`Polled::Pending`] with the waker it replaced. One cell lock. After the
+    /// outcome was taken: `Cancelled`.
     #[cfg(feature = "tokio")]
-    pub(super) fn poll_take(&self, waker: &Waker) -> Option<Result<Permit, AcquireError>> {
+    pub(super) fn poll_take(&self, waker: &Waker) -> Polled {
         let mut state = self.cell.state.lock();
         let result = match &mut *state {
             CellState::Waiting(slot) => {
                 if matches!(slot, Some(Notify::Task(w)) if w.will_wake(waker)) {
-                    return None;
+                    return Polled::Pending(None);
                 }
-                let replaced = slot.replace(Notify::Task(waker.clone()));
-                // Dropping a waker may run any code, even code that gives capacity back and
-                // so resolves this very request: never under the cell lock.
-                drop(state);
-                drop(replaced);
-                return None;
+                return Polled::Pending(slot.replace(Notify::Task(waker.clone())));
             }
-            CellState::Taken => return Some(Err(AcquireError::Cancelled)),
+            CellState::Taken => return Polled::Ready(Err(AcquireError::Cancelled)),
             CellState::Granted(amount) => Ok(Permit {
                 inner: self.inner.clone(),
                 amount: *amount,
@@ -536,13 +532,24 @@ impl Waiter {
             CellState::Cancelled => Err(AcquireError::Cancelled),
         };
         *state = CellState::Taken;
-        Some(result)
+        Polled::Ready(result)
     }
 
     #[cfg(feature = "tokio")]
     pub(super) fn queue(&self) -> &Arc<Inner> {
         &self.inner
     }
+}
+
+/// What [`Waiter::poll_take`] found.
+#[cfg(feature = "tokio")]
+pub(super) enum Polled {
+    /// The outcome, taken.
+    Ready(Result<Permit, AcquireError>),
+    /// Still waiting, the waker recorded. The one it replaced is the caller's to drop, with
+    /// no lock held and last: dropping a waker may run any code, even code that gives
+    /// capacity back and so resolves this very request, or that panics.
+    Pending(Option<Notify>),
 }
 
 impl Drop for Waiter {
