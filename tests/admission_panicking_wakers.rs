@@ -280,3 +280,31 @@ fn a_dropped_queue_tells_every_short_queue_though_each_pass_panics() {
     drop(futures);
     assert_eq!(global.available(), 8);
 }
+
+/// A permit dropped while its holder's panic unwinds: the release's wake-ups include a waker
+/// that panics too. Escaping a destructor during unwinding, that panic would abort the
+/// process; it is caught, and the other waiter is woken.
+#[test]
+fn a_permit_dropped_by_a_panic_wakes_the_rest_without_aborting() {
+    let rt = idle_runtime();
+    let _guard = rt.enter();
+    let q = AdmissionQueue::new(4, RES);
+    let all = q.acquire(4, far()).unwrap();
+    let mut first = q.acquire_async(2, far());
+    let mut second = q.acquire_async(2, far());
+    let (woken, waker) = counting();
+    assert!(poll_once(&mut first, &panics()).is_pending());
+    assert!(poll_once(&mut second, &waker).is_pending());
+    panics_through(move || {
+        let _held = all;
+        panic!("the holder panics");
+    });
+    assert_eq!(woken.0.load(Ordering::SeqCst), 1, "the second waiter woken");
+    assert!(matches!(
+        poll_once(&mut first, Waker::noop()),
+        Poll::Ready(Ok(_))
+    ));
+    assert!(matches!(poll_once(&mut second, &waker), Poll::Ready(Ok(_))));
+    drop((first, second));
+    assert_eq!((q.available(), q.held(), q.waiting()), (4, 0, 0));
+}

@@ -15,7 +15,8 @@
 //! call owns what it consumes (a waker, a thread handle, a queue's `Weak`), and no lock is
 //! held nor any count half-written when they run, so a caught panic leaves nothing of ours
 //! torn for the next call to see. Catching every call instead would cost a landing pad per
-//! call and would have to resume the first panic by hand.
+//! call and would have to resume the first panic by hand. A batch run while a panic already
+//! unwinds (a permit dropped by it) goes through the guard's path from its first call.
 //!
 //! The guards: [`each`] and `DropLast` here, `Finish` (`finish.rs`, a call's wake-ups and
 //! tells) and the grant-pass runner (`Running`, `shared.rs`, which runs the passes owed).
@@ -25,11 +26,15 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// Calls `f` on every item, in order. If a call panics, the items left are still handed to
 /// `f` (one at a time, any further panic dropped), and then the first panic unwinds on.
+/// Called while a panic unwinds, every call is made as the items left are.
 pub(super) fn each<I: IntoIterator>(items: I, f: impl FnMut(I::Item)) {
     let mut rest = Rest {
         items: items.into_iter(),
         f,
     };
+    if std::thread::panicking() {
+        return; // `rest`'s drop makes every call, catching: a panic escaping now would abort
+    }
     for item in rest.items.by_ref() {
         (rest.f)(item);
     }
@@ -97,5 +102,27 @@ mod tests {
             Some("item 1")
         );
         assert_eq!(*seen.borrow(), [0, 1, 2, 3, 4, 5]);
+    }
+
+    /// Called from a destructor while a panic unwinds: a call's panic is caught (escaping,
+    /// it would abort), and every item is handed over.
+    #[test]
+    fn while_a_panic_unwinds_every_item_is_handed_over() {
+        struct Calls<'a>(&'a RefCell<Vec<i32>>);
+        impl Drop for Calls<'_> {
+            fn drop(&mut self) {
+                each(0..3, |i| {
+                    self.0.borrow_mut().push(i);
+                    assert_ne!(i, 1, "a call that panics");
+                });
+            }
+        }
+        let seen = RefCell::new(Vec::new());
+        let unwound = catch_unwind(AssertUnwindSafe(|| {
+            let _calls = Calls(&seen);
+            panic!("first");
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(*seen.borrow(), [0, 1, 2]);
     }
 }

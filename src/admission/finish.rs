@@ -68,7 +68,12 @@ impl Finish {
     }
 
     /// Call with no lock held. A panic of a waker goes on to the caller once the rest ran.
+    /// Called while a panic unwinds (a permit dropped by it), it leaves everything to `drop`,
+    /// which catches: a waker's panic escaping then would abort the process.
     pub(super) fn run(mut self) {
+        if std::thread::panicking() {
+            return;
+        }
         if let Some(first) = self.first.take() {
             first.run();
         }
