@@ -86,9 +86,11 @@ impl Finish {
     }
 }
 
-impl Drop for Finish {
-    /// Nothing is left unless a call in [`run`](Finish::run) panicked.
-    fn drop(&mut self) {
+impl Finish {
+    /// What a panic left (see `drop`), each call caught.
+    #[cold]
+    #[inline(never)]
+    fn run_rest(&mut self) {
         if let Some(first) = self.first.take() {
             while_unwinding(|| first.run());
         }
@@ -97,6 +99,17 @@ impl Drop for Finish {
         }
         for queue in self.tell.by_ref() {
             while_unwinding(|| tell_one(queue));
+        }
+    }
+}
+
+impl Drop for Finish {
+    /// Nothing is left unless a call in [`run`](Finish::run) panicked, or `run` was called
+    /// while a panic unwinds.
+    #[inline]
+    fn drop(&mut self) {
+        if self.first.is_some() || self.notify.len() > 0 || self.tell.len() > 0 {
+            self.run_rest();
         }
     }
 }
