@@ -96,6 +96,10 @@ impl Limit {
     ///
     /// O(queues told); takes the limit's lock once, and tells the queues with no lock held.
     ///
+    /// # Panics
+    ///
+    /// When a waker that a told queue wakes panics: after every queue was told.
+    ///
     /// ```
     /// use tickwheel::admission::Limit;
     ///

@@ -22,6 +22,11 @@ static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
 /// `W` is a value kept with each waiting ticket and handed back when it resolves (who to
 /// wake; `()` if nobody).
 ///
+/// Sharing a global [`Limit`] with [`AdmissionQueue`](super::AdmissionQueue)s, it tells them
+/// at once when it gives capacity back, which wakes their waiters: a waker's panic reaches the
+/// caller of [`release`](WaitQueue::release), [`cancel`](WaitQueue::cancel) or the drop,
+/// after this queue's own grants were made and every queue was told.
+///
 /// Costs: `register`, `cancel`, `detach` O(1) amortised; a grant pass O(granted + 1) in
 /// [`Order::Strict`] (it stops at the first ticket that does not fit), O(waiting) in
 /// [`Order::Passing`]; `advance` O(expired + 1) amortised plus the wheel's cascading.

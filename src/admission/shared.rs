@@ -35,6 +35,10 @@ const AGAIN: u8 = 2;
 /// registered with [`register`](AdmissionQueue::register) and not waited on expire when
 /// someone calls [`advance`](AdmissionQueue::advance) (a housekeeping thread, every tick).
 ///
+/// A call (dropping a [`Permit`] or [`Waiter`] too) whose wake-ups include a waker that
+/// panics makes the others, and tells the queues it has to tell, before the panic reaches
+/// its caller; made while another panic unwinds, it drops that waker's panic instead.
+///
 /// ```
 /// use std::time::{Duration, Instant};
 /// use tickwheel::admission::{AcquireError, AdmissionQueue};
