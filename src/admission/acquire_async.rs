@@ -5,6 +5,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use super::each::DropLast;
+use super::shared::Polled;
 use super::{AcquireError, AdmissionQueue, Permit, Waiter, expiry};
 
 impl AdmissionQueue {
@@ -69,10 +71,13 @@ impl Future for Acquire {
         };
         // Takes the outcome, or records the waker under the cell lock, where resolutions are
         // written: a resolution after this look wakes us.
-        if let Some(result) = waiter.poll_take(cx.waker()) {
-            return Poll::Ready(result);
-        }
+        let replaced = match waiter.poll_take(cx.waker()) {
+            Polled::Ready(result) => return Poll::Ready(result),
+            Polled::Pending(replaced) => DropLast(replaced),
+        };
+        // The driver first: the replaced waker's drop may panic.
         expiry::ensure(waiter.queue());
+        drop(replaced);
         Poll::Pending
     }
 }

@@ -26,6 +26,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use super::driver::Driver;
+use super::each::each;
 use super::shared::Inner;
 use crate::tokio::due_stream::MAX_SLEEP;
 
@@ -137,7 +138,8 @@ impl Inner {
         self.driver.alive.store(false, Ordering::Release);
         core.for_each_waiting(|cell| wakers.extend(cell.task_waker()));
         drop(core);
-        wakers.into_iter().for_each(std::task::Waker::wake);
+        // Every one, even if one panics: each needs its task polled to spawn a new driver.
+        each(wakers, std::task::Waker::wake);
     }
 }
 

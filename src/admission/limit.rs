@@ -6,6 +6,8 @@ use std::sync::{Arc, Weak};
 use hashbrown::HashMap;
 use parking_lot::Mutex;
 
+use super::each::each;
+
 /// Something to tell that capacity came back to a limit it waits on: a queue whose head
 /// found the global limit short. Implemented by the thread-safe queue.
 pub(crate) trait Wake: Send + Sync {
@@ -94,6 +96,10 @@ impl Limit {
     ///
     /// O(queues told); takes the limit's lock once, and tells the queues with no lock held.
     ///
+    /// # Panics
+    ///
+    /// When a waker that a told queue wakes panics: after every queue was told.
+    ///
     /// ```
     /// use tickwheel::admission::Limit;
     ///
@@ -159,11 +165,16 @@ impl Limit {
     }
 }
 
-/// Tells the queues returned by [`Limit::give_back`]; call with no lock held.
+/// Tells the queues returned by [`Limit::give_back`]; call with no lock held. A told queue's
+/// grant pass wakes its waiters: if a waker panics, the queues left are still told and then
+/// the panic goes on (see `each.rs`).
 pub(crate) fn tell(queues: Vec<Weak<dyn Wake>>) {
-    for queue in queues {
-        if let Some(queue) = queue.upgrade() {
-            queue.capacity_returned();
-        }
+    each(queues, tell_one);
+}
+
+/// Tells one queue, if it still lives.
+pub(crate) fn tell_one(queue: Weak<dyn Wake>) {
+    if let Some(queue) = queue.upgrade() {
+        queue.capacity_returned();
     }
 }

@@ -70,6 +70,14 @@
 //! taken under the queue lock when the ticket resolves, or alone by its owner. Threads are
 //! woken, and other queues told of returned global capacity, after the queue lock is released.
 //!
+//! **A waker that panics.** Resolutions are written under the lock, so a waker's panic
+//! afterwards loses no capacity and resolves nothing twice. The call that woke it still wakes
+//! every other waiter it resolved and tells every queue it has to tell, and then passes the
+//! first panic on to its caller: a drop guard runs what is left while that panic unwinds,
+//! at next to no cost when nothing panics. A pass that panics leaves the signal below free
+//! for the next one. A waker that panics in a call made while another panic unwinds (a
+//! permit dropped by it) is caught and dropped, since it would abort the process.
+//!
 //! **The signal.** `register`, `cancel` and giving back capacity resolve what they change under
 //! the lock, at once. Two things go through the *signal*, as in Cassandra: advancing time
 //! (blocked threads at their deadline, the expiry driver, [`advance`](AdmissionQueue::advance))
@@ -117,10 +125,14 @@ mod acquire_async;
 mod driver;
 #[cfg(all(test, feature = "tokio"))]
 mod driver_tests;
+mod each;
 #[cfg(feature = "tokio")]
 mod expiry;
+mod finish;
 mod limit;
 mod locked;
+#[cfg(all(test, feature = "tokio"))]
+mod panic_tests;
 mod queue;
 mod shared;
 #[cfg(test)]

@@ -22,6 +22,11 @@ static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
 /// `W` is a value kept with each waiting ticket and handed back when it resolves (who to
 /// wake; `()` if nobody).
 ///
+/// Sharing a global [`Limit`] with [`AdmissionQueue`](super::AdmissionQueue)s, it tells them
+/// at once when it gives capacity back, which wakes their waiters: a waker's panic reaches the
+/// caller of [`release`](WaitQueue::release), [`cancel`](WaitQueue::cancel) or the drop,
+/// after this queue's own grants were made and every queue was told.
+///
 /// Costs: `register`, `cancel`, `detach` O(1) amortised; a grant pass O(granted + 1) in
 /// [`Order::Strict`] (it stops at the first ticket that does not fit), O(waiting) in
 /// [`Order::Passing`]; `advance` O(expired + 1) amortised plus the wheel's cascading.
@@ -450,11 +455,13 @@ impl<W> WaitQueue<W> {
             self.available + self.held + self.detached == self.capacity,
             "local units add up"
         );
-        if let Some(global) = &self.global {
-            let others = global.give_back(amount);
+        let others = self.global.as_ref().map(|global| global.give_back(amount));
+        self.grant_pass(out);
+        // After the pass: a sequential queue tells at once, and a told queue's waker may
+        // panic; the pass is done by then.
+        if let Some(others) = others {
             self.tell_later(others);
         }
-        self.grant_pass(out);
     }
 
     /// Queues short of the global limit are told at once by a sequential queue (no lock of

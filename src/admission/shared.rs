@@ -2,13 +2,15 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
+#[cfg(feature = "tokio")]
 use std::task::Waker;
-use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::limit::{Limit, Wake, tell};
+use super::each::while_unwinding;
+use super::finish::{Finish, First, Notify};
+use super::limit::{Limit, Wake};
 use super::locked::Locked;
 use super::queue::WaitQueue;
 use super::types::{Cancel, Order, Outcome, RegisterError, Resolved, Ticket};
@@ -32,6 +34,10 @@ const AGAIN: u8 = 2;
 /// expiry driver task (see the module doc); other tickets
 /// registered with [`register`](AdmissionQueue::register) and not waited on expire when
 /// someone calls [`advance`](AdmissionQueue::advance) (a housekeeping thread, every tick).
+///
+/// A call (dropping a [`Permit`] or [`Waiter`] too) whose wake-ups include a waker that
+/// panics makes the others, and tells the queues it has to tell, before the panic reaches
+/// its caller; made while another panic unwinds, it drops that waker's panic instead.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -84,22 +90,6 @@ enum CellState {
     Cancelled,
     /// The outcome was handed to the owner.
     Taken,
-}
-
-#[derive(Debug)]
-enum Notify {
-    Thread(Thread),
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    Task(Waker),
-}
-
-impl Notify {
-    fn notify(self) {
-        match self {
-            Notify::Thread(t) => t.unpark(),
-            Notify::Task(w) => w.wake(),
-        }
-    }
 }
 
 /// Why an acquire ended without a grant.
@@ -285,11 +275,9 @@ impl AdmissionQueue {
         let notify = cancelled
             .as_ref()
             .and_then(|cell| cell.resolve(CellState::Cancelled));
-        let finish = self.inner.settle(&mut core, out);
+        let mut finish = self.inner.settle(&mut core, out);
         drop(core);
-        if let Some(notify) = notify {
-            notify.notify();
-        }
+        finish.first = notify.map(First::Wake);
         finish.run();
         cancelled.is_some()
     }
@@ -333,19 +321,27 @@ impl Inner {
                 Err(now) => seen = now,
             }
         }
-        loop {
-            self.pass();
-            if self
-                .run
-                .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                return;
-            }
-            self.run.store(RUNNING, Ordering::Release);
-        }
+        let running = Running(self);
+        while !running.pass() {}
+        // Left `IDLE`: the guard has nothing to finish.
+        std::mem::forget(running);
     }
 
+    /// `RUNNING → IDLE`; else (another pass was asked for: `AGAIN`) back to `RUNNING` and
+    /// `false`.
+    fn stop_running(&self) -> bool {
+        if self
+            .run
+            .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            return true;
+        }
+        self.run.store(RUNNING, Ordering::Release);
+        false
+    }
+
+    /// One grant pass: advances to now, grants what fits, wakes and tells after the lock.
     fn pass(&self) {
         let mut core = self.core.lock();
         let mut out = core.take_buffer();
@@ -372,10 +368,7 @@ impl Inner {
             notify.extend(r.waiter.resolve(state));
         }
         core.give_back(out);
-        Finish {
-            notify,
-            tell: core.take_to_tell(),
-        }
+        Finish::new(notify, core.take_to_tell())
     }
 
     /// Gives back a permit's (or an untaken grant's) amount.
@@ -396,18 +389,26 @@ impl Wake for Inner {
     }
 }
 
-/// What to do once the queue lock is released: wake the waiters resolved, tell the queues
-/// short of the global limit.
-#[must_use]
-struct Finish {
-    notify: Vec<Notify>,
-    tell: Vec<Weak<dyn Wake>>,
+/// The thread running grant passes (see [`Inner::signal`]).
+struct Running<'a>(&'a Inner);
+
+impl Running<'_> {
+    /// One pass; `true` if the state is `IDLE` after it, `false` if another pass is owed.
+    fn pass(&self) -> bool {
+        self.0.pass();
+        self.0.stop_running()
+    }
 }
 
-impl Finish {
-    fn run(self) {
-        self.notify.into_iter().for_each(Notify::notify);
-        tell(self.tell);
+impl Drop for Running<'_> {
+    /// Reached only while a pass's panic (a waker it woke) unwinds; the passes owed still run
+    /// and the state is left `IDLE`. Else every later signal would find a pass "running" and
+    /// return: the queue would neither expire nor grant through the signal again. A further
+    /// panic is caught and dropped, as in `each.rs` (a pass holds no lock when it wakes).
+    fn drop(&mut self) {
+        while !self.0.stop_running() {
+            while_unwinding(|| self.0.pass());
+        }
     }
 }
 
@@ -514,23 +515,19 @@ impl Waiter {
 
     /// For a task: the outcome if it is resolved, taking it (as
     /// [`try_take`](Waiter::try_take)); else records `waker` to be woken when it resolves
-    /// and answers `None`. One cell lock. After the outcome was taken: `Cancelled`.
+    /// and answers [`Polled::Pending`] with the waker it replaced. One cell lock. After the
+    /// outcome was taken: `Cancelled`.
     #[cfg(feature = "tokio")]
-    pub(super) fn poll_take(&self, waker: &Waker) -> Option<Result<Permit, AcquireError>> {
+    pub(super) fn poll_take(&self, waker: &Waker) -> Polled {
         let mut state = self.cell.state.lock();
         let result = match &mut *state {
             CellState::Waiting(slot) => {
                 if matches!(slot, Some(Notify::Task(w)) if w.will_wake(waker)) {
-                    return None;
+                    return Polled::Pending(None);
                 }
-                let replaced = slot.replace(Notify::Task(waker.clone()));
-                // Dropping a waker may run any code, even code that gives capacity back and
-                // so resolves this very request: never under the cell lock.
-                drop(state);
-                drop(replaced);
-                return None;
+                return Polled::Pending(slot.replace(Notify::Task(waker.clone())));
             }
-            CellState::Taken => return Some(Err(AcquireError::Cancelled)),
+            CellState::Taken => return Polled::Ready(Err(AcquireError::Cancelled)),
             CellState::Granted(amount) => Ok(Permit {
                 inner: self.inner.clone(),
                 amount: *amount,
@@ -539,13 +536,24 @@ impl Waiter {
             CellState::Cancelled => Err(AcquireError::Cancelled),
         };
         *state = CellState::Taken;
-        Some(result)
+        Polled::Ready(result)
     }
 
     #[cfg(feature = "tokio")]
     pub(super) fn queue(&self) -> &Arc<Inner> {
         &self.inner
     }
+}
+
+/// What [`Waiter::poll_take`] found.
+#[cfg(feature = "tokio")]
+pub(super) enum Polled {
+    /// The outcome, taken.
+    Ready(Result<Permit, AcquireError>),
+    /// Still waiting, the waker recorded. The one it replaced is the caller's to drop, with
+    /// no lock held and last: dropping a waker may run any code, even code that gives
+    /// capacity back and so resolves this very request, or that panics.
+    Pending(Option<Notify>),
 }
 
 impl Drop for Waiter {
@@ -564,10 +572,10 @@ impl Drop for Waiter {
         // since dropping a waker may run any code, giving capacity back to this queue too.
         let mut recorded = None;
         if let Cancel::Cancelled(_) = core.cancel(self.ticket, &mut out) {
-            recorded = Some(std::mem::replace(
-                &mut *self.cell.state.lock(),
-                CellState::Cancelled,
-            ));
+            let state = std::mem::replace(&mut *self.cell.state.lock(), CellState::Cancelled);
+            if let CellState::Waiting(notify) = state {
+                recorded = notify;
+            }
         } else {
             let granted = std::mem::replace(&mut *self.cell.state.lock(), CellState::Taken);
             if let CellState::Granted(amount) = granted {
@@ -575,9 +583,10 @@ impl Drop for Waiter {
                 debug_assert!(released.is_ok(), "a grant is detached into its waiter");
             }
         }
-        let finish = self.inner.settle(&mut core, out);
+        let mut finish = self.inner.settle(&mut core, out);
         drop(core);
-        drop(recorded);
+        // Its drop may panic too: the wakes and tells still run.
+        finish.first = recorded.map(First::Drop);
         finish.run();
     }
 }
