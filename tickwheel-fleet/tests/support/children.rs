@@ -96,6 +96,24 @@ pub async fn after_killed_child(
     Some((etcd, redis, opts, qs, child))
 }
 
+/// [`after_killed_child`] (member `w`, `n` queues), checked to have acknowledged `acked`
+/// timers, then a survivor `s` joined ([`join_journaling`], the journal on or off) and owning
+/// all `n` queues: the servers (keep them), queues, what the child printed and the survivor.
+/// `None`: skip, or the child's own run.
+pub async fn survivor_of_killed_child(
+    test_env: (&str, &str),
+    n: usize,
+    limit: Duration,
+    acked: usize,
+    journal: bool,
+) -> Option<(EtcdServer, RedisServer, Vec<String>, Printed, FleetMember)> {
+    let (etcd, redis, opts, qs, child) = after_killed_child(test_env, "w", n, limit).await?;
+    assert_eq!(child.acked.len(), acked, "{:?}", child.lines);
+    let s = join_journaling(&opts, "s", journal).await;
+    owns(&s, qs.len()).await;
+    Some((etcd, redis, qs, child, s))
+}
+
 /// A child member's options and name from its spec, `"<etcd url> <redis url> <name>"`: a
 /// 2 s lease, polls every 100 ms, custody retries for 2 s.
 ///
