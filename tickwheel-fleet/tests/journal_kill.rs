@@ -10,7 +10,6 @@
 
 mod support;
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use support::*;
@@ -50,19 +49,7 @@ async fn survivor_dispatches_every_acknowledged_timer(journal: bool) {
     };
     assert_eq!(child.ended.len(), n / 5);
     let want = child.not_ended();
-    let mut got = BTreeSet::new();
-    let enough = |got: &BTreeSet<_>| got.len() >= want.len();
-    pop_due_into(&s, Duration::from_secs(10), &mut got, enough, |got, d| {
-        let dead = child.token(d.due.queue());
-        assert!(
-            d.token > dead,
-            "dispatched under {} after the dead owner's {dead}",
-            d.token
-        );
-        assert_eq!(d.due.value(), &format!("{}:{}", d.due.queue(), d.due.id()));
-        got.insert((d.due.queue().clone(), *d.due.id()));
-    })
-    .await;
+    let mut got = redelivered(&s, &child).await;
     let missing: Vec<_> = want.difference(&got).take(5).collect();
     assert!(
         missing.is_empty(),

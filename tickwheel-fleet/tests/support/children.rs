@@ -11,7 +11,8 @@ use tickwheel_testkit::redis::RedisServer;
 use tokio::sync::broadcast::Receiver;
 
 use super::{
-    FleetMember, join, join_journaling, owns, parent_fleet_with, queues, schedule_journaled,
+    FleetMember, join, join_journaling, owns, parent_fleet_with, pop_due_into, queues,
+    schedule_journaled,
 };
 
 /// In a child process: the member named by the [`child_spec`] the parent put in the
@@ -112,6 +113,31 @@ pub async fn survivor_of_killed_child(
     let s = join_journaling(&opts, "s", journal).await;
     owns(&s, qs.len()).await;
     Some((etcd, redis, qs, child, s))
+}
+
+/// The survivor `s`'s due timers, popped (up to 10 s) until as many came out as `child`
+/// acknowledged and did not end: their (queue, id). Each is checked as it comes: under a
+/// token larger than the child's for its queue, valued `"<queue>:<id>"`, not twice.
+pub async fn redelivered(s: &FleetMember, child: &Printed) -> BTreeSet<(String, u64)> {
+    let want = child.not_ended().len();
+    let mut got = BTreeSet::new();
+    let enough = |got: &BTreeSet<_>| got.len() >= want;
+    pop_due_into(s, Duration::from_secs(10), &mut got, enough, |got, d| {
+        let dead = child.token(d.due.queue());
+        assert!(
+            d.token > dead,
+            "redelivered under {} after the dead owner's {dead}",
+            d.token
+        );
+        assert_eq!(d.due.value(), &format!("{}:{}", d.due.queue(), d.due.id()));
+        let k = (d.due.queue().clone(), *d.due.id());
+        assert!(
+            got.insert(k.clone()),
+            "{k:?} delivered twice by the survivor"
+        );
+    })
+    .await;
+    got
 }
 
 /// A child member's options and name from its spec, `"<etcd url> <redis url> <name>"`: a
