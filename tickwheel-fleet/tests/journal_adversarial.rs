@@ -137,34 +137,23 @@ async fn in_flight_child() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn timers_in_flight_at_a_kill_come_back_under_a_newer_token() {
     let test = ("in_flight_child", CHILD);
-    let limit = Duration::from_secs(90);
-    let Some((_etcd, _redis, opts, qs, child)) = after_killed_child(test, "w", QUEUES, limit).await
+    let n = QUEUES * PER_QUEUE as usize;
+    let Some((_etcd, _redis, _, child, s)) =
+        survivor_of_killed_child(test, QUEUES, Duration::from_secs(90), n, true).await
     else {
         return;
     };
-    let n = QUEUES * PER_QUEUE as usize;
-    assert_eq!(child.acked.len(), n, "{:?}", child.lines);
     assert_eq!(
         child.out, child.acked,
         "the child did not hand out everything"
     );
     assert!(!child.ended.is_empty());
-    let want = child.not_ended();
-    let s = join_journaling(&opts, "s", true).await;
-    owns(&s, qs.len()).await;
-    let mut got = BTreeSet::new();
-    let enough = |got: &BTreeSet<_>| got.len() >= want.len();
-    pop_due_into(&s, Duration::from_secs(10), &mut got, enough, |got, d| {
-        let dead = child.token(d.due.queue());
-        assert!(d.token > dead, "redelivered under {} ≤ {dead}", d.token);
-        let k = (d.due.queue().clone(), *d.due.id());
-        assert!(
-            got.insert(k.clone()),
-            "{k:?} delivered twice by the survivor"
-        );
-    })
-    .await;
-    assert_eq!(got, want, "in flight at the kill vs redelivered");
+    let got = redelivered(&s, &child).await;
+    assert_eq!(
+        got,
+        child.not_ended(),
+        "in flight at the kill vs redelivered"
+    );
 }
 
 /// Constant live timers (300) in one queue while 30 000 journal puts and ends go through a

@@ -165,23 +165,20 @@ fn expected_hours(k: Kind) -> std::ops::Range<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_survivor_adopts_exactly_the_fronts_live_timers() {
     let test = ("front_child", CHILD);
-    let limit = Duration::from_secs(90);
-    let Some((_etcd, _redis, opts, qs, child)) = after_killed_child(test, "w", QUEUES, limit).await
+    let all = 2 * KINDS.len() * EACH as usize + EACH as usize;
+    let Some((_etcd, _redis, qs, child, s)) =
+        survivor_of_killed_child(test, QUEUES, Duration::from_secs(90), all, true).await
     else {
         return;
     };
     let lines = &child.lines;
     let count = |prefix: &str| lines.iter().filter(|l| l.starts_with(prefix)).count();
-    let all = 2 * KINDS.len() * EACH as usize + EACH as usize;
-    assert_eq!(child.acked.len(), all, "{lines:?}");
     assert_eq!(count("MOVED "), 2 * EACH as usize, "{lines:?}");
     assert_eq!(count("RETRIED "), 2 * EACH as usize, "{lines:?}");
     // Cancelled and done in two queues, and the drained queue.
     assert_eq!(child.ended.len(), 5 * EACH as usize, "{lines:?}");
     assert!(lines.iter().any(|l| l == &format!("HELD {}", 2 * EACH)));
     let want = child.not_ended();
-    let s = join_journaling(&opts, "s", true).await;
-    owns(&s, qs.len()).await;
     wait_until(
         Duration::from_secs(10),
         "the survivor holds the timers",

@@ -10,7 +10,6 @@
 
 mod support;
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use support::*;
@@ -42,30 +41,15 @@ async fn journaling_child() {
 
 async fn survivor_dispatches_every_acknowledged_timer(journal: bool) {
     let test = ("journaling_child", CHILD);
-    let limit = Duration::from_secs(60);
-    let Some((_etcd, _redis, opts, qs, child)) = after_killed_child(test, "w", QUEUES, limit).await
+    let n = QUEUES * PER_QUEUE as usize;
+    let Some((_etcd, _redis, _, child, s)) =
+        survivor_of_killed_child(test, QUEUES, Duration::from_secs(60), n, journal).await
     else {
         return;
     };
-    let n = QUEUES * PER_QUEUE as usize;
-    assert_eq!(child.acked.len(), n, "{:?}", child.lines);
-    let s = join_journaling(&opts, "s", journal).await;
-    owns(&s, qs.len()).await;
     assert_eq!(child.ended.len(), n / 5);
     let want = child.not_ended();
-    let mut got = BTreeSet::new();
-    let enough = |got: &BTreeSet<_>| got.len() >= want.len();
-    pop_due_into(&s, Duration::from_secs(10), &mut got, enough, |got, d| {
-        let dead = child.token(d.due.queue());
-        assert!(
-            d.token > dead,
-            "dispatched under {} after the dead owner's {dead}",
-            d.token
-        );
-        assert_eq!(d.due.value(), &format!("{}:{}", d.due.queue(), d.due.id()));
-        got.insert((d.due.queue().clone(), *d.due.id()));
-    })
-    .await;
+    let mut got = redelivered(&s, &child).await;
     let missing: Vec<_> = want.difference(&got).take(5).collect();
     assert!(
         missing.is_empty(),

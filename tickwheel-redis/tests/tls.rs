@@ -5,9 +5,11 @@
 
 use std::path::Path;
 
+mod support;
+
 use tempfile::TempDir;
 
-use tickwheel_redis::{ClientIdentity, Effect, Error, Member, Options, Protocol, State, Token};
+use tickwheel_redis::{ClientIdentity, Error, Member, Options, Protocol, State, Token};
 use tickwheel_testkit::TlsFiles;
 use tickwheel_testkit::pki::{Leaf, Pki};
 use tickwheel_testkit::redis::RedisServer;
@@ -120,16 +122,7 @@ async fn a_handoff_over_mutual_tls_with_a_password() {
         .await
         .expect("append");
     a.seal(Q, 1, 1, 2, &Token::generate()).await.expect("seal");
-    let t = Token::generate();
-    let claimed = b.claim(Q, &t).await.expect("claim");
-    assert_eq!(
-        (claimed.record.state, claimed.record.epoch),
-        (State::Claimed, 2)
-    );
-    assert_eq!(
-        b.claim(Q, &t).await.expect("retry").effect,
-        Effect::Repeated
-    );
+    support::claimed_once(&b, Q, 2).await;
     assert_eq!(b.fetch(Q, 2, 0).await.expect("fetch"), b"chunk0");
     let committed = b.commit(Q, 2, &Token::generate()).await.expect("commit");
     assert_eq!(

@@ -379,6 +379,42 @@ impl Ledger {
     }
 }
 
+/// `m` journals the end of every timer the ledger saw it hand out; each end must be
+/// acknowledged. The (queue, id) ended.
+pub(crate) async fn end_all_handed_out_by(m: &FleetMember, ledger: &Ledger) -> Keys {
+    let mut ended = BTreeSet::new();
+    for (by, q, id, _) in &ledger.dispatches {
+        if by.as_str() == m.name() {
+            m.journal_end(q, id)
+                .expect("journal_end")
+                .await
+                .expect("end acknowledged");
+            ended.insert((q.clone(), *id));
+        }
+    }
+    ended
+}
+
+/// `b` leaves; once the fleet settled with `a` alone ([`settle`]), `ledger` watches `a` for
+/// 3 s. The hand-outs, from the leave on, of a timer in `ended` (there should be none).
+pub(crate) async fn ended_handed_out_after_leave(
+    ledger: &mut Ledger,
+    (a, b): (&FleetMember, FleetMember),
+    qs: &[String],
+    intended: &HashMap<u64, Instant>,
+    ended: &Keys,
+) -> Vec<(String, String, u64, u64)> {
+    let seen = ledger.dispatches.len();
+    b.leave().await.expect("leave");
+    settle(&[a], qs).await;
+    ledger.watch(&[a], intended, Duration::from_secs(3)).await;
+    ledger.dispatches[seen..]
+        .iter()
+        .filter(|(_, q, id, _)| ended.contains(&(q.clone(), *id)))
+        .cloned()
+        .collect()
+}
+
 /// None handed out before its deadline, none twice under one token.
 pub(crate) fn check_timely(ledger: &Ledger) {
     assert_none(&ledger.early, "hand-outs before their deadline");

@@ -215,27 +215,9 @@ async fn a_hand_out_kept_across_a_move_and_retried_at_the_source_ends_once() {
         );
     }
     // b confirms everything it handed out: ends acknowledged.
-    let mut ended = BTreeSet::new();
-    for (m, q, id, _) in ledger.dispatches.clone() {
-        if m == "b" {
-            b.journal_end(&q, &id)
-                .expect("journal_end")
-                .await
-                .expect("end acknowledged");
-            ended.insert((q, id));
-        }
-    }
-    let seen = ledger.dispatches.len();
-    b.leave().await.expect("leave");
-    wait_until(Duration::from_secs(30), "a owns every queue again", || {
-        a.owned().len() == qs.len()
-    })
-    .await;
-    ledger.watch(&[&a], &intended, Duration::from_secs(3)).await;
-    let again: Vec<_> = ledger.dispatches[seen..]
-        .iter()
-        .filter(|(_, q, id, _)| ended.contains(&(q.clone(), *id)))
-        .collect();
+    let ended = end_all_handed_out_by(&b, &ledger).await;
+    let again = ended_handed_out_after_leave(&mut ledger, (&a, b), &qs, &intended, &ended).await;
+    assert_eq!(a.owned().len(), qs.len(), "a owns every queue again");
     assert!(
         again.is_empty(),
         "handed out again after b's acknowledged end and its leave: {again:?} (a's retries: \
@@ -284,14 +266,8 @@ async fn a_late_schedule_at_the_old_owner_does_not_bring_back_an_ended_timer() {
             l.dispatches.len() >= moved.len()
         })
         .await;
-    let mut ended = BTreeSet::new();
-    for (_, q, id, _) in ledger.dispatches.clone() {
-        b.journal_end(&q, &id)
-            .expect("journal_end")
-            .await
-            .expect("end acknowledged");
-        ended.insert((q, id));
-    }
+    assert!(ledger.dispatches.iter().all(|(m, ..)| m == "b"));
+    let ended = end_all_handed_out_by(&b, &ledger).await;
     assert_eq!(ended.len(), moved.len(), "b hands out each moved queue's X");
     // a's late schedules, for every queue.
     let mut late = Vec::new();
@@ -303,14 +279,7 @@ async fn a_late_schedule_at_the_old_owner_does_not_bring_back_an_ended_timer() {
         late.push((q.clone(), id, r.is_ok()));
     }
     eprintln!("a's late schedules (queue, id, accepted): {late:?}; moved: {moved:?}");
-    let seen = ledger.dispatches.len();
-    b.leave().await.expect("leave");
-    settle(&[&a], &qs).await;
-    ledger.watch(&[&a], &intended, Duration::from_secs(3)).await;
-    let again: Vec<_> = ledger.dispatches[seen..]
-        .iter()
-        .filter(|(_, q, id, _)| ended.contains(&(q.clone(), *id)))
-        .collect();
+    let again = ended_handed_out_after_leave(&mut ledger, (&a, b), &qs, &intended, &ended).await;
     assert!(
         again.is_empty(),
         "handed out again after b's acknowledged end, once the queue came back: {again:?} \

@@ -11,7 +11,8 @@ use tickwheel_testkit::redis::RedisServer;
 use tokio::sync::broadcast::Receiver;
 
 use super::{
-    FleetMember, join, join_journaling, owns, parent_fleet_with, queues, schedule_journaled,
+    FleetMember, join, join_journaling, owns, parent_fleet_with, pop_due_into, queues,
+    schedule_journaled,
 };
 
 /// In a child process: the member named by the [`child_spec`] the parent put in the
@@ -94,6 +95,49 @@ pub async fn after_killed_child(
     let (etcd, redis, opts, qs) = parent_fleet_with(env, n).await?;
     let child = killed_when_done((test, env), (&etcd, &redis, name), limit).await;
     Some((etcd, redis, opts, qs, child))
+}
+
+/// [`after_killed_child`] (member `w`, `n` queues), checked to have acknowledged `acked`
+/// timers, then a survivor `s` joined ([`join_journaling`], the journal on or off) and owning
+/// all `n` queues: the servers (keep them), queues, what the child printed and the survivor.
+/// `None`: skip, or the child's own run.
+pub async fn survivor_of_killed_child(
+    test_env: (&str, &str),
+    n: usize,
+    limit: Duration,
+    acked: usize,
+    journal: bool,
+) -> Option<(EtcdServer, RedisServer, Vec<String>, Printed, FleetMember)> {
+    let (etcd, redis, opts, qs, child) = after_killed_child(test_env, "w", n, limit).await?;
+    assert_eq!(child.acked.len(), acked, "{:?}", child.lines);
+    let s = join_journaling(&opts, "s", journal).await;
+    owns(&s, qs.len()).await;
+    Some((etcd, redis, qs, child, s))
+}
+
+/// The survivor `s`'s due timers, popped (up to 10 s) until as many came out as `child`
+/// acknowledged and did not end: their (queue, id). Each is checked as it comes: under a
+/// token larger than the child's for its queue, valued `"<queue>:<id>"`, not twice.
+pub async fn redelivered(s: &FleetMember, child: &Printed) -> BTreeSet<(String, u64)> {
+    let want = child.not_ended().len();
+    let mut got = BTreeSet::new();
+    let enough = |got: &BTreeSet<_>| got.len() >= want;
+    pop_due_into(s, Duration::from_secs(10), &mut got, enough, |got, d| {
+        let dead = child.token(d.due.queue());
+        assert!(
+            d.token > dead,
+            "redelivered under {} after the dead owner's {dead}",
+            d.token
+        );
+        assert_eq!(d.due.value(), &format!("{}:{}", d.due.queue(), d.due.id()));
+        let k = (d.due.queue().clone(), *d.due.id());
+        assert!(
+            got.insert(k.clone()),
+            "{k:?} delivered twice by the survivor"
+        );
+    })
+    .await;
+    got
 }
 
 /// A child member's options and name from its spec, `"<etcd url> <redis url> <name>"`: a

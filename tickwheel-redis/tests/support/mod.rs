@@ -9,7 +9,8 @@ use tickwheel::sync::Scheduler;
 
 use tickwheel_redis::journal::{Journal, JournalOptions, JournalRecord, Op};
 use tickwheel_redis::{
-    Custody, CustodyOptions, Error, Member, Offered, Options, Protocol, Rejection, Token,
+    Applied, Custody, CustodyOptions, Effect, Error, Member, Offered, Options, Protocol, Rejection,
+    State, Token,
 };
 use tickwheel_testkit::redis::{RedisServer, start_for_test};
 
@@ -210,6 +211,22 @@ pub fn rejection<T: std::fmt::Debug>(r: Result<T, Error>) -> Rejection {
         Err(Error::Rejected(r)) => *r,
         other => panic!("expected a rejection, got {other:?}"),
     }
+}
+
+/// `p` claims `q` with a new token: the answer, checked `Claimed` at `epoch`; the same claim
+/// sent again with that token is checked `Repeated`. Panics if either is refused.
+pub async fn claimed_once(p: &Protocol, q: &[u8], epoch: u64) -> Applied {
+    let t = Token::generate();
+    let claimed = p.claim(q, &t).await.expect("claim");
+    assert_eq!(
+        (claimed.record.state, claimed.record.epoch),
+        (State::Claimed, epoch)
+    );
+    assert_eq!(
+        p.claim(q, &t).await.expect("retry").effect,
+        Effect::Repeated
+    );
+    claimed
 }
 
 /// A server of the test's own with `Custody` members `a` and `b` on it
