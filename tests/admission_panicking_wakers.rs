@@ -7,11 +7,14 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use tickwheel::admission::{AdmissionQueue, Limit, Order, TicketState, WaitQueue};
+use tickwheel::admission::{Acquire, AdmissionQueue, Limit, Order, TicketState, WaitQueue};
+
+mod support;
+use support::wakers::{PanicsOnDrop, counting, panics};
 
 const RES: Duration = Duration::from_millis(1);
 
@@ -21,33 +24,6 @@ fn far() -> Instant {
 
 fn poll_once<F: std::future::Future + Unpin>(f: &mut F, waker: &Waker) -> Poll<F::Output> {
     std::pin::Pin::new(f).poll(&mut Context::from_waker(waker))
-}
-
-struct Panics;
-
-impl Wake for Panics {
-    fn wake(self: Arc<Self>) {
-        panic!("a waker that panics when woken");
-    }
-}
-
-fn panics() -> Waker {
-    Waker::from(Arc::new(Panics))
-}
-
-/// Counts its wakes.
-#[derive(Default)]
-struct Counts(AtomicUsize);
-
-impl Wake for Counts {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-fn counting() -> (Arc<Counts>, Waker) {
-    let counts = Arc::new(Counts::default());
-    (counts.clone(), Waker::from(counts))
 }
 
 /// Runs `f`; asserts it panicked.
@@ -100,10 +76,7 @@ fn every_queue_short_of_the_limit_is_told_though_each_told_pass_panics() {
     let global = Limit::new(8);
     let give = AdmissionQueue::with_options(8, Some(global.clone()), Order::Strict, RES);
     let all = give.acquire(8, far()).unwrap();
-    let (short, mut futures) = short_of(&global);
-    panics_through(|| drop(all));
-    all_granted(&short, &mut futures);
-    drop(futures);
+    every_short_queue_told_by(&global, || drop(all));
     assert_eq!(global.available(), 8);
 }
 
@@ -131,19 +104,6 @@ fn an_advance_whose_waker_panics_does_not_stop_later_advances() {
     );
     drop((expiring, later, all));
     assert_eq!((q.available(), q.held(), q.waiting()), (4, 0, 0));
-}
-
-/// Panics when dropped (as the last handle of a waker): the waker a dropped future recorded.
-struct PanicsOnDrop;
-
-impl Wake for PanicsOnDrop {
-    fn wake(self: Arc<Self>) {}
-}
-
-impl Drop for PanicsOnDrop {
-    fn drop(&mut self) {
-        panic!("a waker that panics when dropped");
-    }
 }
 
 /// Dropping a waiting head cancels it and grants the waiter behind it; the head's recorded
@@ -225,21 +185,19 @@ fn a_sequential_release_grants_before_telling() {
     );
 }
 
-/// Four thread-safe queues short of `global`, each with a waiter of 2 whose waker panics.
-fn short_of(global: &Limit) -> (Vec<AdmissionQueue>, Vec<tickwheel::admission::Acquire>) {
+/// Four thread-safe queues short of `global`, each with a waiter of 2 whose waker panics;
+/// `release` gives capacity back to `global`. The release panics (the first told pass does),
+/// yet every queue was told: each waiter is granted.
+fn every_short_queue_told_by(global: &Limit, release: impl FnOnce()) {
     let short: Vec<_> = (0..4)
         .map(|_| AdmissionQueue::with_options(8, Some(global.clone()), Order::Strict, RES))
         .collect();
-    let mut futures: Vec<_> = short.iter().map(|q| q.acquire_async(2, far())).collect();
+    let mut futures: Vec<Acquire> = short.iter().map(|q| q.acquire_async(2, far())).collect();
     let waker = panics();
     for f in &mut futures {
         assert!(poll_once(f, &waker).is_pending());
     }
-    (short, futures)
-}
-
-/// Every one of `futures` is granted (polled with a quiet waker).
-fn all_granted(short: &[AdmissionQueue], futures: &mut [tickwheel::admission::Acquire]) {
+    panics_through(release);
     for (i, f) in futures.iter_mut().enumerate() {
         assert!(
             matches!(poll_once(f, Waker::noop()), Poll::Ready(Ok(_))),
@@ -257,10 +215,8 @@ fn raising_the_capacity_tells_every_short_queue_though_each_pass_panics() {
     let global = Limit::new(2);
     let holder = AdmissionQueue::with_options(2, Some(global.clone()), Order::Strict, RES);
     let two = holder.acquire(2, far()).unwrap();
-    let (short, mut futures) = short_of(&global);
-    panics_through(|| global.set_capacity(10));
-    all_granted(&short, &mut futures);
-    drop((futures, two));
+    every_short_queue_told_by(&global, || global.set_capacity(10));
+    drop(two);
     assert_eq!(global.available(), 10);
 }
 
@@ -274,10 +230,7 @@ fn a_dropped_queue_tells_every_short_queue_though_each_pass_panics() {
     let mut seq: WaitQueue<()> = WaitQueue::with_options(8, Some(global.clone()), Order::Strict);
     let all = seq.register(8, 100, (), &mut Vec::new()).unwrap();
     assert_eq!(seq.state(all), Some(TicketState::Granted { amount: 8 }));
-    let (short, mut futures) = short_of(&global);
-    panics_through(|| drop(seq));
-    all_granted(&short, &mut futures);
-    drop(futures);
+    every_short_queue_told_by(&global, || drop(seq));
     assert_eq!(global.available(), 8);
 }
 

@@ -6,29 +6,13 @@
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Wake, Waker};
+use std::sync::atomic::Ordering;
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use super::AdmissionQueue;
 use super::shared::Polled;
-
-struct Panics;
-
-impl Wake for Panics {
-    fn wake(self: Arc<Self>) {
-        panic!("a waker that panics when woken");
-    }
-}
-
-#[derive(Default)]
-struct Counts(AtomicUsize);
-
-impl Wake for Counts {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
+use crate::test_wake::{PanicsOnDrop, counting, panics};
 
 #[test]
 fn a_cancelled_waker_that_panics_leaves_the_cancels_grants_woken() {
@@ -37,12 +21,8 @@ fn a_cancelled_waker_that_panics_leaves_the_cancels_grants_woken() {
     let four = q.acquire(4, far).unwrap();
     let head = q.register(8, far).unwrap(); // waits: 6 left
     let behind = q.register(6, far).unwrap(); // fits, but waits behind the head (strict)
-    assert!(matches!(
-        head.poll_take(&Waker::from(Arc::new(Panics))),
-        Polled::Pending(None)
-    ));
-    let counts = Arc::new(Counts::default());
-    let waker = Waker::from(counts.clone());
+    assert!(matches!(head.poll_take(&panics()), Polled::Pending(None)));
+    let (counts, waker) = counting();
     assert!(matches!(behind.poll_take(&waker), Polled::Pending(None)));
     let cancelled = catch_unwind(AssertUnwindSafe(|| q.cancel(head.ticket())));
     assert!(cancelled.is_err(), "the waker's panic reaches the caller");
@@ -54,19 +34,6 @@ fn a_cancelled_waker_that_panics_leaves_the_cancels_grants_woken() {
     assert!(matches!(behind.poll_take(&waker), Polled::Ready(Ok(p)) if p.amount() == 6));
     drop((head, behind, four));
     assert_eq!((q.available(), q.held(), q.waiting()), (10, 0, 0));
-}
-
-/// Panics when dropped (as the last handle of a waker).
-struct PanicsOnDrop;
-
-impl Wake for PanicsOnDrop {
-    fn wake(self: Arc<Self>) {}
-}
-
-impl Drop for PanicsOnDrop {
-    fn drop(&mut self) {
-        panic!("a waker that panics when dropped");
-    }
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -96,7 +63,7 @@ fn a_replaced_waker_that_panics_when_dropped_still_leaves_a_driver() {
     let rt = runtime();
     let _guard = rt.enter();
     let polled = catch_unwind(AssertUnwindSafe(|| {
-        let second = Waker::from(Arc::new(Counts::default()));
+        let (_, second) = counting();
         let _ = std::pin::Pin::new(&mut fut).poll(&mut Context::from_waker(&second));
     }));
     assert!(
