@@ -186,7 +186,7 @@
 //! | feature | adds |
 //! |---|---|
 //! | `tokio` | the `tokio` module (`DelayQueue`, `Scheduler::due_stream`) and `AdmissionQueue::acquire_async` |
-//! | `serde` | `Serialize`/`Deserialize` for the scheduler's handoff snapshot ([`sync::snapshot`]) |
+//! | `serde` | `Serialize`/`Deserialize` for the scheduler's handoff snapshot (`sync::snapshot`) |
 //! | `metrics` | gauges, counters and a lateness histogram through the `metrics` facade ([`sync::observe`]) |
 //! | `tracing` | a `tracing` event per drain, freeze, unfreeze and import ([`sync::observe`]) |
 //!
@@ -203,7 +203,7 @@ mod loom;
 mod parts;
 pub mod sync;
 #[cfg(test)]
-mod test_wake;
+mod test_tasks;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 pub mod wheel;

@@ -4,6 +4,8 @@
 //! while permits and waiters are held. Each test ends by checking that every request
 //! resolved once, nothing was over-granted and all capacity came back.
 
+#![cfg(feature = "tokio")]
+
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
@@ -12,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tickwheel::admission::{Acquire, AcquireError, AdmissionQueue, Limit, Order, Permit, Waiter};
+
+mod support;
+use support::tasks::{idle_runtime, panics};
 
 const RES: Duration = Duration::from_millis(1);
 
@@ -254,10 +259,7 @@ fn poll_once<F: std::future::Future + Unpin>(f: &mut F, waker: &Waker) -> Poll<F
 /// their own passes (and tell the other queue) while the first call is finishing.
 #[test]
 fn a_waker_that_gives_back_and_registers_while_woken_keeps_the_queues_consistent() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = idle_runtime();
     let global = Limit::new(10);
     let a = AdmissionQueue::with_options(10, Some(global.clone()), Order::Strict, RES);
     let b = AdmissionQueue::with_options(10, Some(global.clone()), Order::Strict, RES);
@@ -461,10 +463,7 @@ fn with_a_permit_in_the_recorded_waker<R: Send + 'static>(
 ) -> Option<R> {
     let (tx, rx) = std::sync::mpsc::channel();
     thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
+        let rt = idle_runtime();
         let _guard = rt.enter();
         let q = AdmissionQueue::new(4, RES);
         let held = q.acquire(4, far()).unwrap();
@@ -519,20 +518,7 @@ fn a_waker_replaced_on_poll_may_give_capacity_back() {
 /// release must tell are still told, so a waiter that fits is granted.
 #[test]
 fn a_panicking_waker_does_not_stop_the_other_queues_being_told() {
-    struct Panics;
-    impl Wake for Panics {
-        fn wake(self: Arc<Self>) {
-            panic!("a waker that panics");
-        }
-    }
-    struct Quiet;
-    impl Wake for Quiet {
-        fn wake(self: Arc<Self>) {}
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = idle_runtime();
     let _guard = rt.enter();
     let global = Limit::new(10);
     let a = AdmissionQueue::with_options(10, Some(global.clone()), Order::Strict, RES);
@@ -540,17 +526,17 @@ fn a_panicking_waker_does_not_stop_the_other_queues_being_told() {
     let all = a.acquire(10, far()).unwrap();
     let mut on_a = a.acquire_async(2, far());
     let mut on_b = b.acquire_async(5, far()); // short of the global limit: listed there
-    let panics = Waker::from(Arc::new(Panics));
-    let quiet = Waker::from(Arc::new(Quiet));
+    let panics = panics();
+    let quiet = Waker::noop();
     assert!(poll_once(&mut on_a, &panics).is_pending());
-    assert!(poll_once(&mut on_b, &quiet).is_pending());
+    assert!(poll_once(&mut on_b, quiet).is_pending());
     // The 10 come back: a grants its 2 (whose waker panics), and b must be told.
     let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(all)));
     assert!(unwound.is_err(), "the waker's panic reaches the dropper");
     // a's 2 and b's 5 taken: b was granted by the release that panicked.
     assert_eq!(global.available(), 3, "{global:?}");
     assert!(
-        matches!(poll_once(&mut on_b, &quiet), Poll::Ready(Ok(_))),
+        matches!(poll_once(&mut on_b, quiet), Poll::Ready(Ok(_))),
         "b's waiter fits the 8 left but was never granted: {b:?}, {global:?}"
     );
     drop((on_a, on_b));

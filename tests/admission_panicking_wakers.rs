@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tickwheel::admission::{Acquire, AdmissionQueue, Limit, Order, TicketState, WaitQueue};
 
 mod support;
-use support::wakers::{PanicsOnDrop, counting, panics};
+use support::tasks::{PanicsOnDrop, counting, idle_runtime, panics};
 
 const RES: Duration = Duration::from_millis(1);
 
@@ -30,14 +30,6 @@ fn poll_once<F: std::future::Future + Unpin>(f: &mut F, waker: &Waker) -> Poll<F
 fn panics_through(f: impl FnOnce()) {
     let unwound = catch_unwind(AssertUnwindSafe(f));
     assert!(unwound.is_err(), "the waker's panic reaches the caller");
-}
-
-/// A runtime to spawn expiry drivers on, entered and never run: no driver ever advances.
-fn idle_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
 }
 
 /// One release grants four waiters; the second and the third wakers panic. The first and the

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::AdmissionQueue;
 use super::shared::Polled;
-use crate::test_wake::{PanicsOnDrop, counting, panics};
+use crate::test_tasks::{PanicsOnDrop, counting, idle_runtime, panics};
 
 #[test]
 fn a_cancelled_waker_that_panics_leaves_the_cancels_grants_woken() {
@@ -36,13 +36,6 @@ fn a_cancelled_waker_that_panics_leaves_the_cancels_grants_woken() {
     assert_eq!((q.available(), q.held(), q.waiting()), (10, 0, 0));
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
-}
-
 /// The driver's runtime shut down; the next poll, with another waker, must spawn a new
 /// driver. The waker it replaces panics when dropped: the driver is spawned all the same.
 #[test]
@@ -53,14 +46,14 @@ fn a_replaced_waker_that_panics_when_dropped_still_leaves_a_driver() {
     let mut fut = q.acquire_async(1, far);
     let first = Waker::from(Arc::new(PanicsOnDrop));
     {
-        let rt = runtime();
+        let rt = idle_runtime();
         let _guard = rt.enter();
         let polled = std::pin::Pin::new(&mut fut).poll(&mut Context::from_waker(&first));
         assert!(polled.is_pending());
     } // the runtime and its driver end here
     drop(first); // the recorded clone is the last handle now
     assert_eq!(q.driver().spawned.load(Ordering::Relaxed), 1);
-    let rt = runtime();
+    let rt = idle_runtime();
     let _guard = rt.enter();
     let polled = catch_unwind(AssertUnwindSafe(|| {
         let (_, second) = counting();

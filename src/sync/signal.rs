@@ -192,7 +192,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::test_wake::{CountWake, counting};
+    use crate::test_tasks::{CountWake, counting};
 
     /// A signal with two pollers, each with a counting waker (not armed yet).
     fn two_pollers() -> (Signal, [(Arc<CountWake>, Waker, PollerId); 2]) {

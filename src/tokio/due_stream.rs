@@ -391,7 +391,7 @@ mod tests {
     use futures_util::StreamExt;
 
     use super::*;
-    use crate::test_wake::{CountWake, counting};
+    use crate::test_tasks::{CountWake, counting};
 
     /// A scheduler at tokio's (paused) `t0` whose one timer (id 1, queue "q") is an hour
     /// ahead: a stream polled now waits.

@@ -225,7 +225,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use super::*;
-    use crate::test_wake::counting;
+    use crate::test_tasks::counting;
 
     #[test]
     fn only_earlier_deadlines_wake_a_task_that_sleeps_until_wake_at() {

@@ -17,9 +17,9 @@ pub mod indexed_model;
 pub mod model;
 pub mod scheduler_model;
 pub mod strategies;
+#[path = "../../src/test_tasks.rs"]
+pub mod tasks;
 pub mod unlinks_model;
-#[path = "../../src/test_wake.rs"]
-pub mod wakers;
 
 /// The longest whole number of seconds `fits` accepts (`fits` accepts zero, and every
 /// shorter span than one it accepts): with `fits = |d| t0.checked_add(d).is_some()`, how far
