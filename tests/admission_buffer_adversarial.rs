@@ -24,6 +24,17 @@ fn far() -> Instant {
     Instant::now() + Duration::from_secs(3600)
 }
 
+/// Each waiter's permit, taken; panics, naming `who`, at the first that was not granted.
+fn granted(waiters: &[Waiter], who: &str) -> Vec<Permit> {
+    waiters
+        .iter()
+        .map(|w| match w.try_take() {
+            Some(Ok(p)) => p,
+            other => panic!("{who} got {other:?}"),
+        })
+        .collect()
+}
+
 /// Every queue and the limit are back to their full capacity, nothing held or waiting.
 fn assert_all_back(queues: &[AdmissionQueue], local: u64, global: Option<&Limit>) {
     for (i, q) in queues.iter().enumerate() {
@@ -322,13 +333,7 @@ fn bursts_far_over_the_kept_room_lose_nothing() {
         assert_eq!(q.waiting(), N);
         drop(all);
         assert_eq!(q.waiting(), 0);
-        let permits: Vec<Permit> = waiters
-            .iter()
-            .map(|w| match w.try_take() {
-                Some(Ok(p)) => p,
-                other => panic!("round {round}: a waiter of the burst got {other:?}"),
-            })
-            .collect();
+        let permits = granted(&waiters, &format!("round {round}: a waiter of the burst"));
         assert!(
             waiters.iter().all(|w| w.try_take().is_none()),
             "taken twice"
@@ -385,13 +390,7 @@ fn a_dropped_head_grants_a_burst_behind_it() {
         assert_eq!(q.waiting(), N);
         drop(head);
         assert_eq!(q.waiting(), 0, "round {round}");
-        let permits: Vec<Permit> = behind
-            .iter()
-            .map(|w| match w.try_take() {
-                Some(Ok(p)) => p,
-                other => panic!("round {round}: a waiter behind the head got {other:?}"),
-            })
-            .collect();
+        let permits = granted(&behind, &format!("round {round}: a waiter behind the head"));
         assert_eq!((q.available(), q.held()), (0, N as u64));
         drop((one, permits, behind));
         assert_all_back(std::slice::from_ref(&q), N as u64, None);
