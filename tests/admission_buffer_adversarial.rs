@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Poll, Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -16,13 +16,8 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use tickwheel::admission::{Acquire, AcquireError, AdmissionQueue, Limit, Order, Permit, Waiter};
 
 mod support;
+use support::admission::{RES, far, poll_once, under};
 use support::tasks::{idle_runtime, panics};
-
-const RES: Duration = Duration::from_millis(1);
-
-fn far() -> Instant {
-    Instant::now() + Duration::from_secs(3600)
-}
 
 /// Each waiter's permit, taken; panics, naming `who`, at the first that was not granted.
 fn granted(waiters: &[Waiter], who: &str) -> Vec<Permit> {
@@ -261,10 +256,6 @@ impl Wake for Hook {
     }
 }
 
-fn poll_once<F: std::future::Future + Unpin>(f: &mut F, waker: &Waker) -> Poll<F::Output> {
-    std::pin::Pin::new(f).poll(&mut Context::from_waker(waker))
-}
-
 /// Re-entrancy: a grant wakes a task whose waker drops permits and waiters of the same
 /// queue and of a queue sharing the limit, and registers new requests; those calls run
 /// their own passes (and tell the other queue) while the first call is finishing.
@@ -272,8 +263,8 @@ fn poll_once<F: std::future::Future + Unpin>(f: &mut F, waker: &Waker) -> Poll<F
 fn a_waker_that_gives_back_and_registers_while_woken_keeps_the_queues_consistent() {
     let rt = idle_runtime();
     let global = Limit::new(10);
-    let a = AdmissionQueue::with_options(10, Some(global.clone()), Order::Strict, RES);
-    let b = AdmissionQueue::with_options(10, Some(global.clone()), Order::Strict, RES);
+    let a = under(&global, 10);
+    let b = under(&global, 10);
     let _guard = rt.enter();
     for round in 0..50u64 {
         // b holds 6 of the global 10; a holds 4 and waits for 3 more.
@@ -403,9 +394,7 @@ fn a_dropped_head_grants_a_burst_behind_it() {
 fn panics_while_holding_permits_and_waiters_leave_the_queue_whole() {
     const LOCAL: u64 = 8;
     let global = Limit::new(12);
-    let queues: Vec<AdmissionQueue> = (0..3)
-        .map(|_| AdmissionQueue::with_options(LOCAL, Some(global.clone()), Order::Strict, RES))
-        .collect();
+    let queues: Vec<AdmissionQueue> = (0..3).map(|_| under(&global, LOCAL)).collect();
     for round in 0..200u64 {
         let handles: Vec<_> = (0..3u64)
             .map(|t| {
@@ -520,8 +509,8 @@ fn a_panicking_waker_does_not_stop_the_other_queues_being_told() {
     let rt = idle_runtime();
     let _guard = rt.enter();
     let global = Limit::new(10);
-    let a = AdmissionQueue::with_options(10, Some(global.clone()), Order::Strict, RES);
-    let b = AdmissionQueue::with_options(10, Some(global.clone()), Order::Strict, RES);
+    let a = under(&global, 10);
+    let b = under(&global, 10);
     let all = a.acquire(10, far()).unwrap();
     let mut on_a = a.acquire_async(2, far());
     let mut on_b = b.acquire_async(5, far()); // short of the global limit: listed there

@@ -8,23 +8,14 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll, Waker};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use tickwheel::admission::{Acquire, AdmissionQueue, Limit, Order, TicketState, WaitQueue};
 
 mod support;
+use support::admission::{RES, far, full, poll_once, under};
 use support::tasks::{PanicsOnDrop, counting, idle_runtime, panics};
-
-const RES: Duration = Duration::from_millis(1);
-
-fn far() -> Instant {
-    Instant::now() + Duration::from_secs(3600)
-}
-
-fn poll_once<F: std::future::Future + Unpin>(f: &mut F, waker: &Waker) -> Poll<F::Output> {
-    std::pin::Pin::new(f).poll(&mut Context::from_waker(waker))
-}
 
 /// Runs `f`; asserts it panicked.
 fn panics_through(f: impl FnOnce()) {
@@ -38,8 +29,7 @@ fn panics_through(f: impl FnOnce()) {
 fn panicking_wakers_among_a_release_leave_the_others_woken() {
     let rt = idle_runtime();
     let _guard = rt.enter();
-    let q = AdmissionQueue::new(8, RES);
-    let all = q.acquire(8, far()).unwrap();
+    let (q, all) = full(8);
     let (first, first_waker) = counting();
     let (last, last_waker) = counting();
     let wakers = [first_waker, panics(), panics(), last_waker];
@@ -66,7 +56,7 @@ fn every_queue_short_of_the_limit_is_told_though_each_told_pass_panics() {
     let rt = idle_runtime();
     let _guard = rt.enter();
     let global = Limit::new(8);
-    let give = AdmissionQueue::with_options(8, Some(global.clone()), Order::Strict, RES);
+    let give = under(&global, 8);
     let all = give.acquire(8, far()).unwrap();
     every_short_queue_told_by(&global, || drop(all));
     assert_eq!(global.available(), 8);
@@ -78,8 +68,7 @@ fn every_queue_short_of_the_limit_is_told_though_each_told_pass_panics() {
 fn an_advance_whose_waker_panics_does_not_stop_later_advances() {
     let rt = idle_runtime();
     let _guard = rt.enter();
-    let q = AdmissionQueue::new(4, RES);
-    let all = q.acquire(4, far()).unwrap();
+    let (q, all) = full(4);
     let soon = Instant::now() + Duration::from_millis(5);
     let mut expiring = q.acquire_async(1, soon);
     assert!(poll_once(&mut expiring, &panics()).is_pending());
@@ -123,8 +112,7 @@ fn a_recorded_waker_that_panics_when_dropped_leaves_the_grants_woken() {
 #[test]
 fn a_panicking_waker_when_the_driver_ends_leaves_the_other_waiters_woken() {
     let rt = idle_runtime();
-    let q = AdmissionQueue::new(4, RES);
-    let all = q.acquire(4, far()).unwrap();
+    let (q, all) = full(4);
     let mut first = q.acquire_async(1, far());
     let mut second = q.acquire_async(1, far());
     let (woken, waker) = counting();
@@ -148,7 +136,7 @@ fn a_sequential_release_grants_before_telling() {
     let _guard = rt.enter();
     let global = Limit::new(10);
     let mut seq: WaitQueue<u32> = WaitQueue::with_options(10, Some(global.clone()), Order::Strict);
-    let shared = AdmissionQueue::with_options(10, Some(global.clone()), Order::Strict, RES);
+    let shared = under(&global, 10);
     let mut out = Vec::new();
     let all = seq.register(10, 100, 0, &mut out).unwrap();
     assert_eq!(seq.detach(all), Some(10));
@@ -181,9 +169,7 @@ fn a_sequential_release_grants_before_telling() {
 /// `release` gives capacity back to `global`. The release panics (the first told pass does),
 /// yet every queue was told: each waiter is granted.
 fn every_short_queue_told_by(global: &Limit, release: impl FnOnce()) {
-    let short: Vec<_> = (0..4)
-        .map(|_| AdmissionQueue::with_options(8, Some(global.clone()), Order::Strict, RES))
-        .collect();
+    let short: Vec<_> = (0..4).map(|_| under(global, 8)).collect();
     let mut futures: Vec<Acquire> = short.iter().map(|q| q.acquire_async(2, far())).collect();
     let waker = panics();
     for f in &mut futures {
@@ -205,7 +191,7 @@ fn raising_the_capacity_tells_every_short_queue_though_each_pass_panics() {
     let rt = idle_runtime();
     let _guard = rt.enter();
     let global = Limit::new(2);
-    let holder = AdmissionQueue::with_options(2, Some(global.clone()), Order::Strict, RES);
+    let holder = under(&global, 2);
     let two = holder.acquire(2, far()).unwrap();
     every_short_queue_told_by(&global, || global.set_capacity(10));
     drop(two);
@@ -233,8 +219,7 @@ fn a_dropped_queue_tells_every_short_queue_though_each_pass_panics() {
 fn a_permit_dropped_by_a_panic_wakes_the_rest_without_aborting() {
     let rt = idle_runtime();
     let _guard = rt.enter();
-    let q = AdmissionQueue::new(4, RES);
-    let all = q.acquire(4, far()).unwrap();
+    let (q, all) = full(4);
     let mut first = q.acquire_async(2, far());
     let mut second = q.acquire_async(2, far());
     let (woken, waker) = counting();

@@ -5,6 +5,7 @@
 // Each test uses its own subset (the re-exports too).
 #![allow(dead_code, unused_imports, unused_macros)]
 
+pub mod admission;
 pub mod counting_alloc;
 #[cfg(feature = "tokio")]
 pub mod delay_queue;
