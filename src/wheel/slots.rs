@@ -52,6 +52,18 @@ const PENDING: usize = 64;
 /// Vectors below this capacity grow fourfold (see [`grow`]).
 const QUADRUPLE_BELOW: usize = 64;
 
+/// A slot's first vector, and the capacity of the spare vectors.
+const FIRST_CAPACITY: usize = 4;
+
+/// A slot vector below this capacity grows by a fresh allocation and a copy, not `realloc`
+/// (see [`grow_refs`]).
+const COPY_BELOW: usize = 128;
+
+/// Spare vectors a wheel made `with_capacity(n)` starts with: one per `TIMERS_PER_SPARE`
+/// timers of `n`, at most `MAX_SPARES` (see [`Levels::with_capacity`]).
+const TIMERS_PER_SPARE: usize = 16;
+const MAX_SPARES: usize = 64;
+
 /// A slot keeps an emptied vector only up to this capacity, so a burst does not pin memory.
 const KEEP_CAPACITY: usize = 1024;
 
@@ -66,13 +78,14 @@ const KEEP_CAPACITY: usize = 1024;
 /// vectors (up to three quarters of one below 64 references: under 400 bytes a slot); a
 /// slot of one or two references still takes 4. The bytes per timer of
 /// `tickwheel-bench/examples/compare`'s memory workload did not move (44.5, 34.4 and 39.2 at
-/// 1 000, 100 000 and 1 M timers).
+/// 1 000, 100 000 and 1 M timers). (The slots now take their small vectors from
+/// [`grow_refs`], 4 then 64; the arena still grows so.)
 ///
 /// A big wheel's vectors hold most of its timers (at 1 M timers over a minute, each of the
 /// 15 busy level-2 slots holds 68 000 references), and doubling would leave them up to half
 /// empty; growing by half keeps the slack under a third, and the copies stay amortised O(1)
-/// per push (about 3 instead of 2). Used by the slots (from [`KEEP_CAPACITY`] references)
-/// and the arena (see `arena.rs`).
+/// per push (about 3 instead of 2). Used by the slots from 256 references on (by half from
+/// [`KEEP_CAPACITY`]) and by the arena (see `arena.rs`).
 #[cold]
 #[inline(never)]
 pub(crate) fn grow<E>(items: &mut Vec<E>, half_from: usize) {
@@ -85,6 +98,39 @@ pub(crate) fn grow<E>(items: &mut Vec<E>, half_from: usize) {
         capacity / 2
     };
     items.reserve_exact(more);
+}
+
+/// Makes room in a slot's full vector: a spare vector if the slot has none and a spare is
+/// left, else [`FIRST_CAPACITY`] references, then 64, then as [`grow`] (from 256).
+///
+/// Why not `grow` throughout, at 1 000 timers over a minute (callgrind, drop-in
+/// `DelayQueue`, `tickwheel-bench/examples/dq_insert`): the allocator was about a fifth of an
+/// insert. glibc's `realloc` of a small block moves it anyway, and costs about twice a
+/// `malloc`, a copy and a `free` (which reuse the thread's cache of small blocks): 8
+/// instructions an insert fewer. Going from 4 straight to 64 spares the busy level-2 slots
+/// (about 67 references each) one move: 6 fewer. The price is slack in a slot of 5 to 16
+/// references (up to 59 unused, 472 bytes), where 16 would have left at most 11; workload 8
+/// of `tickwheel-bench/examples/compare` (bytes per timer) did not move at 1 000, 100 000 and
+/// 1 M timers, whose slots hold about 1, or 100 and more.
+#[cold]
+#[inline(never)]
+fn grow_refs(refs: &mut Vec<u64>, spares: &mut Vec<Vec<u64>>) {
+    let capacity = refs.capacity();
+    if capacity == 0 {
+        *refs = spares
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(FIRST_CAPACITY));
+    } else if capacity < COPY_BELOW {
+        let mut bigger = Vec::with_capacity(if capacity < QUADRUPLE_BELOW {
+            QUADRUPLE_BELOW
+        } else {
+            capacity * 4
+        });
+        bigger.extend_from_slice(refs);
+        *refs = bigger;
+    } else {
+        grow(refs, KEEP_CAPACITY);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -126,11 +172,28 @@ pub(crate) struct Levels {
     /// count.
     pending: [u16; PENDING],
     pending_len: usize,
+    /// Empty vectors of [`FIRST_CAPACITY`] references made up front, handed to slots as they
+    /// first fill (see [`Levels::with_capacity`]); never refilled, so at most [`MAX_SPARES`].
+    spares: Vec<Vec<u64>>,
 }
 
 impl Levels {
-    pub(crate) fn new() -> Self {
+    /// Levels for a wheel that expects `timers` timers: no level table yet, and one spare
+    /// slot vector ([`FIRST_CAPACITY`] references, 32 bytes) per [`TIMERS_PER_SPARE`] timers,
+    /// at most [`MAX_SPARES`] (2 KiB): at most 2 bytes per expected timer, none below 16.
+    ///
+    /// Why: a fresh wheel's slots start empty, and each slot's first vector was a `malloc`
+    /// inside an insert. At 1 000 timers over a minute about 60 slots fill (most of the 64 of
+    /// level 1, with one or two timers each, and 15 of level 2), and their allocations were
+    /// about 12 of an insert's 175 instructions (callgrind, drop-in `DelayQueue`,
+    /// `tickwheel-bench/examples/dq_insert`). Made here, the same allocations happen once
+    /// when the wheel is built, as the arena's do, and the inserts that follow allocate less.
+    pub(crate) fn with_capacity(timers: usize) -> Self {
+        let spares = (timers / TIMERS_PER_SPARE).min(MAX_SPARES);
         Levels {
+            spares: (0..spares)
+                .map(|_| Vec::with_capacity(FIRST_CAPACITY))
+                .collect(),
             occupied: [0; LEVELS],
             levels_occupied: 0,
             slots: Vec::new(),
@@ -169,7 +232,7 @@ impl Levels {
         }
         let s = &mut self.slots[i];
         if s.refs.len() == s.refs.capacity() {
-            grow(&mut s.refs, KEEP_CAPACITY);
+            grow_refs(&mut s.refs, &mut self.spares);
         }
         s.refs.push(r);
         s.live += 1;
@@ -449,7 +512,10 @@ impl Levels {
 
     pub(crate) fn bytes_held(&self) -> usize {
         let refs: usize = self.slots.iter().map(|s| s.refs.capacity() * 8).sum();
-        refs + self.slots.capacity() * std::mem::size_of::<Slot>()
+        let spares: usize = self.spares.iter().map(|v| v.capacity() * 8).sum();
+        refs + spares
+            + self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.spares.capacity() * std::mem::size_of::<Vec<u64>>()
     }
 
     pub(crate) fn clear(&mut self) {
@@ -471,6 +537,7 @@ impl Levels {
             s.refs.retain(|&r| current(r));
             s.refs.shrink_to_fit();
         }
+        self.spares = Vec::new();
         self.stale = 0;
     }
 }
