@@ -143,8 +143,8 @@ impl<T> Wheel<T> {
 
     /// An empty wheel with room for `n` timers before its arena reallocates. Allocates `n`
     /// arena entries (24 bytes each for `T = u64`) up front, untouched, and one empty slot
-    /// vector (32 bytes) per 16 timers of `n`, at most 64 (2 KiB), which slots take as they
-    /// first fill: the first `n` inserts allocate less. O(min(n / 16, 64)) allocations.
+    /// vector (32 bytes) per 24 timers of `n`, at most 64 (2 KiB), which slots take as they
+    /// first fill: the first `n` inserts allocate less. O(min(n / 24, 64)) allocations.
     ///
     /// # Panics
     ///

@@ -60,8 +60,10 @@ const FIRST_CAPACITY: usize = 4;
 const COPY_BELOW: usize = 128;
 
 /// Spare vectors a wheel made `with_capacity(n)` starts with: one per `TIMERS_PER_SPARE`
-/// timers of `n`, at most `MAX_SPARES` (see [`Levels::with_capacity`]).
-const TIMERS_PER_SPARE: usize = 16;
+/// timers of `n`, at most `MAX_SPARES` (see [`Levels::with_capacity`]). One per 16 left
+/// about 20 of the 62 unused at 1 000 timers over a minute, whose `malloc` and `free` cost
+/// more than the spares saved; one per 32, ten slots short.
+const TIMERS_PER_SPARE: usize = 24;
 const MAX_SPARES: usize = 64;
 
 /// A slot keeps an emptied vector only up to this capacity, so a burst does not pin memory.
@@ -78,14 +80,14 @@ const KEEP_CAPACITY: usize = 1024;
 /// vectors (up to three quarters of one below 64 references: under 400 bytes a slot); a
 /// slot of one or two references still takes 4. The bytes per timer of
 /// `tickwheel-bench/examples/compare`'s memory workload did not move (44.5, 34.4 and 39.2 at
-/// 1 000, 100 000 and 1 M timers). (The slots now take their small vectors from
-/// [`grow_refs`], 4 then 64; the arena still grows so.)
+/// 1 000, 100 000 and 1 M timers). (The slots grow through [`grow_refs`]: these sizes,
+/// moved by a copy below [`COPY_BELOW`].)
 ///
 /// A big wheel's vectors hold most of its timers (at 1 M timers over a minute, each of the
 /// 15 busy level-2 slots holds 68 000 references), and doubling would leave them up to half
 /// empty; growing by half keeps the slack under a third, and the copies stay amortised O(1)
-/// per push (about 3 instead of 2). Used by the slots from 256 references on (by half from
-/// [`KEEP_CAPACITY`]) and by the arena (see `arena.rs`).
+/// per push (about 3 instead of 2). Used by the slots from [`COPY_BELOW`] references on
+/// (by half from [`KEEP_CAPACITY`]) and by the arena (see `arena.rs`).
 #[cold]
 #[inline(never)]
 pub(crate) fn grow<E>(items: &mut Vec<E>, half_from: usize) {
@@ -100,18 +102,22 @@ pub(crate) fn grow<E>(items: &mut Vec<E>, half_from: usize) {
     items.reserve_exact(more);
 }
 
-/// Makes room in a slot's full vector: a spare vector if the slot has none and a spare is
-/// left, else [`FIRST_CAPACITY`] references, then 64, then as [`grow`] (from 256).
+/// Makes room in a slot's full vector: a spare vector (see [`Levels::with_capacity`]) if the
+/// slot has none and a spare is left, else [`FIRST_CAPACITY`] references; then the sizes of
+/// [`grow`] (16, 64, 128, 256, ...), below [`COPY_BELOW`] by a fresh allocation and a copy.
+/// A slot's first vector, outgrown, becomes a spare while the wheel's list of spares has
+/// room (never beyond the [`MAX_SPARES`] made up front).
 ///
-/// Why not `grow` throughout, at 1 000 timers over a minute (callgrind, drop-in
-/// `DelayQueue`, `tickwheel-bench/examples/dq_insert`): the allocator was about a fifth of an
-/// insert. glibc's `realloc` of a small block moves it anyway, and costs about twice a
-/// `malloc`, a copy and a `free` (which reuse the thread's cache of small blocks): 8
-/// instructions an insert fewer. Going from 4 straight to 64 spares the busy level-2 slots
-/// (about 67 references each) one move: 6 fewer. The price is slack in a slot of 5 to 16
-/// references (up to 59 unused, 472 bytes), where 16 would have left at most 11; workload 8
-/// of `tickwheel-bench/examples/compare` (bytes per timer) did not move at 1 000, 100 000 and
-/// 1 M timers, whose slots hold about 1, or 100 and more.
+/// Why not `realloc` for the small ones: glibc's `realloc` of a small block seldom extends it
+/// in place and moves it at about twice the cost of a `malloc`, a copy and a `free`, which go
+/// through the thread's cache of small blocks. At 1 000 timers over a minute (callgrind, the
+/// drop-in `DelayQueue`, `tickwheel-bench/examples/dq_insert`) that took 9 instructions off an
+/// insert's 186, counting the queue's construction and drop.
+///
+/// Why the same sizes as `grow`: going 16 → 128 at once (one move fewer per busy level-2
+/// slot at 1 000 timers, 5 instructions an insert fewer) held 2 more bytes per timer at 1 000
+/// timers, and made `compare`'s inserts of 1 M timers 1.6 times slower on the machine it was
+/// measured on (same instruction count; not explained).
 #[cold]
 #[inline(never)]
 fn grow_refs(refs: &mut Vec<u64>, spares: &mut Vec<Vec<u64>>) {
@@ -121,13 +127,14 @@ fn grow_refs(refs: &mut Vec<u64>, spares: &mut Vec<Vec<u64>>) {
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(FIRST_CAPACITY));
     } else if capacity < COPY_BELOW {
-        let mut bigger = Vec::with_capacity(if capacity < QUADRUPLE_BELOW {
-            QUADRUPLE_BELOW
-        } else {
-            capacity * 4
-        });
+        let factor = if capacity < QUADRUPLE_BELOW { 4 } else { 2 };
+        let mut bigger = Vec::with_capacity(capacity * factor);
         bigger.extend_from_slice(refs);
-        *refs = bigger;
+        let mut first = std::mem::replace(refs, bigger);
+        if first.capacity() == FIRST_CAPACITY && spares.len() < spares.capacity() {
+            first.clear();
+            spares.push(first);
+        }
     } else {
         grow(refs, KEEP_CAPACITY);
     }
@@ -173,21 +180,25 @@ pub(crate) struct Levels {
     pending: [u16; PENDING],
     pending_len: usize,
     /// Empty vectors of [`FIRST_CAPACITY`] references made up front, handed to slots as they
-    /// first fill (see [`Levels::with_capacity`]); never refilled, so at most [`MAX_SPARES`].
+    /// first fill (see [`Levels::with_capacity`]) and given back when a slot outgrows one
+    /// (see [`grow_refs`]). Never longer than the capacity it was made with, at most
+    /// [`MAX_SPARES`]; counted in [`bytes_held`](Self::bytes_held).
     spares: Vec<Vec<u64>>,
 }
 
 impl Levels {
     /// Levels for a wheel that expects `timers` timers: no level table yet, and one spare
     /// slot vector ([`FIRST_CAPACITY`] references, 32 bytes) per [`TIMERS_PER_SPARE`] timers,
-    /// at most [`MAX_SPARES`] (2 KiB): at most 2 bytes per expected timer, none below 16.
+    /// at most [`MAX_SPARES`] (2 KiB with the list): under 1.5 bytes per expected timer,
+    /// none below 24 timers.
     ///
     /// Why: a fresh wheel's slots start empty, and each slot's first vector was a `malloc`
-    /// inside an insert. At 1 000 timers over a minute about 60 slots fill (most of the 64 of
-    /// level 1, with one or two timers each, and 15 of level 2), and their allocations were
-    /// about 12 of an insert's 175 instructions (callgrind, drop-in `DelayQueue`,
-    /// `tickwheel-bench/examples/dq_insert`). Made here, the same allocations happen once
-    /// when the wheel is built, as the arena's do, and the inserts that follow allocate less.
+    /// inside an insert. At 1 000 timers over a minute about 55 slots fill (about 40 of level
+    /// 1, with one to four timers each, and 14 of level 2), and those allocations were about
+    /// 10 of an insert's 175 instructions (callgrind, the drop-in `DelayQueue`,
+    /// `tickwheel-bench/examples/dq_insert`). Made here, they happen once when the wheel is
+    /// built, as the arena's do, and the inserts that follow allocate less. Counting the
+    /// construction and the drop, an insert costs about the same either way.
     pub(crate) fn with_capacity(timers: usize) -> Self {
         let spares = (timers / TIMERS_PER_SPARE).min(MAX_SPARES);
         Levels {

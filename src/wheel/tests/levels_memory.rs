@@ -46,7 +46,7 @@ fn plain(n: usize) -> Wheel<u64> {
 
 #[test]
 fn with_capacity_counts_its_spare_vectors_and_slots_take_them() {
-    let n = 16 * 64;
+    let n = 24 * 64;
     let mut hinted = Wheel::with_capacity(n);
     let mut plain = plain(n);
     assert_eq!(hinted.capacity(), plain.capacity(), "the same arena");
@@ -69,7 +69,7 @@ fn with_capacity_counts_its_spare_vectors_and_slots_take_them() {
         held(&plain) + list,
         "every spare handed to a slot"
     );
-    // A slot that fills again grows as it would have; none is left to take.
+    // A 65th slot finds no spare left and allocates as the plain wheel's does.
     hinted.insert(64 * 64 + 1, 64);
     plain.insert(64 * 64 + 1, 64);
     assert_eq!(held(&hinted), held(&plain) + list);
@@ -78,9 +78,9 @@ fn with_capacity_counts_its_spare_vectors_and_slots_take_them() {
 }
 
 #[test]
-fn spares_stay_within_two_bytes_per_expected_timer_and_64() {
+fn spares_one_per_24_expected_timers_at_most_64() {
     let base = held(&plain(0));
-    for (n, spares) in [(0, 0), (15, 0), (16, 1), (1000, 62), (1 << 20, 64)] {
+    for (n, spares) in [(0, 0), (23, 0), (24, 1), (1000, 41), (1 << 20, 64)] {
         let hinted = Wheel::<u64>::with_capacity(n);
         let arena = held(&plain(n)) - base;
         assert_eq!(
@@ -100,4 +100,28 @@ fn shrink_to_fit_gives_the_spares_back() {
     hinted.shrink_to_fit();
     plain.shrink_to_fit();
     assert_eq!(held(&hinted), held(&plain));
+}
+
+#[test]
+fn a_slot_that_outgrows_its_spare_gives_it_back() {
+    let n = 24 * 64;
+    let mut hinted = Wheel::with_capacity(n);
+    let mut plain = plain(n);
+    // Five timers in level 1's slot 1: its first vector (4 references) is outgrown.
+    for k in 0..5u64 {
+        hinted.insert(65 + k, k);
+        plain.insert(65 + k, k);
+    }
+    assert_eq!(
+        held(&hinted),
+        held(&plain) + 64 * SPARE,
+        "the spare came back"
+    );
+    // 64 more slots fill, in level 2 (deadlines from 4 096): all 64 spares are taken again.
+    for k in 1..=64u64 {
+        hinted.insert(4096 * k, k);
+        plain.insert(4096 * k, k);
+    }
+    let list = 64 * std::mem::size_of::<Vec<u64>>();
+    assert_eq!(held(&hinted), held(&plain) + list);
 }
