@@ -111,13 +111,14 @@ pub(crate) fn grow<E>(items: &mut Vec<E>, half_from: usize) {
 /// Why not `realloc` for the small ones: glibc's `realloc` of a small block seldom extends it
 /// in place and moves it at about twice the cost of a `malloc`, a copy and a `free`, which go
 /// through the thread's cache of small blocks. At 1 000 timers over a minute (callgrind, the
-/// drop-in `DelayQueue`, `tickwheel-bench/examples/dq_insert`) that took 9 instructions off an
-/// insert's 186, counting the queue's construction and drop.
+/// drop-in `DelayQueue`, `tickwheel-bench/examples/dq_insert`) the copy took an insert from
+/// 174 instructions to 166 (from 186 to 178 counting the queue's construction and drop).
 ///
-/// Why the same sizes as `grow`: going 16 → 128 at once (one move fewer per busy level-2
-/// slot at 1 000 timers, 5 instructions an insert fewer) held 2 more bytes per timer at 1 000
-/// timers, and made `compare`'s inserts of 1 M timers 1.6 times slower on the machine it was
-/// measured on (same instruction count; not explained).
+/// Why the same sizes as `grow`: 4 → 64 at once held 54.8 bytes per timer instead of 44.5
+/// in `compare`'s workload 8 at 1 000 timers; 16 → 128 at once (one move fewer per busy
+/// level-2 slot there, 5 instructions an insert fewer) held 2 more, and made `compare`'s
+/// inserts of 1 M timers 1.6–2.4 times slower on the machine it was measured on (same
+/// instruction count; not explained).
 #[cold]
 #[inline(never)]
 fn grow_refs(refs: &mut Vec<u64>, spares: &mut Vec<Vec<u64>>) {
@@ -194,11 +195,11 @@ impl Levels {
     ///
     /// Why: a fresh wheel's slots start empty, and each slot's first vector was a `malloc`
     /// inside an insert. At 1 000 timers over a minute about 55 slots fill (about 40 of level
-    /// 1, with one to four timers each, and 14 of level 2), and those allocations were about
-    /// 10 of an insert's 175 instructions (callgrind, the drop-in `DelayQueue`,
-    /// `tickwheel-bench/examples/dq_insert`). Made here, they happen once when the wheel is
-    /// built, as the arena's do, and the inserts that follow allocate less. Counting the
-    /// construction and the drop, an insert costs about the same either way.
+    /// 1, with one to four timers each, and 14 of level 2). Made here, those allocations
+    /// happen once when the wheel is built, as the arena's do: an insert went from 166 to
+    /// 157 instructions (callgrind, the drop-in `DelayQueue`,
+    /// `tickwheel-bench/examples/dq_insert`), and from 178 to 177 counting the queue's
+    /// construction and drop.
     pub(crate) fn with_capacity(timers: usize) -> Self {
         let spares = (timers / TIMERS_PER_SPARE).min(MAX_SPARES);
         Levels {
