@@ -52,6 +52,20 @@ const PENDING: usize = 64;
 /// Vectors below this capacity grow fourfold (see [`grow`]).
 const QUADRUPLE_BELOW: usize = 64;
 
+/// A slot's first vector, and the capacity of the spare vectors.
+const FIRST_CAPACITY: usize = 4;
+
+/// A slot vector below this capacity grows by a fresh allocation and a copy, not `realloc`
+/// (see [`grow_refs`]).
+const COPY_BELOW: usize = 128;
+
+/// Spare vectors a wheel made `with_capacity(n)` starts with: one per `TIMERS_PER_SPARE`
+/// timers of `n`, at most `MAX_SPARES` (see [`Levels::with_capacity`]). One per 16 left
+/// about 20 of the 62 unused at 1 000 timers over a minute, whose `malloc` and `free` cost
+/// more than the spares saved; one per 32, ten slots short.
+const TIMERS_PER_SPARE: usize = 24;
+const MAX_SPARES: usize = 64;
+
 /// A slot keeps an emptied vector only up to this capacity, so a burst does not pin memory.
 const KEEP_CAPACITY: usize = 1024;
 
@@ -66,13 +80,14 @@ const KEEP_CAPACITY: usize = 1024;
 /// vectors (up to three quarters of one below 64 references: under 400 bytes a slot); a
 /// slot of one or two references still takes 4. The bytes per timer of
 /// `tickwheel-bench/examples/compare`'s memory workload did not move (44.5, 34.4 and 39.2 at
-/// 1 000, 100 000 and 1 M timers).
+/// 1 000, 100 000 and 1 M timers). (The slots grow through [`grow_refs`]: these sizes,
+/// moved by a copy below [`COPY_BELOW`].)
 ///
 /// A big wheel's vectors hold most of its timers (at 1 M timers over a minute, each of the
 /// 15 busy level-2 slots holds 68 000 references), and doubling would leave them up to half
 /// empty; growing by half keeps the slack under a third, and the copies stay amortised O(1)
-/// per push (about 3 instead of 2). Used by the slots (from [`KEEP_CAPACITY`] references)
-/// and the arena (see `arena.rs`).
+/// per push (about 3 instead of 2). Used by the slots from [`COPY_BELOW`] references on
+/// (by half from [`KEEP_CAPACITY`]) and by the arena (see `arena.rs`).
 #[cold]
 #[inline(never)]
 pub(crate) fn grow<E>(items: &mut Vec<E>, half_from: usize) {
@@ -85,6 +100,45 @@ pub(crate) fn grow<E>(items: &mut Vec<E>, half_from: usize) {
         capacity / 2
     };
     items.reserve_exact(more);
+}
+
+/// Makes room in a slot's full vector: a spare vector (see [`Levels::with_capacity`]) if the
+/// slot has none and a spare is left, else [`FIRST_CAPACITY`] references; then the sizes of
+/// [`grow`] (16, 64, 128, 256, ...), below [`COPY_BELOW`] by a fresh allocation and a copy.
+/// A slot's first vector, outgrown, becomes a spare while the wheel's list of spares has
+/// room (never beyond the [`MAX_SPARES`] made up front).
+///
+/// Why not `realloc` for the small ones: glibc's `realloc` of a small block seldom extends it
+/// in place and moves it at about twice the cost of a `malloc`, a copy and a `free`, which go
+/// through the thread's cache of small blocks. At 1 000 timers over a minute (callgrind, the
+/// drop-in `DelayQueue`, `tickwheel-bench/examples/dq_insert`) the copy took an insert from
+/// 174 instructions to 166 (from 186 to 178 counting the queue's construction and drop).
+///
+/// Why the same sizes as `grow`: 4 → 64 at once held 54.8 bytes per timer instead of 44.5
+/// in `compare`'s workload 8 at 1 000 timers; 16 → 128 at once (one move fewer per busy
+/// level-2 slot there, 5 instructions an insert fewer) held 2 more, and made `compare`'s
+/// inserts of 1 M timers 1.6–2.4 times slower on the machine it was measured on (same
+/// instruction count; not explained).
+#[cold]
+#[inline(never)]
+fn grow_refs(refs: &mut Vec<u64>, spares: &mut Vec<Vec<u64>>) {
+    let capacity = refs.capacity();
+    if capacity == 0 {
+        *refs = spares
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(FIRST_CAPACITY));
+    } else if capacity < COPY_BELOW {
+        let factor = if capacity < QUADRUPLE_BELOW { 4 } else { 2 };
+        let mut bigger = Vec::with_capacity(capacity * factor);
+        bigger.extend_from_slice(refs);
+        let mut first = std::mem::replace(refs, bigger);
+        if first.capacity() == FIRST_CAPACITY && spares.len() < spares.capacity() {
+            first.clear();
+            spares.push(first);
+        }
+    } else {
+        grow(refs, KEEP_CAPACITY);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -126,11 +180,32 @@ pub(crate) struct Levels {
     /// count.
     pending: [u16; PENDING],
     pending_len: usize,
+    /// Empty vectors of [`FIRST_CAPACITY`] references made up front, handed to slots as they
+    /// first fill (see [`Levels::with_capacity`]) and given back when a slot outgrows one
+    /// (see [`grow_refs`]). Never longer than the capacity it was made with, at most
+    /// [`MAX_SPARES`]; counted in [`bytes_held`](Self::bytes_held).
+    spares: Vec<Vec<u64>>,
 }
 
 impl Levels {
-    pub(crate) fn new() -> Self {
+    /// Levels for a wheel that expects `timers` timers: no level table yet, and one spare
+    /// slot vector ([`FIRST_CAPACITY`] references, 32 bytes) per [`TIMERS_PER_SPARE`] timers,
+    /// at most [`MAX_SPARES`] (2 KiB with the list): under 1.5 bytes per expected timer,
+    /// none below 24 timers.
+    ///
+    /// Why: a fresh wheel's slots start empty, and each slot's first vector was a `malloc`
+    /// inside an insert. At 1 000 timers over a minute about 55 slots fill (about 40 of level
+    /// 1, with one to four timers each, and 14 of level 2). Made here, those allocations
+    /// happen once when the wheel is built, as the arena's do: an insert went from 166 to
+    /// 157 instructions (callgrind, the drop-in `DelayQueue`,
+    /// `tickwheel-bench/examples/dq_insert`), and from 178 to 177 counting the queue's
+    /// construction and drop.
+    pub(crate) fn with_capacity(timers: usize) -> Self {
+        let spares = (timers / TIMERS_PER_SPARE).min(MAX_SPARES);
         Levels {
+            spares: (0..spares)
+                .map(|_| Vec::with_capacity(FIRST_CAPACITY))
+                .collect(),
             occupied: [0; LEVELS],
             levels_occupied: 0,
             slots: Vec::new(),
@@ -169,7 +244,7 @@ impl Levels {
         }
         let s = &mut self.slots[i];
         if s.refs.len() == s.refs.capacity() {
-            grow(&mut s.refs, KEEP_CAPACITY);
+            grow_refs(&mut s.refs, &mut self.spares);
         }
         s.refs.push(r);
         s.live += 1;
@@ -449,7 +524,10 @@ impl Levels {
 
     pub(crate) fn bytes_held(&self) -> usize {
         let refs: usize = self.slots.iter().map(|s| s.refs.capacity() * 8).sum();
-        refs + self.slots.capacity() * std::mem::size_of::<Slot>()
+        let spares: usize = self.spares.iter().map(|v| v.capacity() * 8).sum();
+        refs + spares
+            + self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.spares.capacity() * std::mem::size_of::<Vec<u64>>()
     }
 
     pub(crate) fn clear(&mut self) {
@@ -471,6 +549,7 @@ impl Levels {
             s.refs.retain(|&r| current(r));
             s.refs.shrink_to_fit();
         }
+        self.spares = Vec::new();
         self.stale = 0;
     }
 }
