@@ -8,6 +8,10 @@ use tickwheel::{Expired, TimerKey, Wheel};
 use super::checks::{self, ensure, ensure_ok};
 use super::{KeyPick, MAX_CHURN, Model, Op, OrderRule, When, resolve_when};
 
+/// The capacity hint of the wheels built with spare slot vectors: 64 of them, more than the
+/// slots a sequence fills.
+const SPARES_HINT: usize = 2048;
+
 /// Runs one op sequence against a [`Wheel`] and the model; panics (with the step, the op and
 /// the state) on the first difference.
 pub struct Harness {
@@ -35,10 +39,19 @@ impl fmt::Debug for Harness {
 }
 
 impl Harness {
-    /// A fresh wheel started at `start` (`Wheel::starting_at`), and an empty model.
+    /// A fresh wheel started at `start`, and an empty model. An odd `start` builds the wheel
+    /// with `Wheel::starting_at`; an even one with `Wheel::with_capacity` (so its slots take
+    /// the spare vectors made up front) and an empty poll to `start`.
     pub fn new(start: u64, rule: OrderRule) -> Self {
+        let wheel = if start % 2 == 1 {
+            Wheel::starting_at(start)
+        } else {
+            let mut wheel = Wheel::with_capacity(SPARES_HINT);
+            assert!(wheel.poll(start).is_none(), "an empty wheel fires nothing");
+            wheel
+        };
         Harness {
-            wheel: Wheel::starting_at(start),
+            wheel,
             model: Model::new(start),
             rule,
             issued: Vec::new(),
