@@ -729,11 +729,25 @@ struct World {
     bank: Mutex<Vec<Held>>,
     created: AtomicU64,
     ended: AtomicU64,
-    /// Futures seen resolved after a pending poll, none of whose wakers was ever woken.
-    unwoken: AtomicU64,
+    /// The wake counts of futures seen resolved after a pending poll while none of their
+    /// wakers was woken yet: the resolving thread may still be about to wake it, so they
+    /// are looked at once every thread is done.
+    unwoken: Mutex<Vec<Arc<AtomicUsize>>>,
+    /// Calls that panicked, and grants seen: the run did exercise what it tests.
+    caught: AtomicU64,
+    granted: AtomicU64,
+    /// Futures that answered a poll after their outcome with anything but `Cancelled`.
+    twice: AtomicU64,
 }
 
 impl World {
+    /// Runs `f`, counting its panic.
+    fn guarded(&self, f: impl FnOnce()) {
+        if catch_unwind(AssertUnwindSafe(f)).is_err() {
+            self.caught.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
     fn from_bank(&self) -> Option<Held> {
         self.bank.lock().unwrap_or_else(PoisonError::into_inner).pop()
     }
@@ -790,12 +804,22 @@ fn poll_pending(world: &Arc<World>, p: &mut Pending, quiet: bool, held: &mut Vec
         kind_waker(world, p.kind, &p.wakes)
     };
     let polled = catch_unwind(AssertUnwindSafe(|| poll_once(&mut p.fut, &w)));
+    if polled.is_err() {
+        world.caught.fetch_add(1, Ordering::SeqCst);
+    }
     let done = match polled {
         Ok(Poll::Ready(r)) => {
             if p.was_pending && p.wakes.load(Ordering::SeqCst) == 0 {
-                world.unwoken.fetch_add(1, Ordering::SeqCst);
+                let mut unwoken = world.unwoken.lock().unwrap_or_else(PoisonError::into_inner);
+                unwoken.push(p.wakes.clone());
+            }
+            // Resolved once: a poll after the outcome answers `Cancelled`, never again.
+            let again = catch_unwind(AssertUnwindSafe(|| poll_once(&mut p.fut, Waker::noop())));
+            if !matches!(again, Ok(Poll::Ready(Err(AcquireError::Cancelled)))) {
+                world.twice.fetch_add(1, Ordering::SeqCst);
             }
             if let Ok(permit) = r {
+                world.granted.fetch_add(1, Ordering::SeqCst);
                 world.in_use.hold(p.q, permit.amount());
                 held.push(Held {
                     q: p.q,
@@ -811,7 +835,7 @@ fn poll_pending(world: &Arc<World>, p: &mut Pending, quiet: bool, held: &mut Vec
             false
         }
     };
-    let _ = catch_unwind(AssertUnwindSafe(move || drop(w)));
+    world.guarded(move || drop(w));
     done
 }
 
@@ -824,13 +848,17 @@ fn worker(world: Arc<World>, seed: u64, ops: usize, expiries: bool) {
     for _ in 0..ops {
         let q = rng.gen_range(0..QUEUES);
         match rng.gen_range(0..100) {
-            0..=29 => {
+            0..=19 => {
                 let deadline = if expiries && rng.gen_bool(0.3) {
                     Instant::now() + Duration::from_micros(rng.gen_range(0..3000))
                 } else {
                     far()
                 };
-                let amount = rng.gen_range(1..=LOCAL);
+                let amount = if rng.gen_bool(0.1) {
+                    LOCAL
+                } else {
+                    rng.gen_range(1..=3)
+                };
                 let Ok(fut) = catch_unwind(AssertUnwindSafe(|| {
                     world.queues[q].acquire_async(amount, deadline)
                 })) else {
@@ -850,35 +878,42 @@ fn worker(world: Arc<World>, seed: u64, ops: usize, expiries: bool) {
                     pending.push(p);
                 }
             }
-            30..=49 if !pending.is_empty() => {
+            20..=39 if !pending.is_empty() => {
                 let i = rng.gen_range(0..pending.len());
                 if poll_pending(&world, &mut pending[i], false, &mut held) {
                     pending.swap_remove(i);
                     world.ended.fetch_add(1, Ordering::SeqCst);
                 }
             }
+            40..=49 => {
+                // Every pending future polled, as an executor would after their wake-ups.
+                let before = pending.len();
+                pending.retain_mut(|p| !poll_pending(&world, p, false, &mut held));
+                let n = (before - pending.len()) as u64;
+                world.ended.fetch_add(n, Ordering::SeqCst);
+            }
             50..=57 if !pending.is_empty() => {
                 let p = pending.swap_remove(rng.gen_range(0..pending.len()));
                 world.ended.fetch_add(1, Ordering::SeqCst);
-                let _ = catch_unwind(AssertUnwindSafe(move || drop(p)));
+                world.guarded(move || drop(p));
             }
             58..=74 if !held.is_empty() => {
                 let h = held.swap_remove(rng.gen_range(0..held.len()));
                 if rng.gen_bool(0.5) {
-                    let _ = catch_unwind(AssertUnwindSafe(move || drop(h)));
+                    world.guarded(move || drop(h));
                 } else {
                     world.bank.lock().unwrap_or_else(PoisonError::into_inner).push(h);
                 }
             }
             75..=82 => {
                 let to = if rng.gen_bool(0.5) { GLOBAL } else { GLOBAL - 3 };
-                let _ = catch_unwind(AssertUnwindSafe(|| world.global.set_capacity(to)));
+                world.guarded(|| world.global.set_capacity(to));
             }
             83..=92 => {
-                let _ = catch_unwind(AssertUnwindSafe(|| world.queues[q].advance()));
+                world.guarded(|| world.queues[q].advance());
             }
             93..=95 => {
-                let _ = catch_unwind(AssertUnwindSafe(|| drop(world.from_bank())));
+                world.guarded(|| drop(world.from_bank()));
             }
             96 => {
                 // A panic that unwinds through futures and permits: their drops run then.
@@ -887,28 +922,28 @@ fn worker(world: Arc<World>, seed: u64, ops: usize, expiries: bool) {
                 world.ended.fetch_add(n as u64, Ordering::SeqCst);
                 let k = rng.gen_range(0..=held.len());
                 let doomed_held: Vec<Held> = held.drain(..k).collect();
-                let _ = catch_unwind(AssertUnwindSafe(move || {
+                world.guarded(move || {
                     let _dropped_by_the_panic = (doomed, doomed_held);
                     panic!("{MARK}: the holder panics");
-                }));
+                });
             }
             _ => {}
         }
     }
     for h in held.drain(..) {
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(h)));
+        world.guarded(move || drop(h));
     }
     // What still waits: looked at once more, then dropped.
     for mut p in pending.drain(..) {
         poll_pending(&world, &mut p, true, &mut held);
         world.ended.fetch_add(1, Ordering::SeqCst);
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(p)));
+        world.guarded(move || drop(p));
     }
     for h in held.drain(..) {
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(h)));
+        world.guarded(move || drop(h));
     }
     drop(guard);
-    let _ = catch_unwind(AssertUnwindSafe(move || drop(rt)));
+    world.guarded(move || drop(rt));
 }
 
 fn many_threads(expiries: bool) {
@@ -923,14 +958,17 @@ fn many_threads(expiries: bool) {
             bank: Mutex::new(Vec::new()),
             created: AtomicU64::new(0),
             ended: AtomicU64::new(0),
-            unwoken: AtomicU64::new(0),
+            unwoken: Mutex::default(),
+            caught: AtomicU64::new(0),
+            granted: AtomicU64::new(0),
+            twice: AtomicU64::new(0),
         });
         let w = world.clone();
         within("the threads", move || {
             let handles: Vec<_> = (0..3u64)
                 .map(|t| {
                     let w = w.clone();
-                    thread::spawn(move || worker(w, round * 16 + t, 600, expiries))
+                    thread::spawn(move || worker(w, round * 16 + t, 1000, expiries))
                 })
                 .collect();
             for h in handles {
@@ -938,24 +976,32 @@ fn many_threads(expiries: bool) {
             }
         });
         while let Some(h) = world.from_bank() {
-            let _ = catch_unwind(AssertUnwindSafe(move || drop(h)));
+            world.guarded(move || drop(h));
         }
-        let _ = catch_unwind(AssertUnwindSafe(|| world.global.set_capacity(GLOBAL)));
+        world.guarded(|| world.global.set_capacity(GLOBAL));
         assert!(!world.in_use.over.load(Ordering::SeqCst), "round {round}: over-granted");
         assert_eq!(
             world.ended.load(Ordering::SeqCst),
             world.created.load(Ordering::SeqCst),
             "round {round}: every request ends once"
         );
-        assert_eq!(
-            world.unwoken.load(Ordering::SeqCst),
-            0,
-            "round {round}: resolved without a wake-up"
-        );
+        assert_eq!(world.twice.load(Ordering::SeqCst), 0, "round {round}: resolved twice");
+        let unwoken = world.unwoken.lock().unwrap_or_else(PoisonError::into_inner);
+        let never = unwoken.iter().filter(|w| w.load(Ordering::SeqCst) == 0);
+        assert_eq!(never.count(), 0, "round {round}: resolved, never woken");
         for q in &world.queues {
             assert_back(q, LOCAL);
         }
         assert_eq!(world.global.available(), GLOBAL, "round {round}");
+        let (caught, granted) = (
+            world.caught.load(Ordering::SeqCst),
+            world.granted.load(Ordering::SeqCst),
+        );
+        assert!(
+            caught > 50 && granted > 30,
+            "round {round}: {caught} panics caught, {granted} grants: too few to test"
+        );
+        eprintln!("round {round}: {caught} panics caught, {granted} grants");
     }
 }
 
