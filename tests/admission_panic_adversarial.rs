@@ -4,254 +4,26 @@
 //! not abort. Cases that could abort run in a child process (the test binary run again with
 //! a filter, `CHILD` set); cases that could hang run on a thread answered within `HANG`.
 
+
 #![cfg(feature = "tokio")]
 
+#[path = "admission_panic_adversarial/support.rs"]
+mod support;
+#[path = "admission_panic_adversarial/threads.rs"]
+mod threads;
+
 use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Once, PoisonError, mpsc};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use rand::{Rng, SeedableRng, rngs::StdRng};
 use tickwheel::admission::{Acquire, AcquireError, AdmissionQueue, Limit, Order, Permit};
 
-const RES: Duration = Duration::from_millis(1);
-/// Long enough for any loaded machine; only a hang takes this long.
-const HANG: Duration = Duration::from_secs(30);
-/// In every panic message of these wakers; the hook prints no such panic.
-const MARK: &str = "adversarial waker";
-const CHILD: &str = "TICKWHEEL_PANIC_ADVERSARIAL_CHILD";
-
-fn far() -> Instant {
-    Instant::now() + Duration::from_secs(3600)
-}
-
-fn sleep_past(at: Instant) {
-    while Instant::now() < at + 3 * RES {
-        thread::sleep(RES);
-    }
-}
-
-/// The default hook, minus the panics of these wakers (hundreds of them).
-fn quiet() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let prev = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let p = info.payload();
-            let msg = p
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| p.downcast_ref::<String>().map(String::as_str));
-            if !msg.is_some_and(|m| m.contains(MARK)) {
-                prev(info);
-            }
-        }));
-    });
-}
-
-type Hook = Box<dyn FnOnce() + Send>;
-
-/// A waker's behaviour. `wakes` is shared by every waker made for one future, so a test can
-/// tell whether any of them was woken.
-#[derive(Default)]
-struct Spec {
-    wakes: Arc<AtomicUsize>,
-    /// Panics on wake number `n` (1-based, counted over `wakes`) when `panic_on(n)`.
-    panic_on: Option<fn(usize) -> bool>,
-    drop_panics: bool,
-    /// Run at the first wake, before any panic.
-    on_wake: Mutex<Option<Hook>>,
-    /// Run when dropped, before any panic.
-    on_drop: Mutex<Option<Hook>>,
-    /// A real waker woken first (a tokio task's).
-    forward: Option<Waker>,
-}
-
-fn take(hook: &Mutex<Option<Hook>>) -> Option<Hook> {
-    hook.lock().unwrap_or_else(PoisonError::into_inner).take()
-}
-
-/// The waker made from a [`Spec`].
-struct Adv(Spec);
-
-impl Wake for Adv {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        let s = &self.0;
-        let n = s.wakes.fetch_add(1, Ordering::SeqCst) + 1;
-        if let Some(w) = &s.forward {
-            w.wake_by_ref();
-        }
-        if let Some(f) = take(&s.on_wake) {
-            f();
-        }
-        if s.panic_on.is_some_and(|p| p(n)) {
-            panic!("{MARK}: wake {n}");
-        }
-    }
-}
-
-impl Drop for Adv {
-    fn drop(&mut self) {
-        if let Some(f) = take(&self.0.on_drop) {
-            f();
-        }
-        if self.0.drop_panics {
-            panic!("{MARK}: dropped");
-        }
-    }
-}
-
-fn always(_: usize) -> bool {
-    true
-}
-fn second_only(n: usize) -> bool {
-    n == 2
-}
-
-fn waker(spec: Spec) -> Waker {
-    Waker::from(Arc::new(Adv(spec)))
-}
-fn panics_on_wake() -> Waker {
-    waker(Spec {
-        panic_on: Some(always),
-        ..Spec::default()
-    })
-}
-fn counting() -> (Arc<AtomicUsize>, Waker) {
-    let adv = Spec::default();
-    (adv.wakes.clone(), waker(adv))
-}
-
-/// A waker whose clone panics from clone number `panic_from` on. `std::task::Wake` cannot
-/// make one (its clone is an `Arc` count), so this one is built from a `RawWaker` over an
-/// `Arc`, the way `Wake`'s own conversion does it.
-#[allow(unsafe_code)]
-mod clone_panics {
-    use super::*;
-    use std::task::{RawWaker, RawWakerVTable};
-
-    pub struct State {
-        pub clones: AtomicUsize,
-        pub wakes: AtomicUsize,
-        pub panic_from: usize,
-    }
-
-    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, drop_raw);
-
-    /// # Safety: `p` came from `Arc::into_raw` of an `Arc<State>` still counted.
-    unsafe fn borrow(p: *const ()) -> std::mem::ManuallyDrop<Arc<State>> {
-        // SAFETY: as the caller promises.
-        std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p.cast::<State>()) })
-    }
-    unsafe fn clone(p: *const ()) -> RawWaker {
-        // SAFETY: the vtable's contract: `p` is a live waker's data.
-        let state = unsafe { borrow(p) };
-        let n = state.clones.fetch_add(1, Ordering::SeqCst) + 1;
-        if n >= state.panic_from {
-            panic!("{MARK}: clone {n}");
-        }
-        RawWaker::new(Arc::into_raw(Arc::clone(&state)).cast(), &VTABLE)
-    }
-    unsafe fn wake(p: *const ()) {
-        // SAFETY: `wake` consumes the waker: its count is ours to drop.
-        let state = unsafe { Arc::from_raw(p.cast::<State>()) };
-        state.wakes.fetch_add(1, Ordering::SeqCst);
-    }
-    unsafe fn wake_by_ref(p: *const ()) {
-        // SAFETY: as in `clone`.
-        unsafe { borrow(p) }.wakes.fetch_add(1, Ordering::SeqCst);
-    }
-    unsafe fn drop_raw(p: *const ()) {
-        // SAFETY: `drop` consumes the waker.
-        drop(unsafe { Arc::from_raw(p.cast::<State>()) });
-    }
-
-    pub fn waker(panic_from: usize) -> (Arc<State>, Waker) {
-        let state = Arc::new(State {
-            clones: AtomicUsize::new(0),
-            wakes: AtomicUsize::new(0),
-            panic_from,
-        });
-        let raw = RawWaker::new(Arc::into_raw(state.clone()).cast(), &VTABLE);
-        // SAFETY: the vtable above keeps `RawWaker`'s contract (each waker one `Arc` count).
-        (state, unsafe { Waker::from_raw(raw) })
-    }
-}
-
-fn poll_once<F: Future + Unpin>(f: &mut F, w: &Waker) -> Poll<F::Output> {
-    Pin::new(f).poll(&mut Context::from_waker(w))
-}
-
-/// Whether `f` panicked.
-fn panicked(f: impl FnOnce()) -> bool {
-    catch_unwind(AssertUnwindSafe(f)).is_err()
-}
-
-/// A runtime to spawn expiry drivers on, entered and never run: no driver ever advances.
-fn idle_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
-}
-
-fn assert_back(q: &AdmissionQueue, capacity: u64) {
-    assert_eq!(
-        (q.available(), q.held(), q.waiting()),
-        (capacity, 0, 0),
-        "not all back: {q:?}"
-    );
-}
-
-/// `f` on its own thread, answered within `HANG`: a hang fails the test.
-fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(catch_unwind(AssertUnwindSafe(f)));
-    });
-    match rx.recv_timeout(HANG) {
-        Ok(Ok(v)) => v,
-        Ok(Err(p)) => resume_unwind(p),
-        Err(_) => panic!("{what}: no answer within {HANG:?}, a hang"),
-    }
-}
-
-/// Runs test `name`'s `body` in a child process (this binary again, filtered to `name`): an
-/// abort fails the test instead of ending the run.
-fn in_child(name: &str, body: impl FnOnce()) {
-    if std::env::var_os(CHILD).is_some() {
-        quiet();
-        body();
-        return;
-    }
-    let exe = std::env::current_exe().expect("the test binary");
-    let out = within("the child process", {
-        let name = name.to_owned();
-        move || {
-            std::process::Command::new(exe)
-                .args([&name, "--exact", "--include-ignored", "--test-threads=1"])
-                .env(CHILD, "1")
-                .output()
-                .expect("the child runs")
-        }
-    });
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "the child running {name} failed or aborted: {:?}\n{stdout}\n{stderr}",
-        out.status
-    );
-}
+use support::*;
 
 // --- a registration whose own advance wakes a panicking waker ------------------------------
 
@@ -680,329 +452,222 @@ fn permits_and_futures_dropped_while_a_panic_unwinds_do_not_abort() {
     );
 }
 
-// --- many threads, many queues over one limit, every kind of panicking waker ----------------------
+// --- every one told, every one woken, though several panic ---------------------------------------
 
-const QUEUES: usize = 3;
-const LOCAL: u64 = 6;
-const GLOBAL: u64 = 10;
-
-/// Units held by the grants seen, per queue and in all; records any excess.
-#[derive(Default)]
-struct InUse {
-    per_queue: [AtomicU64; QUEUES],
-    all: AtomicU64,
-    over: AtomicBool,
+/// `n` queues over `global`, each with one waiter of 2 whose waker panics when woken.
+fn short_queues(global: &Limit, n: usize) -> (Vec<AdmissionQueue>, Vec<Acquire>) {
+    let queues: Vec<_> = (0..n)
+        .map(|_| AdmissionQueue::with_options(8, Some(global.clone()), Order::Strict, RES))
+        .collect();
+    let mut futs: Vec<_> = queues.iter().map(|q| q.acquire_async(2, far())).collect();
+    for f in &mut futs {
+        assert!(poll_once(f, &panics_on_wake()).is_pending());
+    }
+    (queues, futs)
 }
 
-impl InUse {
-    fn hold(&self, q: usize, amount: u64) {
-        let l = self.per_queue[q].fetch_add(amount, Ordering::SeqCst) + amount;
-        let g = self.all.fetch_add(amount, Ordering::SeqCst) + amount;
-        if l > LOCAL || g > GLOBAL {
-            self.over.store(true, Ordering::SeqCst);
+/// Each of `futs` is granted; their permits are dropped, then the futures.
+fn all_granted(queues: &[AdmissionQueue], futs: Vec<Acquire>) {
+    for (i, mut f) in futs.into_iter().enumerate() {
+        match poll_once(&mut f, Waker::noop()) {
+            Poll::Ready(Ok(p)) => assert_eq!(p.amount(), 2),
+            other => panic!("queue {i} was never told: {other:?} {:?}", queues[i]),
         }
     }
 }
 
-/// A permit counted in `InUse` until dropped (uncounted before its release).
-struct Held {
-    q: usize,
-    permit: Option<Permit>,
-    in_use: Arc<InUse>,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if let Some(p) = self.permit.take() {
-            self.in_use.per_queue[self.q].fetch_sub(p.amount(), Ordering::SeqCst);
-            self.in_use.all.fetch_sub(p.amount(), Ordering::SeqCst);
-            drop(p);
-        }
-    }
-}
-
-struct World {
-    queues: Vec<AdmissionQueue>,
-    global: Limit,
-    in_use: Arc<InUse>,
-    /// Permits any thread's wakers may give back from inside a wake or a drop.
-    bank: Mutex<Vec<Held>>,
-    created: AtomicU64,
-    ended: AtomicU64,
-    /// The wake counts of futures seen resolved after a pending poll while none of their
-    /// wakers was woken yet: the resolving thread may still be about to wake it, so they
-    /// are looked at once every thread is done.
-    unwoken: Mutex<Vec<Arc<AtomicUsize>>>,
-    /// Calls that panicked, and grants seen: the run did exercise what it tests.
-    caught: AtomicU64,
-    granted: AtomicU64,
-    /// Futures that answered a poll after their outcome with anything but `Cancelled`.
-    twice: AtomicU64,
-}
-
-impl World {
-    /// Runs `f`, counting its panic.
-    fn guarded(&self, f: impl FnOnce()) {
-        if catch_unwind(AssertUnwindSafe(f)).is_err() {
-            self.caught.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn from_bank(&self) -> Option<Held> {
-        self.bank.lock().unwrap_or_else(PoisonError::into_inner).pop()
-    }
-}
-
-/// How a future's wakers behave: quiet, panic on every wake, on the second wake, when
-/// dropped, after giving a banked permit back when woken, after giving one back when dropped.
-const KINDS: usize = 6;
-
-struct Pending {
-    q: usize,
-    fut: Acquire,
-    kind: usize,
-    wakes: Arc<AtomicUsize>,
-    was_pending: bool,
-}
-
-/// A fresh waker of `kind` (a new one each poll: the one it replaces is dropped by the poll).
-fn kind_waker(world: &Arc<World>, kind: usize, wakes: &Arc<AtomicUsize>) -> Waker {
-    let give_back = |w: &Arc<World>| -> Mutex<Option<Hook>> {
-        let w = Arc::downgrade(w);
-        Mutex::new(Some(Box::new(move || {
-            if let Some(w) = w.upgrade() {
-                drop(w.from_bank());
-            }
-        })))
-    };
-    let mut adv = Spec {
-        wakes: wakes.clone(),
-        ..Spec::default()
-    };
-    match kind {
-        1 => adv.panic_on = Some(always),
-        2 => adv.panic_on = Some(second_only),
-        3 => adv.drop_panics = true,
-        4 => {
-            adv.panic_on = Some(always);
-            adv.on_wake = give_back(world);
-        }
-        5 => {
-            adv.drop_panics = true;
-            adv.on_drop = give_back(world);
-        }
-        _ => {}
-    }
-    waker(adv)
-}
-
-/// Polls `p` with a fresh waker of its kind (or a quiet one); `true` once it ended.
-fn poll_pending(world: &Arc<World>, p: &mut Pending, quiet: bool, held: &mut Vec<Held>) -> bool {
-    let w = if quiet {
-        Waker::noop().clone()
-    } else {
-        kind_waker(world, p.kind, &p.wakes)
-    };
-    let polled = catch_unwind(AssertUnwindSafe(|| poll_once(&mut p.fut, &w)));
-    if polled.is_err() {
-        world.caught.fetch_add(1, Ordering::SeqCst);
-    }
-    let done = match polled {
-        Ok(Poll::Ready(r)) => {
-            if p.was_pending && p.wakes.load(Ordering::SeqCst) == 0 {
-                let mut unwoken = world.unwoken.lock().unwrap_or_else(PoisonError::into_inner);
-                unwoken.push(p.wakes.clone());
-            }
-            // Resolved once: a poll after the outcome answers `Cancelled`, never again.
-            let again = catch_unwind(AssertUnwindSafe(|| poll_once(&mut p.fut, Waker::noop())));
-            if !matches!(again, Ok(Poll::Ready(Err(AcquireError::Cancelled)))) {
-                world.twice.fetch_add(1, Ordering::SeqCst);
-            }
-            if let Ok(permit) = r {
-                world.granted.fetch_add(1, Ordering::SeqCst);
-                world.in_use.hold(p.q, permit.amount());
-                held.push(Held {
-                    q: p.q,
-                    permit: Some(permit),
-                    in_use: world.in_use.clone(),
-                });
-            }
-            true
-        }
-        // A poll that panicked (a replaced waker's drop) recorded its waker all the same.
-        Ok(Poll::Pending) | Err(_) => {
-            p.was_pending = true;
-            false
-        }
-    };
-    world.guarded(move || drop(w));
-    done
-}
-
-fn worker(world: Arc<World>, seed: u64, ops: usize, expiries: bool) {
+/// Raising a limit tells five queues short of it; every told pass panics, each after the
+/// first while that first panic unwinds. All five are told.
+#[test]
+fn raising_a_limit_tells_every_queue_though_every_told_pass_panics() {
+    quiet();
     let rt = idle_runtime();
-    let guard = rt.enter();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut held: Vec<Held> = Vec::new();
-    for _ in 0..ops {
-        let q = rng.gen_range(0..QUEUES);
-        match rng.gen_range(0..100) {
-            0..=19 => {
-                let deadline = if expiries && rng.gen_bool(0.3) {
-                    Instant::now() + Duration::from_micros(rng.gen_range(0..3000))
-                } else {
-                    far()
-                };
-                let amount = if rng.gen_bool(0.1) {
-                    LOCAL
-                } else {
-                    rng.gen_range(1..=3)
-                };
-                let Ok(fut) = catch_unwind(AssertUnwindSafe(|| {
-                    world.queues[q].acquire_async(amount, deadline)
-                })) else {
-                    continue; // see the `register` tests above
-                };
-                world.created.fetch_add(1, Ordering::SeqCst);
-                let mut p = Pending {
-                    q,
-                    fut,
-                    kind: rng.gen_range(0..KINDS),
-                    wakes: Arc::default(),
-                    was_pending: false,
-                };
-                if poll_pending(&world, &mut p, false, &mut held) {
-                    world.ended.fetch_add(1, Ordering::SeqCst);
-                } else {
-                    pending.push(p);
-                }
-            }
-            20..=39 if !pending.is_empty() => {
-                let i = rng.gen_range(0..pending.len());
-                if poll_pending(&world, &mut pending[i], false, &mut held) {
-                    pending.swap_remove(i);
-                    world.ended.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-            40..=49 => {
-                // Every pending future polled, as an executor would after their wake-ups.
-                let before = pending.len();
-                pending.retain_mut(|p| !poll_pending(&world, p, false, &mut held));
-                let n = (before - pending.len()) as u64;
-                world.ended.fetch_add(n, Ordering::SeqCst);
-            }
-            50..=57 if !pending.is_empty() => {
-                let p = pending.swap_remove(rng.gen_range(0..pending.len()));
-                world.ended.fetch_add(1, Ordering::SeqCst);
-                world.guarded(move || drop(p));
-            }
-            58..=74 if !held.is_empty() => {
-                let h = held.swap_remove(rng.gen_range(0..held.len()));
-                if rng.gen_bool(0.5) {
-                    world.guarded(move || drop(h));
-                } else {
-                    world.bank.lock().unwrap_or_else(PoisonError::into_inner).push(h);
-                }
-            }
-            75..=82 => {
-                let to = if rng.gen_bool(0.5) { GLOBAL } else { GLOBAL - 3 };
-                world.guarded(|| world.global.set_capacity(to));
-            }
-            83..=92 => {
-                world.guarded(|| world.queues[q].advance());
-            }
-            93..=95 => {
-                world.guarded(|| drop(world.from_bank()));
-            }
-            96 => {
-                // A panic that unwinds through futures and permits: their drops run then.
-                let n = rng.gen_range(0..=pending.len());
-                let doomed: Vec<Pending> = pending.drain(..n).collect();
-                world.ended.fetch_add(n as u64, Ordering::SeqCst);
-                let k = rng.gen_range(0..=held.len());
-                let doomed_held: Vec<Held> = held.drain(..k).collect();
-                world.guarded(move || {
-                    let _dropped_by_the_panic = (doomed, doomed_held);
-                    panic!("{MARK}: the holder panics");
-                });
-            }
-            _ => {}
-        }
-    }
-    for h in held.drain(..) {
-        world.guarded(move || drop(h));
-    }
-    // What still waits: looked at once more, then dropped.
-    for mut p in pending.drain(..) {
-        poll_pending(&world, &mut p, true, &mut held);
-        world.ended.fetch_add(1, Ordering::SeqCst);
-        world.guarded(move || drop(p));
-    }
-    for h in held.drain(..) {
-        world.guarded(move || drop(h));
-    }
-    drop(guard);
-    world.guarded(move || drop(rt));
+    let _guard = rt.enter();
+    let global = Limit::new(2);
+    let holder = AdmissionQueue::with_options(2, Some(global.clone()), Order::Strict, RES);
+    let two = holder.acquire(2, far()).unwrap();
+    let (queues, futs) = short_queues(&global, 5);
+    assert!(panicked(|| global.set_capacity(12)));
+    all_granted(&queues, futs);
+    drop(two);
+    assert_eq!(global.available(), 12);
 }
 
-fn many_threads(expiries: bool) {
-    for round in 0..6u64 {
-        let global = Limit::new(GLOBAL);
-        let world = Arc::new(World {
-            queues: (0..QUEUES)
-                .map(|_| AdmissionQueue::with_options(LOCAL, Some(global.clone()), Order::Strict, RES))
-                .collect(),
-            global,
-            in_use: Arc::default(),
-            bank: Mutex::new(Vec::new()),
-            created: AtomicU64::new(0),
-            ended: AtomicU64::new(0),
-            unwoken: Mutex::default(),
-            caught: AtomicU64::new(0),
-            granted: AtomicU64::new(0),
-            twice: AtomicU64::new(0),
-        });
-        let w = world.clone();
-        within("the threads", move || {
-            let handles: Vec<_> = (0..3u64)
-                .map(|t| {
-                    let w = w.clone();
-                    thread::spawn(move || worker(w, round * 16 + t, 1000, expiries))
-                })
-                .collect();
-            for h in handles {
-                h.join().expect("a worker's own code panicked");
-            }
-        });
-        while let Some(h) = world.from_bank() {
-            world.guarded(move || drop(h));
+/// A sequential queue holding a limit's units is dropped while a panic unwinds: it tells the
+/// queues short of the limit from that destructor, and their told passes panic too.
+fn a_sequential_queue_dropped_by_a_panic() {
+    let rt = idle_runtime();
+    let _guard = rt.enter();
+    let global = Limit::new(8);
+    let mut seq: tickwheel::admission::WaitQueue<()> =
+        tickwheel::admission::WaitQueue::with_options(8, Some(global.clone()), Order::Strict);
+    let all = seq.register(8, 100, (), &mut Vec::new()).unwrap();
+    assert!(seq.state(all).is_some());
+    let (queues, futs) = short_queues(&global, 4);
+    assert!(panicked(move || {
+        let _held = seq;
+        panic!("{MARK}: the holder panics");
+    }));
+    all_granted(&queues, futs);
+    assert_eq!(global.available(), 8);
+}
+
+#[test]
+fn a_sequential_queue_dropped_by_a_panic_tells_every_queue_without_aborting() {
+    in_child(
+        "a_sequential_queue_dropped_by_a_panic_tells_every_queue_without_aborting",
+        a_sequential_queue_dropped_by_a_panic,
+    );
+}
+
+/// The driver's runtime shuts down with four tasks waiting: the first and third wakers
+/// panic, the second and fourth are woken all the same.
+#[test]
+fn the_drivers_end_wakes_every_waiter_though_two_wakers_panic() {
+    quiet();
+    let rt = idle_runtime();
+    let q = AdmissionQueue::new(1, RES);
+    let one = q.acquire(1, far()).unwrap();
+    let mut futs: Vec<_> = (0..4).map(|_| q.acquire_async(1, far())).collect();
+    let (second, second_waker) = counting();
+    let (fourth, fourth_waker) = counting();
+    let wakers = [panics_on_wake(), second_waker, panics_on_wake(), fourth_waker];
+    {
+        let _guard = rt.enter();
+        for (f, w) in futs.iter_mut().zip(&wakers) {
+            assert!(poll_once(f, w).is_pending());
         }
-        world.guarded(|| world.global.set_capacity(GLOBAL));
-        assert!(!world.in_use.over.load(Ordering::SeqCst), "round {round}: over-granted");
-        assert_eq!(
-            world.ended.load(Ordering::SeqCst),
-            world.created.load(Ordering::SeqCst),
-            "round {round}: every request ends once"
-        );
-        assert_eq!(world.twice.load(Ordering::SeqCst), 0, "round {round}: resolved twice");
-        let unwoken = world.unwoken.lock().unwrap_or_else(PoisonError::into_inner);
-        let never = unwoken.iter().filter(|w| w.load(Ordering::SeqCst) == 0);
-        assert_eq!(never.count(), 0, "round {round}: resolved, never woken");
-        for q in &world.queues {
-            assert_back(q, LOCAL);
-        }
-        assert_eq!(world.global.available(), GLOBAL, "round {round}");
-        let (caught, granted) = (
-            world.caught.load(Ordering::SeqCst),
-            world.granted.load(Ordering::SeqCst),
-        );
-        assert!(
-            caught > 50 && granted > 30,
-            "round {round}: {caught} panics caught, {granted} grants: too few to test"
-        );
-        eprintln!("round {round}: {caught} panics caught, {granted} grants");
     }
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(rt)));
+    assert_eq!(
+        (second.load(Ordering::SeqCst), fourth.load(Ordering::SeqCst)),
+        (1, 1),
+        "a waiter left unwoken, so it would spawn no new driver"
+    );
+    drop((futs, one));
+    assert_back(&q, 1);
+}
+
+/// The driver's runtime shut down; the next poll (on a live runtime) records a new waker
+/// and must spawn a new driver, but the waker it replaces panics when dropped. The driver
+/// is spawned all the same: the request expires with nobody calling `advance`.
+#[test]
+fn a_poll_whose_replaced_waker_panics_when_dropped_still_spawns_a_driver() {
+    quiet();
+    let q = AdmissionQueue::new(1, RES);
+    let one = q.acquire(1, far()).unwrap();
+    let deadline = Instant::now() + Duration::from_millis(100);
+    let mut fut = q.acquire_async(1, deadline);
+    {
+        let rt = idle_runtime();
+        let _guard = rt.enter();
+        let drop_panics = waker(Spec {
+            drop_panics: true,
+            ..Spec::default()
+        });
+        assert!(poll_once(&mut fut, &drop_panics).is_pending());
+    } // the waker's last copy is the recorded one; the driver ends with the runtime
+    let live = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let (woken, good) = counting();
+    {
+        let _guard = live.enter();
+        assert!(panicked(|| {
+            let _ = poll_once(&mut fut, &good);
+        }));
+    }
+    let expired = within("the expiry", move || {
+        let until = Instant::now() + Duration::from_secs(10);
+        while woken.load(Ordering::SeqCst) == 0 && Instant::now() < until {
+            thread::sleep(RES);
+        }
+        woken.load(Ordering::SeqCst)
+    });
+    assert_eq!(expired, 1, "no driver expired the request: {q:?}");
+    assert!(matches!(
+        poll_once(&mut fut, &good),
+        Poll::Ready(Err(AcquireError::Expired))
+    ));
+    drop((fut, one, live));
+    assert_back(&q, 1);
+}
+
+/// A thread blocked in `acquire` runs the pass at its deadline; that pass expires a task's
+/// waiter too, whose waker panics. The panic reaches the blocked thread's `acquire`: its
+/// request is given back on the way, and nothing hangs.
+#[test]
+fn a_blocking_acquire_whose_pass_wakes_a_panicking_waker_loses_nothing() {
+    quiet();
+    let rt = idle_runtime();
+    let _guard = rt.enter();
+    let q = AdmissionQueue::new(1, RES);
+    let one = q.acquire(1, far()).unwrap();
+    let soon = Instant::now() + Duration::from_millis(5);
+    let mut fut = q.acquire_async(1, soon);
+    assert!(poll_once(&mut fut, &panics_on_wake()).is_pending());
+    let q2 = q.clone();
+    let blocked = within("the blocked acquire", move || {
+        catch_unwind(AssertUnwindSafe(|| {
+            q2.acquire(1, soon + Duration::from_millis(20))
+                .map(|p| p.amount())
+        }))
+        .map_err(drop)
+    });
+    // Either the panic reached it, or (had another pass expired the task first) its expiry.
+    assert!(
+        matches!(blocked, Err(()) | Ok(Err(AcquireError::Expired))),
+        "{blocked:?}"
+    );
+    assert!(matches!(
+        poll_once(&mut fut, Waker::noop()),
+        Poll::Ready(Err(AcquireError::Expired))
+    ));
+    drop((fut, one));
+    assert_back(&q, 1);
+}
+
+/// A panic whose payload panics when dropped.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("{MARK}: the payload's drop");
+    }
+}
+
+/// Two wakers of one release panic with a payload whose drop panics: the second payload is
+/// caught while the first panic unwinds and then dropped, inside a destructor.
+fn payloads_that_panic_when_dropped() {
+    let rt = idle_runtime();
+    let _guard = rt.enter();
+    let q = AdmissionQueue::new(2, RES);
+    let all = q.acquire(2, far()).unwrap();
+    let bomb = || {
+        waker(Spec {
+            on_wake: Mutex::new(Some(Box::new(|| std::panic::panic_any(Bomb)))),
+            ..Spec::default()
+        })
+    };
+    let mut futs: Vec<_> = (0..2).map(|_| q.acquire_async(1, far())).collect();
+    for f in &mut futs {
+        assert!(poll_once(f, &bomb()).is_pending());
+    }
+    let unwound = catch_unwind(AssertUnwindSafe(move || drop(all)));
+    std::mem::forget(unwound); // the first payload: not dropped here
+    drop(futs);
+    assert_back(&q, 2);
+}
+
+#[test]
+#[ignore = "fails: aborts; while_unwinding (each.rs) drops a caught payload whose drop panics while the first panic unwinds"]
+fn a_panic_payload_that_panics_when_dropped_does_not_abort() {
+    in_child(
+        "a_panic_payload_that_panics_when_dropped_does_not_abort",
+        payloads_that_panic_when_dropped,
+    );
 }
 
 /// Three threads on three queues over one limit; every kind of panicking waker, permits
@@ -1012,7 +677,7 @@ fn many_threads(expiries: bool) {
 fn threads_with_panicking_wakers_over_one_limit_lose_nothing() {
     in_child(
         "threads_with_panicking_wakers_over_one_limit_lose_nothing",
-        || many_threads(false),
+        || threads::many_threads(false),
     );
 }
 
@@ -1023,6 +688,6 @@ fn threads_with_panicking_wakers_over_one_limit_lose_nothing() {
 fn threads_with_panicking_wakers_and_expiries_lose_nothing() {
     in_child(
         "threads_with_panicking_wakers_and_expiries_lose_nothing",
-        || many_threads(true),
+        || threads::many_threads(true),
     );
 }
