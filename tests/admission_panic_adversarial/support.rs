@@ -245,4 +245,3 @@ pub fn in_child(name: &str, body: impl FnOnce()) {
         out.status
     );
 }
-

@@ -79,8 +79,11 @@ impl World {
         }
     }
 
-    fn from_bank(&self) -> Option<Held> {
-        self.bank.lock().unwrap_or_else(PoisonError::into_inner).pop()
+    fn bank_pop(&self) -> Option<Held> {
+        self.bank
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
     }
 }
 
@@ -102,7 +105,7 @@ fn kind_waker(world: &Arc<World>, kind: usize, wakes: &Arc<AtomicUsize>) -> Wake
         let w = Arc::downgrade(w);
         Mutex::new(Some(Box::new(move || {
             if let Some(w) = w.upgrade() {
-                drop(w.from_bank());
+                drop(w.bank_pop());
             }
         })))
     };
@@ -233,18 +236,26 @@ fn worker(world: Arc<World>, seed: u64, ops: usize, expiries: bool) {
                 if rng.gen_bool(0.5) {
                     world.guarded(move || drop(h));
                 } else {
-                    world.bank.lock().unwrap_or_else(PoisonError::into_inner).push(h);
+                    world
+                        .bank
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(h);
                 }
             }
             75..=82 => {
-                let to = if rng.gen_bool(0.5) { GLOBAL } else { GLOBAL - 3 };
+                let to = if rng.gen_bool(0.5) {
+                    GLOBAL
+                } else {
+                    GLOBAL - 3
+                };
                 world.guarded(|| world.global.set_capacity(to));
             }
             83..=92 => {
                 world.guarded(|| world.queues[q].advance());
             }
             93..=95 => {
-                world.guarded(|| drop(world.from_bank()));
+                world.guarded(|| drop(world.bank_pop()));
             }
             96 => {
                 // A panic that unwinds through futures and permits: their drops run then.
@@ -282,7 +293,9 @@ pub fn many_threads(expiries: bool) {
         let global = Limit::new(GLOBAL);
         let world = Arc::new(World {
             queues: (0..QUEUES)
-                .map(|_| AdmissionQueue::with_options(LOCAL, Some(global.clone()), Order::Strict, RES))
+                .map(|_| {
+                    AdmissionQueue::with_options(LOCAL, Some(global.clone()), Order::Strict, RES)
+                })
                 .collect(),
             global,
             in_use: Arc::default(),
@@ -306,17 +319,24 @@ pub fn many_threads(expiries: bool) {
                 h.join().expect("a worker's own code panicked");
             }
         });
-        while let Some(h) = world.from_bank() {
+        while let Some(h) = world.bank_pop() {
             world.guarded(move || drop(h));
         }
         world.guarded(|| world.global.set_capacity(GLOBAL));
-        assert!(!world.in_use.over.load(Ordering::SeqCst), "round {round}: over-granted");
+        assert!(
+            !world.in_use.over.load(Ordering::SeqCst),
+            "round {round}: over-granted"
+        );
         assert_eq!(
             world.ended.load(Ordering::SeqCst),
             world.created.load(Ordering::SeqCst),
             "round {round}: every request ends once"
         );
-        assert_eq!(world.twice.load(Ordering::SeqCst), 0, "round {round}: resolved twice");
+        assert_eq!(
+            world.twice.load(Ordering::SeqCst),
+            0,
+            "round {round}: resolved twice"
+        );
         let unwoken = world.unwoken.lock().unwrap_or_else(PoisonError::into_inner);
         let never = unwoken.iter().filter(|w| w.load(Ordering::SeqCst) == 0);
         assert_eq!(never.count(), 0, "round {round}: resolved, never woken");
