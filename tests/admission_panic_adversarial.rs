@@ -53,7 +53,6 @@ fn a_registration_that_expires_a_panicking_waiter(register: impl FnOnce(&Admissi
 }
 
 #[test]
-#[ignore = "fails: a registration granted at once whose register() panics in its expiry wake-ups keeps its units forever"]
 fn a_registration_granted_while_its_advance_wakes_a_panicking_waker_gives_its_units_back() {
     a_registration_that_expires_a_panicking_waiter(|q| {
         let w = q.register(1, far()).expect("fits");
@@ -62,7 +61,6 @@ fn a_registration_granted_while_its_advance_wakes_a_panicking_waker_gives_its_un
 }
 
 #[test]
-#[ignore = "fails: acquire_async() panics in its register's expiry wake-ups; its granted ticket keeps its units forever"]
 fn an_acquire_async_whose_advance_wakes_a_panicking_waker_gives_its_units_back() {
     a_registration_that_expires_a_panicking_waiter(|q| drop(q.acquire_async(1, far())));
 }
@@ -70,7 +68,6 @@ fn an_acquire_async_whose_advance_wakes_a_panicking_waker_gives_its_units_back()
 /// The same, for a registration that has to wait: its ticket waits with no owner, is
 /// granted when capacity comes back, and those units never come back.
 #[test]
-#[ignore = "fails: a registration left waiting by register()'s panic has no owner; its later grant is never given back"]
 fn a_registration_left_waiting_by_its_advances_panic_is_not_granted_to_nobody() {
     a_registration_that_expires_a_panicking_waiter(|q| {
         let w = q.register(4, far()).expect("waits");
@@ -82,7 +79,6 @@ fn a_registration_left_waiting_by_its_advances_panic_is_not_granted_to_nobody() 
 /// shared limit comes back through queue `x`; a waker `x` wakes registers on queue `y` before
 /// `y` is told, and that registration's own pass grants `y`'s waiter, whose waker panics.
 #[test]
-#[ignore = "fails: a Passing queue's register() grants a waiter whose waker panics; the new ticket, granted at once, keeps its unit"]
 fn a_passing_registration_whose_pass_wakes_a_panicking_waker_gives_its_units_back() {
     quiet();
     let rt = idle_runtime();
@@ -475,7 +471,6 @@ fn payloads_that_panic_when_dropped() {
 }
 
 #[test]
-#[ignore = "fails: aborts; while_unwinding (each.rs) drops a caught payload whose drop panics while the first panic unwinds"]
 fn a_panic_payload_that_panics_when_dropped_does_not_abort() {
     in_child(
         "a_panic_payload_that_panics_when_dropped_does_not_abort",
@@ -497,7 +492,6 @@ fn threads_with_panicking_wakers_over_one_limit_lose_nothing() {
 /// The same with deadlines that pass: a registration's own advance then expires waiters
 /// whose wakers panic (the `register` tests above).
 #[test]
-#[ignore = "fails: a registration whose advance wakes a panicking waker leaks its ticket (see the register tests)"]
 fn threads_with_panicking_wakers_and_expiries_lose_nothing() {
     in_child(
         "threads_with_panicking_wakers_and_expiries_lose_nothing",

@@ -77,7 +77,13 @@ impl<T> Drop for DropLast<T> {
 /// Runs `f` from a guard's `drop` while a first panic unwinds: a panic of `f` is caught and
 /// dropped (see the module doc), and the first one unwinds on.
 pub(super) fn while_unwinding(f: impl FnOnce()) {
-    let _second = catch_unwind(AssertUnwindSafe(f));
+    if let Err(second) = catch_unwind(AssertUnwindSafe(f)) {
+        // A payload's own drop may panic too, which would abort here: dropped under a catch,
+        // and a payload of that one forgotten (a leak of one box, only on that path).
+        if let Err(third) = catch_unwind(AssertUnwindSafe(|| drop(second))) {
+            std::mem::forget(third);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -132,14 +132,20 @@ impl Inner {
     /// under that lock and then reads `alive`, so it is either woken here or sees `false` and
     /// spawns the new driver itself.
     fn driver_ended(&self) {
-        let mut wakers = Vec::new();
+        let mut cells = Vec::new();
         let core = self.core.lock();
         self.driver.armed.store(0, Ordering::Relaxed);
         self.driver.alive.store(false, Ordering::Release);
-        core.for_each_waiting(|cell| wakers.extend(cell.task_waker()));
+        core.for_each_waiting(|cell| cells.push(Arc::clone(cell)));
         drop(core);
-        // Every one, even if one panics: each needs its task polled to spawn a new driver.
-        each(wakers, std::task::Waker::wake);
+        // Every one, even if a waker's clone or wake panics: each task must be polled to
+        // spawn a new driver. The clone runs here, not under the queue lock, so a panicking
+        // one cannot cut the list short.
+        each(cells, |cell| {
+            if let Some(waker) = cell.task_waker() {
+                waker.wake();
+            }
+        });
     }
 }
 

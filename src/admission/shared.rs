@@ -231,22 +231,25 @@ impl AdmissionQueue {
         if rearm {
             self.inner.driver.wake();
         }
+        let waiter = ticket
+            .map(|ticket| Waiter {
+                inner: self.inner.clone(),
+                ticket,
+                cell,
+                wake_at: self.inner.clock.instant_saturating(tick),
+            })
+            .map_err(|e| match e {
+                // In the caller's terms: instants, not ticks.
+                RegisterError::DeadlinePassed { .. } => RegisterError::DeadlinePassedAt {
+                    deadline,
+                    now: Instant::now().max(deadline),
+                },
+                e => e,
+            });
+        // The ticket has its owner before other wakers run: if one panics, the unwinding
+        // drops the `Waiter`, which cancels the ticket or gives its grant back.
         finish.run();
-        let ticket = ticket.map_err(|e| match e {
-            // In the caller's terms: instants, not ticks.
-            RegisterError::DeadlinePassed { .. } => RegisterError::DeadlinePassedAt {
-                deadline,
-                now: Instant::now().max(deadline),
-            },
-            e => e,
-        })?;
-        let wake_at = self.inner.clock.instant_saturating(tick);
-        Ok(Waiter {
-            inner: self.inner.clone(),
-            ticket,
-            cell,
-            wake_at,
-        })
+        waiter
     }
 
     /// Blocks the calling thread until `amount` is granted (a [`Permit`]) or `deadline`

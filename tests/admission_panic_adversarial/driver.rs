@@ -90,7 +90,6 @@ fn the_driver_ends_with_a_waker_whose_clone_panics() {
 }
 
 #[test]
-#[ignore = "fails: a waker whose clone panics in the driver's end (expiry.rs driver_ended) leaves the waiters behind it unwoken"]
 fn a_driver_ending_with_a_waker_whose_clone_panics_still_wakes_the_others() {
     in_child(
         "driver::a_driver_ending_with_a_waker_whose_clone_panics_still_wakes_the_others",
@@ -102,7 +101,6 @@ fn a_driver_ending_with_a_waker_whose_clone_panics_still_wakes_the_others() {
 /// panics; the driver's runtime shuts down, and the task is never woken to spawn a new
 /// driver, so it never expires.
 #[test]
-#[ignore = "fails: the task is never woken after the driver's end panics on a clone, so it never expires (hangs)"]
 fn a_task_behind_a_waker_whose_clone_panics_still_expires() {
     quiet();
     let q = AdmissionQueue::new(1, RES);
