@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tickwheel::admission::{Acquire, AcquireError, AdmissionQueue, Permit};
 
-use super::support::*;
+use super::wakers::*;
 
 // --- wakers whose clone panics ----------------------------------------------------------------
 

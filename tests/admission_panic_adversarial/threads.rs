@@ -9,9 +9,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use tickwheel::admission::{Acquire, AcquireError, AdmissionQueue, Limit, Order, Permit};
+use tickwheel::admission::{Acquire, AcquireError, AdmissionQueue, Limit, Permit};
 
-use super::support::*;
+use super::wakers::*;
 
 const QUEUES: usize = 3;
 const LOCAL: u64 = 6;
@@ -292,11 +292,7 @@ pub fn many_threads(expiries: bool) {
     for round in 0..6u64 {
         let global = Limit::new(GLOBAL);
         let world = Arc::new(World {
-            queues: (0..QUEUES)
-                .map(|_| {
-                    AdmissionQueue::with_options(LOCAL, Some(global.clone()), Order::Strict, RES)
-                })
-                .collect(),
+            queues: (0..QUEUES).map(|_| under(&global, LOCAL)).collect(),
             global,
             in_use: Arc::default(),
             bank: Mutex::new(Vec::new()),

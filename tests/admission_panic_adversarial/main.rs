@@ -6,12 +6,12 @@
 
 #![cfg(feature = "tokio")]
 
-#[path = "admission_panic_adversarial/driver.rs"]
-mod driver;
-#[path = "admission_panic_adversarial/support.rs"]
+#[path = "../support/mod.rs"]
 mod support;
-#[path = "admission_panic_adversarial/threads.rs"]
+
+mod driver;
 mod threads;
+mod wakers;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use tickwheel::admission::{Acquire, AcquireError, AdmissionQueue, Limit, Order, Permit};
 
-use support::*;
+use wakers::*;
 
 // --- a registration whose own advance wakes a panicking waker ------------------------------
 
@@ -34,7 +34,7 @@ fn a_registration_that_expires_a_panicking_waiter(register: impl FnOnce(&Admissi
     let rt = idle_runtime();
     let _guard = rt.enter();
     let global = Limit::new(4);
-    let q = AdmissionQueue::with_options(4, Some(global.clone()), Order::Strict, RES);
+    let q = under(&global, 4);
     let three = q.acquire(3, far()).unwrap();
     let soon = Instant::now() + Duration::from_millis(5);
     let mut expiring = q.acquire_async(2, soon);
@@ -84,7 +84,7 @@ fn a_passing_registration_whose_pass_wakes_a_panicking_waker_gives_its_units_bac
     let rt = idle_runtime();
     let _guard = rt.enter();
     let global = Limit::new(4);
-    let x = AdmissionQueue::with_options(4, Some(global.clone()), Order::Strict, RES);
+    let x = under(&global, 4);
     let y = AdmissionQueue::with_options(10, Some(global.clone()), Order::Passing, RES);
     let all = x.acquire(4, far()).unwrap();
     let mut short = y.acquire_async(2, far()); // short of the global limit
@@ -236,8 +236,8 @@ fn a_dropped_queue_with_panicking_waiters_gives_everything_back() {
     let rt = idle_runtime();
     let _guard = rt.enter();
     let global = Limit::new(6);
-    let a = AdmissionQueue::with_options(6, Some(global.clone()), Order::Strict, RES);
-    let b = AdmissionQueue::with_options(6, Some(global.clone()), Order::Strict, RES);
+    let a = under(&global, 6);
+    let b = under(&global, 6);
     let three = a.acquire(3, far()).unwrap();
     let mut head = a.acquire_async(4, far()); // waits: 3 left
     let mut behind = a.acquire_async(2, far()); // fits, but strict
@@ -280,9 +280,9 @@ fn drops_while_unwinding() {
     let rt = idle_runtime();
     let _guard = rt.enter();
     let global = Limit::new(8);
-    let a = AdmissionQueue::with_options(4, Some(global.clone()), Order::Strict, RES);
-    let b = AdmissionQueue::with_options(4, Some(global.clone()), Order::Strict, RES);
-    let c = AdmissionQueue::with_options(4, Some(global.clone()), Order::Strict, RES);
+    let a = under(&global, 4);
+    let b = under(&global, 4);
+    let c = under(&global, 4);
     let all_a = a.acquire(4, far()).unwrap();
     let all_b = b.acquire(4, far()).unwrap();
     let mut told = c.acquire_async(2, far()); // short of the global limit
@@ -340,9 +340,7 @@ fn permits_and_futures_dropped_while_a_panic_unwinds_do_not_abort() {
 
 /// `n` queues over `global`, each with one waiter of 2 whose waker panics when woken.
 fn short_queues(global: &Limit, n: usize) -> (Vec<AdmissionQueue>, Vec<Acquire>) {
-    let queues: Vec<_> = (0..n)
-        .map(|_| AdmissionQueue::with_options(8, Some(global.clone()), Order::Strict, RES))
-        .collect();
+    let queues: Vec<_> = (0..n).map(|_| under(global, 8)).collect();
     let mut futs: Vec<_> = queues.iter().map(|q| q.acquire_async(2, far())).collect();
     for f in &mut futs {
         assert!(poll_once(f, &panics_on_wake()).is_pending());
@@ -368,7 +366,7 @@ fn raising_a_limit_tells_every_queue_though_every_told_pass_panics() {
     let rt = idle_runtime();
     let _guard = rt.enter();
     let global = Limit::new(2);
-    let holder = AdmissionQueue::with_options(2, Some(global.clone()), Order::Strict, RES);
+    let holder = under(&global, 2);
     let two = holder.acquire(2, far()).unwrap();
     let (queues, futs) = short_queues(&global, 5);
     assert!(panicked(|| global.set_capacity(12)));

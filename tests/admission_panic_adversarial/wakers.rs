@@ -1,26 +1,23 @@
-//! The wakers and helpers of `admission_panic_adversarial.rs`.
+//! The adversarial wakers of these tests and their helpers (a child process, a hang limit,
+//! a quiet panic hook); the admission set-ups come from the crate's `tests/support`.
 
-use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, PoisonError, mpsc};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use tickwheel::admission::AdmissionQueue;
 
-pub const RES: Duration = Duration::from_millis(1);
+pub use crate::support::admission::{RES, far, poll_once, under};
+pub(crate) use crate::support::tasks::idle_runtime;
+
 /// Long enough for any loaded machine; only a hang takes this long.
 pub const HANG: Duration = Duration::from_secs(30);
 /// In every panic message of these wakers; the hook prints no such panic.
 pub const MARK: &str = "adversarial waker";
 pub const CHILD: &str = "TICKWHEEL_PANIC_ADVERSARIAL_CHILD";
-
-pub fn far() -> Instant {
-    Instant::now() + Duration::from_secs(3600)
-}
 
 pub fn sleep_past(at: Instant) {
     while Instant::now() < at + 3 * RES {
@@ -178,21 +175,9 @@ pub mod clone_panics {
     }
 }
 
-pub fn poll_once<F: Future + Unpin>(f: &mut F, w: &Waker) -> Poll<F::Output> {
-    Pin::new(f).poll(&mut Context::from_waker(w))
-}
-
 /// Whether `f` panicked.
 pub fn panicked(f: impl FnOnce()) -> bool {
     catch_unwind(AssertUnwindSafe(f)).is_err()
-}
-
-/// A runtime to spawn expiry drivers on, entered and never run: no driver ever advances.
-pub fn idle_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
 }
 
 pub fn assert_back(q: &AdmissionQueue, capacity: u64) {
