@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use tickwheel::admission::{Acquire, AcquireError, AdmissionQueue, Limit, Order, Permit, Waiter};
 
 mod support;
-use support::admission::{RES, far, poll_once, under};
+use support::admission::{RES, far, full, poll_once, under};
 use support::tasks::{idle_runtime, panics};
 
 /// Each waiter's permit, taken; panics, naming `who`, at the first that was not granted.
@@ -453,8 +453,7 @@ fn with_a_permit_in_the_recorded_waker<R: Send + 'static>(
     thread::spawn(move || {
         let rt = idle_runtime();
         let _guard = rt.enter();
-        let q = AdmissionQueue::new(4, RES);
-        let held = q.acquire(4, far()).unwrap();
+        let (q, held) = full(4);
         let mut fut = q.acquire_async(2, far());
         let waker = holding(Some(held));
         assert!(poll_once(&mut fut, &waker).is_pending());

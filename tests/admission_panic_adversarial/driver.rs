@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tickwheel::admission::{Acquire, AcquireError, AdmissionQueue, Permit};
+use tickwheel::admission::{Acquire, AcquireError, Permit};
 
 use super::wakers::*;
 
@@ -25,8 +25,7 @@ fn a_poll_whose_waker_clone_panics_leaves_the_request_whole() {
     quiet();
     let rt = idle_runtime();
     let _guard = rt.enter();
-    let q = AdmissionQueue::new(2, RES);
-    let all = q.acquire(2, far()).unwrap();
+    let (q, all) = full(2);
     let mut fut = q.acquire_async(1, far());
     let mut dropped = q.acquire_async(1, far());
     let (state, bad) = clone_panics::waker(1);
@@ -60,8 +59,7 @@ fn a_poll_whose_waker_clone_panics_leaves_the_request_whole() {
 /// still be woken, else none of them is polled to spawn a new driver, and none expires.
 fn the_driver_ends_with_a_waker_whose_clone_panics() {
     let rt = idle_runtime();
-    let q = AdmissionQueue::new(1, RES);
-    let one = q.acquire(1, far()).unwrap();
+    let (q, one) = full(1);
     let mut first = q.acquire_async(1, far());
     let mut second = q.acquire_async(1, far());
     let (state, bad) = clone_panics::waker(2); // the poll's clone passes, the next panics
@@ -103,8 +101,7 @@ fn a_driver_ending_with_a_waker_whose_clone_panics_still_wakes_the_others() {
 #[test]
 fn a_task_behind_a_waker_whose_clone_panics_still_expires() {
     quiet();
-    let q = AdmissionQueue::new(1, RES);
-    let one = q.acquire(1, far()).unwrap();
+    let (q, one) = full(1);
     let rt = idle_runtime();
     let mut first = q.acquire_async(1, far());
     let (_state, bad) = clone_panics::waker(2);
@@ -160,8 +157,7 @@ fn a_driver_that_panics_in_an_expiry_is_replaced_and_the_rest_expire() {
         .enable_time()
         .build()
         .unwrap();
-    let q = AdmissionQueue::new(1, RES);
-    let one = q.acquire(1, far()).unwrap();
+    let (q, one) = full(1);
     let (tx, rx) = mpsc::channel();
     let at = |ms| Instant::now() + Duration::from_millis(ms);
     for (name, deadline, panics) in [("first", at(20), true), ("second", at(150), false)] {
@@ -210,8 +206,7 @@ fn a_driver_that_panics_in_an_expiry_is_replaced_and_the_rest_expire() {
 fn the_drivers_end_wakes_every_waiter_though_two_wakers_panic() {
     quiet();
     let rt = idle_runtime();
-    let q = AdmissionQueue::new(1, RES);
-    let one = q.acquire(1, far()).unwrap();
+    let (q, one) = full(1);
     let mut futs: Vec<_> = (0..4).map(|_| q.acquire_async(1, far())).collect();
     let (second, second_waker) = counting();
     let (fourth, fourth_waker) = counting();
@@ -243,8 +238,7 @@ fn the_drivers_end_wakes_every_waiter_though_two_wakers_panic() {
 #[test]
 fn a_poll_whose_replaced_waker_panics_when_dropped_still_spawns_a_driver() {
     quiet();
-    let q = AdmissionQueue::new(1, RES);
-    let one = q.acquire(1, far()).unwrap();
+    let (q, one) = full(1);
     let deadline = Instant::now() + Duration::from_millis(100);
     let mut fut = q.acquire_async(1, deadline);
     {

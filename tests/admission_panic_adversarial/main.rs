@@ -123,8 +123,7 @@ fn a_pass_owed_when_the_running_pass_panics_still_runs() {
     quiet();
     let rt = idle_runtime();
     let _guard = rt.enter();
-    let q = AdmissionQueue::new(1, RES);
-    let one = q.acquire(1, far()).unwrap();
+    let (q, one) = full(1);
     let soon = Instant::now() + Duration::from_millis(5);
     let later_at = soon + Duration::from_millis(300);
     let later = q.register(1, later_at).unwrap();
@@ -166,8 +165,7 @@ fn a_waker_that_panics_on_its_second_wake_leaves_the_batch_woken() {
     quiet();
     let rt = idle_runtime();
     let _guard = rt.enter();
-    let q = AdmissionQueue::new(6, RES);
-    let all = q.acquire(6, far()).unwrap();
+    let (q, all) = full(6);
     let shared = Spec {
         panic_on: Some(second_only),
         ..Spec::default()
@@ -410,8 +408,7 @@ fn a_blocking_acquire_whose_pass_wakes_a_panicking_waker_loses_nothing() {
     quiet();
     let rt = idle_runtime();
     let _guard = rt.enter();
-    let q = AdmissionQueue::new(1, RES);
-    let one = q.acquire(1, far()).unwrap();
+    let (q, one) = full(1);
     let soon = Instant::now() + Duration::from_millis(5);
     let mut fut = q.acquire_async(1, soon);
     assert!(poll_once(&mut fut, &panics_on_wake()).is_pending());
@@ -450,8 +447,7 @@ impl Drop for Bomb {
 fn payloads_that_panic_when_dropped() {
     let rt = idle_runtime();
     let _guard = rt.enter();
-    let q = AdmissionQueue::new(2, RES);
-    let all = q.acquire(2, far()).unwrap();
+    let (q, all) = full(2);
     let bomb = || {
         waker(Spec {
             on_wake: Mutex::new(Some(Box::new(|| std::panic::panic_any(Bomb)))),

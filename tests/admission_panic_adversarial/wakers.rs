@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tickwheel::admission::AdmissionQueue;
 
-pub use crate::support::admission::{RES, far, poll_once, under};
+pub use crate::support::admission::{RES, far, full, poll_once, under};
 pub(crate) use crate::support::tasks::idle_runtime;
 
 /// Long enough for any loaded machine; only a hang takes this long.
