@@ -19,7 +19,7 @@
 //! unwinds (a permit dropped by it) goes through the guard's path from its first call.
 //!
 //! The guards: [`each`] and `DropLast` here, `Finish` (`finish.rs`, a call's wake-ups and
-//! tells) and the grant-pass runner (`Running`, `shared.rs`, which runs the passes owed).
+//! tells) and the grant-pass runner (`Running`, `signal.rs`, which runs the passes owed).
 //! All run what is left through [`while_unwinding`].
 
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -135,6 +135,7 @@ mod locked;
 mod panic_tests;
 mod queue;
 mod shared;
+mod signal;
 #[cfg(test)]
 mod tests;
 mod types;

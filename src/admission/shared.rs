@@ -1,6 +1,7 @@
 //! [`AdmissionQueue`]: the thread-safe wait queue, its [`Waiter`]s and [`Permit`]s.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+#[cfg(feature = "tokio")]
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 #[cfg(feature = "tokio")]
 use std::task::Waker;
@@ -8,20 +9,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::each::while_unwinding;
 use super::finish::{Finish, First, Notify};
 use super::limit::{Limit, Wake};
 use super::locked::Locked;
 use super::queue::WaitQueue;
+use super::signal::Signal;
 use super::types::{Cancel, Order, Outcome, RegisterError, Resolved, Ticket};
 use crate::clock::TickClock;
-
-/// No grant pass is running.
-const IDLE: u8 = 0;
-/// A thread is running grant passes.
-const RUNNING: u8 = 1;
-/// A thread is running grant passes, and was asked for one more after the current one.
-const AGAIN: u8 = 2;
 
 /// The thread-safe wait queue: a [`WaitQueue`] behind a lock, with a clock, threads and
 /// tasks to wake, and the grant-pass signal. Cheap to clone (an `Arc`).
@@ -58,8 +52,8 @@ pub struct AdmissionQueue {
 pub(crate) struct Inner {
     pub(super) core: Mutex<Locked<Arc<Cell>>>,
     pub(super) clock: TickClock,
-    /// `IDLE`, `RUNNING` or `AGAIN`: see [`Inner::signal`].
-    run: AtomicU8,
+    /// Who runs the grant passes: see [`Inner::signal`].
+    run: Signal,
     /// The expiry driver of `acquire_async` waiters (see `expiry.rs`).
     #[cfg(feature = "tokio")]
     pub(super) driver: Arc<super::driver::Driver>,
@@ -159,7 +153,7 @@ impl AdmissionQueue {
             Inner {
                 core: Mutex::new(Locked::new(core)),
                 clock,
-                run: AtomicU8::new(IDLE),
+                run: Signal::default(),
                 #[cfg(feature = "tokio")]
                 driver: Arc::default(),
             }
@@ -303,45 +297,10 @@ impl Inner {
         now
     }
 
-    /// Cassandra's signal: at most one thread runs grant passes; a signal that finds one
-    /// running asks it for one more pass (`RUNNING → AGAIN`) and returns at once. The runner
-    /// leaves only by `RUNNING → IDLE`, which fails after such a request, so every signal is
-    /// followed by a pass that starts after it: none is lost.
+    /// Cassandra's signal: runs grant passes, or asks the thread running them for one more
+    /// (see [`Signal`]).
     pub(crate) fn signal(&self) {
-        let mut seen = self.run.load(Ordering::Acquire);
-        loop {
-            let (to, run) = match seen {
-                IDLE => (RUNNING, true),
-                RUNNING => (AGAIN, false),
-                _ => return,
-            };
-            match self
-                .run
-                .compare_exchange(seen, to, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) if run => break,
-                Ok(_) => return,
-                Err(now) => seen = now,
-            }
-        }
-        let running = Running(self);
-        while !running.pass() {}
-        // Left `IDLE`: the guard has nothing to finish.
-        std::mem::forget(running);
-    }
-
-    /// `RUNNING → IDLE`; else (another pass was asked for: `AGAIN`) back to `RUNNING` and
-    /// `false`.
-    fn stop_running(&self) -> bool {
-        if self
-            .run
-            .compare_exchange(RUNNING, IDLE, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            return true;
-        }
-        self.run.store(RUNNING, Ordering::Release);
-        false
+        self.run.signal(|| self.pass());
     }
 
     /// One grant pass: advances to now, grants what fits, wakes and tells after the lock.
@@ -389,29 +348,6 @@ impl Inner {
 impl Wake for Inner {
     fn capacity_returned(&self) {
         self.signal();
-    }
-}
-
-/// The thread running grant passes (see [`Inner::signal`]).
-struct Running<'a>(&'a Inner);
-
-impl Running<'_> {
-    /// One pass; `true` if the state is `IDLE` after it, `false` if another pass is owed.
-    fn pass(&self) -> bool {
-        self.0.pass();
-        self.0.stop_running()
-    }
-}
-
-impl Drop for Running<'_> {
-    /// Reached only while a pass's panic (a waker it woke) unwinds; the passes owed still run
-    /// and the state is left `IDLE`. Else every later signal would find a pass "running" and
-    /// return: the queue would neither expire nor grant through the signal again. A further
-    /// panic is caught and dropped, as in `each.rs` (a pass holds no lock when it wakes).
-    fn drop(&mut self) {
-        while !self.0.stop_running() {
-            while_unwinding(|| self.0.pass());
-        }
     }
 }
 
