@@ -3,12 +3,16 @@
 //! once, nothing is over-granted, all capacity comes back, nothing hangs, the process does
 //! not abort. Cases that could abort run in a child process (the test binary run again with
 //! a filter, `CHILD` set); cases that could hang run on a thread answered within `HANG`.
+//! `calls` checks each call that wakes and tells after its lock (a release, a cancel, an
+//! advance, the driver's end, a raised limit, a dropped queue); `driver` the expiry driver;
+//! `threads` all of it at once from several threads.
 
 #![cfg(feature = "tokio")]
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod calls;
 mod driver;
 mod threads;
 mod wakers;

@@ -3,8 +3,6 @@
 //! still woken, every queue short of the global limit is still told, the grant-pass signal is
 //! left free for the next advance, and all capacity comes back.
 
-#![cfg(feature = "tokio")]
-
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use tickwheel::admission::{Acquire, AdmissionQueue, Limit, Order, TicketState, WaitQueue};
 
-mod support;
-use support::admission::{RES, far, full, poll_once, under};
-use support::tasks::{PanicsOnDrop, counting, idle_runtime, panics};
+use crate::support::admission::{RES, far, full, poll_once, under};
+use crate::support::tasks::{PanicsOnDrop, counting, idle_runtime, panics};
 
 /// Runs `f`; asserts it panicked.
 fn panics_through(f: impl FnOnce()) {
