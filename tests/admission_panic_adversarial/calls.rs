@@ -9,10 +9,11 @@ use std::sync::atomic::Ordering;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use tickwheel::admission::{Acquire, AdmissionQueue, Limit, Order, TicketState, WaitQueue};
+use tickwheel::admission::{AdmissionQueue, Limit, Order, TicketState, WaitQueue};
 
 use crate::support::admission::{RES, far, full, poll_once, under};
 use crate::support::tasks::{PanicsOnDrop, counting, idle_runtime, panics};
+use crate::wakers::{all_granted, short_queues};
 
 /// Runs `f`; asserts it panicked.
 fn panics_through(f: impl FnOnce()) {
@@ -162,37 +163,13 @@ fn a_sequential_release_grants_before_telling() {
     );
 }
 
-/// Four thread-safe queues short of `global`, each with a waiter of 2 whose waker panics;
-/// `release` gives capacity back to `global`. The release panics (the first told pass does),
-/// yet every queue was told: each waiter is granted.
+/// Four queues short of `global`, each with a waiter of 2 whose waker panics; `release`
+/// gives capacity back to `global`. The release panics (the first told pass does), yet every
+/// queue was told: each waiter is granted.
 fn every_short_queue_told_by(global: &Limit, release: impl FnOnce()) {
-    let short: Vec<_> = (0..4).map(|_| under(global, 8)).collect();
-    let mut futures: Vec<Acquire> = short.iter().map(|q| q.acquire_async(2, far())).collect();
-    let waker = panics();
-    for f in &mut futures {
-        assert!(poll_once(f, &waker).is_pending());
-    }
+    let (queues, futures) = short_queues(global, 4);
     panics_through(release);
-    for (i, f) in futures.iter_mut().enumerate() {
-        assert!(
-            matches!(poll_once(f, Waker::noop()), Poll::Ready(Ok(_))),
-            "queue {i} was never told: {:?}",
-            short[i]
-        );
-    }
-}
-
-/// Raising a limit's capacity tells every queue short of it, though each told pass panics.
-#[test]
-fn raising_the_capacity_tells_every_short_queue_though_each_pass_panics() {
-    let rt = idle_runtime();
-    let _guard = rt.enter();
-    let global = Limit::new(2);
-    let holder = under(&global, 2);
-    let two = holder.acquire(2, far()).unwrap();
-    every_short_queue_told_by(&global, || global.set_capacity(10));
-    drop(two);
-    assert_eq!(global.available(), 10);
+    all_granted(&queues, futures);
 }
 
 /// A sequential queue dropped with units of the limit held gives them back and tells every

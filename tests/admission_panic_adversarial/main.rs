@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use tickwheel::admission::{Acquire, AcquireError, AdmissionQueue, Limit, Order, Permit};
+use tickwheel::admission::{AcquireError, AdmissionQueue, Limit, Order, Permit};
 
 use wakers::*;
 
@@ -339,26 +339,6 @@ fn permits_and_futures_dropped_while_a_panic_unwinds_do_not_abort() {
 }
 
 // --- every one told, every one woken, though several panic ---------------------------------------
-
-/// `n` queues over `global`, each with one waiter of 2 whose waker panics when woken.
-fn short_queues(global: &Limit, n: usize) -> (Vec<AdmissionQueue>, Vec<Acquire>) {
-    let queues: Vec<_> = (0..n).map(|_| under(global, 8)).collect();
-    let mut futs: Vec<_> = queues.iter().map(|q| q.acquire_async(2, far())).collect();
-    for f in &mut futs {
-        assert!(poll_once(f, &panics_on_wake()).is_pending());
-    }
-    (queues, futs)
-}
-
-/// Each of `futs` is granted; their permits are dropped, then the futures.
-fn all_granted(queues: &[AdmissionQueue], futs: Vec<Acquire>) {
-    for (i, mut f) in futs.into_iter().enumerate() {
-        match poll_once(&mut f, Waker::noop()) {
-            Poll::Ready(Ok(p)) => assert_eq!(p.amount(), 2),
-            other => panic!("queue {i} was never told: {other:?} {:?}", queues[i]),
-        }
-    }
-}
 
 /// Raising a limit tells five queues short of it; every told pass panics, each after the
 /// first while that first panic unwinds. All five are told.

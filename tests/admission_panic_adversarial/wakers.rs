@@ -4,11 +4,11 @@
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, PoisonError, mpsc};
-use std::task::{Wake, Waker};
+use std::task::{Poll, Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use tickwheel::admission::AdmissionQueue;
+use tickwheel::admission::{Acquire, AdmissionQueue, Limit};
 
 pub use crate::support::admission::{RES, far, full, poll_once, under};
 pub(crate) use crate::support::tasks::idle_runtime;
@@ -229,4 +229,24 @@ pub fn in_child(name: &str, body: impl FnOnce()) {
         "the child running {name} failed or aborted: {:?}\n{stdout}\n{stderr}",
         out.status
     );
+}
+
+/// `n` queues over `global`, each with one waiter of 2 whose waker panics when woken.
+pub fn short_queues(global: &Limit, n: usize) -> (Vec<AdmissionQueue>, Vec<Acquire>) {
+    let queues: Vec<_> = (0..n).map(|_| under(global, 8)).collect();
+    let mut futs: Vec<_> = queues.iter().map(|q| q.acquire_async(2, far())).collect();
+    for f in &mut futs {
+        assert!(poll_once(f, &panics_on_wake()).is_pending());
+    }
+    (queues, futs)
+}
+
+/// Each of `futs` is granted; their permits are dropped, then the futures.
+pub fn all_granted(queues: &[AdmissionQueue], futs: Vec<Acquire>) {
+    for (i, mut f) in futs.into_iter().enumerate() {
+        match poll_once(&mut f, Waker::noop()) {
+            Poll::Ready(Ok(p)) => assert_eq!(p.amount(), 2),
+            other => panic!("queue {i} was never told: {other:?} {:?}", queues[i]),
+        }
+    }
 }
