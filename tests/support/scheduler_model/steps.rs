@@ -85,10 +85,12 @@ impl SchedHarness {
             if room.get(&t.queue) == Some(&0) {
                 return false;
             }
-            if let Some(gcra) = self.rates.get_mut(&t.queue) {
-                if !gcra.permit(now_ns) {
-                    return false;
-                }
+            if self
+                .rates
+                .get_mut(&t.queue)
+                .is_some_and(|gcra| !gcra.permit(now_ns))
+            {
+                return false;
             }
             if let Some(n) = room.get_mut(&t.queue) {
                 *n -= 1;
