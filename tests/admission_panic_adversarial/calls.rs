@@ -4,7 +4,6 @@
 //! left free for the next advance, and all capacity comes back.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
@@ -12,8 +11,8 @@ use std::time::{Duration, Instant};
 use tickwheel::admission::{AdmissionQueue, Limit, Order, TicketState, WaitQueue};
 
 use crate::support::admission::{RES, far, full, poll_once, under};
-use crate::support::tasks::{PanicsOnDrop, counting, idle_runtime, panics};
-use crate::wakers::{all_granted, short_queues};
+use crate::support::tasks::idle_runtime;
+use crate::wakers::{Spec, all_granted, counting, panics_on_wake, short_queues, waker};
 
 /// Runs `f`; asserts it panicked.
 fn panics_through(f: impl FnOnce()) {
@@ -30,14 +29,14 @@ fn panicking_wakers_among_a_release_leave_the_others_woken() {
     let (q, all) = full(8);
     let (first, first_waker) = counting();
     let (last, last_waker) = counting();
-    let wakers = [first_waker, panics(), panics(), last_waker];
+    let wakers = [first_waker, panics_on_wake(), panics_on_wake(), last_waker];
     let mut futures: Vec<_> = (0..4).map(|_| q.acquire_async(2, far())).collect();
     for (f, w) in futures.iter_mut().zip(&wakers) {
         assert!(poll_once(f, w).is_pending());
     }
     panics_through(|| drop(all));
-    assert_eq!(first.0.load(Ordering::SeqCst), 1, "the first waiter woken");
-    assert_eq!(last.0.load(Ordering::SeqCst), 1, "the last waiter woken");
+    assert_eq!(first.load(Ordering::SeqCst), 1, "the first waiter woken");
+    assert_eq!(last.load(Ordering::SeqCst), 1, "the last waiter woken");
     let quiet = Waker::noop();
     for f in &mut futures {
         assert!(matches!(poll_once(f, quiet), Poll::Ready(Ok(_))));
@@ -69,7 +68,7 @@ fn an_advance_whose_waker_panics_does_not_stop_later_advances() {
     let (q, all) = full(4);
     let soon = Instant::now() + Duration::from_millis(5);
     let mut expiring = q.acquire_async(1, soon);
-    assert!(poll_once(&mut expiring, &panics()).is_pending());
+    assert!(poll_once(&mut expiring, &panics_on_wake()).is_pending());
     std::thread::sleep(Duration::from_millis(20)); // past `soon`
     panics_through(|| q.advance());
     let later = q
@@ -95,11 +94,16 @@ fn a_recorded_waker_that_panics_when_dropped_leaves_the_grants_woken() {
     let four = q.acquire(4, far()).unwrap();
     let mut head = q.acquire_async(8, far()); // waits: 6 left
     let mut behind = q.acquire_async(6, far()); // fits, but waits behind the head (strict)
-    assert!(poll_once(&mut head, &Waker::from(Arc::new(PanicsOnDrop))).is_pending());
+    let panics_when_dropped = waker(Spec {
+        drop_panics: true,
+        ..Spec::default()
+    });
+    assert!(poll_once(&mut head, &panics_when_dropped).is_pending());
+    drop(panics_when_dropped); // the recorded copy is the last
     let (woken, waker) = counting();
     assert!(poll_once(&mut behind, &waker).is_pending());
     panics_through(|| drop(head));
-    assert_eq!(woken.0.load(Ordering::SeqCst), 1, "the grant's waker woken");
+    assert_eq!(woken.load(Ordering::SeqCst), 1, "the grant's waker woken");
     assert!(matches!(poll_once(&mut behind, &waker), Poll::Ready(Ok(_))));
     drop((behind, four));
     assert_eq!((q.available(), q.held(), q.waiting()), (10, 0, 0));
@@ -116,12 +120,12 @@ fn a_panicking_waker_when_the_driver_ends_leaves_the_other_waiters_woken() {
     let (woken, waker) = counting();
     {
         let _guard = rt.enter();
-        assert!(poll_once(&mut first, &panics()).is_pending()); // spawns the driver on `rt`
+        assert!(poll_once(&mut first, &panics_on_wake()).is_pending()); // spawns the driver on `rt`
         assert!(poll_once(&mut second, &waker).is_pending());
     }
     // The driver task is dropped with the runtime; tokio may or may not pass its panic on.
     let _ = catch_unwind(AssertUnwindSafe(|| drop(rt)));
-    assert_eq!(woken.0.load(Ordering::SeqCst), 1, "the second waiter woken");
+    assert_eq!(woken.load(Ordering::SeqCst), 1, "the second waiter woken");
     drop((first, second, all));
     assert_eq!((q.available(), q.held(), q.waiting()), (4, 0, 0));
 }
@@ -139,7 +143,7 @@ fn a_sequential_release_grants_before_telling() {
     let all = seq.register(10, 100, 0, &mut out).unwrap();
     assert_eq!(seq.detach(all), Some(10));
     let mut told = shared.acquire_async(5, far()); // short of the global limit: listed
-    assert!(poll_once(&mut told, &panics()).is_pending());
+    assert!(poll_once(&mut told, &panics_on_wake()).is_pending());
     let three = seq.register(3, 100, 1, &mut out).unwrap(); // waits: nothing local left
     out.clear();
     panics_through(|| {
@@ -197,13 +201,13 @@ fn a_permit_dropped_by_a_panic_wakes_the_rest_without_aborting() {
     let mut first = q.acquire_async(2, far());
     let mut second = q.acquire_async(2, far());
     let (woken, waker) = counting();
-    assert!(poll_once(&mut first, &panics()).is_pending());
+    assert!(poll_once(&mut first, &panics_on_wake()).is_pending());
     assert!(poll_once(&mut second, &waker).is_pending());
     panics_through(move || {
         let _held = all;
         panic!("the holder panics");
     });
-    assert_eq!(woken.0.load(Ordering::SeqCst), 1, "the second waiter woken");
+    assert_eq!(woken.load(Ordering::SeqCst), 1, "the second waiter woken");
     assert!(matches!(
         poll_once(&mut first, Waker::noop()),
         Poll::Ready(Ok(_))
