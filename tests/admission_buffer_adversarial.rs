@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use tickwheel::admission::{Acquire, AcquireError, AdmissionQueue, Limit, Order, Permit, Waiter};
 
 mod support;
-use support::admission::{RES, far, full, poll_once, under};
+use support::admission::{RES, enter_idle, far, full, limited, poll_once, under};
 use support::tasks::{idle_runtime, panics};
 
 /// Each waiter's permit, taken; panics, naming `who`, at the first that was not granted.
@@ -262,9 +262,7 @@ impl Wake for Hook {
 #[test]
 fn a_waker_that_gives_back_and_registers_while_woken_keeps_the_queues_consistent() {
     let rt = idle_runtime();
-    let global = Limit::new(10);
-    let a = under(&global, 10);
-    let b = under(&global, 10);
+    let (global, [a, b]) = limited(10, 10);
     let _guard = rt.enter();
     for round in 0..50u64 {
         // b holds 6 of the global 10; a holds 4 and waits for 3 more.
@@ -451,8 +449,7 @@ fn with_a_permit_in_the_recorded_waker<R: Send + 'static>(
 ) -> Option<R> {
     let (tx, rx) = std::sync::mpsc::channel();
     thread::spawn(move || {
-        let rt = idle_runtime();
-        let _guard = rt.enter();
+        enter_idle!();
         let (q, held) = full(4);
         let mut fut = q.acquire_async(2, far());
         let waker = holding(Some(held));
@@ -505,11 +502,8 @@ fn a_waker_replaced_on_poll_may_give_capacity_back() {
 /// release must tell are still told, so a waiter that fits is granted.
 #[test]
 fn a_panicking_waker_does_not_stop_the_other_queues_being_told() {
-    let rt = idle_runtime();
-    let _guard = rt.enter();
-    let global = Limit::new(10);
-    let a = under(&global, 10);
-    let b = under(&global, 10);
+    enter_idle!();
+    let (global, [a, b]) = limited(10, 10);
     let all = a.acquire(10, far()).unwrap();
     let mut on_a = a.acquire_async(2, far());
     let mut on_b = b.acquire_async(5, far()); // short of the global limit: listed there

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tickwheel::admission::{AdmissionQueue, Limit, Order, TicketState, WaitQueue};
 
-use crate::support::admission::{RES, far, full, poll_once, under};
+use crate::support::admission::{RES, enter_idle, far, full, limited, poll_once, under};
 use crate::support::tasks::idle_runtime;
 use crate::wakers::{Spec, all_granted, counting, panics_on_wake, short_queues, waker};
 
@@ -24,8 +24,7 @@ fn panics_through(f: impl FnOnce()) {
 /// fourth are woken all the same, and the second panic does not abort the process.
 #[test]
 fn panicking_wakers_among_a_release_leave_the_others_woken() {
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let (q, all) = full(8);
     let (first, first_waker) = counting();
     let (last, last_waker) = counting();
@@ -50,10 +49,8 @@ fn panicking_wakers_among_a_release_leave_the_others_woken() {
 /// each pass it runs panics.
 #[test]
 fn every_queue_short_of_the_limit_is_told_though_each_told_pass_panics() {
-    let rt = idle_runtime();
-    let _guard = rt.enter();
-    let global = Limit::new(8);
-    let give = under(&global, 8);
+    enter_idle!();
+    let (global, [give]) = limited(8, 8);
     let all = give.acquire(8, far()).unwrap();
     every_short_queue_told_by(&global, || drop(all));
     assert_eq!(global.available(), 8);
@@ -63,8 +60,7 @@ fn every_queue_short_of_the_limit_is_told_though_each_told_pass_panics() {
 /// still expires the next ticket (a stuck signal would return at once, a pass "running").
 #[test]
 fn an_advance_whose_waker_panics_does_not_stop_later_advances() {
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let (q, all) = full(4);
     let soon = Instant::now() + Duration::from_millis(5);
     let mut expiring = q.acquire_async(1, soon);
@@ -88,8 +84,7 @@ fn an_advance_whose_waker_panics_does_not_stop_later_advances() {
 /// waker panics when dropped, and the waiter granted is woken all the same.
 #[test]
 fn a_recorded_waker_that_panics_when_dropped_leaves_the_grants_woken() {
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let q = AdmissionQueue::new(10, RES);
     let four = q.acquire(4, far()).unwrap();
     let mut head = q.acquire_async(8, far()); // waits: 6 left
@@ -134,8 +129,7 @@ fn a_panicking_waker_when_the_driver_ends_leaves_the_other_waiters_woken() {
 /// that queue's grant wakes a waker that panics: the release has made its own grants first.
 #[test]
 fn a_sequential_release_grants_before_telling() {
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let global = Limit::new(10);
     let mut seq: WaitQueue<u32> = WaitQueue::with_options(10, Some(global.clone()), Order::Strict);
     let shared = under(&global, 10);
@@ -180,8 +174,7 @@ fn every_short_queue_told_by(global: &Limit, release: impl FnOnce()) {
 /// queue short of it, though each told pass panics.
 #[test]
 fn a_dropped_queue_tells_every_short_queue_though_each_pass_panics() {
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let global = Limit::new(8);
     let mut seq: WaitQueue<()> = WaitQueue::with_options(8, Some(global.clone()), Order::Strict);
     let all = seq.register(8, 100, (), &mut Vec::new()).unwrap();
@@ -195,8 +188,7 @@ fn a_dropped_queue_tells_every_short_queue_though_each_pass_panics() {
 /// process; it is caught, and the other waiter is woken.
 #[test]
 fn a_permit_dropped_by_a_panic_wakes_the_rest_without_aborting() {
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let (q, all) = full(4);
     let mut first = q.acquire_async(2, far());
     let mut second = q.acquire_async(2, far());

@@ -22,9 +22,7 @@ use super::wakers::*;
 /// request keeps waiting, and a later poll with a good waker gets its grant.
 #[test]
 fn a_poll_whose_waker_clone_panics_leaves_the_request_whole() {
-    quiet();
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let (q, all) = full(2);
     let mut fut = q.acquire_async(1, far());
     let mut dropped = q.acquire_async(1, far());
@@ -87,20 +85,16 @@ fn the_driver_ends_with_a_waker_whose_clone_panics() {
     );
 }
 
-#[test]
-fn a_driver_ending_with_a_waker_whose_clone_panics_still_wakes_the_others() {
-    in_child(
-        "driver::a_driver_ending_with_a_waker_whose_clone_panics_still_wakes_the_others",
-        the_driver_ends_with_a_waker_whose_clone_panics,
-    );
-}
+child_test!(
+    a_driver_ending_with_a_waker_whose_clone_panics_still_wakes_the_others,
+    the_driver_ends_with_a_waker_whose_clone_panics
+);
 
 /// What that loses in practice: a task on a live runtime waits behind a waiter whose clone
 /// panics; the driver's runtime shuts down, and the task is never woken to spawn a new
 /// driver, so it never expires.
 #[test]
 fn a_task_behind_a_waker_whose_clone_panics_still_expires() {
-    quiet();
     let (q, one) = full(1);
     let rt = idle_runtime();
     let mut first = q.acquire_async(1, far());
@@ -151,7 +145,6 @@ impl Future for PanicsAfterWaking {
 /// waiters still waiting, and those registered later, must still expire: a new driver.
 #[test]
 fn a_driver_that_panics_in_an_expiry_is_replaced_and_the_rest_expire() {
-    quiet();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()
@@ -204,7 +197,6 @@ fn a_driver_that_panics_in_an_expiry_is_replaced_and_the_rest_expire() {
 /// panic, the second and fourth are woken all the same.
 #[test]
 fn the_drivers_end_wakes_every_waiter_though_two_wakers_panic() {
-    quiet();
     let rt = idle_runtime();
     let (q, one) = full(1);
     let mut futs: Vec<_> = (0..4).map(|_| q.acquire_async(1, far())).collect();
@@ -237,13 +229,11 @@ fn the_drivers_end_wakes_every_waiter_though_two_wakers_panic() {
 /// is spawned all the same: the request expires with nobody calling `advance`.
 #[test]
 fn a_poll_whose_replaced_waker_panics_when_dropped_still_spawns_a_driver() {
-    quiet();
     let (q, one) = full(1);
     let deadline = Instant::now() + Duration::from_millis(100);
     let mut fut = q.acquire_async(1, deadline);
     {
-        let rt = idle_runtime();
-        let _guard = rt.enter();
+        enter_idle!();
         let drop_panics = waker(Spec {
             drop_panics: true,
             ..Spec::default()

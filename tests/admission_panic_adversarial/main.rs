@@ -34,11 +34,8 @@ use wakers::*;
 /// the new waiter) before the wake-ups, but the panic leaves `register` before the `Waiter`
 /// is built: nobody owns that ticket.
 fn a_registration_that_expires_a_panicking_waiter(register: impl FnOnce(&AdmissionQueue)) {
-    quiet();
-    let rt = idle_runtime();
-    let _guard = rt.enter();
-    let global = Limit::new(4);
-    let q = under(&global, 4);
+    enter_idle!();
+    let (global, [q]) = limited(4, 4);
     let three = q.acquire(3, far()).unwrap();
     let soon = Instant::now() + Duration::from_millis(5);
     let mut expiring = q.acquire_async(2, soon);
@@ -84,11 +81,8 @@ fn a_registration_left_waiting_by_its_advances_panic_is_not_granted_to_nobody() 
 /// `y` is told, and that registration's own pass grants `y`'s waiter, whose waker panics.
 #[test]
 fn a_passing_registration_whose_pass_wakes_a_panicking_waker_gives_its_units_back() {
-    quiet();
-    let rt = idle_runtime();
-    let _guard = rt.enter();
-    let global = Limit::new(4);
-    let x = under(&global, 4);
+    enter_idle!();
+    let (global, [x]) = limited(4, 4);
     let y = AdmissionQueue::with_options(10, Some(global.clone()), Order::Passing, RES);
     let all = x.acquire(4, far()).unwrap();
     let mut short = y.acquire_async(2, far()); // short of the global limit
@@ -124,9 +118,7 @@ fn a_passing_registration_whose_pass_wakes_a_panicking_waker_gives_its_units_bac
 /// it owed) and then panics: the owed pass still runs, and expires what is due by then.
 #[test]
 fn a_pass_owed_when_the_running_pass_panics_still_runs() {
-    quiet();
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let (q, one) = full(1);
     let soon = Instant::now() + Duration::from_millis(5);
     let later_at = soon + Duration::from_millis(300);
@@ -166,9 +158,7 @@ fn a_pass_owed_when_the_running_pass_panics_still_runs() {
 /// waiter after them is still woken and everything is granted.
 #[test]
 fn a_waker_that_panics_on_its_second_wake_leaves_the_batch_woken() {
-    quiet();
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let (q, all) = full(6);
     let shared = Spec {
         panic_on: Some(second_only),
@@ -201,9 +191,7 @@ fn a_waker_that_panics_on_its_second_wake_leaves_the_batch_woken() {
 /// the poller, and the grant is there at the next poll.
 #[test]
 fn a_replaced_waker_that_gives_back_and_panics_when_dropped_leaves_the_grant() {
-    quiet();
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let q = AdmissionQueue::new(1, RES);
     let one = Mutex::new(Some(q.acquire(1, far()).unwrap()));
     let mut fut = q.acquire_async(1, far());
@@ -234,12 +222,8 @@ fn a_replaced_waker_that_gives_back_and_panics_when_dropped_leaves_the_grant() {
 /// short of that limit, is told though its waker panics too.
 #[test]
 fn a_dropped_queue_with_panicking_waiters_gives_everything_back() {
-    quiet();
-    let rt = idle_runtime();
-    let _guard = rt.enter();
-    let global = Limit::new(6);
-    let a = under(&global, 6);
-    let b = under(&global, 6);
+    enter_idle!();
+    let (global, [a, b]) = limited(6, 6);
     let three = a.acquire(3, far()).unwrap();
     let mut head = a.acquire_async(4, far()); // waits: 3 left
     let mut behind = a.acquire_async(2, far()); // fits, but strict
@@ -279,12 +263,8 @@ fn a_dropped_queue_with_panicking_waiters_gives_everything_back() {
 /// release tells a queue whose waker panics); the future's recorded waker panics when
 /// dropped. Each of those panics escaping a destructor would abort the process.
 fn drops_while_unwinding() {
-    let rt = idle_runtime();
-    let _guard = rt.enter();
-    let global = Limit::new(8);
-    let a = under(&global, 4);
-    let b = under(&global, 4);
-    let c = under(&global, 4);
+    enter_idle!();
+    let (global, [a, b, c]) = limited(8, 4);
     let all_a = a.acquire(4, far()).unwrap();
     let all_b = b.acquire(4, far()).unwrap();
     let mut told = c.acquire_async(2, far()); // short of the global limit
@@ -330,13 +310,10 @@ fn take_permit(m: &Mutex<Option<Permit>>) -> Option<Permit> {
     m.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
-#[test]
-fn permits_and_futures_dropped_while_a_panic_unwinds_do_not_abort() {
-    in_child(
-        "permits_and_futures_dropped_while_a_panic_unwinds_do_not_abort",
-        drops_while_unwinding,
-    );
-}
+child_test!(
+    permits_and_futures_dropped_while_a_panic_unwinds_do_not_abort,
+    drops_while_unwinding
+);
 
 // --- every one told, every one woken, though several panic ---------------------------------------
 
@@ -344,11 +321,8 @@ fn permits_and_futures_dropped_while_a_panic_unwinds_do_not_abort() {
 /// first while that first panic unwinds. All five are told.
 #[test]
 fn raising_a_limit_tells_every_queue_though_every_told_pass_panics() {
-    quiet();
-    let rt = idle_runtime();
-    let _guard = rt.enter();
-    let global = Limit::new(2);
-    let holder = under(&global, 2);
+    enter_idle!();
+    let (global, [holder]) = limited(2, 2);
     let two = holder.acquire(2, far()).unwrap();
     let (queues, futs) = short_queues(&global, 5);
     assert!(panicked(|| global.set_capacity(12)));
@@ -360,8 +334,7 @@ fn raising_a_limit_tells_every_queue_though_every_told_pass_panics() {
 /// A sequential queue holding a limit's units is dropped while a panic unwinds: it tells the
 /// queues short of the limit from that destructor, and their told passes panic too.
 fn a_sequential_queue_dropped_by_a_panic() {
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let global = Limit::new(8);
     let mut seq: tickwheel::admission::WaitQueue<()> =
         tickwheel::admission::WaitQueue::with_options(8, Some(global.clone()), Order::Strict);
@@ -376,22 +349,17 @@ fn a_sequential_queue_dropped_by_a_panic() {
     assert_eq!(global.available(), 8);
 }
 
-#[test]
-fn a_sequential_queue_dropped_by_a_panic_tells_every_queue_without_aborting() {
-    in_child(
-        "a_sequential_queue_dropped_by_a_panic_tells_every_queue_without_aborting",
-        a_sequential_queue_dropped_by_a_panic,
-    );
-}
+child_test!(
+    a_sequential_queue_dropped_by_a_panic_tells_every_queue_without_aborting,
+    a_sequential_queue_dropped_by_a_panic
+);
 
 /// A thread blocked in `acquire` runs the pass at its deadline; that pass expires a task's
 /// waiter too, whose waker panics. The panic reaches the blocked thread's `acquire`: its
 /// request is given back on the way, and nothing hangs.
 #[test]
 fn a_blocking_acquire_whose_pass_wakes_a_panicking_waker_loses_nothing() {
-    quiet();
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let (q, one) = full(1);
     let soon = Instant::now() + Duration::from_millis(5);
     let mut fut = q.acquire_async(1, soon);
@@ -429,8 +397,7 @@ impl Drop for Bomb {
 /// Two wakers of one release panic with a payload whose drop panics: the second payload is
 /// caught while the first panic unwinds and then dropped, inside a destructor.
 fn payloads_that_panic_when_dropped() {
-    let rt = idle_runtime();
-    let _guard = rt.enter();
+    enter_idle!();
     let (q, all) = full(2);
     let bomb = || {
         waker(Spec {
@@ -448,31 +415,22 @@ fn payloads_that_panic_when_dropped() {
     assert_back(&q, 2);
 }
 
-#[test]
-fn a_panic_payload_that_panics_when_dropped_does_not_abort() {
-    in_child(
-        "a_panic_payload_that_panics_when_dropped_does_not_abort",
-        payloads_that_panic_when_dropped,
-    );
-}
+child_test!(
+    a_panic_payload_that_panics_when_dropped_does_not_abort,
+    payloads_that_panic_when_dropped
+);
 
-/// Three threads on three queues over one limit; every kind of panicking waker, permits
-/// given back from inside wakes and drops, the limit lowered and raised, panics unwinding
-/// through futures and permits. Deadlines far: nothing expires (see the next test).
-#[test]
-fn threads_with_panicking_wakers_over_one_limit_lose_nothing() {
-    in_child(
-        "threads_with_panicking_wakers_over_one_limit_lose_nothing",
-        || threads::many_threads(false),
-    );
-}
+child_test!(
+    /// Three threads on three queues over one limit; every kind of panicking waker, permits
+    /// given back from inside wakes and drops, the limit lowered and raised, panics unwinding
+    /// through futures and permits. Deadlines far: nothing expires (see the next test).
+    threads_with_panicking_wakers_over_one_limit_lose_nothing,
+    || threads::many_threads(false)
+);
 
-/// The same with deadlines that pass: a registration's own advance then expires waiters
-/// whose wakers panic (the `register` tests above).
-#[test]
-fn threads_with_panicking_wakers_and_expiries_lose_nothing() {
-    in_child(
-        "threads_with_panicking_wakers_and_expiries_lose_nothing",
-        || threads::many_threads(true),
-    );
-}
+child_test!(
+    /// The same with deadlines that pass: a registration's own advance then expires waiters
+    /// whose wakers panic (the `register` tests above).
+    threads_with_panicking_wakers_and_expiries_lose_nothing,
+    || threads::many_threads(true)
+);

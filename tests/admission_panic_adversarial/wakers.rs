@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use tickwheel::admission::{Acquire, AdmissionQueue, Limit};
 
-pub use crate::support::admission::{RES, far, full, poll_once, under};
+pub(crate) use crate::support::admission::enter_idle;
+pub use crate::support::admission::{RES, far, full, limited, poll_once, under};
 pub(crate) use crate::support::tasks::idle_runtime;
 
 /// Long enough for any loaded machine; only a hang takes this long.
@@ -25,7 +26,8 @@ pub fn sleep_past(at: Instant) {
     }
 }
 
-/// The default hook, minus the panics of these wakers (hundreds of them).
+/// The default hook, minus the panics of these wakers (hundreds of them). Installed once, by
+/// the first waker made here (or [`panicked`], or a child process).
 pub fn quiet() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -106,6 +108,7 @@ pub fn second_only(n: usize) -> bool {
 }
 
 pub fn waker(spec: Spec) -> Waker {
+    quiet();
     Waker::from(Arc::new(Adv(spec)))
 }
 pub fn panics_on_wake() -> Waker {
@@ -164,6 +167,7 @@ pub mod clone_panics {
     }
 
     pub fn waker(panic_from: usize) -> (Arc<State>, Waker) {
+        quiet();
         let state = Arc::new(State {
             clones: AtomicUsize::new(0),
             wakes: AtomicUsize::new(0),
@@ -177,6 +181,7 @@ pub mod clone_panics {
 
 /// Whether `f` panicked.
 pub fn panicked(f: impl FnOnce()) -> bool {
+    quiet();
     catch_unwind(AssertUnwindSafe(f)).is_err()
 }
 
@@ -203,6 +208,21 @@ pub fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'sta
 
 /// Runs test `name`'s `body` in a child process (this binary again, filtered to `name`): an
 /// abort fails the test instead of ending the run.
+/// A test that runs `body` in a child process ([`in_child`]), under its own name.
+macro_rules! child_test {
+    ($(#[$doc:meta])* $name:ident, $body:expr) => {
+        $(#[$doc])*
+        #[test]
+        fn $name() {
+            let path = concat!(module_path!(), "::", stringify!($name));
+            // The harness's name of the test: its path without the binary's.
+            let name = path.split_once("::").map_or(path, |(_, name)| name);
+            $crate::wakers::in_child(name, $body);
+        }
+    };
+}
+pub(crate) use child_test;
+
 pub fn in_child(name: &str, body: impl FnOnce()) {
     if std::env::var_os(CHILD).is_some() {
         quiet();
