@@ -68,11 +68,11 @@ impl QueueKeys {
     /// assert_eq!(k.owner, "tickwheel:{6578616d706c652e636f6d}:owner");
     /// ```
     pub fn new(prefix: &str, queue: &[u8]) -> Self {
-        let tag = tag(queue);
+        let key = in_slot(prefix, queue);
         QueueKeys {
-            owner: format!("{prefix}:{{{tag}}}:owner"),
-            data: format!("{prefix}:{{{tag}}}:data"),
-            fenced: format!("{prefix}:{{{tag}}}:fenced"),
+            owner: key("owner"),
+            data: key("data"),
+            fenced: key("fenced"),
         }
     }
 }
@@ -101,10 +101,10 @@ impl JournalKeys {
     /// assert_eq!(k.bucket(3), "tickwheel:{71}:j:3");
     /// ```
     pub fn new(prefix: &str, queue: &[u8]) -> Self {
-        let tag = tag(queue);
+        let key = in_slot(prefix, queue);
         JournalKeys {
-            meta: format!("{prefix}:{{{tag}}}:jm"),
-            bucket_prefix: format!("{prefix}:{{{tag}}}:j:"),
+            meta: key("jm"),
+            bucket_prefix: key("j:"),
         }
     }
 
@@ -112,6 +112,12 @@ impl JournalKeys {
     pub fn bucket(&self, index: u64) -> String {
         format!("{}{index}", self.bucket_prefix)
     }
+}
+
+/// Makes the keys `PREFIX:{TAG}:name` of `queue`: one hash tag, so one Redis Cluster slot.
+fn in_slot(prefix: &str, queue: &[u8]) -> impl Fn(&str) -> String {
+    let head = format!("{prefix}:{{{}}}:", tag(queue));
+    move |name| format!("{head}{name}")
 }
 
 /// The hash tag of a queue: the lowercase hex of its name, or `_` for the empty name (an empty
