@@ -12,7 +12,9 @@ use tickwheel::admission::{AdmissionQueue, Limit, Order, TicketState, WaitQueue}
 
 use crate::support::admission::{RES, enter_idle, far, full, limited, poll_once, under};
 use crate::support::tasks::idle_runtime;
-use crate::wakers::{Spec, all_granted, counting, panics_on_wake, short_queues, waker};
+use crate::wakers::{
+    Spec, all_granted, counting, expiring_soon, panics_on_wake, short_queues, sleep_past, waker,
+};
 
 /// Runs `f`; asserts it panicked.
 fn panics_through(f: impl FnOnce()) {
@@ -62,10 +64,8 @@ fn every_queue_short_of_the_limit_is_told_though_each_told_pass_panics() {
 fn an_advance_whose_waker_panics_does_not_stop_later_advances() {
     enter_idle!();
     let (q, all) = full(4);
-    let soon = Instant::now() + Duration::from_millis(5);
-    let mut expiring = q.acquire_async(1, soon);
-    assert!(poll_once(&mut expiring, &panics_on_wake()).is_pending());
-    std::thread::sleep(Duration::from_millis(20)); // past `soon`
+    let (soon, expiring) = expiring_soon(&q, 1);
+    sleep_past(soon);
     panics_through(|| q.advance());
     let later = q
         .register(1, Instant::now() + Duration::from_millis(5))

@@ -37,9 +37,7 @@ fn a_registration_that_expires_a_panicking_waiter(register: impl FnOnce(&Admissi
     enter_idle!();
     let (global, [q]) = limited(4, 4);
     let three = q.acquire(3, far()).unwrap();
-    let soon = Instant::now() + Duration::from_millis(5);
-    let mut expiring = q.acquire_async(2, soon);
-    assert!(poll_once(&mut expiring, &panics_on_wake()).is_pending());
+    let (soon, mut expiring) = expiring_soon(&q, 2);
     sleep_past(soon);
     // Whatever `register` answers, the test drops it with everything else.
     let _ = catch_unwind(AssertUnwindSafe(|| register(&q)));
@@ -361,9 +359,7 @@ child_test!(
 fn a_blocking_acquire_whose_pass_wakes_a_panicking_waker_loses_nothing() {
     enter_idle!();
     let (q, one) = full(1);
-    let soon = Instant::now() + Duration::from_millis(5);
-    let mut fut = q.acquire_async(1, soon);
-    assert!(poll_once(&mut fut, &panics_on_wake()).is_pending());
+    let (soon, mut fut) = expiring_soon(&q, 1);
     let q2 = q.clone();
     let blocked = within("the blocked acquire", move || {
         catch_unwind(AssertUnwindSafe(|| {

@@ -179,6 +179,15 @@ pub mod clone_panics {
     }
 }
 
+/// A request of `amount` on `q`, due 5 ms from now and polled once with a waker that panics
+/// when woken: its deadline and its future, waiting.
+pub fn expiring_soon(q: &AdmissionQueue, amount: u64) -> (Instant, Acquire) {
+    let soon = Instant::now() + Duration::from_millis(5);
+    let mut fut = q.acquire_async(amount, soon);
+    assert!(poll_once(&mut fut, &panics_on_wake()).is_pending());
+    (soon, fut)
+}
+
 /// Whether `f` panicked.
 pub fn panicked(f: impl FnOnce()) -> bool {
     quiet();
