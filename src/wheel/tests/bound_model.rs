@@ -153,11 +153,10 @@ impl M {
         let e = self.w.elapsed();
         match *d {
             D::Ahead(l, o) => {
-                let span = if l >= 10 {
-                    u64::MAX
-                } else {
-                    (1u64 << (6 * (l as u32 + 1))) - 1
-                };
+                // The ticks of levels 0..=l; all of `u64` from level 10 (a shift past 63).
+                let span = 1u64
+                    .checked_shl(6 * (u32::from(l) + 1))
+                    .map_or(u64::MAX, |s| s - 1);
                 e.saturating_add(1 + o % span.max(1))
                     .max(e.saturating_add(1))
             }
