@@ -67,243 +67,79 @@ proptest! {
 #[test]
 fn rate_limited_pop_after_a_limited_batch_matches_the_model() {
     // The input as the fuzzer wrote it repeats two runs of steps: each is spelled once.
+    use At::*;
+    use SchedOp::*;
+    #[rustfmt::skip]
     let ahead_run = [
-        SchedOp::Schedule {
-            queue: 255,
-            id: 255,
-            at: At::Ahead {
-                ticks: 7,
-                sub: 2550202384,
-            },
-        },
-        SchedOp::Schedule {
-            queue: 9,
-            id: 63,
-            at: At::Ahead {
-                ticks: 0,
-                sub: 16842755,
-            },
-        },
-        SchedOp::Schedule {
-            queue: 0,
-            id: 0,
-            at: At::Ahead {
-                ticks: 0,
-                sub: 4127195400,
-            },
-        },
-        SchedOp::Schedule {
-            queue: 0,
-            id: 0,
-            at: At::Ahead {
-                ticks: 1,
-                sub: 1074204677,
-            },
-        },
-        SchedOp::Finish {
-            due: 238,
-            consume: false,
-        },
-        SchedOp::Take { batch: 19, n: 3 },
-        SchedOp::Schedule {
-            queue: 16,
-            id: 7,
-            at: At::Far { shift: 30 },
-        },
-        SchedOp::Flush {
-            queue: 132,
-            now: At::BeforeOrigin { ns: 33606298 },
-        },
-        SchedOp::Schedule {
-            queue: 5,
-            id: 60,
-            at: At::Ahead { ticks: 2, sub: 1 },
-        },
-        SchedOp::Take { batch: 19, n: 4 },
+        Schedule { queue: 255, id: 255, at: Ahead { ticks: 7, sub: 2550202384 } },
+        Schedule { queue: 9, id: 63, at: Ahead { ticks: 0, sub: 16842755 } },
+        Schedule { queue: 0, id: 0, at: Ahead { ticks: 0, sub: 4127195400 } },
+        Schedule { queue: 0, id: 0, at: Ahead { ticks: 1, sub: 1074204677 } },
+        Finish { due: 238, consume: false },
+        Take { batch: 19, n: 3 },
+        Schedule { queue: 16, id: 7, at: Far { shift: 30 } },
+        Flush { queue: 132, now: BeforeOrigin { ns: 33606298 } },
+        Schedule { queue: 5, id: 60, at: Ahead { ticks: 2, sub: 1 } },
+        Take { batch: 19, n: 4 },
     ];
+    #[rustfmt::skip]
     let drop_run = [
-        &[SchedOp::DropBatch(145); 11][..],
+        &[DropBatch(145); 11][..],
         &[
-            SchedOp::Schedule {
-                queue: 19,
-                id: 19,
-                at: At::Far { shift: 15 },
-            },
-            SchedOp::PopDue {
-                now: At::Far { shift: 58 },
-                limit: 4,
-            },
-            SchedOp::Schedule {
-                queue: 3,
-                id: 20,
-                at: At::Far { shift: 19 },
-            },
-            SchedOp::DropBatch(232),
-            SchedOp::DropBatch(139),
-            SchedOp::Schedule {
-                queue: 0,
-                id: 0,
-                at: At::Ahead {
-                    ticks: 0,
-                    sub: 772014080,
-                },
-            },
-            SchedOp::Finish {
-                due: 232,
-                consume: false,
-            },
-            SchedOp::PopDue {
-                now: At::Far { shift: 19 },
-                limit: 4,
-            },
-            SchedOp::PopDue {
-                now: At::Far { shift: 58 },
-                limit: 4,
-            },
-            SchedOp::Schedule {
-                queue: 1,
-                id: 2,
-                at: At::Far { shift: 57 },
-            },
-            SchedOp::Hold(162),
+            Schedule { queue: 19, id: 19, at: Far { shift: 15 } },
+            PopDue { now: Far { shift: 58 }, limit: 4 },
+            Schedule { queue: 3, id: 20, at: Far { shift: 19 } },
+            DropBatch(232),
+            DropBatch(139),
+            Schedule { queue: 0, id: 0, at: Ahead { ticks: 0, sub: 772014080 } },
+            Finish { due: 232, consume: false },
+            PopDue { now: Far { shift: 19 }, limit: 4 },
+            PopDue { now: Far { shift: 58 }, limit: 4 },
+            Schedule { queue: 1, id: 2, at: Far { shift: 57 } },
+            Hold(162),
         ],
     ]
     .concat();
+    #[rustfmt::skip]
     let ops = [
         &[
-            SchedOp::Rate {
-                queue: 0,
-                interval: 236,
-                burst: 237,
-            },
-            SchedOp::Rate {
-                queue: 236,
-                interval: 236,
-                burst: 32,
-            },
-            SchedOp::Rate {
-                queue: 23,
-                interval: 203,
-                burst: 19,
-            },
+            Rate { queue: 0, interval: 236, burst: 237 },
+            Rate { queue: 236, interval: 236, burst: 32 },
+            Rate { queue: 23, interval: 203, burst: 19 },
         ][..],
         &ahead_run,
         &[
-            SchedOp::Rate {
-                queue: 236,
-                interval: 32,
-                burst: 236,
-            },
-            SchedOp::Take { batch: 203, n: 4 },
+            Rate { queue: 236, interval: 32, burst: 236 },
+            Take { batch: 203, n: 4 },
         ],
         &ahead_run,
         &[
-            SchedOp::DropBatch(232),
-            SchedOp::Schedule {
-                queue: 139,
-                id: 46,
-                at: At::Ahead {
-                    ticks: 37352,
-                    sub: 2442236305,
-                },
-            },
+            DropBatch(232),
+            Schedule { queue: 139, id: 46, at: Ahead { ticks: 37352, sub: 2442236305 } },
         ],
         &drop_run,
-        &[SchedOp::PopDue {
-            now: At::Ahead {
-                ticks: 59578,
-                sub: 2442236305,
-            },
-            limit: 1,
-        }],
+        &[PopDue { now: Ahead { ticks: 59578, sub: 2442236305 }, limit: 1 }],
         &drop_run,
         &[
-            SchedOp::PopDue {
-                now: At::Ahead {
-                    ticks: 4922,
-                    sub: 3399105043,
-                },
-                limit: 1,
-            },
-            SchedOp::Schedule {
-                queue: 19,
-                id: 185,
-                at: At::Ahead {
-                    ticks: 2,
-                    sub: 3904515723,
-                },
-            },
-            SchedOp::Schedule {
-                queue: 19,
-                id: 19,
-                at: At::Ahead {
-                    ticks: 2,
-                    sub: 3267543746,
-                },
-            },
-            SchedOp::Limit {
-                queue: 194,
-                limit: 255,
-            },
-            SchedOp::PopDue {
-                now: At::Behind { ticks: 3 },
-                limit: 1,
-            },
-            SchedOp::PopDue {
-                now: At::Ahead {
-                    ticks: 2,
-                    sub: 320017411,
-                },
-                limit: 255,
-            },
-            SchedOp::Hold(162),
-            SchedOp::PopDue {
-                now: At::Ahead {
-                    ticks: 0,
-                    sub: 3305,
-                },
-                limit: 0,
-            },
-            SchedOp::PopDue {
-                now: At::Ahead {
-                    ticks: 7,
-                    sub: 268498434,
-                },
-                limit: 2,
-            },
-            SchedOp::PopDue {
-                now: At::Far { shift: 19 },
-                limit: 1,
-            },
-            SchedOp::Limit {
-                queue: 115,
-                limit: 2,
-            },
-            SchedOp::Rate {
-                queue: 117,
-                interval: 117,
-                burst: 117,
-            },
-            SchedOp::Rate {
-                queue: 117,
-                interval: 194,
-                burst: 194,
-            },
+            PopDue { now: Ahead { ticks: 4922, sub: 3399105043 }, limit: 1 },
+            Schedule { queue: 19, id: 185, at: Ahead { ticks: 2, sub: 3904515723 } },
+            Schedule { queue: 19, id: 19, at: Ahead { ticks: 2, sub: 3267543746 } },
+            Limit { queue: 194, limit: 255 },
+            PopDue { now: Behind { ticks: 3 }, limit: 1 },
+            PopDue { now: Ahead { ticks: 2, sub: 320017411 }, limit: 255 },
+            Hold(162),
+            PopDue { now: Ahead { ticks: 0, sub: 3305 }, limit: 0 },
+            PopDue { now: Ahead { ticks: 7, sub: 268498434 }, limit: 2 },
+            PopDue { now: Far { shift: 19 }, limit: 1 },
+            Limit { queue: 115, limit: 2 },
+            Rate { queue: 117, interval: 117, burst: 117 },
+            Rate { queue: 117, interval: 194, burst: 194 },
         ],
-        &[SchedOp::Limit {
-            queue: 194,
-            limit: 255,
-        }; 5],
+        &[Limit { queue: 194, limit: 255 }; 5],
         &[
-            SchedOp::PopDue {
-                now: At::Behind { ticks: 0 },
-                limit: 1,
-            },
-            SchedOp::Drain(19),
-            SchedOp::PopDue {
-                now: At::Ahead { ticks: 0, sub: 0 },
-                limit: 0,
-            },
+            PopDue { now: Behind { ticks: 0 }, limit: 1 },
+            Drain(19),
+            PopDue { now: Ahead { ticks: 0, sub: 0 }, limit: 0 },
         ],
     ]
     .concat();

@@ -300,30 +300,14 @@ proptest! {
 /// picked different entries.
 #[test]
 fn the_first_sleep_armed_in_the_past_ends_without_budget() {
-    for ops in [
-        vec![
-            Op::Wait(1),
-            Op::Insert(1),
-            Op::Insert(0),
-            Op::PollNoop,
-            Op::Reset(1, 0),
-        ],
-        vec![
-            Op::Wait(1),
-            Op::CoopPoll,
-            Op::Insert(1),
-            Op::Insert(0),
-            Op::PollNoop,
-            Op::Reset(1, 0),
-        ],
-        vec![
-            Op::Insert(5),
-            Op::Wait(1),
-            Op::Insert(0),
-            Op::CoopPoll,
-            Op::Reset(1, 0),
-        ],
-    ] {
+    use Op::{CoopPoll, Insert, PollNoop, Reset, Wait};
+    #[rustfmt::skip] // one script a line
+    let scripts = [
+        vec![Wait(1), Insert(1), Insert(0), PollNoop, Reset(1, 0)],
+        vec![Wait(1), CoopPoll, Insert(1), Insert(0), PollNoop, Reset(1, 0)],
+        vec![Insert(5), Wait(1), Insert(0), CoopPoll, Reset(1, 0)],
+    ];
+    for ops in scripts {
         let ours = paused_runtime().block_on(async { run_script!(DelayQueue<u32>, &ops) });
         let theirs = paused_runtime()
             .block_on(async { run_script!(tokio_util::time::DelayQueue<u32>, &ops) });
