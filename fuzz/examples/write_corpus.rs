@@ -318,79 +318,43 @@ fn scheduler_races() {
     let soon = At::Ahead { ticks: 2, sub: 1 };
     // The MTA race: a drain while the dispatcher holds popped timers; cancel and schedule of
     // in-flight ids; re-schedule once delivered; the rest of the batch dropped untaken.
-    sched_seed(
-        "drain_in_flight",
-        1,
-        0,
-        vec![
-            schedule(0, 1, now),
-            schedule(0, 2, now),
-            schedule(0, 3, soon),
-            schedule(1, 4, now),
-            S::PopDue { now, limit: 2 },
-            S::Drain(0),
-            S::Cancel(1),
-            schedule(1, 1, now),
-            S::Take { batch: 0, n: 1 },
-            S::Finish {
-                due: 0,
-                consume: true,
-            },
-            schedule(1, 1, now),
-            S::DropBatch(0),
-            S::PopDue {
-                now: soon,
-                limit: u8::MAX,
-            },
-            S::Take { batch: 0, n: 4 },
-            S::Finish {
-                due: 1,
-                consume: false,
-            },
-            S::Drain(1),
-            S::Finish {
-                due: 0,
-                consume: false,
-            },
-        ],
-    );
+    #[rustfmt::skip]
+    let ops = vec![
+        schedule(0, 1, now), schedule(0, 2, now), schedule(0, 3, soon), schedule(1, 4, now), // the timers
+        S::PopDue { now, limit: 2 },
+        S::Drain(0),
+        S::Cancel(1),
+        schedule(1, 1, now),
+        S::Take { batch: 0, n: 1 },
+        S::Finish { due: 0, consume: true },
+        schedule(1, 1, now),
+        S::DropBatch(0),
+        S::PopDue { now: soon, limit: u8::MAX },
+        S::Take { batch: 0, n: 4 },
+        S::Finish { due: 1, consume: false },
+        S::Drain(1),
+        S::Finish { due: 0, consume: false },
+    ];
+    sched_seed("drain_in_flight", 1, 0, ops);
     // A half-taken batch dropped: its untaken timers go back in their place, merge with new
     // ones of the same tick across shards, and can be rescheduled.
-    sched_seed(
-        "half_taken",
-        3,
-        2,
-        vec![
-            schedule(0, 5, soon),
-            schedule(1, 6, soon),
-            schedule(2, 7, soon),
-            schedule(3, 8, now),
-            S::PopDue {
-                now: soon,
-                limit: u8::MAX,
-            },
-            S::Take { batch: 0, n: 1 },
-            S::DropBatch(0),
-            schedule(0, 9, soon),
-            S::Reschedule { id: 6, at: now },
-            S::PopDue {
-                now: soon,
-                limit: 1,
-            },
-            S::PopDue {
-                now: soon,
-                limit: 3,
-            },
-            S::Take { batch: 1, n: 3 },
-            S::Take { batch: 0, n: 1 },
-            S::Finish {
-                due: 2,
-                consume: true,
-            },
-            S::DropBatch(1),
-            S::Cancel(7),
-        ],
-    );
+    #[rustfmt::skip]
+    let ops = vec![
+        schedule(0, 5, soon), schedule(1, 6, soon), schedule(2, 7, soon), schedule(3, 8, now), // the timers
+        S::PopDue { now: soon, limit: u8::MAX },
+        S::Take { batch: 0, n: 1 },
+        S::DropBatch(0),
+        schedule(0, 9, soon),
+        S::Reschedule { id: 6, at: now },
+        S::PopDue { now: soon, limit: 1 },
+        S::PopDue { now: soon, limit: 3 },
+        S::Take { batch: 1, n: 3 },
+        S::Take { batch: 0, n: 1 },
+        S::Finish { due: 2, consume: true },
+        S::DropBatch(1),
+        S::Cancel(7),
+    ];
+    sched_seed("half_taken", 3, 2, ops);
     // Clock edges: deadlines before the origin and far away, a poll before the origin, time
     // going backwards, a deadline just inside a tick.
     sched_seed(
