@@ -26,20 +26,24 @@ type Types<Q, K, T> = fn() -> (Q, K, T);
 /// assert_eq!(sched.resolution(), Duration::from_micros(100));
 /// ```
 pub struct SchedulerBuilder<Q, K, T> {
+    settings: Settings,
+    _types: PhantomData<Types<Q, K, T>>,
+}
+
+/// What a builder chooses, apart from its type parameters (so it derives `Clone` and
+/// `Debug` without bounds on them).
+#[derive(Clone, Debug)]
+struct Settings {
     shards: Option<usize>,
     resolution: Duration,
     origin: Option<Instant>,
     name: Option<Arc<str>>,
-    _types: PhantomData<Types<Q, K, T>>,
 }
 
 impl<Q, K, T> Clone for SchedulerBuilder<Q, K, T> {
     fn clone(&self) -> Self {
         SchedulerBuilder {
-            shards: self.shards,
-            resolution: self.resolution,
-            origin: self.origin,
-            name: self.name.clone(),
+            settings: self.settings.clone(),
             _types: PhantomData,
         }
     }
@@ -47,11 +51,8 @@ impl<Q, K, T> Clone for SchedulerBuilder<Q, K, T> {
 
 impl<Q, K, T> fmt::Debug for SchedulerBuilder<Q, K, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SchedulerBuilder")
-            .field("shards", &self.shards)
-            .field("resolution", &self.resolution)
-            .field("origin", &self.origin)
-            .field("name", &self.name)
+        f.debug_tuple("SchedulerBuilder")
+            .field(&self.settings)
             .finish()
     }
 }
@@ -60,10 +61,12 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
     /// The defaults: one shard per available core, 1 ms, origin when built.
     pub(crate) fn new() -> Self {
         SchedulerBuilder {
-            shards: None,
-            resolution: Duration::from_millis(1),
-            origin: None,
-            name: None,
+            settings: Settings {
+                shards: None,
+                resolution: Duration::from_millis(1),
+                origin: None,
+                name: None,
+            },
             _types: PhantomData,
         }
     }
@@ -71,21 +74,21 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
     /// Number of shards: ids are spread over them by hash, each behind its own lock.
     /// Default: the available parallelism (1 if unknown). Must be 1 to [`MAX_SHARDS`].
     pub fn shards(mut self, n: usize) -> Self {
-        self.shards = Some(n);
+        self.settings.shards = Some(n);
         self
     }
 
     /// Length of one tick. Deadlines round up to it and `now` rounds down, so a timer fires
     /// between 0 and about one resolution after its deadline. Default: 1 ms. Must not be zero.
     pub fn resolution(mut self, d: Duration) -> Self {
-        self.resolution = d;
+        self.settings.resolution = d;
         self
     }
 
     /// The instant of tick 0. Default: `Instant::now()` when built. Deadlines before it are
     /// due at once; a `pop_due(now)` with `now` before it finds nothing due.
     pub fn origin(mut self, origin: Instant) -> Self {
-        self.origin = Some(origin);
+        self.settings.origin = Some(origin);
         self
     }
 
@@ -101,7 +104,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
     /// assert_eq!(sched.name(), Some("deferred"));
     /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(Arc::from(name.into()));
+        self.settings.name = Some(Arc::from(name.into()));
         self
     }
 
@@ -130,7 +133,7 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
     /// assert_eq!(r.err(), Some(BuildError::Resolution(Duration::ZERO)));
     /// ```
     pub fn try_build(self) -> Result<Scheduler<Q, K, T>, BuildError> {
-        let shards = self.shards.unwrap_or_else(|| {
+        let shards = self.settings.shards.unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(MAX_SHARDS)
@@ -138,10 +141,10 @@ impl<Q: Hash + Eq + Clone, K: Hash + Eq + Clone, T> SchedulerBuilder<Q, K, T> {
         if shards == 0 || shards > MAX_SHARDS {
             return Err(BuildError::Shards(shards));
         }
-        let origin = self.origin.unwrap_or_else(Instant::now);
-        let clock = TickClock::try_new(origin, self.resolution)
-            .ok_or(BuildError::Resolution(self.resolution))?;
-        Ok(Scheduler::with_settings(shards, clock, self.name))
+        let origin = self.settings.origin.unwrap_or_else(Instant::now);
+        let clock = TickClock::try_new(origin, self.settings.resolution)
+            .ok_or(BuildError::Resolution(self.settings.resolution))?;
+        Ok(Scheduler::with_settings(shards, clock, self.settings.name))
     }
 }
 
