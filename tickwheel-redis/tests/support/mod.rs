@@ -19,6 +19,11 @@ pub mod moving;
 
 pub type Sched = Scheduler<String, u64, String>;
 
+/// Id `i` as the journal's id bytes: 8 bytes, big-endian.
+pub fn num(i: u64) -> Vec<u8> {
+    i.to_be_bytes().to_vec()
+}
+
 pub fn server() -> Option<RedisServer> {
     start_for_test()
 }
