@@ -41,15 +41,13 @@ pub struct TimerWheel<T> {
     quiet: Option<(u64, Instant)>,
 }
 
-/// A summary: `TimerWheel { resolution, len, elapsed, next_expiration }`, the last two in
-/// ticks (the core [`Wheel`]'s `Debug` without its stale count).
+/// A summary: `TimerWheel { resolution, wheel }`, the second the core [`Wheel`]'s `Debug`
+/// (`len`, and `elapsed`, `next_expiration` in ticks, `stale`).
 impl<T> std::fmt::Debug for TimerWheel<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TimerWheel")
             .field("resolution", &self.clock.resolution())
-            .field("len", &self.wheel.len())
-            .field("elapsed", &self.wheel.elapsed())
-            .field("next_expiration", &self.wheel.next_expiration())
+            .field("wheel", &self.wheel)
             .finish()
     }
 }
