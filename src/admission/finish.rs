@@ -2,13 +2,12 @@
 //! wake the waiters it resolved and tell the queues short of the global limit, all of it
 //! even if a waker panics (see `each.rs`).
 
-use std::sync::Weak;
 use std::task::Waker;
 use std::thread::Thread;
 use std::vec;
 
 use super::each::while_unwinding;
-use super::limit::{Wake, tell_one};
+use super::limit::{Told, tell_one};
 
 /// Who to wake when a request resolves: a thread blocked in `wait`, or a task.
 #[derive(Debug)]
@@ -37,7 +36,7 @@ pub(super) struct Finish {
     /// Before the rest: the waker of the request this call ended itself.
     pub(super) first: Option<First>,
     notify: vec::IntoIter<Notify>,
-    tell: vec::IntoIter<Weak<dyn Wake>>,
+    tell: vec::IntoIter<Told>,
 }
 
 /// The waker of the request a call ended itself.
@@ -59,7 +58,7 @@ impl First {
 
 impl Finish {
     /// The waiters to wake, in order, and then the queues to tell.
-    pub(super) fn new(notify: Vec<Notify>, tell: Vec<Weak<dyn Wake>>) -> Self {
+    pub(super) fn new(notify: Vec<Notify>, tell: Vec<Told>) -> Self {
         Finish {
             first: None,
             notify: notify.into_iter(),
