@@ -24,7 +24,8 @@
 //! admission costs. The last line is
 //! `admission: OK (…)` — no limit ever over-granted, every request resolved exactly once,
 //! all capacity back at the end — or `admission: FAILED …` with exit status 1. Bad options
-//! exit with status 2.
+//! exit with status 2. `--only tickwheel` (or `tokio`, `harness`) runs that side alone, for a
+//! profiler: its counts, CPU and heap bytes per waiter, and `admission: OK` or `FAILED`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
