@@ -24,7 +24,8 @@
 //! admission costs. The last line is
 //! `admission: OK (…)` — no limit ever over-granted, every request resolved exactly once,
 //! all capacity back at the end — or `admission: FAILED …` with exit status 1. Bad options
-//! exit with status 2.
+//! exit with status 2. `--only tickwheel` (or `tokio`, `harness`) runs that side alone, for a
+//! profiler: its counts, CPU and heap bytes per waiter, and `admission: OK` or `FAILED`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -82,6 +83,9 @@ struct Args {
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run one side only (for a profiler): its counts and CPU are printed, no comparison.
+    #[arg(long, value_parser = ["tickwheel", "tokio", "harness"])]
+    only: Option<String>,
 }
 
 const MAX_AMOUNT: u64 = 64;
@@ -333,6 +337,41 @@ fn print_side(side: &Side) {
     );
 }
 
+/// `--only`: one side, its counts, CPU and bytes per waiter; status 1 if its run failed.
+fn run_only(
+    runtime: &tokio::runtime::Runtime,
+    only: &str,
+    args: &Args,
+    reqs: &Arc<Vec<Request>>,
+) -> ExitCode {
+    let side = match only {
+        "tickwheel" => runtime.block_on(measured(
+            "tickwheel",
+            tickwheel_side(args.clone(), reqs.clone()),
+        )),
+        "tokio" => runtime.block_on(measured("tokio", tokio_side(args.clone(), reqs.clone()))),
+        _ => runtime.block_on(measured(
+            "harness",
+            harness_side(args.clone(), reqs.clone()),
+        )),
+    };
+    print_side(&side);
+    let n = args.waiters as f64;
+    println!(
+        "{}: CPU {:.0} ns, heap {:.0} B per waiter",
+        side.name,
+        side.cpu.as_nanos() as f64 / n,
+        side.peak_heap as f64 / n
+    );
+    let ok = !side.over_granted && side.ends.len() == args.waiters && side.leak.is_none();
+    println!("admission: {}", if ok { "OK" } else { "FAILED" });
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
 fn main() -> ExitCode {
     let args = match Args::try_parse() {
         Ok(args) => args,
@@ -367,6 +406,9 @@ fn main() -> ExitCode {
         BURST_AT.as_millis(),
         args.seed
     );
+    if let Some(only) = args.only.as_deref() {
+        return run_only(&runtime, only, &args, &reqs);
+    }
     let ours = runtime.block_on(measured(
         "tickwheel",
         tickwheel_side(args.clone(), reqs.clone()),

@@ -2,13 +2,12 @@
 //! wake the waiters it resolved and tell the queues short of the global limit, all of it
 //! even if a waker panics (see `each.rs`).
 
-use std::sync::Weak;
 use std::task::Waker;
 use std::thread::Thread;
 use std::vec;
 
 use super::each::while_unwinding;
-use super::limit::{Wake, tell_one};
+use super::limit::{Told, tell_one};
 
 /// Who to wake when a request resolves: a thread blocked in `wait`, or a task.
 #[derive(Debug)]
@@ -36,8 +35,11 @@ impl Notify {
 pub(super) struct Finish {
     /// Before the rest: the waker of the request this call ended itself.
     pub(super) first: Option<First>,
+    /// The first waiter resolved, kept apart from the rest: most calls resolve at most one,
+    /// and then make no allocation for it.
+    one: Option<Notify>,
     notify: vec::IntoIter<Notify>,
-    tell: vec::IntoIter<Weak<dyn Wake>>,
+    tell: vec::IntoIter<Told>,
 }
 
 /// The waker of the request a call ended itself.
@@ -58,10 +60,11 @@ impl First {
 }
 
 impl Finish {
-    /// The waiters to wake, in order, and then the queues to tell.
-    pub(super) fn new(notify: Vec<Notify>, tell: Vec<Weak<dyn Wake>>) -> Self {
+    /// The waiters to wake, in order (`one` and then `notify`), and then the queues to tell.
+    pub(super) fn new(one: Option<Notify>, notify: Vec<Notify>, tell: Vec<Told>) -> Self {
         Finish {
             first: None,
+            one,
             notify: notify.into_iter(),
             tell: tell.into_iter(),
         }
@@ -76,6 +79,9 @@ impl Finish {
         }
         if let Some(first) = self.first.take() {
             first.run();
+        }
+        if let Some(one) = self.one.take() {
+            one.notify();
         }
         for notify in self.notify.by_ref() {
             notify.notify();
@@ -94,6 +100,9 @@ impl Finish {
         if let Some(first) = self.first.take() {
             while_unwinding(|| first.run());
         }
+        if let Some(one) = self.one.take() {
+            while_unwinding(|| one.notify());
+        }
         for notify in self.notify.by_ref() {
             while_unwinding(|| notify.notify());
         }
@@ -108,7 +117,11 @@ impl Drop for Finish {
     /// while a panic unwinds.
     #[inline]
     fn drop(&mut self) {
-        if self.first.is_some() || self.notify.len() > 0 || self.tell.len() > 0 {
+        if self.first.is_some()
+            || self.one.is_some()
+            || self.notify.len() > 0
+            || self.tell.len() > 0
+        {
             self.run_rest();
         }
     }

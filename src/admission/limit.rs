@@ -22,7 +22,11 @@ pub(crate) trait Wake: Send + Sync {
 /// Capacity is taken from it only together with a local limit, under the taking queue's
 /// lock and then this limit's lock (the one lock order), so a ticket holds both or neither.
 /// When capacity comes back, the thread-safe queues whose head was short of it are told
-/// (each at most once per shortage; the list is bounded by the number of queues).
+/// (each at most once per shortage; the list is bounded by the number of queues). A queue is
+/// told, which runs its grant pass, only if the limit then has room for the least amount it
+/// was short of since it was last told; otherwise it stays listed for the next release. So a
+/// release costs O(listed queues) lock-and-compare steps but grant passes only where one can
+/// grant.
 ///
 /// ```
 /// use tickwheel::admission::Limit;
@@ -45,7 +49,22 @@ struct LimitState {
     /// available until enough comes back).
     held: u64,
     /// Queues whose head was short of this limit, by queue id: told once capacity returns.
-    short: HashMap<u64, Weak<dyn Wake>>,
+    short: HashMap<u64, Short>,
+}
+
+/// A queue short of a limit: the least it asked for since it was last told, and how to
+/// tell it.
+struct Short {
+    needed: u64,
+    wake: Weak<dyn Wake>,
+}
+
+/// A queue to tell that capacity came back to `limit` (from [`Limit::give_back`]): told only
+/// if the limit has room for what it asked for by then (see [`tell_one`]).
+pub(crate) struct Told {
+    limit: Limit,
+    queue: u64,
+    short: Short,
 }
 
 impl fmt::Debug for Limit {
@@ -115,7 +134,7 @@ impl Limit {
             let grew = capacity > state.capacity;
             state.capacity = capacity;
             if grew && !state.short.is_empty() {
-                state.short.drain().map(|(_, w)| w).collect()
+                self.drain(&mut state)
             } else {
                 Vec::new()
             }
@@ -129,8 +148,8 @@ impl Limit {
     }
 
     /// Takes `amount` if available. When it is not and `waker` is given, remembers it (once
-    /// per `queue`) to be told when capacity comes back: under the same lock as the check,
-    /// so a release between the two cannot be missed.
+    /// per `queue`, with the least amount it asked for) to be told when capacity comes back:
+    /// under the same lock as the check, so a release between the two cannot be missed.
     pub(crate) fn try_take(&self, amount: u64, queue: u64, waker: Option<&Weak<dyn Wake>>) -> bool {
         let mut state = self.inner.state.lock();
         if state.capacity.saturating_sub(state.held) >= amount {
@@ -138,14 +157,50 @@ impl Limit {
             return true;
         }
         if let Some(waker) = waker {
-            state.short.entry(queue).or_insert_with(|| waker.clone());
+            state
+                .short
+                .entry(queue)
+                .and_modify(|short| short.needed = short.needed.min(amount))
+                .or_insert_with(|| Short {
+                    needed: amount,
+                    wake: waker.clone(),
+                });
         }
         false
     }
 
+    /// Every queue short of this limit, forgotten here: the caller tells them.
+    fn drain(&self, state: &mut LimitState) -> Vec<Told> {
+        state
+            .short
+            .drain()
+            .map(|(queue, short)| Told {
+                limit: self.clone(),
+                queue,
+                short,
+            })
+            .collect()
+    }
+
+    /// For [`tell_one`]: whether the limit now has room for what the queue asked for. If not,
+    /// it is remembered again (as by [`try_take`](Self::try_take), under the same lock as
+    /// the check), to be told by a later release, and `None`.
+    fn room_for(&self, queue: u64, short: Short) -> Option<Weak<dyn Wake>> {
+        let mut state = self.inner.state.lock();
+        if state.capacity.saturating_sub(state.held) >= short.needed {
+            return Some(short.wake);
+        }
+        state
+            .short
+            .entry(queue)
+            .and_modify(|s| s.needed = s.needed.min(short.needed))
+            .or_insert(short);
+        None
+    }
+
     /// Gives `amount` back and returns the queues to tell. The queues only give back what
     /// they took.
-    pub(crate) fn give_back(&self, amount: u64) -> Vec<Weak<dyn Wake>> {
+    pub(crate) fn give_back(&self, amount: u64) -> Vec<Told> {
         let mut state = self.inner.state.lock();
         debug_assert!(
             amount <= state.held,
@@ -156,7 +211,7 @@ impl Limit {
         if state.short.is_empty() || state.held >= state.capacity {
             return Vec::new();
         }
-        state.short.drain().map(|(_, w)| w).collect()
+        self.drain(&mut state)
     }
 
     /// Forgets a queue that is going away.
@@ -168,13 +223,20 @@ impl Limit {
 /// Tells the queues returned by [`Limit::give_back`]; call with no lock held. A told queue's
 /// grant pass wakes its waiters: if a waker panics, the queues left are still told and then
 /// the panic goes on (see `each.rs`).
-pub(crate) fn tell(queues: Vec<Weak<dyn Wake>>) {
+pub(crate) fn tell(queues: Vec<Told>) {
     each(queues, tell_one);
 }
 
-/// Tells one queue, if it still lives.
-pub(crate) fn tell_one(queue: Weak<dyn Wake>) {
-    if let Some(queue) = queue.upgrade() {
+/// Tells one queue, if it still lives and the limit has room for the least it asked for: a
+/// queue that could not take now is not made to run a grant pass, but stays listed for the
+/// next release. O(1) then, where a pass costs the queue's lock and cache lines.
+pub(crate) fn tell_one(told: Told) {
+    let Told {
+        limit,
+        queue,
+        short,
+    } = told;
+    if let Some(queue) = limit.room_for(queue, short).and_then(|q| q.upgrade()) {
         queue.capacity_returned();
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::Weak;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::limit::{Limit, Wake, tell};
+use super::limit::{Limit, Told, Wake, tell};
 use super::types::{
     Cancel, Order, Outcome, RegisterError, ReleaseError, Resolved, Ticket, TicketState,
 };
@@ -59,7 +59,7 @@ pub struct WaitQueue<W> {
     /// Told by the global limit when capacity comes back (set by `AdmissionQueue`).
     wake: Option<Weak<dyn Wake>>,
     /// Queues to tell that global capacity came back, once our lock is released.
-    to_tell: Vec<Weak<dyn Wake>>,
+    to_tell: Vec<Told>,
     now: u64,
     slots: Vec<Slot<W>>,
     free: u32,
@@ -467,7 +467,7 @@ impl<W> WaitQueue<W> {
     /// Queues short of the global limit are told at once by a sequential queue (no lock of
     /// ours is held), and by the thread-safe one after it released its lock
     /// ([`take_to_tell`](WaitQueue::take_to_tell)): telling runs their grant pass.
-    fn tell_later(&mut self, others: Vec<Weak<dyn Wake>>) {
+    fn tell_later(&mut self, others: Vec<Told>) {
         if self.wake.is_none() {
             tell(others);
         } else {
@@ -475,7 +475,7 @@ impl<W> WaitQueue<W> {
         }
     }
 
-    pub(crate) fn take_to_tell(&mut self) -> Vec<Weak<dyn Wake>> {
+    pub(crate) fn take_to_tell(&mut self) -> Vec<Told> {
         std::mem::take(&mut self.to_tell)
     }
 

@@ -317,7 +317,8 @@ impl Inner {
     /// Under the queue lock: hands each resolution to its waiter's cell (a grant is
     /// detached from the queue into the cell at once, so the cell owns it from here on).
     fn settle(&self, core: &mut Locked<Arc<Cell>>, mut out: Vec<Resolved<Arc<Cell>>>) -> Finish {
-        let mut notify = Vec::new();
+        // The first waiter to wake apart: no allocation when there is one.
+        let (mut one, mut notify) = (None, Vec::new());
         for r in out.drain(..) {
             let state = match r.outcome {
                 Outcome::Granted => {
@@ -327,10 +328,15 @@ impl Inner {
                 }
                 Outcome::Expired { .. } => CellState::Expired,
             };
-            notify.extend(r.waiter.resolve(state));
+            if let Some(n) = r.waiter.resolve(state) {
+                match one {
+                    None => one = Some(n),
+                    Some(_) => notify.push(n),
+                }
+            }
         }
         core.give_back(out);
-        Finish::new(notify, core.take_to_tell())
+        Finish::new(one, notify, core.take_to_tell())
     }
 
     /// Gives back a permit's (or an untaken grant's) amount.

@@ -259,3 +259,39 @@ fn a_raised_global_capacity_grants_a_waiter_and_a_lowered_one_grants_nothing_mor
     drop((granted, small));
     assert_eq!(global.available(), 5);
 }
+
+/// A release too small for a short queue's head leaves the queue listed: the next release
+/// that makes room grants it.
+#[test]
+fn a_queue_not_told_for_a_small_release_is_told_by_the_next() {
+    let global = Limit::new(10);
+    let (a, b) = (under(&global, 10), under(&global, 10));
+    let far = Instant::now() + Duration::from_secs(60);
+    let (four, six) = (a.acquire(4, far).unwrap(), a.acquire(6, far).unwrap());
+    let w = b.register(8, far).unwrap();
+    drop(four);
+    assert!(w.try_take().is_none(), "4 available, 8 asked");
+    drop(six);
+    assert_eq!(
+        w.try_take().unwrap().unwrap().amount(),
+        8,
+        "told by the second"
+    );
+}
+
+/// The head that was short leaves; the smaller one behind it is what the queue waits for,
+/// and a release with room for it (not for the first) tells the queue.
+#[test]
+fn a_short_queue_is_told_for_its_new_smaller_head() {
+    let global = Limit::new(10);
+    let (a, b) = (under(&global, 10), under(&global, 10));
+    let far = Instant::now() + Duration::from_secs(60);
+    let (seven, three) = (a.acquire(7, far).unwrap(), a.acquire(3, far).unwrap());
+    let big = b.register(9, far).unwrap();
+    let small = b.register(2, far).unwrap();
+    drop(big); // cancelled: the small one is the head, still short
+    assert!(small.try_take().is_none());
+    drop(three);
+    assert_eq!(small.try_take().unwrap().unwrap().amount(), 2, "told");
+    drop(seven);
+}
