@@ -190,6 +190,11 @@ impl Limit {
         if state.capacity.saturating_sub(state.held) >= short.needed {
             return Some(short.wake);
         }
+        // A queue dropped since the drain (its `forget` already ran) is not listed again:
+        // nothing would ever remove it.
+        if short.wake.strong_count() == 0 {
+            return None;
+        }
         state
             .short
             .entry(queue)
