@@ -46,6 +46,14 @@ fn under(global: &Limit, capacity: u64) -> AdmissionQueue {
     AdmissionQueue::with_options(capacity, Some(global.clone()), Order::Strict, res)
 }
 
+/// A global limit of `capacity`, two queues `a` and `b` of as much under it, and a deadline
+/// a minute away.
+fn two_under(capacity: u64) -> (Limit, AdmissionQueue, AdmissionQueue, Instant) {
+    let global = Limit::new(capacity);
+    let (a, b) = (under(&global, capacity), under(&global, capacity));
+    (global, a, b, Instant::now() + Duration::from_secs(60))
+}
+
 #[test]
 fn strict_head_blocks_smaller_tickets_behind_it() {
     let (mut q, tickets, mut out) =
@@ -223,9 +231,7 @@ fn a_dropped_waiter_gives_a_grant_back() {
 
 #[test]
 fn a_global_release_wakes_another_queue() {
-    let global = Limit::new(5);
-    let (a, b) = (under(&global, 5), under(&global, 5));
-    let far = Instant::now() + Duration::from_secs(60);
+    let (global, a, b, far) = two_under(5);
     let held = a.acquire(5, far).unwrap();
     let w = b.register(3, far).unwrap();
     assert!(w.try_take().is_none());
@@ -264,9 +270,7 @@ fn a_raised_global_capacity_grants_a_waiter_and_a_lowered_one_grants_nothing_mor
 /// that makes room grants it.
 #[test]
 fn a_queue_not_told_for_a_small_release_is_told_by_the_next() {
-    let global = Limit::new(10);
-    let (a, b) = (under(&global, 10), under(&global, 10));
-    let far = Instant::now() + Duration::from_secs(60);
+    let (_global, a, b, far) = two_under(10);
     let (four, six) = (a.acquire(4, far).unwrap(), a.acquire(6, far).unwrap());
     let w = b.register(8, far).unwrap();
     drop(four);
@@ -283,9 +287,7 @@ fn a_queue_not_told_for_a_small_release_is_told_by_the_next() {
 /// and a release with room for it (not for the first) tells the queue.
 #[test]
 fn a_short_queue_is_told_for_its_new_smaller_head() {
-    let global = Limit::new(10);
-    let (a, b) = (under(&global, 10), under(&global, 10));
-    let far = Instant::now() + Duration::from_secs(60);
+    let (_global, a, b, far) = two_under(10);
     let (seven, three) = (a.acquire(7, far).unwrap(), a.acquire(3, far).unwrap());
     let big = b.register(9, far).unwrap();
     let small = b.register(2, far).unwrap();
