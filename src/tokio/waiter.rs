@@ -188,8 +188,12 @@ impl Waiter {
     /// wake it only later.
     #[inline]
     pub(super) fn deadline_added(&mut self, tick: u64) {
-        if self.wake_at.is_none_or(|at| tick < at) {
-            self.wake();
+        match self.wake_at {
+            // No sleep armed: only a task waiting on an empty queue is woken. Inserts into a
+            // queue nobody polls (the common fill) stop at this one load.
+            None if !self.waiting => {}
+            Some(at) if tick >= at => {}
+            _ => self.wake(),
         }
     }
 
