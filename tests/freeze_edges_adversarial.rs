@@ -3,8 +3,11 @@
 //! `Instant` extremes, retries earlier than the deadline, and the snapshot conversions at
 //! `u64` extremes (feature `serde`). The threaded races are in `freeze_races.rs`.
 
+mod support;
+
 use std::time::{Duration, Instant};
 
+use support::latest_instant;
 use tickwheel::sync::{Cancel, FrozenEntry, RescheduleError, Retried, ScheduleError, Scheduler};
 
 fn sched(t0: Instant) -> Scheduler<&'static str, u32, u32> {
@@ -143,25 +146,12 @@ fn import_of_an_id_in_flight_or_forwarded_is_present() {
     assert_eq!(got.imported, 1, "delivered: free again");
 }
 
-/// The latest `Instant` the platform holds, from `from` on.
-fn latest(from: Instant) -> Instant {
-    let mut at = from;
-    let mut step = Duration::MAX;
-    while !step.is_zero() {
-        while let Some(l) = at.checked_add(step) {
-            at = l;
-        }
-        step /= 2;
-    }
-    at
-}
-
 #[test]
 fn instant_extremes_do_not_panic_or_drop() {
     let t0 = Instant::now() + Duration::from_secs(1000);
     let s = sched(t0);
     // Far future: the latest Instant the platform holds.
-    let far = latest(t0);
+    let far = latest_instant(t0);
     // Before the origin.
     let early = Instant::now()
         .checked_sub(Duration::from_secs(1))
@@ -222,8 +212,11 @@ mod snapshots {
             u64::MAX
         );
         assert_eq!(to_reference(now + Duration::from_nanos(1), now, 0), 2);
-        assert_eq!(to_reference(latest(now), now, 0), u64::MAX);
-        assert_eq!(to_reference(latest(now), now, u64::MAX - 1), u64::MAX);
+        assert_eq!(to_reference(latest_instant(now), now, 0), u64::MAX);
+        assert_eq!(
+            to_reference(latest_instant(now), now, u64::MAX - 1),
+            u64::MAX
+        );
         // Never earlier: at least the reference reading.
         let early = now.checked_sub(Duration::from_secs(5)).unwrap_or(now);
         assert_eq!(to_reference(early, now, 7), 7);
@@ -254,7 +247,7 @@ mod snapshots {
             t0 + Duration::from_nanos(999),
             t0 + Duration::from_micros(1),
             t0 + Duration::from_secs(3600),
-            latest(t0),
+            latest_instant(t0),
         ];
         for (i, &at) in ats.iter().enumerate() {
             s.schedule("q", i as u32, at, i as u32).unwrap();
@@ -271,7 +264,7 @@ mod snapshots {
             assert_eq!(entries.len(), frozen.pending.len());
             for (a, b) in frozen.pending.iter().zip(&entries) {
                 assert_eq!((a.id, a.value), (b.id, b.value));
-                if a.at == latest(t0) {
+                if a.at == latest_instant(t0) {
                     continue; // clamped at the latest Instant on both sides
                 }
                 // Never earlier (left relative to the reading).
