@@ -84,8 +84,8 @@ where
 }
 
 /// Imports a leftover sealed offer after the journal and the hook: the number imported. With
-/// the journal on, the offer's deadlines are read first (a second fetch of the offer: the
-/// import reads it again), and each id already in keeps the later of the two, the journal
+/// the journal on, the offer's deadlines are read first, the journal brought up to the later
+/// ones before the commit, and each id already in keeps the later of the two, the journal
 /// brought up to it (a retry at the freeze the source could not journal: else fired early
 /// here, and again at the next owner). An offered id whose timer is in another queue of
 /// this member keeps the later deadline too (`crossqueue::later_wins_across`).
@@ -100,12 +100,12 @@ where
     K: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static,
     T: Send + Sync + Serialize + DeserializeOwned + 'static,
 {
+    let entries = inc
+        .fetch()
+        .await
+        .map_err(|e| Error::Handoff(e.to_string()))?;
     let mut offered = Vec::new();
     if s.journal.is_some() {
-        let entries = inc
-            .fetch()
-            .await
-            .map_err(|e| Error::Handoff(e.to_string()))?;
         let reference = s.custody.reference_now_us().await?;
         let local = Instant::now();
         offered = entries
@@ -117,8 +117,16 @@ where
                 )
             })
             .collect();
+        // Before the commit deletes the offer: a member that dies after it leaves the next
+        // owner a journal that fires nothing early. What this member holds of the queue
+        // came from the journal and the hook.
+        let held = |id: &K| {
+            let info = s.scheduler.lookup(id)?;
+            (info.queue == *q).then_some(info.deadline)
+        };
+        crate::journal::offer_deadlines_first(s, q, token, entries, held).await?;
     }
-    let done = match s.custody.complete(inc, &s.scheduler).await {
+    let done = match s.custody.commit_and_import(inc, &s.scheduler).await {
         Ok(r) => r.imported,
         Err(e) => return Err(Error::Handoff(e.to_string())),
     };

@@ -322,6 +322,45 @@ async fn decodable<Q: QueueName, K: DeserializeOwned, T: DeserializeOwned>(
 /// clock once (µs), and a conversion can round either way.
 pub(crate) const SAME_DEADLINE: Duration = Duration::from_millis(1);
 
+/// Before the commit that deletes an offer claimed at `token`: each offered timer whose
+/// journal record is earlier than the offer's deadline (by more than [`SAME_DEADLINE`]) is
+/// written again with the offer's deadline and value (a retry at the freeze that the source
+/// could not journal). Done before the commit, so that a member that dies between its commit
+/// and its import leaves the queue's next owner a journal that fires nothing early.
+/// `journaled`: the journal's deadline of an id, where it has one. O(offered) plus one
+/// journal request (awaited) for the records it rewrites.
+///
+/// # Errors
+/// [`Error::Journal`]: a record that does not serialize, Redis unreachable, or `Fenced`.
+pub(crate) async fn offer_deadlines_first<Q, K, T>(
+    shared: &Arc<Shared<Q, K, T>>,
+    queue: &Q,
+    token: u64,
+    offered: &[SnapshotEntry<K, T>],
+    journaled: impl Fn(&K) -> Option<Instant>,
+) -> Result<(), Error>
+where
+    Q: QueueName,
+    K: Hash + Eq + Clone + Send + Sync + Serialize + 'static,
+    T: Send + Serialize + 'static,
+{
+    let Some(j) = &shared.journal else {
+        return Ok(());
+    };
+    let slack = u64::try_from(SAME_DEADLINE.as_micros()).unwrap_or(u64::MAX);
+    let mut ops = Vec::new();
+    for e in offered {
+        let Some(at) = journaled(&e.id) else { continue };
+        if e.deadline_us > j.reference_us(at).saturating_add(slack) {
+            ops.push(Op::put_entry(e)?);
+        }
+    }
+    if !ops.is_empty() {
+        j.journal.submit(queue.as_ref(), token, ops).await?;
+    }
+    Ok(())
+}
+
 /// After a queue's timers came from two sources at `token` (an offer, or a leftover offer,
 /// and the journal), of which the second's ids already present were skipped by the import:
 /// each such id keeps the **later** of its two deadlines (never early, whichever source is

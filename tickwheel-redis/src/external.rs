@@ -165,6 +165,26 @@ impl Custody {
         T: DeserializeOwned,
     {
         incoming.fetch().await?;
+        self.commit_and_import(incoming, scheduler).await
+    }
+
+    /// The rest of [`complete`](Self::complete) for a claim already fetched: commits (retried
+    /// until Redis answers) and imports what the fetch read. For a target with a durable step
+    /// of its own between the two (a journal brought up to the offer's deadlines, say).
+    ///
+    /// # Errors
+    /// As [`Incoming::commit`] ([`CustodyError::Step`] before a fetch) and
+    /// [`Incoming::import`].
+    pub async fn commit_and_import<Q, K, T>(
+        &self,
+        mut incoming: Incoming<'_, Q, K, T>,
+        scheduler: &Scheduler<Q, K, T>,
+    ) -> Result<Received<K, T>, CustodyError<K, T>>
+    where
+        Q: AsRef<[u8]> + Hash + Eq + Clone,
+        K: Hash + Eq + Clone + DeserializeOwned,
+        T: DeserializeOwned,
+    {
         loop {
             match incoming.commit().await {
                 Err(e) if e.is_retryable() => {
