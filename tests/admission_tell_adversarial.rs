@@ -8,7 +8,6 @@
 
 mod support;
 
-use std::cell::Cell;
 #[cfg(feature = "tokio")]
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,23 +18,11 @@ use tickwheel::admission::{
     Ticket, WaitQueue, Waiter,
 };
 
-use support::admission::{RES, far, under};
-use support::counting_alloc::Counting;
+use support::admission::{RES, far, limited, under};
+use support::counting_alloc::{Counting, live_on_this_thread as live, per_thread};
 
-thread_local! {
-    // Per thread: tests run in parallel. What the leak test measures is allocated and freed
-    // on its own thread. `const` init: no allocation.
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-}
-fn count(delta: isize) {
-    // `try_with`: the allocator is also called while a thread's locals are torn down.
-    let _ = LIVE.try_with(|l| l.set(l.get() + delta));
-}
-fn live() -> isize {
-    LIVE.with(Cell::get)
-}
 #[global_allocator]
-static A: Counting = Counting(count);
+static A: Counting = Counting(per_thread);
 
 /// A thread-safe queue of the model test, with what the test holds of it.
 struct Shared {
@@ -334,8 +321,7 @@ fn a_queue_listed_again_while_its_tell_is_on_the_way_keeps_the_smaller_need() {
 /// A release of exactly what the short queue needs tells it.
 #[test]
 fn a_release_of_exactly_the_need_tells() {
-    let global = Limit::new(9);
-    let (a, b) = (under(&global, 9), under(&global, 9));
+    let (_global, [a, b]) = limited(9, 9);
     let held = a.acquire(9, far()).unwrap();
     let w = b.register(9, far()).unwrap();
     drop(held);
@@ -346,8 +332,7 @@ fn a_release_of_exactly_the_need_tells() {
 /// smaller one behind it is what the queue waits for from then on.
 #[test]
 fn a_short_head_that_expires_leaves_the_smaller_one_behind_it_listed() {
-    let global = Limit::new(10);
-    let (a, b) = (under(&global, 10), under(&global, 10));
+    let (_global, [a, b]) = limited(10, 10);
     let seven = a.acquire(7, far()).unwrap();
     let three = a.acquire(3, far()).unwrap();
     let soon = Instant::now() + Duration::from_millis(5);
@@ -391,8 +376,7 @@ fn a_passing_queue_is_told_for_its_smallest_short_ticket() {
 /// for the waiting head tells its queue; one that does not leaves it listed.
 #[test]
 fn a_capacity_lowered_and_raised_in_steps_tells_at_the_step_with_room() {
-    let global = Limit::new(10);
-    let (a, b) = (under(&global, 10), under(&global, 10));
+    let (global, [a, b]) = limited(10, 10);
     let six = a.acquire(6, far()).unwrap();
     let w = b.register(5, far()).unwrap();
     global.set_capacity(10);

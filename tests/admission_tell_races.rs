@@ -33,6 +33,20 @@ fn racing_queues(global: &Limit) -> Vec<AdmissionQueue> {
     .collect()
 }
 
+/// The end of a racing run: nothing went wrong, every unit is back in the global limit (12)
+/// and in each of [`racing_queues`], and nothing waits.
+fn all_back(seed: u64, failures: &Failures, global: &Limit, queues: &[AdmissionQueue]) {
+    let failures = failures.lock().unwrap();
+    assert!(
+        failures.is_empty(),
+        "seed {seed}: not granted: {failures:?}"
+    );
+    assert_eq!(global.available(), 12, "seed {seed}: every unit back");
+    for (q, cap) in queues.iter().zip([6, 12, 9, 4]) {
+        assert_eq!((q.available(), q.waiting()), (cap, 0));
+    }
+}
+
 /// What one racing thread or task saw go wrong.
 type Failures = Arc<Mutex<Vec<String>>>;
 
@@ -146,15 +160,7 @@ fn race_threads(seed: u64) {
             barrier.wait();
         }
     });
-    let failures = failures.lock().unwrap();
-    assert!(
-        failures.is_empty(),
-        "seed {seed}: not granted: {failures:?}"
-    );
-    assert_eq!(global.available(), 12, "seed {seed}: every unit back");
-    for (q, cap) in queues.iter().zip([6, 12, 9, 4]) {
-        assert_eq!((q.available(), q.waiting()), (cap, 0));
-    }
+    all_back(seed, &failures, &global, &queues);
 }
 
 #[test]
@@ -242,14 +248,6 @@ fn racing_tasks_and_threads_are_all_granted() {
         for t in threads {
             t.join().unwrap();
         }
-        let failures = failures.lock().unwrap();
-        assert!(
-            failures.is_empty(),
-            "seed {seed}: not granted: {failures:?}"
-        );
-        assert_eq!(global.available(), 12, "seed {seed}: every unit back");
-        for (q, cap) in queues.iter().zip([6, 12, 9, 4]) {
-            assert_eq!((q.available(), q.waiting()), (cap, 0));
-        }
+        all_back(seed, &failures, &global, &queues);
     }
 }

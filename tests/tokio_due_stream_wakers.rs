@@ -6,9 +6,9 @@
 #![cfg(feature = "tokio")]
 
 mod support;
-use support::{counting_alloc::Counting, due_stream};
+use support::counting_alloc::{Counting, live_on_this_thread as live, per_thread};
+use support::due_stream;
 
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -20,21 +20,8 @@ use tokio::time::{self, Duration, Instant};
 
 use due_stream::*;
 
-thread_local! {
-    // Per thread: tests run in parallel, and another test building its runtime must not
-    // count here. Each test runs on a current-thread runtime, so what it measures is
-    // allocated and freed on its own thread. `const` init: no allocation.
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-}
-fn count(delta: isize) {
-    // `try_with`: the allocator is also called while a thread's locals are torn down.
-    let _ = LIVE.try_with(|l| l.set(l.get() + delta));
-}
-fn live() -> isize {
-    LIVE.with(Cell::get)
-}
 #[global_allocator]
-static A: Counting = Counting(count);
+static A: Counting = Counting(per_thread);
 
 #[derive(Default)]
 struct CountWake(AtomicUsize);

@@ -126,7 +126,7 @@ where
         };
         crate::journal::offer_deadlines_first(s, q, token, entries, held).await?;
     }
-    let done = match s.custody.commit_and_import(inc, &s.scheduler).await {
+    let done = match s.custody.complete(inc, &s.scheduler).await {
         Ok(r) => r.imported,
         Err(e) => return Err(Error::Handoff(e.to_string())),
     };

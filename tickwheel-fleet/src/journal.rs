@@ -341,8 +341,8 @@ pub(crate) async fn offer_deadlines_first<Q, K, T>(
 ) -> Result<(), Error>
 where
     Q: QueueName,
-    K: Hash + Eq + Clone + Send + Sync + Serialize + 'static,
-    T: Send + Serialize + 'static,
+    K: Serialize,
+    T: Serialize,
 {
     let Some(j) = &shared.journal else {
         return Ok(());

@@ -149,8 +149,12 @@ impl Custody {
         self.take(&RECLAIM, queue, Some(epoch)).await
     }
 
-    /// Fetches, commits (retried until Redis answers, as in [`Custody::receive`]) and imports
-    /// a claim: the target side after [`Custody::claim_at`] or an [`Adopted::Leftover`].
+    /// Fetches (unless the caller fetched already), commits (retried until Redis answers, as
+    /// in [`Custody::receive`]) and imports a claim: the target side after
+    /// [`Custody::claim_at`] or an [`Adopted::Leftover`]. A caller with a durable step of its
+    /// own between the fetch and the commit (a journal brought up to the offer's deadlines,
+    /// say) fetches, makes it, and then calls this; what it changed through
+    /// [`Incoming::fetched_mut`] is what is imported.
     ///
     /// # Errors
     /// As the [`Incoming`] steps.
@@ -164,27 +168,9 @@ impl Custody {
         K: Hash + Eq + Clone + DeserializeOwned,
         T: DeserializeOwned,
     {
-        incoming.fetch().await?;
-        self.commit_and_import(incoming, scheduler).await
-    }
-
-    /// The rest of [`complete`](Self::complete) for a claim already fetched: commits (retried
-    /// until Redis answers) and imports what the fetch read. For a target with a durable step
-    /// of its own between the two (a journal brought up to the offer's deadlines, say).
-    ///
-    /// # Errors
-    /// As [`Incoming::commit`] ([`CustodyError::Step`] before a fetch) and
-    /// [`Incoming::import`].
-    pub async fn commit_and_import<Q, K, T>(
-        &self,
-        mut incoming: Incoming<'_, Q, K, T>,
-        scheduler: &Scheduler<Q, K, T>,
-    ) -> Result<Received<K, T>, CustodyError<K, T>>
-    where
-        Q: AsRef<[u8]> + Hash + Eq + Clone,
-        K: Hash + Eq + Clone + DeserializeOwned,
-        T: DeserializeOwned,
-    {
+        if incoming.fetched_mut().is_none() {
+            incoming.fetch().await?;
+        }
         loop {
             match incoming.commit().await {
                 Err(e) if e.is_retryable() => {

@@ -14,7 +14,7 @@ use tickwheel_redis::{Incoming, Outcome, State};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use super::{Driver, Shared};
+use super::Driver;
 use crate::assign::{self, OwnerKey};
 use crate::crossqueue::{Claim, later_wins_across};
 use crate::{Acquisition, Error, FleetEvent, QueueName};
@@ -226,14 +226,14 @@ where
         // The offer is read, and the journal brought up to its later deadlines, before the
         // commit deletes it: a target that dies after its commit leaves the next owner a
         // journal that fires nothing early.
-        if let Err(e) = offer_into_journal(&s, q, new, &mut inc, &journal).await {
+        if let Err(e) = self.offer_into_journal(q, new, &mut inc, &journal).await {
             let _ = assign::release_owner(&mut self.client, &s.keys, q.as_ref(), new).await;
             return Err(e);
         }
         // Whatever an earlier stay here left is dropped (forwarded timers of a lost queue).
         s.scheduler.take_forwarded(q);
         s.scheduler.unfreeze_queue(q);
-        let offered = match s.custody.commit_and_import(inc, &s.scheduler).await {
+        let offered = match s.custody.complete(inc, &s.scheduler).await {
             Ok(r) => r.imported,
             Err(e) => {
                 // The key goes back; the next adopter (likely this member) takes the claim
@@ -272,30 +272,26 @@ where
         });
         Ok(())
     }
-}
 
-/// The target's steps before its commit: fetches the claimed offer, then brings the journal
-/// (its records `journal`, loaded under `token`) up to the offer's later deadlines
-/// ([`offer_deadlines_first`](crate::journal::offer_deadlines_first)).
-async fn offer_into_journal<Q, K, T>(
-    s: &Arc<Shared<Q, K, T>>,
-    q: &Q,
-    token: u64,
-    inc: &mut Incoming<'_, Q, K, T>,
-    journal: &[FrozenEntry<K, T>],
-) -> Result<(), Error>
-where
-    Q: QueueName,
-    K: Hash + Eq + Clone + Send + Sync + Serialize + DeserializeOwned + 'static,
-    T: Send + Sync + Serialize + DeserializeOwned + 'static,
-{
-    let offered = inc
-        .fetch()
-        .await
-        .map_err(|e| Error::Handoff(e.to_string()))?;
-    if journal.is_empty() {
-        return Ok(());
+    /// The target's steps before its commit: fetches the claimed offer, then brings the
+    /// journal (its records `journal`, loaded under `token`) up to the offer's later deadlines
+    /// ([`offer_deadlines_first`](crate::journal::offer_deadlines_first)).
+    async fn offer_into_journal(
+        &self,
+        q: &Q,
+        token: u64,
+        inc: &mut Incoming<'_, Q, K, T>,
+        journal: &[FrozenEntry<K, T>],
+    ) -> Result<(), Error> {
+        let offered = inc
+            .fetch()
+            .await
+            .map_err(|e| Error::Handoff(e.to_string()))?;
+        if journal.is_empty() {
+            return Ok(());
+        }
+        let at: HashMap<&K, Instant> = journal.iter().map(|e| (&e.id, e.at)).collect();
+        let s = &self.shared;
+        crate::journal::offer_deadlines_first(s, q, token, offered, |id| at.get(id).copied()).await
     }
-    let at: HashMap<&K, Instant> = journal.iter().map(|e| (&e.id, e.at)).collect();
-    crate::journal::offer_deadlines_first(s, q, token, offered, |id| at.get(id).copied()).await
 }
