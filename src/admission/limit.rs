@@ -52,6 +52,26 @@ struct LimitState {
     short: HashMap<u64, Short>,
 }
 
+impl LimitState {
+    /// Units free to take: none while `held` is above a lowered `capacity`.
+    fn available(&self) -> u64 {
+        self.capacity.saturating_sub(self.held)
+    }
+
+    /// Lists `queue` as short of `needed` units, or lowers what it is listed with to `needed`
+    /// (the least it asked for since it was last told); `wake` is called only for a queue not
+    /// yet listed.
+    fn list(&mut self, queue: u64, needed: u64, wake: impl FnOnce() -> Weak<dyn Wake>) {
+        self.short
+            .entry(queue)
+            .and_modify(|s| s.needed = s.needed.min(needed))
+            .or_insert_with(|| Short {
+                needed,
+                wake: wake(),
+            });
+    }
+}
+
 /// A queue short of a limit: the least it asked for since it was last told, and how to
 /// tell it.
 struct Short {
@@ -101,7 +121,7 @@ impl Limit {
     /// capacity). O(1), takes the limit's lock.
     pub fn available(&self) -> u64 {
         let state = self.inner.state.lock();
-        state.capacity.saturating_sub(state.held)
+        state.available()
     }
 
     /// Changes the capacity at run time (Cassandra's native-transport limits change the same
@@ -152,19 +172,12 @@ impl Limit {
     /// under the same lock as the check, so a release between the two cannot be missed.
     pub(crate) fn try_take(&self, amount: u64, queue: u64, waker: Option<&Weak<dyn Wake>>) -> bool {
         let mut state = self.inner.state.lock();
-        if state.capacity.saturating_sub(state.held) >= amount {
+        if state.available() >= amount {
             state.held += amount;
             return true;
         }
         if let Some(waker) = waker {
-            state
-                .short
-                .entry(queue)
-                .and_modify(|short| short.needed = short.needed.min(amount))
-                .or_insert_with(|| Short {
-                    needed: amount,
-                    wake: waker.clone(),
-                });
+            state.list(queue, amount, || waker.clone());
         }
         false
     }
@@ -187,19 +200,14 @@ impl Limit {
     /// the check), to be told by a later release, and `None`.
     fn room_for(&self, queue: u64, short: Short) -> Option<Weak<dyn Wake>> {
         let mut state = self.inner.state.lock();
-        if state.capacity.saturating_sub(state.held) >= short.needed {
+        if state.available() >= short.needed {
             return Some(short.wake);
         }
         // A queue dropped since the drain (its `forget` already ran) is not listed again:
         // nothing would ever remove it.
-        if short.wake.strong_count() == 0 {
-            return None;
+        if short.wake.strong_count() > 0 {
+            state.list(queue, short.needed, || short.wake);
         }
-        state
-            .short
-            .entry(queue)
-            .and_modify(|s| s.needed = s.needed.min(short.needed))
-            .or_insert(short);
         None
     }
 
