@@ -84,10 +84,10 @@ where
 }
 
 /// Imports a leftover sealed offer after the journal and the hook: the number imported. With
-/// the journal on, the offer's deadlines are read first, the journal brought up to the later
-/// ones before the commit, and each id already in keeps the later of the two, the journal
-/// brought up to it (a retry at the freeze the source could not journal: else fired early
-/// here, and again at the next owner). An offered id whose timer is in another queue of
+/// the journal on, the offer's deadlines are read first and the journal brought up to the
+/// later ones before the commit (a retry at the freeze the source could not journal: else
+/// fired early at the next owner); after the import, each id already in keeps the later of
+/// its two deadlines here. An offered id whose timer is in another queue of
 /// this member keeps the later deadline too (`crossqueue::later_wins_across`).
 async fn leftover<Q, K, T>(
     s: &Arc<Shared<Q, K, T>>,
@@ -130,9 +130,7 @@ where
         Ok(r) => r.imported,
         Err(e) => return Err(Error::Handoff(e.to_string())),
     };
-    if let Err(e) = crate::journal::later_deadlines_win(s, q, token, offered, false).await {
-        tracing::warn!(member = %s.name, error = %e, "journal not brought up to the leftover offer's deadlines");
-    }
+    crate::journal::later_deadlines_win(s, q, offered);
     // An offered id with a timer in another queue here: the later deadline wins there too.
     let claims = Claim::offered(done.present);
     Ok(done.imported + later_wins_across(s, q, token, claims).await.offer)

@@ -361,62 +361,33 @@ where
     Ok(())
 }
 
-/// After a queue's timers came from two sources at `token` (an offer, or a leftover offer,
-/// and the journal), of which the second's ids already present were skipped by the import:
-/// each such id keeps the **later** of its two deadlines (never early, whichever source is
-/// stale), and the journal is brought up to the scheduler wherever it held the earlier one,
-/// so that the queue's next owner does not fire it early either. `second`: the skipped
-/// source's ids and deadlines; `second_is_journal`: which of the two it is. Timers in flight
-/// are left alone, and so are ids whose timer is in another queue (an earlier record left
-/// by a dropped hand-out: `crossqueue::later_wins_across` applies the same rule to them).
-/// O(|second|) lookups, plus one journal request (awaited) for the records it rewrites.
-///
-/// # Errors
-/// [`Error::Journal`]: a record that does not serialize, Redis unreachable, or `Fenced`.
-pub(crate) async fn later_deadlines_win<Q, K, T>(
-    shared: &Arc<Shared<Q, K, T>>,
+/// After a queue's timers came from two sources (an offer, or a leftover offer, and the
+/// journal), of which the second's ids already present were skipped by the import: each
+/// such id keeps the **later** of its two deadlines in the scheduler (never early, whichever
+/// source is stale). The journal needs nothing more: [`offer_deadlines_first`] wrote the
+/// offer's later deadlines to it before the commit. `second`: the skipped source's ids and
+/// deadlines. Timers in flight are left alone, and so are ids whose timer is in another
+/// queue (an earlier record left by a dropped hand-out: `crossqueue::later_wins_across`
+/// applies the same rule to them). O(|second|) lookups.
+pub(crate) fn later_deadlines_win<Q, K, T>(
+    shared: &Shared<Q, K, T>,
     queue: &Q,
-    token: u64,
     second: Vec<(K, Instant)>,
-    second_is_journal: bool,
-) -> Result<(), Error>
-where
+) where
     Q: QueueName,
-    K: Hash + Eq + Clone + Send + Sync + Serialize + 'static,
-    T: Send + Serialize + 'static,
+    K: Hash + Eq + Clone,
 {
-    let Some(j) = &shared.journal else {
-        return Ok(());
-    };
     let s = &shared.scheduler;
-    let mut ops = Vec::new();
     for (id, other) in second {
         let Some(info) = s.lookup(&id) else { continue };
         // An id in another queue is `crossqueue::later_wins_across`'s.
         if info.state == tickwheel::sync::IdState::InFlight || info.queue != *queue {
             continue;
         }
-        let here = info.deadline;
-        let (later, journal_stale) = if other > here + SAME_DEADLINE {
-            // The skipped source was later: the scheduler moves to it.
-            if s.reschedule(&id, other).is_err() {
-                continue;
-            }
-            (other, !second_is_journal)
-        } else if here > other + SAME_DEADLINE {
-            (here, second_is_journal)
-        } else {
-            continue;
-        };
-        if journal_stale {
-            let at = j.reference_us(later);
-            if let Some(op) = s.with_value(&id, |v| Op::put(&id, at, v)) {
-                ops.push(op?);
-            }
+        if other > info.deadline + SAME_DEADLINE {
+            // The skipped source was later: the scheduler moves to it. An id that left the
+            // queue meanwhile is not found: nothing to move.
+            let _ = s.reschedule(&id, other);
         }
     }
-    if !ops.is_empty() {
-        j.journal.submit(queue.as_ref(), token, ops).await?;
-    }
-    Ok(())
 }

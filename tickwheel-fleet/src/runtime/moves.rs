@@ -249,12 +249,8 @@ where
         let second: Vec<(K, Instant)> = journal.iter().map(|e| (e.id.clone(), e.at)).collect();
         let from_journal = s.scheduler.import(q.clone(), journal);
         // An id in both keeps the later deadline (the journal's is the later after a put
-        // the freeze refused to schedule), and the journal learns the offer's later one (a
-        // retry at the freeze the source could not journal): else the next owner fires it
-        // early. If Redis refuses, the scheduler is right and the journal stays as it was.
-        if let Err(e) = crate::journal::later_deadlines_win(&s, q, new, second, true).await {
-            tracing::warn!(member = %s.name, error = %e, "journal not brought up to the offer's deadlines");
-        }
+        // the freeze refused to schedule; the offer's later one is in the journal already).
+        crate::journal::later_deadlines_win(&s, q, second);
         // An id of either source with a timer in another queue here: the later deadline wins.
         let claims = Claim::after_handoff(offered.present, from_journal.present);
         let moved = later_wins_across(&s, q, new, claims).await;
