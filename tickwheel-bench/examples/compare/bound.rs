@@ -94,6 +94,7 @@ mod tests {
             ns: ns.to_vec(),
             estimate: false,
             mismatch: false,
+            clock_bound: false,
         }
     }
 

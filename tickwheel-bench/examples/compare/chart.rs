@@ -48,7 +48,7 @@ impl Points {
     /// Reads the tables of a `--markdown` run: a line naming the size (`n = 1000 timers, …` as
     /// printed, or `**1 000 timers**` as in PERFORMANCE.md) before each table whose first
     /// column is `workload`. Other tables (scheduler, memory) are skipped. A cell's figure is
-    /// its first number (`~` estimates included: the chart does not mark them). A heading
+    /// its first number (`~` estimates and `≈` clock-bound figures included: the chart does not mark them). A heading
     /// (`#`) ends a size's scope: a `workload` table under a later heading with no size line
     /// of its own (a before/after comparison, say) is not a run's table and is skipped.
     pub fn from_markdown(text: &str) -> Result<Points, String> {
@@ -80,7 +80,7 @@ impl Points {
                     }
                     let Some(n) = size else { continue };
                     for (name, cell) in names.iter().zip(&cells).skip(1) {
-                        let figure = cell.trim_start_matches('~');
+                        let figure = cell.trim_start_matches(['~', '≈']);
                         let figure = figure.split_whitespace().next().unwrap_or("");
                         if let Ok(ns) = figure.parse::<f64>() {
                             points.add(&cells[0], name, n, ns);

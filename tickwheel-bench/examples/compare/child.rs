@@ -3,7 +3,7 @@
 //! one line per cell on its standard output, tab-separated, in the order it measured them:
 //!
 //! ```text
-//! cell    <section>  <name>  <estimate 0|1>  <mismatch 0|1>  <ns of each repetition, comma-separated>
+//! cell    <section>  <name>  <estimate 0|1>  <mismatch 0|1>  <clock-bound 0|1>  <ns of each repetition, comma-separated>
 //! memory  <name>  <bytes per timer>  <stats bytes per timer, or ->  <churn heap: prefill>  <half-way>  <end>
 //! done    <n>
 //! ```
@@ -52,7 +52,7 @@ impl Line {
     pub fn parse(text: &str) -> Result<Line, String> {
         let fields: Vec<&str> = text.split('\t').collect();
         match fields[..] {
-            ["cell", section, name, estimate, mismatch, ns] => Ok(Line::Cell {
+            ["cell", section, name, estimate, mismatch, clock_bound, ns] => Ok(Line::Cell {
                 section: section.to_string(),
                 name: name.to_string(),
                 cell: Cell {
@@ -63,6 +63,7 @@ impl Line {
                     },
                     estimate: flag(estimate)?,
                     mismatch: flag(mismatch)?,
+                    clock_bound: flag(clock_bound)?,
                 },
             }),
             ["memory", name, per_timer, stats, start, half, end] => Ok(Line::Memory {
@@ -92,8 +93,16 @@ impl fmt::Display for Line {
                 cell,
             } => {
                 let ns: Vec<String> = cell.ns.iter().map(f64::to_string).collect();
-                let (e, m) = (cell.estimate as u8, cell.mismatch as u8);
-                write!(f, "cell\t{section}\t{name}\t{e}\t{m}\t{}", ns.join(","))
+                let (e, m, c) = (
+                    cell.estimate as u8,
+                    cell.mismatch as u8,
+                    cell.clock_bound as u8,
+                );
+                write!(
+                    f,
+                    "cell\t{section}\t{name}\t{e}\t{m}\t{c}\t{}",
+                    ns.join(",")
+                )
             }
             Line::Memory { name, memory } => {
                 let [start, half, end] = memory.churn;
@@ -343,6 +352,7 @@ mod tests {
                     ns: vec![0.1 + 0.2, 1e-300, 123456.789, f64::INFINITY],
                     estimate: true,
                     mismatch: false,
+                    clock_bound: false,
                 },
             },
             Line::Cell {
@@ -352,6 +362,7 @@ mod tests {
                     ns: vec![],
                     estimate: false,
                     mismatch: true,
+                    clock_bound: true,
                 },
             },
             Line::Memory {
@@ -386,6 +397,7 @@ mod tests {
                 ns: vec![1.0],
                 estimate: false,
                 mismatch: false,
+                clock_bound: false,
             },
         }
     }

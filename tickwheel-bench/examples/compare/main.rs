@@ -212,6 +212,8 @@ fn fmt_cell(cell: &Cell, base: &Cell, is_base: bool) -> String {
         "!"
     } else if cell.estimate {
         "~"
+    } else if cell.clock_bound {
+        "≈"
     } else {
         ""
     };
@@ -341,8 +343,9 @@ fn parent(args: &Args, plan: &Plan) -> Result<(), String> {
         "tickwheel compare: ns per operation, median of repetitions (each ≥ 10 ms of timed runs or 0.2 s of wall time); (r×) = median of pairwise ratios peer ÷ tickwheel, above 1 means tickwheel is faster"
     );
     println!(
-        "~ = stopped at the {} s budget, estimated from the part completed; ! = fired/cancelled the wrong timers",
-        plan.budget.as_secs_f64()
+        "~ = stopped at the {} s budget, estimated from the part completed; ! = fired/cancelled the wrong timers; ≈ = a tokio peer's figure of which the paused clock's overhead, subtracted, was over {:.0} % of the time measured (its drift decides the figure: see the DelayQueues above tokio's timer; left out of the slowest ratios)",
+        plan.budget.as_secs_f64(),
+        measure::CLOCK_BOUND_SHARE * 100.0
     );
     if cfg!(not(feature = "tokio")) {
         println!("(built without --features tokio: the tickwheel DelayQueue column is left out)");

@@ -4,7 +4,10 @@
 //! drop-in, and tokio-util's `DelayQueue` ÷ the core wheel. Workload 7 (the scheduler, where
 //! run): each contender ÷ tickwheel's scheduler. Workload 8 (memory): tokio-util's
 //! `DelayQueue` ÷ the drop-in in heap bytes per timer. A comparison that was not run says
-//! `n/a`. The very last line keeps its fixed format for scripts:
+//! `n/a`. A clock-bound cell (`≈` in the table: a tokio peer's figure that the paused
+//! clock's overhead decides, see `measure::clock_bound`) is left out of these ratios; the
+//! table of the `DelayQueue`s above tokio's timer compares those. The very last line keeps
+//! its fixed format for scripts:
 //! `slowest ratio vs tokio DelayQueue: X.XX`.
 //!
 //! Before them, where the floor was measured (`floor.rs`), one line per size gives the core
@@ -41,6 +44,7 @@ pub const FLOOR_TARGETS: [(&str, f64); 4] = [
 impl Summary {
     /// One row of workloads 1–6 or the idle poll: `cells[0]` is the core wheel; `dq` and
     /// `drop_in` index tokio-util's `DelayQueue` and tickwheel's, where the run has them.
+    /// A ratio with a clock-bound cell on either side is left out.
     pub fn row(
         &mut self,
         workload: &'static str,
@@ -52,11 +56,19 @@ impl Summary {
         let (Some(dq), Some(base)) = (dq.and_then(|i| cells.get(i)), cells.first()) else {
             return;
         };
-        keep_min(
-            &mut self.dq_vs_core,
-            (dq.ratio_to(base), workload, n, mark(&[dq, base])),
-        );
-        if let Some(ours) = drop_in.and_then(|i| cells.get(i)) {
+        if dq.clock_bound {
+            return;
+        }
+        if !base.clock_bound {
+            keep_min(
+                &mut self.dq_vs_core,
+                (dq.ratio_to(base), workload, n, mark(&[dq, base])),
+            );
+        }
+        if let Some(ours) = drop_in
+            .and_then(|i| cells.get(i))
+            .filter(|c| !c.clock_bound)
+        {
             keep_min(
                 &mut self.dq_vs_drop_in,
                 (dq.ratio_to(ours), workload, n, mark(&[dq, ours])),
@@ -202,7 +214,55 @@ mod tests {
             ns: vec![ns],
             estimate: false,
             mismatch: false,
+            clock_bound: false,
         }
+    }
+
+    fn clock_bound(ns: f64) -> Cell {
+        Cell {
+            clock_bound: true,
+            ..cell(ns)
+        }
+    }
+
+    /// A ratio with a clock-bound cell on either side is left out of the slowest ratios: a
+    /// row whose tokio cells are clock-bound cannot be the slowest, however small its ratio.
+    #[test]
+    fn clock_bound_cells_are_left_out() {
+        let mut s = Summary::default();
+        s.row(
+            "insert",
+            1000,
+            &[cell(10.0), cell(12.0), cell(30.0)],
+            Some(2),
+            Some(1),
+        );
+        // tokio-util's figure, decided by the clock's overhead, below both of ours.
+        s.row(
+            "churn",
+            1000,
+            &[cell(30.0), cell(20.0), clock_bound(10.0)],
+            Some(2),
+            Some(1),
+        );
+        // Only the drop-in's cell clock-bound: the core's ratio still counts.
+        s.row(
+            "idle_poll",
+            1000,
+            &[cell(2.0), clock_bound(40.0), cell(5.0)],
+            Some(2),
+            Some(1),
+        );
+        let lines = s.lines();
+        assert_eq!(
+            lines[0],
+            "slowest ratio, tokio-util DelayQueue vs tickwheel's DelayQueue: 2.50 (insert, 1000)"
+        );
+        assert_eq!(
+            lines[4],
+            "slowest cell vs tokio DelayQueue (tokio-util DelayQueue ÷ tickwheel): (idle_poll, 1000)"
+        );
+        assert_eq!(lines[5], "slowest ratio vs tokio DelayQueue: 2.50");
     }
 
     fn memory(per_timer: f64) -> Memory {
