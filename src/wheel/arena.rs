@@ -191,6 +191,17 @@ pub(crate) fn make_ref(index: u32, stamp: NonZeroU32, deadline: u64) -> u64 {
     ((index as u64) << 32) | (stamp.get() & !POS_MASK) as u64 | (deadline & POS_MASK as u64)
 }
 
+/// The deadline reference `r` was filed for, given the start tick of the level-2 slot that
+/// holds it: a level-2 slot spans 4 096 ticks from a multiple of 4 096, so the digits a
+/// reference carries are the low bits of that deadline. While `r` is current the timer's
+/// deadline is never earlier (a level-2 timer reset earlier is filed again: see
+/// `Wheel::reset`).
+#[inline]
+pub(crate) fn filed_deadline(r: u64, level_2_start: u64) -> u64 {
+    debug_assert_eq!(level_2_start & POS_MASK as u64, 0, "a level-2 slot's start");
+    level_2_start | (r & POS_MASK as u64)
+}
+
 /// Whether reference `r` was made at the entry's latest filing (`stamp`): the epochs match.
 #[inline]
 fn is_current(stamp: NonZeroU32, r: u64) -> bool {

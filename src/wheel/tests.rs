@@ -5,6 +5,7 @@ use super::*;
 
 mod bound_model;
 mod levels_memory;
+mod peeks;
 mod runs;
 mod unlinks;
 
