@@ -30,8 +30,8 @@ impl<T> Wheel<T> {
     ///
     /// Cost: O(timers in the earliest occupied slot, plus the stale references met on the
     /// way), in a level-2 slot reading the references only and loading the entries of about
-    /// ln(timers) of them; a level-0 slot holds the timers of one tick. It reads the slots' references as
-    /// they are, so cancels since the last poll cost no extra work here. Unlike
+    /// ln(timers) of them; a level-0 slot holds the timers of one tick. It reads the slots'
+    /// references as they are, so cancels since the last poll cost no extra work here. Unlike
     /// [`next_expiration`](Wheel::next_expiration), which is O(levels) and may answer the
     /// tick a slot cascades, this is the exact next deadline.
     ///

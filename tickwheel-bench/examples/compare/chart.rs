@@ -48,9 +48,10 @@ impl Points {
     /// Reads the tables of a `--markdown` run: a line naming the size (`n = 1000 timers, …` as
     /// printed, or `**1 000 timers**` as in PERFORMANCE.md) before each table whose first
     /// column is `workload`. Other tables (scheduler, memory) are skipped. A cell's figure is
-    /// its first number (`~` estimates and `≈` clock-bound figures included: the chart does not mark them). A heading
-    /// (`#`) ends a size's scope: a `workload` table under a later heading with no size line
-    /// of its own (a before/after comparison, say) is not a run's table and is skipped.
+    /// its first number (`~` estimates and `≈` clock-bound figures included: the chart does
+    /// not mark them). A heading (`#`) ends a size's scope: a `workload` table under a later
+    /// heading with no size line of its own (a before/after comparison, say) is not a run's
+    /// table and is skipped.
     pub fn from_markdown(text: &str) -> Result<Points, String> {
         let mut points = Points::default();
         let mut size: Option<usize> = None;
