@@ -18,6 +18,7 @@
 
 use super::arena::filed_deadline;
 use super::level::slot_start;
+use super::poll::RUN_LEVELS;
 use super::{TimerKey, Wheel};
 
 impl<T> Wheel<T> {
@@ -75,7 +76,9 @@ impl<T> Wheel<T> {
             if best.get().is_some_and(|(_, deadline)| start >= deadline) {
                 break;
             }
-            if level == 2 {
+            // The skip holds only where a timer reset earlier is filed again: the run's
+            // levels (see `Wheel::reset`), and only at level 2 do the digits fill a slot.
+            if level == 2 && RUN_LEVELS.contains(&level) {
                 // Tens of thousands of timers at a million: a reference filed later than
                 // the best found names a timer no earlier, so its entry is not loaded.
                 for &r in refs {
