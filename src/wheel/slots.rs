@@ -52,18 +52,28 @@ const PENDING: usize = 64;
 /// Vectors below this capacity grow fourfold (see [`grow`]).
 const QUADRUPLE_BELOW: usize = 64;
 
-/// A slot's first vector, and the capacity of the spare vectors.
+/// A slot's first vector.
 const FIRST_CAPACITY: usize = 4;
 
 /// A slot vector below this capacity grows by a fresh allocation and a copy, not `realloc`
 /// (see [`grow_refs`]).
 const COPY_BELOW: usize = 128;
 
-/// Spare vectors a wheel made `with_capacity(n)` starts with: one per `TIMERS_PER_SPARE`
-/// timers of `n`, at most `MAX_SPARES` (see [`Levels::with_capacity`]). One per 16 left
-/// about 20 of the 62 unused at 1 000 timers over a minute, whose `malloc` and `free` cost
-/// more than the spares saved; one per 32, ten slots short.
-const TIMERS_PER_SPARE: usize = 24;
+/// The sizes of spare vectors, in references: the first three a slot's vector takes (see
+/// [`grow_refs`]), so that a spare of each size stands in for one allocation and copy.
+const SPARE_CAPACITIES: [usize; SPARE_SIZES] = [FIRST_CAPACITY, 16, 64];
+const SPARE_SIZES: usize = 3;
+
+/// Spare vectors of each size a wheel made `with_capacity(n)` starts with: one per
+/// `TIMERS_PER_SPARE[k]` timers of `n`, at most `MAX_SPARES` of each size (see
+/// [`Levels::with_capacity`]).
+///
+/// Every slot that fills takes a vector of 4; only a slot past 4 references one of 16, past
+/// 16 one of 64, so fewer slots need the larger ones. Of the size 4, one per 16 timers left
+/// about 20 of the 62 unused at 1 000 timers over a minute (their `malloc` and `free` cost
+/// more than the spares saved), one per 32 ten slots short. Of 16 and 64, one per 64: the 15
+/// busy level-2 slots of 1 000 timers over a minute.
+const TIMERS_PER_SPARE: [usize; SPARE_SIZES] = [24, 64, 64];
 const MAX_SPARES: usize = 64;
 
 /// A slot keeps an emptied vector only up to this capacity, so a burst does not pin memory.
@@ -102,11 +112,12 @@ pub(crate) fn grow<E>(items: &mut Vec<E>, half_from: usize) {
     items.reserve_exact(more);
 }
 
-/// Makes room in a slot's full vector: a spare vector (see [`Levels::with_capacity`]) if the
-/// slot has none and a spare is left, else [`FIRST_CAPACITY`] references; then the sizes of
-/// [`grow`] (16, 64, 128, 256, ...), below [`COPY_BELOW`] by a fresh allocation and a copy.
-/// A slot's first vector, outgrown, becomes a spare while the wheel's list of spares has
-/// room (never beyond the [`MAX_SPARES`] made up front).
+/// Makes room in a slot's full vector: [`FIRST_CAPACITY`] references if the slot has none,
+/// then the sizes of [`grow`] (16, 64, 128, 256, ...), below [`COPY_BELOW`] by a fresh
+/// vector and a copy. A fresh vector of a size in [`SPARE_CAPACITIES`] is a spare (see
+/// [`Levels::with_capacity`]) while one of that size is left. An outgrown vector of such a
+/// size becomes a spare while the wheel's list of that size has room (never beyond what
+/// `with_capacity` made).
 ///
 /// Why not `realloc` for the small ones: glibc's `realloc` of a small block seldom extends it
 /// in place and moves it at about twice the cost of a `malloc`, a copy and a `free`, which go
@@ -121,23 +132,70 @@ pub(crate) fn grow<E>(items: &mut Vec<E>, half_from: usize) {
 /// instruction count; not explained).
 #[cold]
 #[inline(never)]
-fn grow_refs(refs: &mut Vec<u64>, spares: &mut Vec<Vec<u64>>) {
+fn grow_refs(refs: &mut Vec<u64>, spares: &mut Spares) {
     let capacity = refs.capacity();
     if capacity == 0 {
-        *refs = spares
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(FIRST_CAPACITY));
+        *refs = spares.take(FIRST_CAPACITY);
     } else if capacity < COPY_BELOW {
         let factor = if capacity < QUADRUPLE_BELOW { 4 } else { 2 };
-        let mut bigger = Vec::with_capacity(capacity * factor);
+        let mut bigger = spares.take(capacity * factor);
         bigger.extend_from_slice(refs);
-        let mut first = std::mem::replace(refs, bigger);
-        if first.capacity() == FIRST_CAPACITY && spares.len() < spares.capacity() {
-            first.clear();
-            spares.push(first);
-        }
+        let outgrown = std::mem::replace(refs, bigger);
+        spares.give_back(outgrown);
     } else {
         grow(refs, KEEP_CAPACITY);
+    }
+}
+
+/// Empty slot vectors made up front, by size (see [`Levels::with_capacity`]).
+#[derive(Debug, Default)]
+struct Spares {
+    /// `by_size[k]` holds vectors of [`SPARE_CAPACITIES`]`[k]` references; its capacity, set
+    /// when the wheel is made, is the most it ever holds.
+    by_size: [Vec<Vec<u64>>; SPARE_SIZES],
+}
+
+impl Spares {
+    fn with_capacity(timers: usize) -> Self {
+        let by_size = std::array::from_fn(|k| {
+            let count = (timers / TIMERS_PER_SPARE[k]).min(MAX_SPARES);
+            (0..count)
+                .map(|_| Vec::with_capacity(SPARE_CAPACITIES[k]))
+                .collect()
+        });
+        Spares { by_size }
+    }
+
+    /// An empty vector of `capacity` references: a spare if one of that size is left.
+    fn take(&mut self, capacity: usize) -> Vec<u64> {
+        SPARE_CAPACITIES
+            .iter()
+            .position(|&c| c == capacity)
+            .and_then(|k| self.by_size[k].pop())
+            .unwrap_or_else(|| Vec::with_capacity(capacity))
+    }
+
+    /// Keeps `refs`, emptied, if it has a spare size and the list of that size has room;
+    /// frees it otherwise.
+    fn give_back(&mut self, mut refs: Vec<u64>) {
+        let Some(k) = SPARE_CAPACITIES.iter().position(|&c| c == refs.capacity()) else {
+            return;
+        };
+        let list = &mut self.by_size[k];
+        if list.len() < list.capacity() {
+            refs.clear();
+            list.push(refs);
+        }
+    }
+
+    fn bytes_held(&self) -> usize {
+        self.by_size
+            .iter()
+            .map(|list| {
+                list.iter().map(|v| v.capacity() * 8).sum::<usize>()
+                    + list.capacity() * std::mem::size_of::<Vec<u64>>()
+            })
+            .sum()
     }
 }
 
@@ -180,18 +238,17 @@ pub(crate) struct Levels {
     /// count.
     pending: [u16; PENDING],
     pending_len: usize,
-    /// Empty vectors of [`FIRST_CAPACITY`] references made up front, handed to slots as they
-    /// first fill (see [`Levels::with_capacity`]) and given back when a slot outgrows one
-    /// (see [`grow_refs`]). Never longer than the capacity it was made with, at most
-    /// [`MAX_SPARES`]; counted in [`bytes_held`](Self::bytes_held).
-    spares: Vec<Vec<u64>>,
+    /// Empty vectors made up front, handed to slots as they fill and grow (see
+    /// [`Levels::with_capacity`]) and given back when a slot outgrows one (see
+    /// [`grow_refs`]). Counted in [`bytes_held`](Self::bytes_held).
+    spares: Spares,
 }
 
 impl Levels {
-    /// Levels for a wheel that expects `timers` timers: no level table yet, and one spare
-    /// slot vector ([`FIRST_CAPACITY`] references, 32 bytes) per [`TIMERS_PER_SPARE`] timers,
-    /// at most [`MAX_SPARES`] (2 KiB with the list): under 1.5 bytes per expected timer,
-    /// none below 24 timers.
+    /// Levels for a wheel that expects `timers` timers: no level table yet, and spare slot
+    /// vectors ([`Spares`]): of 4 references (32 bytes) one per 24 timers, of 16 and of 64
+    /// references (128 and 512 bytes) one each per 64 timers, at most [`MAX_SPARES`] of each
+    /// size (44 KiB with the lists): under 12 bytes per expected timer, none below 24 timers.
     ///
     /// Why: a fresh wheel's slots start empty, and each slot's first vector was a `malloc`
     /// inside an insert. At 1 000 timers over a minute about 55 slots fill (about 40 of level
@@ -199,13 +256,16 @@ impl Levels {
     /// happen once when the wheel is built, as the arena's do: an insert went from 166 to
     /// 157 instructions (callgrind, the drop-in `DelayQueue`,
     /// `tickwheel-bench/examples/dq_insert`), and from 178 to 177 counting the queue's
-    /// construction and drop.
+    /// construction and drop. The busy level-2 slots there grow to 16 and then 64
+    /// references; spares of those sizes took the core `Wheel`'s insert from 107 to 100
+    /// instructions and the drop-in's from 152 to 145, and `compare`'s inserts of 1 000
+    /// timers 4–6 % faster (six alternated runs, every one faster). Counting construction
+    /// and drop they cost what they save (172 and 173 instructions an insert at 1 000
+    /// timers; 268 and 277 at 100, where spares of 64 go unused): they move allocations out
+    /// of the inserts, as a capacity hint does.
     pub(crate) fn with_capacity(timers: usize) -> Self {
-        let spares = (timers / TIMERS_PER_SPARE).min(MAX_SPARES);
         Levels {
-            spares: (0..spares)
-                .map(|_| Vec::with_capacity(FIRST_CAPACITY))
-                .collect(),
+            spares: Spares::with_capacity(timers),
             occupied: [0; LEVELS],
             levels_occupied: 0,
             slots: Vec::new(),
@@ -524,10 +584,7 @@ impl Levels {
 
     pub(crate) fn bytes_held(&self) -> usize {
         let refs: usize = self.slots.iter().map(|s| s.refs.capacity() * 8).sum();
-        let spares: usize = self.spares.iter().map(|v| v.capacity() * 8).sum();
-        refs + spares
-            + self.slots.capacity() * std::mem::size_of::<Slot>()
-            + self.spares.capacity() * std::mem::size_of::<Vec<u64>>()
+        refs + self.spares.bytes_held() + self.slots.capacity() * std::mem::size_of::<Slot>()
     }
 
     pub(crate) fn clear(&mut self) {
@@ -549,7 +606,7 @@ impl Levels {
             s.refs.retain(|&r| current(r));
             s.refs.shrink_to_fit();
         }
-        self.spares = Vec::new();
+        self.spares = Spares::default();
         self.stale = 0;
     }
 }

@@ -34,8 +34,21 @@ fn the_level_table_grows_with_the_highest_level_used() {
     assert_eq!(fired, [0, 1]);
 }
 
-/// Bytes of one spare slot vector: its 4 references and its place in the list of spares.
-const SPARE: usize = 4 * 8 + std::mem::size_of::<Vec<u64>>();
+/// Bytes of one spare slot vector of `refs` references: its references and its place in the
+/// list of spares of that size.
+const fn spare(refs: usize) -> usize {
+    refs * 8 + std::mem::size_of::<Vec<u64>>()
+}
+
+/// Bytes of one spare slot vector of the first size (4 references).
+const SPARE: usize = spare(4);
+
+/// Bytes of the spares of sizes 16 and 64 that `with_capacity(n)` makes: one of each per 64
+/// timers, at most 64.
+const fn larger_spares(n: usize) -> usize {
+    let count = if n / 64 < 64 { n / 64 } else { 64 };
+    count * (spare(16) + spare(64))
+}
 
 /// A wheel whose arena has room for `n` timers, made without the hint (so no spare vectors).
 fn plain(n: usize) -> Wheel<u64> {
@@ -49,11 +62,12 @@ fn with_capacity_counts_its_spare_vectors_and_slots_take_them() {
     let n = 24 * 64;
     let mut hinted = Wheel::with_capacity(n);
     let mut plain = plain(n);
+    let larger = larger_spares(n);
     assert_eq!(hinted.capacity(), plain.capacity(), "the same arena");
     assert_eq!(
         held(&hinted),
-        held(&plain) + 64 * SPARE,
-        "64 spares, counted"
+        held(&plain) + 64 * SPARE + larger,
+        "64 spares of 4, and those of 16 and 64, counted"
     );
     // 64 slots fill for the first time (level 1's slot k holds deadline 64k + 1; level 0's
     // slot 1 deadline 1): each takes a spare where the plain wheel allocates 4 references.
@@ -66,26 +80,35 @@ fn with_capacity_counts_its_spare_vectors_and_slots_take_them() {
     let list = 64 * std::mem::size_of::<Vec<u64>>();
     assert_eq!(
         held(&hinted),
-        held(&plain) + list,
-        "every spare handed to a slot"
+        held(&plain) + list + larger,
+        "every spare of 4 handed to a slot"
     );
     // A 65th slot finds no spare left and allocates as the plain wheel's does.
     hinted.insert(64 * 64 + 1, 64);
     plain.insert(64 * 64 + 1, 64);
-    assert_eq!(held(&hinted), held(&plain) + list);
+    assert_eq!(held(&hinted), held(&plain) + list + larger);
     let fired: Vec<u64> = std::iter::from_fn(|| hinted.poll(u64::MAX).map(|e| e.value)).collect();
     assert_eq!(fired, (0..=64).collect::<Vec<_>>());
 }
 
 #[test]
-fn spares_one_per_24_expected_timers_at_most_64() {
+fn spares_of_4_one_per_24_expected_timers_of_16_and_64_one_per_64_at_most_64_each() {
     let base = held(&plain(0));
-    for (n, spares) in [(0, 0), (23, 0), (24, 1), (1000, 41), (1 << 20, 64)] {
+    // (n, spares of 4, spares of 16 and of 64 each)
+    for (n, small, larger) in [
+        (0, 0, 0),
+        (23, 0, 0),
+        (24, 1, 0),
+        (63, 2, 0),
+        (64, 2, 1),
+        (1000, 41, 15),
+        (1 << 20, 64, 64),
+    ] {
         let hinted = Wheel::<u64>::with_capacity(n);
         let arena = held(&plain(n)) - base;
         assert_eq!(
             held(&hinted) - base - arena,
-            spares * SPARE,
+            small * SPARE + larger * (spare(16) + spare(64)),
             "with_capacity({n})"
         );
     }
@@ -114,8 +137,8 @@ fn a_slot_that_outgrows_its_spare_gives_it_back() {
     }
     assert_eq!(
         held(&hinted),
-        held(&plain) + 64 * SPARE,
-        "the spare came back"
+        held(&plain) + 64 * SPARE + larger_spares(n) - 16 * 8,
+        "the spare of 4 came back, and the slot holds a spare of 16 (its list keeps its room)"
     );
     // 64 more slots fill, in level 2 (deadlines from 4 096): all 64 spares are taken again.
     for k in 1..=64u64 {
@@ -123,5 +146,31 @@ fn a_slot_that_outgrows_its_spare_gives_it_back() {
         plain.insert(4096 * k, k);
     }
     let list = 64 * std::mem::size_of::<Vec<u64>>();
-    assert_eq!(held(&hinted), held(&plain) + list);
+    assert_eq!(
+        held(&hinted),
+        held(&plain) + list + larger_spares(n) - 16 * 8
+    );
+}
+
+#[test]
+fn a_growing_slot_takes_the_spares_of_16_and_64_and_gives_each_back() {
+    let n = 64 * 64;
+    let mut hinted = Wheel::with_capacity(n);
+    let mut plain = plain(n);
+    let start = held(&hinted) - held(&plain);
+    // 17 timers in level 1's slot 1: its vector goes from 4 to 16 to 64 references. The
+    // hinted wheel takes a spare of each larger size and gives back the one it outgrew, so
+    // it holds what it held, beside a plain wheel holding the same vector of 64.
+    for k in 0..17u64 {
+        hinted.insert(65 + k, k);
+        plain.insert(65 + k, k);
+    }
+    assert_eq!(
+        held(&hinted) - held(&plain),
+        start - 64 * 8,
+        "a spare of 64 taken (its list keeps its room); those of 4 and 16 back in theirs"
+    );
+    // The slot's timers fire, in deadline order, from the spares.
+    let fired: Vec<u64> = std::iter::from_fn(|| hinted.poll(200).map(|e| e.deadline)).collect();
+    assert_eq!(fired, (65..82).collect::<Vec<u64>>());
 }
