@@ -307,9 +307,15 @@ impl Levels {
             grow_refs(&mut s.refs, &mut self.spares);
         }
         s.refs.push(r);
+        // The bits are set iff the slot has live timers (pending unlinks lower neither
+        // before the flush), so only a slot's first live timer sets them: two
+        // read-modify-writes fewer on the other inserts.
+        let first = s.live == 0;
         s.live += 1;
         self.live += 1;
-        self.mark_occupied(level, slot);
+        if first {
+            self.mark_occupied(level, slot);
+        }
     }
 
     /// One live timer left the slot (cancelled or moved); its reference stays behind and
