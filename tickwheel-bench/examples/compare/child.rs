@@ -255,10 +255,34 @@ impl<'a> Received<'a> {
     }
 }
 
+/// glibc's malloc settings for every child: no block is mapped on its own (`mmap_max=0`) and
+/// freed memory is not given back to the system below 1 TiB (`trim_threshold`), so after the
+/// warm-up run every peer's blocks come from memory the process already touched, and no timed
+/// region pays page faults for a structure's first use (see `measure::measure`).
+///
+/// Why: with glibc's defaults a block is mapped afresh, and faulted in page by page inside
+/// the timed inserts, whenever it is at least the current mapping threshold, a threshold
+/// glibc raises as mapped blocks are freed, up to 32 MiB. Whether a peer paid the faults
+/// then depended on its block's size and on which peers had run before it: timer-queue's
+/// insert at 1 M timers (a 64 MiB slab, always mapped) took 24 ns, 6 ns with these settings;
+/// at 100 000 timers it took 4 ns in one run and 21–31 ns in others.
+const MALLOC_TUNABLES: &str = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776";
+
+/// `GLIBC_TUNABLES` for a child: [`MALLOC_TUNABLES`], then the caller's own, which glibc
+/// applies last and so wins where both set the same tunable. Other C libraries ignore it.
+fn tunables() -> std::ffi::OsString {
+    let mut value = std::ffi::OsString::from(MALLOC_TUNABLES);
+    if let Some(own) = std::env::var_os("GLIBC_TUNABLES").filter(|own| !own.is_empty()) {
+        value.push(":");
+        value.push(own);
+    }
+    value
+}
+
 /// Runs the child for `n` timers: re-runs this program with the same arguments plus
-/// `--child-size n`, hands each line of its output to `take` as it arrives, and passes its
-/// standard error on once it has exited. Stops (killing the child) at the first line that
-/// does not parse or that `take` rejects.
+/// `--child-size n` (and [`MALLOC_TUNABLES`]), hands each line of its output to `take` as it
+/// arrives, and passes its standard error on once it has exited. Stops (killing the child)
+/// at the first line that does not parse or that `take` rejects.
 pub fn run(n: usize, mut take: impl FnMut(Line) -> Result<(), String>) -> Result<(), String> {
     let exe = std::env::current_exe()
         .map_err(|e| format!("size {n}: cannot find this program to re-run it: {e}"))?;
@@ -266,6 +290,7 @@ pub fn run(n: usize, mut take: impl FnMut(Line) -> Result<(), String>) -> Result
         .args(std::env::args_os().skip(1))
         .arg("--child-size")
         .arg(n.to_string())
+        .env("GLIBC_TUNABLES", tunables())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
