@@ -248,20 +248,26 @@ impl<T> Arena<T> {
     /// Stores a new, not yet filed timer. `Err` gives the value back when all `u32::MAX`
     /// indexes are in use.
     pub(crate) fn insert(&mut self, deadline: u64, value: T) -> Result<TimerKey, T> {
-        self.insert_at(deadline, value, POS_UNFILED)
-            .map(|(key, _)| key)
+        let (key, _, sweep) = self.insert_at(deadline, value, POS_UNFILED)?;
+        self.sweep_due |= sweep;
+        Ok(key)
     }
 
-    /// Stores a new timer already filed at `pos`, in one write, and returns its key and the
-    /// reference to store at `pos`. `Err` gives the value back when all `u32::MAX` indexes
-    /// are in use.
+    /// Stores a new timer already filed at `pos`, in one write, and returns its key, the
+    /// reference to store at `pos`, and whether the stamp's epoch asks for a sweep (which
+    /// the caller then runs before it returns, as for `sweep_due`). `Err` gives the value
+    /// back when all `u32::MAX` indexes are in use.
+    ///
+    /// Why the flag is returned and not raised: an insert into a fresh entry never asks for
+    /// a sweep, and a constant `false` lets that path skip the check (a load, a store and a
+    /// branch on every insert when it read `sweep_due`).
     #[inline(always)]
     pub(crate) fn insert_at(
         &mut self,
         deadline: u64,
         value: T,
         pos: u32,
-    ) -> Result<(TimerKey, u64), T> {
+    ) -> Result<(TimerKey, u64, bool), T> {
         if self.free_head != NIL {
             let index = self.free_head;
             let slot = &mut self.entries[index as usize];
@@ -270,7 +276,6 @@ impl<T> Arena<T> {
             };
             let (stamp, sweep) = next_stamp(free.stamp, pos);
             let generation = free.generation;
-            self.sweep_due |= sweep;
             self.free_head = free.next;
             *slot = Entry::Live(Live {
                 deadline,
@@ -282,6 +287,7 @@ impl<T> Arena<T> {
             return Ok((
                 TimerKey { index, generation },
                 make_ref(index, stamp, deadline),
+                sweep,
             ));
         }
         let Ok(index) = u32::try_from(self.entries.len()) else {
@@ -305,6 +311,7 @@ impl<T> Arena<T> {
         Ok((
             TimerKey { index, generation },
             make_ref(index, stamp, deadline),
+            false,
         ))
     }
 

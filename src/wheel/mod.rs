@@ -237,13 +237,16 @@ impl<T> Wheel<T> {
         // The entry is written once, already stamped with its slot.
         let level = level_for(self.elapsed, deadline);
         let slot = slot_for(deadline, level);
-        let (key, r) = self
+        let (key, r, sweep) = self
             .arena
             .insert_at(deadline, value, slot_position(level, slot))
             .map_err(CapacityError)?;
         self.levels.push(level, slot, r);
         self.lower_quiet_until(filed_slot_start(deadline, level));
-        self.sweep_if_due();
+        // What `sweep_if_due` would see: no other step of this insert raises the flag.
+        if sweep {
+            self.sweep_stale();
+        }
         Ok(key)
     }
 

@@ -298,11 +298,10 @@ impl Levels {
 
     #[inline]
     pub(crate) fn push(&mut self, level: usize, slot: usize, r: u64) {
-        let i = at(level, slot);
-        if i >= self.slots.len() {
-            self.add_levels(level);
-        }
-        let s = &mut self.slots[i];
+        // One bounds check: a check for the table's growth followed by indexing took two.
+        let Some(s) = self.slots.get_mut(at(level, slot)) else {
+            return self.push_beyond_table(level, slot, r);
+        };
         if s.refs.len() == s.refs.capacity() {
             grow_refs(&mut s.refs, &mut self.spares);
         }
@@ -316,6 +315,14 @@ impl Levels {
         if first {
             self.mark_occupied(level, slot);
         }
+    }
+
+    /// [`push`](Self::push) into a level the table does not cover yet: grows the table first.
+    #[cold]
+    #[inline(never)]
+    fn push_beyond_table(&mut self, level: usize, slot: usize, r: u64) {
+        self.add_levels(level);
+        self.push(level, slot, r);
     }
 
     /// One live timer left the slot (cancelled or moved); its reference stays behind and

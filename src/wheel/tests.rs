@@ -4,6 +4,7 @@
 use super::*;
 
 mod bound_model;
+mod epochs;
 mod levels_memory;
 mod peeks;
 mod runs;

@@ -144,6 +144,23 @@ fn epoch_multiples_ask_for_a_sweep() {
 }
 
 #[test]
+fn an_insert_into_a_reused_entry_returns_the_sweep_request_instead_of_raising_it() {
+    let mut arena = Arena::with_capacity(0);
+    let (first, _, sweep) = arena.insert_at(5, (), slot_position(0, 1)).unwrap();
+    assert!(!sweep, "a fresh entry never asks");
+    arena.remove(first.index);
+    let mut asked = 0;
+    for _ in 0..(3 * SWEEP_EVERY) {
+        let (key, _, sweep) = arena.insert_at(5, (), slot_position(0, 1)).unwrap();
+        assert_eq!(key.index, first.index, "the freed entry is reused");
+        asked += u32::from(sweep);
+        assert!(!arena.take_sweep_due(), "returned, not raised");
+        arena.remove(key.index);
+    }
+    assert_eq!(asked, 3);
+}
+
+#[test]
 fn retain_current_keeps_current_references_in_order_across_batches() {
     // Lengths around the prefetch batch: empty, shorter, exact multiples and not.
     for len in [
