@@ -131,11 +131,11 @@ fn concurrency_limit_never_exceeded_under_threads() {
         // what is left, still counted against the limits; a lost timer stays missing.
         let end = t0 + Duration::from_secs(3600);
         loop {
-            let mut batch = s.pop_due(end, 64);
+            let batch = s.pop_due(end, 64);
             if batch.is_empty() {
                 break;
             }
-            while let Some(due) = batch.next() {
+            for due in batch {
                 let q = usize::from(*due.queue());
                 count_in(&flying, &limits, q, &faults);
                 flying[q].fetch_sub(1, Ordering::SeqCst);
