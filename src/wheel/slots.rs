@@ -166,22 +166,25 @@ impl Spares {
         Spares { by_size }
     }
 
+    /// The list of spares of `capacity` references; `None` for a size not kept.
+    fn list_of(&mut self, capacity: usize) -> Option<&mut Vec<Vec<u64>>> {
+        let k = SPARE_CAPACITIES.iter().position(|&c| c == capacity)?;
+        Some(&mut self.by_size[k])
+    }
+
     /// An empty vector of `capacity` references: a spare if one of that size is left.
     fn take(&mut self, capacity: usize) -> Vec<u64> {
-        SPARE_CAPACITIES
-            .iter()
-            .position(|&c| c == capacity)
-            .and_then(|k| self.by_size[k].pop())
+        self.list_of(capacity)
+            .and_then(Vec::pop)
             .unwrap_or_else(|| Vec::with_capacity(capacity))
     }
 
     /// Keeps `refs`, emptied, if it has a spare size and the list of that size has room;
     /// frees it otherwise.
     fn give_back(&mut self, mut refs: Vec<u64>) {
-        let Some(k) = SPARE_CAPACITIES.iter().position(|&c| c == refs.capacity()) else {
+        let Some(list) = self.list_of(refs.capacity()) else {
             return;
         };
-        let list = &mut self.by_size[k];
         if list.len() < list.capacity() {
             refs.clear();
             list.push(refs);
@@ -277,15 +280,6 @@ impl Levels {
         }
     }
 
-    /// Grows the table to cover `level` (and every level below it).
-    #[cold]
-    #[inline(never)]
-    fn add_levels(&mut self, level: usize) {
-        let len = at(level + 1, 0);
-        self.slots.reserve_exact(len - self.slots.len());
-        self.slots.resize_with(len, Slot::default);
-    }
-
     #[inline]
     fn mark_occupied(&mut self, level: usize, slot: usize) {
         self.occupied[level] |= 1 << slot;
@@ -318,11 +312,14 @@ impl Levels {
         }
     }
 
-    /// [`push`](Self::push) into a level the table does not cover yet: grows the table first.
+    /// [`push`](Self::push) into a level the table does not cover yet: grows the table to
+    /// cover `level` (and every level below it) first.
     #[cold]
     #[inline(never)]
     fn push_beyond_table(&mut self, level: usize, slot: usize, r: u64) {
-        self.add_levels(level);
+        let len = at(level + 1, 0);
+        self.slots.reserve_exact(len - self.slots.len());
+        self.slots.resize_with(len, Slot::default);
         self.push(level, slot, r);
     }
 

@@ -22,14 +22,20 @@ fn refile(wheel: &mut Wheel<u64>, filings: u64, mut step: impl FnMut(&mut Wheel<
     assert_eq!(done, filings);
 }
 
-#[test]
-fn a_stale_reference_in_a_level_2_slot_outlives_inserts_into_its_reused_entry() {
+/// A wheel holding `y` (8 200, value 1) in level 2's slot from 8 192, and there the stale
+/// reference of `x` (8 201, cancelled), at the epoch of `x`'s filing, its entry's first: `y`
+/// keeps the slot occupied, so the reference stays.
+fn stale_beside_a_live_timer_in_level_2() -> Wheel<u64> {
     let mut wheel = Wheel::new();
-    // `y` keeps level 2's slot from 8 192 occupied, so `x`'s reference stays there once `x`
-    // is cancelled: stale, at the epoch of `x`'s filing (the entry's first).
     wheel.insert(8_200, 1);
     let x = wheel.insert(8_201, 2);
     assert_eq!(wheel.cancel(x), Some(2));
+    wheel
+}
+
+#[test]
+fn a_stale_reference_in_a_level_2_slot_outlives_inserts_into_its_reused_entry() {
+    let mut wheel = stale_beside_a_live_timer_in_level_2();
     // Every insert reuses `x`'s entry, one epoch further on, into a level-0 slot that its
     // cancel empties at once: the stale reference by `y` stays the only one.
     refile(&mut wheel, WRAP - 1, |w, _| {
@@ -44,10 +50,7 @@ fn a_stale_reference_in_a_level_2_slot_outlives_inserts_into_its_reused_entry() 
 
 #[test]
 fn a_stale_reference_in_a_level_2_slot_outlives_resets_of_its_reused_entry() {
-    let mut wheel = Wheel::new();
-    wheel.insert(8_200, 1);
-    let x = wheel.insert(8_201, 2);
-    assert_eq!(wheel.cancel(x), Some(2));
+    let mut wheel = stale_beside_a_live_timer_in_level_2();
     // An insert and a reset to another slot: two filings of the entry.
     refile(&mut wheel, WRAP - 1, |w, left| {
         let key = w.insert(10, 3);
