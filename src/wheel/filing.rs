@@ -18,12 +18,20 @@ impl<T> Wheel<T> {
         let level = level_for(self.elapsed, deadline);
         let slot = slot_for(deadline, level);
         if let Some(r) = self.arena.refile(index, slot_position(level, slot)) {
-            self.levels.push(level, slot, r);
-            self.lower_quiet_until(filed_slot_start(deadline, level));
+            if self.levels.push(level, slot, r) {
+                self.lower_quiet_until(filed_slot_start(deadline, level));
+            }
         }
     }
 
     /// A slot starting at `start` became occupied.
+    ///
+    /// Called for a slot's first timer only: `quiet_until` is raised only when a poll ends,
+    /// to the start of the first slot whose occupancy bit is set or earlier (`next_event`),
+    /// so it is no later than the start of every such slot, also one whose live timers all
+    /// have pending unlinks. A push into such a slot cannot lower it. Most inserts file into
+    /// a slot that already has timers; they skip computing the slot's start (90.5 → 87.8
+    /// instructions an insert, callgrind at 1 000 timers).
     #[inline]
     pub(super) fn lower_quiet_until(&mut self, start: u64) {
         if start < self.quiet_until {

@@ -66,6 +66,17 @@ impl<T> Wheel<T> {
         if self.due.live() > 0 {
             assert_eq!(self.quiet_until, 0, "due timers wait, so every poll looks");
         }
+        // Stronger than the check below, and what an insert relies on to skip lowering
+        // `quiet_until` when its slot already has timers: it holds for every slot whose bit
+        // is set, also one whose live timers all have pending unlinks.
+        for (level, slot, _) in self.levels.occupied_in_order() {
+            let start = slot_start(self.elapsed, level, slot);
+            assert!(
+                self.quiet_until <= start,
+                "quiet_until {} is no later than the start {start} of L{level} S{slot}, whose bit is set",
+                self.quiet_until
+            );
+        }
         if let Some((level, slot)) = self.levels.first_occupied() {
             let start = slot_start(self.elapsed, level, slot);
             assert!(

@@ -25,12 +25,18 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 impl<T> Wheel<T> {
     /// The next tick at which something becomes due, after a poll found nothing due: the
     /// start of the first occupied slot or the run's next deadline, whichever comes first.
+    ///
+    /// What `quiet_until` is raised to, so the slot is the first whose bit is set: then
+    /// `quiet_until` is no later than any such slot's start, which lets a push into a slot
+    /// that already has timers leave it alone (see `lower_quiet_until`). A poll applies the
+    /// pending unlinks first, so this is the first occupied slot.
     #[inline]
     fn next_event(&self) -> Option<u64> {
-        earliest(
-            self.first_slot_start(),
-            self.due.run_head().map(|(deadline, _)| deadline),
-        )
+        let slot = self
+            .levels
+            .first_marked()
+            .map(|(level, slot)| slot_start(self.elapsed, level, slot));
+        earliest(slot, self.due.run_head().map(|(deadline, _)| deadline))
     }
 
     /// The tick the first occupied slot starts at (it is processed when `elapsed` gets
@@ -291,7 +297,7 @@ impl<T> Wheel<T> {
                     // A cascade, or a timer whose deadline was moved later while it sat
                     // here. (`quiet_until` is 0 during a poll and set when it ends.)
                     let level = level_for(elapsed, deadline);
-                    self.levels.push(level, slot_for(deadline, level), r);
+                    let _first = self.levels.push(level, slot_for(deadline, level), r);
                 }
             }
         }

@@ -205,8 +205,23 @@ impl Spares {
 #[derive(Debug, Default)]
 pub(crate) struct Slot {
     pub(crate) refs: Vec<u64>,
-    /// References in `refs` that name a timer filed here. Bit set in the bitmap iff > 0.
-    pub(crate) live: u32,
+    /// References in `refs` whose timers were unlinked (pending unlinks not counted yet).
+    /// The rest name timers filed here, and are [`live`](Self::live).
+    ///
+    /// Why the stale and not the live references are counted: a slot is empty iff it has no
+    /// live timer (`flush` empties a slot when its last one goes), so a push learns whether
+    /// it files the slot's first timer from the vector's length, which it reads anyway, and
+    /// writes no count (92.7 → 90.5 instructions an insert, callgrind at 1 000 timers).
+    stale: usize,
+}
+
+impl Slot {
+    /// References that name a timer filed here (pending unlinks not taken off). The slot's
+    /// bit in the bitmap is set iff this is above zero.
+    #[inline]
+    fn live(&self) -> usize {
+        self.refs.len() - self.stale
+    }
 }
 
 /// Where slot `slot` of `level` sits in [`Levels::slots`].
@@ -291,36 +306,40 @@ impl Levels {
         mark_empty(&mut self.occupied, &mut self.levels_occupied, level, slot);
     }
 
+    /// Files reference `r` in `slot` of `level`. Returns whether it is the slot's first (the
+    /// slot was empty and is now marked occupied): only then can the slot start before the
+    /// wheel's `quiet_until`, which is no later than the start of any occupied slot.
     #[inline]
-    pub(crate) fn push(&mut self, level: usize, slot: usize, r: u64) {
+    pub(crate) fn push(&mut self, level: usize, slot: usize, r: u64) -> bool {
         // One bounds check: a check for the table's growth followed by indexing took two.
         let Some(s) = self.slots.get_mut(at(level, slot)) else {
             return self.push_beyond_table(level, slot, r);
         };
+        // The bits are set iff the slot has live timers (pending unlinks lower neither
+        // before the flush), so only a slot's first live timer sets them: two
+        // read-modify-writes fewer on the other inserts. A slot without live timers holds
+        // no references.
+        let first = s.refs.is_empty();
         if s.refs.len() == s.refs.capacity() {
             grow_refs(&mut s.refs, &mut self.spares);
         }
         s.refs.push(r);
-        // The bits are set iff the slot has live timers (pending unlinks lower neither
-        // before the flush), so only a slot's first live timer sets them: two
-        // read-modify-writes fewer on the other inserts.
-        let first = s.live == 0;
-        s.live += 1;
         self.live += 1;
         if first {
             self.mark_occupied(level, slot);
         }
+        first
     }
 
     /// [`push`](Self::push) into a level the table does not cover yet: grows the table to
     /// cover `level` (and every level below it) first.
     #[cold]
     #[inline(never)]
-    fn push_beyond_table(&mut self, level: usize, slot: usize, r: u64) {
+    fn push_beyond_table(&mut self, level: usize, slot: usize, r: u64) -> bool {
         let len = at(level + 1, 0);
         self.slots.reserve_exact(len - self.slots.len());
         self.slots.resize_with(len, Slot::default);
-        self.push(level, slot, r);
+        self.push(level, slot, r)
     }
 
     /// One live timer left the slot (cancelled or moved); its reference stays behind and
@@ -370,11 +389,12 @@ impl Levels {
         for &p in &self.pending[..pending_len] {
             let p = p as usize;
             let s = &mut self.slots[p];
-            debug_assert!(s.live > 0, "unlink from a slot with no live timers: {p}");
-            s.live -= 1;
-            if s.live == 0 {
+            debug_assert!(s.live() > 0, "unlink from a slot with no live timers: {p}");
+            s.stale += 1;
+            if s.live() == 0 {
                 self.stale -= s.refs.len();
                 s.refs.clear();
+                s.stale = 0;
                 mark_empty(
                     &mut self.occupied,
                     &mut self.levels_occupied,
@@ -398,10 +418,10 @@ impl Levels {
     }
 
     /// Pending unlinks of a slot.
-    fn pending_in(&self, level: usize, slot: usize) -> u32 {
+    fn pending_in(&self, level: usize, slot: usize) -> usize {
         let p = at(level, slot) as u16;
         let pending = &self.pending[..self.pending_len];
-        pending.iter().filter(|&&q| q == p).count() as u32
+        pending.iter().filter(|&&q| q == p).count()
     }
 
     /// Whether stale references outnumber live timers by more than [`SWEEP_AT`]: time to
@@ -417,7 +437,7 @@ impl Levels {
     /// as live timers.
     pub(crate) fn sweep(&mut self, mut retain: impl FnMut(&mut Vec<u64>)) {
         let _ = self.flush();
-        self.compact_where(|s| s.refs.len() > 2 * s.live as usize, &mut retain);
+        self.compact_where(|s| s.refs.len() > 2 * s.live(), &mut retain);
     }
 
     /// Compacts every occupied slot: `retain` keeps the current references of a vector.
@@ -439,7 +459,12 @@ impl Levels {
                 if pick(s) {
                     let before = s.refs.len();
                     retain(&mut s.refs);
-                    self.stale -= before - s.refs.len();
+                    // Every reference dropped was stale. One that stays may be too: a reset
+                    // unlinks its timer before filing it anew, and a sweep in between keeps
+                    // the old reference, still current until the filing.
+                    let dropped = before - s.refs.len();
+                    s.stale -= dropped;
+                    self.stale -= dropped;
                 }
             }
         }
@@ -454,10 +479,10 @@ impl Levels {
         let _ = self.flush();
         self.mark_empty(level, slot);
         let s = &mut self.slots[at(level, slot)];
-        let live = s.live as usize;
+        let live = s.live();
         self.stale -= s.refs.len() - live;
         self.live -= live;
-        s.live = 0;
+        s.stale = 0;
         (std::mem::take(&mut s.refs), live)
     }
 
@@ -488,6 +513,18 @@ impl Levels {
         Some((level, self.occupied[level].trailing_zeros() as usize))
     }
 
+    /// The lowest slot of the lowest level whose bit is set, pending unlinks not taken off:
+    /// [`first_occupied`](Self::first_occupied) once they are applied, or an earlier slot
+    /// whose live timers all have pending unlinks. O(1).
+    #[inline]
+    pub(crate) fn first_marked(&self) -> Option<(usize, usize)> {
+        if self.levels_occupied == 0 {
+            return None;
+        }
+        let level = self.levels_occupied.trailing_zeros() as usize;
+        Some((level, self.occupied[level].trailing_zeros() as usize))
+    }
+
     #[cold]
     #[inline(never)]
     fn first_occupied_pending(&self) -> Option<(usize, usize)> {
@@ -497,7 +534,7 @@ impl Levels {
                 let slot = occupied.trailing_zeros() as usize;
                 occupied &= occupied - 1;
                 let s = &self.slots[at(level, slot)];
-                if s.live > self.pending_in(level, slot) {
+                if s.live() > self.pending_in(level, slot) {
                     return Some((level, slot));
                 }
             }
@@ -532,15 +569,15 @@ impl Levels {
         let s = self.slots.get(at(level, slot)).unwrap_or(&empty);
         let pending = self.pending_in(level, slot);
         assert!(
-            s.live >= pending,
+            s.live() >= pending,
             "more pending unlinks than live timers: L{level} S{slot}"
         );
         assert_eq!(
             self.occupied[level] >> slot & 1 == 1,
-            s.live > 0,
+            s.live() > 0,
             "bitmap bit iff the slot's count (pending unlinks not yet taken off) is positive: L{level} S{slot}"
         );
-        s.live - pending
+        (s.live() - pending) as u32
     }
 
     #[cfg(test)]
@@ -575,7 +612,7 @@ impl Levels {
         let (live, refs) = self
             .slots
             .iter()
-            .fold((0, 0), |(l, r), s| (l + s.live as usize, r + s.refs.len()));
+            .fold((0, 0), |(l, r), s| (l + s.live(), r + s.refs.len()));
         assert_eq!(
             self.live, live,
             "the live count is the sum of the slots' (pending unlinks not yet taken off)"
@@ -606,7 +643,7 @@ impl Levels {
         self.pending_len = 0;
         for s in self.slots.iter_mut() {
             s.refs.clear();
-            s.live = 0;
+            s.stale = 0;
         }
     }
 
@@ -616,6 +653,7 @@ impl Levels {
         for s in self.slots.iter_mut() {
             s.refs.retain(|&r| current(r));
             s.refs.shrink_to_fit();
+            s.stale = 0;
         }
         self.spares = Spares::default();
         self.stale = 0;

@@ -441,3 +441,38 @@ fn polling_every_tick_marks_the_wheel_quiet_after_each_ticks_last_timer() {
     );
     assert!(wheel.quiet_until() <= 4200);
 }
+
+#[test]
+fn an_insert_lowers_quiet_until_only_for_an_empty_slot() {
+    // `quiet_until` is never later than the start of a slot whose bit is set, so an insert
+    // into a slot that already has timers leaves it alone; one into an empty slot lowers it.
+    let mut wheel = Wheel::new();
+    let keys: Vec<TimerKey> = (0..10).map(|i| wheel.insert(130 + i, i)).collect();
+    wheel.insert(5000, 99);
+    assert!(drain(&mut wheel, 10).is_empty());
+    assert_eq!(
+        wheel.quiet_until(),
+        128,
+        "the start of the slot of ticks 128..191"
+    );
+    // Every timer of that slot cancelled, the unlinks still pending, then one more there.
+    for key in keys {
+        assert!(wheel.cancel(key).is_some());
+    }
+    wheel.insert(150, 7);
+    wheel.check_invariants();
+    assert!(drain(&mut wheel, 149).is_empty());
+    assert_eq!(drain(&mut wheel, 150), vec![(150, 7)]);
+    // Quiet up to the slot of 5000 (ticks 4096..8191); a timer before it, in an empty slot.
+    assert!(drain(&mut wheel, 200).is_empty());
+    assert_eq!(wheel.quiet_until(), 4096);
+    wheel.insert(260, 8);
+    wheel.check_invariants();
+    assert_eq!(
+        wheel.quiet_until(),
+        256,
+        "the start of the slot of ticks 256..319"
+    );
+    assert_eq!(drain(&mut wheel, 260), vec![(260, 8)]);
+    assert_eq!(drain(&mut wheel, 5000), vec![(5000, 99)]);
+}

@@ -110,3 +110,33 @@ fn polls_that_flush_unlinks_check_the_stale_bound() {
     assert_eq!(drain(&mut wheel, 1_000), vec![(1_000, u64::MAX)]);
     assert_eq!(wheel.cancel(keep), None);
 }
+
+/// A reset to an earlier slot unlinks its timer before filing it anew. When that unlink
+/// fills the pending list, its flush can take the levels over their bound, and the sweep
+/// then compacts the timer's old slot while the old reference is still current: it stays,
+/// and must go on counting as stale once the timer is filed elsewhere. The cancel counts
+/// around the sweep's threshold put the reset's unlink at every place in the pending list,
+/// so one of them lands exactly on the sweep.
+#[test]
+fn a_sweep_inside_a_resets_unlink_keeps_the_old_reference_stale() {
+    const TIMERS: u64 = 6_000;
+    for cancels in 5_700..5_840u64 {
+        let mut wheel: Wheel<u64> = Wheel::new();
+        // One level-2 slot (ticks 4096..8191) holds every timer, the one reset among them.
+        let keys: Vec<TimerKey> = (0..TIMERS)
+            .map(|i| wheel.insert(4096 + i % 4096, i))
+            .collect();
+        let moved = wheel.insert(8000, u64::MAX);
+        for &key in &keys[..cancels as usize] {
+            assert!(wheel.cancel(key).is_some());
+        }
+        // To a level-1 slot: filed anew, so its old reference goes stale.
+        assert!(wheel.reset(moved, 100));
+        wheel.check_invariants();
+        let fired = drain(&mut wheel, 100);
+        assert_eq!(fired, vec![(100, u64::MAX)], "{cancels} cancels");
+        let rest = drain(&mut wheel, 10_000);
+        assert_eq!(rest.len() as u64, TIMERS - cancels, "{cancels} cancels");
+        assert!(wheel.is_empty());
+    }
+}
