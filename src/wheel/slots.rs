@@ -1,8 +1,8 @@
-//! The levels: per slot a vector of references and a count of the live ones, per level an
-//! occupancy bitmap.
+//! The levels: per slot a vector of references and a count of the stale ones (the rest are
+//! live), per level an occupancy bitmap.
 //!
-//! Cancel leaves its reference where it is (O(1), no search); the slot's live count drops
-//! instead. A slot whose live count reaches zero is emptied at once, without looking. The drop
+//! Cancel leaves its reference where it is (O(1), no search); the slot's stale count rises
+//! instead. A slot with no live reference left is emptied at once, without looking. The rise
 //! itself is held back a little: cancels append their slot to a short list of pending unlinks.
 //! These are applied before anything reads a slot's count or the bitmaps (see
 //! [`Levels::try_unlink`] for why).
@@ -345,7 +345,7 @@ impl Levels {
     /// One live timer left the slot (cancelled or moved); its reference stays behind and
     /// counts as stale from now on. O(1).
     ///
-    /// The slot's own live count (and with it the occupancy bitmap) is lowered later, in
+    /// The slot's own count (and with it the occupancy bitmap) is updated later, in
     /// [`flush`](Self::flush): before anything reads it, or once [`PENDING`] unlinks wait.
     /// Why: the slot comes from the entry the cancel has just read, usually a cache miss,
     /// and with the count lowered here (a read-modify-write at an address that waits for
@@ -377,9 +377,10 @@ impl Levels {
         }
     }
 
-    /// Lowers the live counts of the slots that [`try_unlink`](Self::try_unlink) left
-    /// pending, and the level-wide counts. A slot whose count reaches zero is emptied at
-    /// once, without looking: all its references are stale. O(pending unlinks).
+    /// Counts the unlinks that [`try_unlink`](Self::try_unlink) left pending as stale
+    /// references of their slots, and in the level-wide counts. A slot with no live reference
+    /// left is emptied at once, without looking: all its references are stale. O(pending
+    /// unlinks).
     #[cold]
     #[inline(never)]
     fn flush_pending(&mut self) {
