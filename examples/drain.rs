@@ -87,13 +87,18 @@ pub fn run(per_producer: u64) -> Counts {
             })
             .collect();
 
-        // The operator: drain one destination over and over while the others work.
+        // The operator: drain one destination over and over while the others work, and once
+        // more after they stop (they may finish before this thread first runs).
         let drainer = scope.spawn(|| {
-            while producing.load(Ordering::Relaxed) {
+            loop {
+                let last = !producing.load(Ordering::Relaxed);
                 let d = sched.drain_queue(&DRAINED);
                 drained.extend(d.cancelled.into_iter().map(|(id, _message)| id));
                 seen_in_flight += d.in_flight.len(); // these stay the dispatcher's
                 drains += 1;
+                if last {
+                    break;
+                }
                 std::thread::sleep(Duration::from_millis(2));
             }
         });

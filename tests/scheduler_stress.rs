@@ -242,9 +242,17 @@ fn exactly_once_under_concurrent_schedule_dispatch_cancel_and_drain() {
         ledger.drained_in_flight.load(Ordering::Relaxed),
         started.elapsed()
     );
+    // Ids accepted, ended and accepted again, and some delivered. Not a share of the
+    // producers' operations: a release build runs them within a few milliseconds, so most
+    // schedules find their id still pending (refused), and a quarter, which a debug build
+    // reaches, failed there.
     assert!(
-        accepted > cfg.ops_per_producer / 4,
-        "the test exercised little: {accepted} accepted"
+        accepted > 2 * IDS as usize,
+        "the test exercised little: {accepted} accepted ({IDS} ids)"
+    );
+    assert!(
+        !ledger.delivered.lock().unwrap().is_empty(),
+        "the dispatcher delivered nothing: the test exercised little"
     );
     assert!(
         returned > 0,
