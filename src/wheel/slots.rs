@@ -510,8 +510,7 @@ impl Levels {
         if self.pending_len != 0 {
             return self.first_occupied_pending();
         }
-        let level = self.levels_occupied.trailing_zeros() as usize;
-        Some((level, self.occupied[level].trailing_zeros() as usize))
+        self.first_marked()
     }
 
     /// The lowest slot of the lowest level whose bit is set, pending unlinks not taken off:
