@@ -60,7 +60,7 @@ pub use key::{Expired, TimerKey, WheelStats};
 
 use arena::{Arena, position_slot, slot_position};
 use due::DueQueue;
-use level::{filed_slot_start, level_for, slot_for, slot_start};
+use level::{level_for, slot_for, slot_start};
 use slots::Levels;
 
 /// Position codes of the level slots are `1..=LEVEL_POSITIONS` (see `arena.rs`).
@@ -248,9 +248,7 @@ impl<T> Wheel<T> {
         if sweep {
             self.sweep_stale();
         }
-        if self.levels.push(level, slot, r) {
-            self.lower_quiet_until(filed_slot_start(deadline, level));
-        }
+        self.push_filed(level, slot, r, deadline);
         Ok(key)
     }
 

@@ -311,23 +311,48 @@ impl Levels {
     /// wheel's `quiet_until`, which is no later than the start of any occupied slot.
     #[inline]
     pub(crate) fn push(&mut self, level: usize, slot: usize, r: u64) -> bool {
+        self.push_then(level, slot, r, || {})
+    }
+
+    /// [`push`](Self::push), calling `on_first` when the reference is the slot's first.
+    ///
+    /// Why a closure: run before the vector grows, the caller's own work for a first
+    /// reference (lowering `quiet_until`) needs the level and deadline only up to there,
+    /// not across the call that grows the vector; kept for after `push` returned, they were
+    /// spilled to the stack on every insert.
+    #[inline(always)]
+    pub(crate) fn push_then(
+        &mut self,
+        level: usize,
+        slot: usize,
+        r: u64,
+        on_first: impl FnOnce(),
+    ) -> bool {
         // One bounds check: a check for the table's growth followed by indexing took two.
         let Some(s) = self.slots.get_mut(at(level, slot)) else {
-            return self.push_beyond_table(level, slot, r);
+            let first = self.push_beyond_table(level, slot, r);
+            if first {
+                on_first();
+            }
+            return first;
         };
         // The bits are set iff the slot has live timers (pending unlinks lower neither
         // before the flush), so only a slot's first live timer sets them: two
         // read-modify-writes fewer on the other inserts. A slot without live timers holds
         // no references.
         let first = s.refs.is_empty();
+        if first {
+            self.mark_occupied(level, slot);
+            on_first();
+        }
+        let Some(s) = self.slots.get_mut(at(level, slot)) else {
+            unreachable!("the slot was found above");
+        };
         if s.refs.len() == s.refs.capacity() {
             grow_refs(&mut s.refs, &mut self.spares);
         }
         s.refs.push(r);
         self.live += 1;
-        if first {
-            self.mark_occupied(level, slot);
-        }
         first
     }
 

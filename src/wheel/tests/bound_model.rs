@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use proptest::prelude::*;
 
 use super::*;
+use crate::wheel::level::filed_slot_start;
 
 const DOC_SLACK: usize = 8 * 706;
 
