@@ -296,12 +296,6 @@ impl Levels {
     }
 
     #[inline]
-    fn mark_occupied(&mut self, level: usize, slot: usize) {
-        self.occupied[level] |= 1 << slot;
-        self.levels_occupied |= 1 << level;
-    }
-
-    #[inline]
     fn mark_empty(&mut self, level: usize, slot: usize) {
         mark_empty(&mut self.occupied, &mut self.levels_occupied, level, slot);
     }
@@ -342,12 +336,10 @@ impl Levels {
         // no references.
         let first = s.refs.is_empty();
         if first {
-            self.mark_occupied(level, slot);
+            self.occupied[level] |= 1 << slot;
+            self.levels_occupied |= 1 << level;
             on_first();
         }
-        let Some(s) = self.slots.get_mut(at(level, slot)) else {
-            unreachable!("the slot was found above");
-        };
         if s.refs.len() == s.refs.capacity() {
             grow_refs(&mut s.refs, &mut self.spares);
         }
