@@ -19,7 +19,7 @@ impl<T> Wheel<T> {
         let slot = slot_for(deadline, level);
         if let Some(r) = self.arena.refile(index, slot_position(level, slot)) {
             if self.levels.push(level, slot, r) {
-                self.quiet_until = self.quiet_until.min(filed_slot_start(deadline, level));
+                lower_quiet_until(&mut self.quiet_until, deadline, level);
             }
         }
     }
@@ -45,7 +45,7 @@ impl<T> Wheel<T> {
     pub(super) fn push_filed(&mut self, level: usize, slot: usize, r: u64, deadline: u64) {
         let quiet_until = &mut self.quiet_until;
         self.levels.push_then(level, slot, r, || {
-            *quiet_until = (*quiet_until).min(filed_slot_start(deadline, level));
+            lower_quiet_until(quiet_until, deadline, level);
         });
     }
 
@@ -181,4 +181,12 @@ impl<T> Wheel<T> {
         let arena = &self.arena;
         self.due.compact_run(|run| arena.retain_current(run));
     }
+}
+
+/// Lowers `quiet_until` to the start of the slot of `level` that a timer due at `deadline`
+/// was just filed in as its first timer (see [`Wheel::push_filed`]). A free function: the
+/// push that calls it holds the levels borrowed.
+#[inline(always)]
+fn lower_quiet_until(quiet_until: &mut u64, deadline: u64, level: usize) {
+    *quiet_until = (*quiet_until).min(filed_slot_start(deadline, level));
 }
