@@ -268,6 +268,30 @@ impl<'a> Received<'a> {
 /// at 100 000 timers it took 4 ns in one run and 21–31 ns in others.
 const MALLOC_TUNABLES: &str = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776";
 
+/// Heap the child touches before it measures, per timer of its size, on top of
+/// [`PREFAULT_BASE`]: more than the largest peer's structure and the harness's vectors
+/// together (about 200 and 50 bytes per timer at most, `compare`'s memory table).
+const PREFAULT_PER_TIMER: usize = 256;
+
+/// Heap the child touches before it measures whatever its size.
+const PREFAULT_BASE: usize = 64 << 20;
+
+/// Writes every page of one block of heap and frees it, before anything is measured: under
+/// [`MALLOC_TUNABLES`] the block goes back to the top of the heap and stays mapped, so the
+/// blocks carved from it later are already faulted in.
+///
+/// Why: the warm-up runs alone left the heap growing during some peers' cells. At 100 000
+/// timers timer-queue's next slab did not fit the room the last runs freed (it shrinks its
+/// slab in place when the check polls it empty, and the harness's smaller vectors likely
+/// took the freed room): the heap grew by 4.8 MB at seven fills (`brk`), and its insert read
+/// 13–37 ns instead of about 6, paying the page faults of fresh memory. Holds about
+/// `PREFAULT_BASE + PREFAULT_PER_TIMER * n` bytes for the child's life.
+pub fn prefault_heap(n: usize) {
+    let bytes = PREFAULT_BASE.saturating_add(PREFAULT_PER_TIMER.saturating_mul(n));
+    let block = vec![1u8; bytes];
+    std::hint::black_box(&block);
+}
+
 /// `GLIBC_TUNABLES` for a child: [`MALLOC_TUNABLES`], then the caller's own, which glibc
 /// applies last and so wins where both set the same tunable. Other C libraries ignore it.
 fn tunables() -> std::ffi::OsString {
