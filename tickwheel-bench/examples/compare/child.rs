@@ -21,9 +21,9 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::thread;
 
-use crate::Plan;
 use crate::measure::{CONTENDERS, Cell, Memory};
 use crate::peers::Workload;
+use crate::{Plan, heap};
 
 /// One line of a child's output.
 #[derive(Debug, Clone, PartialEq)]
@@ -255,56 +255,8 @@ impl<'a> Received<'a> {
     }
 }
 
-/// glibc's malloc settings for every child: no block is mapped on its own (`mmap_max=0`) and
-/// freed memory is not given back to the system below 1 TiB (`trim_threshold`), so after the
-/// warm-up run every peer's blocks come from memory the process already touched, and no timed
-/// region pays page faults for a structure's first use (see `measure::measure`).
-///
-/// Why: with glibc's defaults a block is mapped afresh, and faulted in page by page inside
-/// the timed inserts, whenever it is at least the current mapping threshold, a threshold
-/// glibc raises as mapped blocks are freed, up to 32 MiB. Whether a peer paid the faults
-/// then depended on its block's size and on which peers had run before it: timer-queue's
-/// insert at 1 M timers (a 64 MiB slab, always mapped) took 24 ns, 6 ns with these settings;
-/// at 100 000 timers it took 4 ns in one run and 21–31 ns in others.
-const MALLOC_TUNABLES: &str = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1099511627776";
-
-/// Heap the child touches before it measures, per timer of its size, on top of
-/// [`PREFAULT_BASE`]: more than the largest peer's structure and the harness's vectors
-/// together (about 200 and 50 bytes per timer at most, `compare`'s memory table).
-const PREFAULT_PER_TIMER: usize = 256;
-
-/// Heap the child touches before it measures whatever its size.
-const PREFAULT_BASE: usize = 64 << 20;
-
-/// Writes every page of one block of heap and frees it, before anything is measured: under
-/// [`MALLOC_TUNABLES`] the block goes back to the top of the heap and stays mapped, so the
-/// blocks carved from it later are already faulted in.
-///
-/// Why: the warm-up runs alone left the heap growing during some peers' cells. At 100 000
-/// timers timer-queue's next slab did not fit the room the last runs freed (it shrinks its
-/// slab in place when the check polls it empty, and the harness's smaller vectors likely
-/// took the freed room): the heap grew by 4.8 MB at seven fills (`brk`), and its insert read
-/// 13–37 ns instead of about 6, paying the page faults of fresh memory. Holds about
-/// `PREFAULT_BASE + PREFAULT_PER_TIMER * n` bytes for the child's life.
-pub fn prefault_heap(n: usize) {
-    let bytes = PREFAULT_BASE.saturating_add(PREFAULT_PER_TIMER.saturating_mul(n));
-    let block = vec![1u8; bytes];
-    std::hint::black_box(&block);
-}
-
-/// `GLIBC_TUNABLES` for a child: [`MALLOC_TUNABLES`], then the caller's own, which glibc
-/// applies last and so wins where both set the same tunable. Other C libraries ignore it.
-fn tunables() -> std::ffi::OsString {
-    let mut value = std::ffi::OsString::from(MALLOC_TUNABLES);
-    if let Some(own) = std::env::var_os("GLIBC_TUNABLES").filter(|own| !own.is_empty()) {
-        value.push(":");
-        value.push(own);
-    }
-    value
-}
-
 /// Runs the child for `n` timers: re-runs this program with the same arguments plus
-/// `--child-size n` (and [`MALLOC_TUNABLES`]), hands each line of its output to `take` as it
+/// `--child-size n` (and [`heap::MALLOC_TUNABLES`]), hands each line of its output to `take` as it
 /// arrives, and passes its standard error on once it has exited. Stops (killing the child)
 /// at the first line that does not parse or that `take` rejects.
 pub fn run(n: usize, mut take: impl FnMut(Line) -> Result<(), String>) -> Result<(), String> {
@@ -314,7 +266,7 @@ pub fn run(n: usize, mut take: impl FnMut(Line) -> Result<(), String>) -> Result
         .args(std::env::args_os().skip(1))
         .arg("--child-size")
         .arg(n.to_string())
-        .env("GLIBC_TUNABLES", tunables())
+        .env("GLIBC_TUNABLES", heap::tunables())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

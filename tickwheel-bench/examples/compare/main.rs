@@ -60,9 +60,9 @@
 //!
 //! Modules: `args` (the command line, each value checked while parsing), `bound` (the
 //! table above tokio's timer), `measure` (the child's side: samples, workloads 7 and 8),
-//! `child` (running a child, under malloc settings that spare every timed region first-touch
-//! page faults, the lines it prints, the parent's check of their order), `floor`
-//! (the floor column).
+//! `child` (running a child, the lines it prints, the parent's check of their order), `heap`
+//! (the malloc settings and the block touched first that spare every timed region
+//! first-touch page faults), `floor` (the floor column).
 
 #[path = "../../benches/peers/mod.rs"]
 mod peers;
@@ -73,6 +73,7 @@ mod chart;
 mod child;
 mod floor;
 mod flow;
+mod heap;
 mod measure;
 mod scaling;
 mod summary;

@@ -71,7 +71,7 @@ pub const CONTENDERS: [&str; 3] = [
 /// Measures size `n` as `plan` says and prints one protocol line per cell, then the end
 /// line. Runs in the child process.
 pub fn child(plan: &Plan, n: usize) {
-    crate::child::prefault_heap(n);
+    crate::heap::prefault_heap(n);
     let emit = |section: &str, name: &str, cell: Cell| {
         let (section, name) = (section.to_string(), name.to_string());
         println!(
