@@ -51,7 +51,7 @@ fn overrides_heap_tunables(own: &str) -> bool {
         let name = setting.split('=').next().unwrap_or_default();
         matches!(
             name,
-            "glibc.malloc.mmap_max" | "glibc.malloc.mmap_threshold" | "glibc.malloc.trim_threshold"
+            "glibc.malloc.mmap_max" | "glibc.malloc.trim_threshold"
         )
     })
 }
@@ -89,6 +89,7 @@ mod tests {
             "glibc.cpu.hwcaps=-AVX2:glibc.malloc.mmap_max=4"
         ));
         assert!(!overrides_heap_tunables("glibc.malloc.tcache_count=0"));
+        assert!(!overrides_heap_tunables("glibc.malloc.mmap_threshold=4096"));
         assert!(!overrides_heap_tunables("glibc.malloc.trim_threshold_x=1"));
         assert!(!overrides_heap_tunables(""));
     }
