@@ -256,9 +256,9 @@ impl<'a> Received<'a> {
 }
 
 /// Runs the child for `n` timers: re-runs this program with the same arguments plus
-/// `--child-size n` (and [`heap::MALLOC_TUNABLES`]), hands each line of its output to `take` as it
-/// arrives, and passes its standard error on once it has exited. Stops (killing the child)
-/// at the first line that does not parse or that `take` rejects.
+/// `--child-size n` (and [`heap::MALLOC_TUNABLES`]), hands each line of its output to `take`
+/// as it arrives, and passes its standard error on once it has exited. Stops (killing the
+/// child) at the first line that does not parse or that `take` rejects.
 pub fn run(n: usize, mut take: impl FnMut(Line) -> Result<(), String>) -> Result<(), String> {
     let exe = std::env::current_exe()
         .map_err(|e| format!("size {n}: cannot find this program to re-run it: {e}"))?;

@@ -44,16 +44,17 @@ pub fn prefault_heap(n: usize) {
     std::hint::black_box(&block);
 }
 
+/// The tunables' names in a `GLIBC_TUNABLES` value (`name=value` settings joined by `:`).
+fn names(tunables: &str) -> impl Iterator<Item = &str> {
+    tunables
+        .split(':')
+        .map(|setting| setting.split('=').next().unwrap_or_default())
+}
+
 /// Whether a caller's `GLIBC_TUNABLES` sets one of the malloc tunables that
-/// [`MALLOC_TUNABLES`] and [`prefault_heap`] rely on (its own value then wins).
+/// [`MALLOC_TUNABLES`] sets and [`prefault_heap`] relies on (its own value then wins).
 fn overrides_heap_tunables(own: &str) -> bool {
-    own.split(':').any(|setting| {
-        let name = setting.split('=').next().unwrap_or_default();
-        matches!(
-            name,
-            "glibc.malloc.mmap_max" | "glibc.malloc.trim_threshold"
-        )
-    })
+    names(own).any(|name| names(MALLOC_TUNABLES).any(|ours| ours == name))
 }
 
 /// `GLIBC_TUNABLES` for a child: [`MALLOC_TUNABLES`], then the caller's own, which glibc
